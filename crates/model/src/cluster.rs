@@ -1,0 +1,468 @@
+//! Cluster files: what `kubectl get nodes,pods -A -o yaml` prints. Multi-document
+//! YAML or JSON, single objects or `kind: List`, turned into a [`Cluster`].
+//!
+//! This module does no I/O: callers hand it each file's name and text.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::convert::{self, FieldError, PriorityClasses};
+use crate::objects::{Node, Pod};
+use crate::selector::Labels;
+
+/// Why a cluster file was rejected. Always names the file; names the object
+/// and the field when the problem is inside one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.render())]
+pub struct LoadError {
+    /// File name as given.
+    pub file: String,
+    /// `Kind namespace/name` of the object, when known.
+    pub object: Option<String>,
+    /// Field path inside the object, when known.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl LoadError {
+    fn render(&self) -> String {
+        let mut s = self.file.clone();
+        if let Some(o) = &self.object {
+            s.push_str(": ");
+            s.push_str(o);
+        }
+        if let Some(f) = &self.field {
+            s.push_str(": ");
+            s.push_str(f);
+        }
+        s.push_str(": ");
+        s.push_str(&self.message);
+        s
+    }
+}
+
+/// A namespace (only labels matter to scheduling).
+#[derive(Debug, Clone, Default)]
+pub struct Namespace {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: Labels,
+}
+
+/// Everything the scheduler reads from a cluster file.
+#[derive(Debug, Clone, Default)]
+pub struct Cluster {
+    /// Nodes, in input order.
+    pub nodes: Vec<Node>,
+    /// Pods, in input order (bound and pending).
+    pub pods: Vec<Pod>,
+    /// Namespaces by name.
+    pub namespaces: BTreeMap<String, Namespace>,
+    /// Notes about objects that were read but not used.
+    pub warnings: Vec<String>,
+}
+
+/// Kinds that exist in Kubernetes but do not affect scheduling: read and skipped.
+const IGNORED_KINDS: &[&str] = &[
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "Endpoints",
+    "EndpointSlice",
+    "Event",
+    "Lease",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ControllerRevision",
+    "LimitRange",
+    "ResourceQuota",
+    "Ingress",
+    "IngressClass",
+    "NetworkPolicy",
+    "HorizontalPodAutoscaler",
+    "CustomResourceDefinition",
+    "APIService",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "ComponentStatus",
+    "CronJob",
+];
+
+/// A document taken from a file, before conversion.
+#[derive(Debug, Clone)]
+pub struct RawObject {
+    /// File it came from.
+    pub file: String,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.namespace/metadata.name` or `metadata.name`.
+    pub display_name: String,
+    /// The object.
+    pub value: Value,
+}
+
+impl RawObject {
+    /// `Kind ns/name`.
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.kind, self.display_name)
+    }
+
+    fn error(&self, field: Option<String>, message: impl Into<String>) -> LoadError {
+        LoadError {
+            file: self.file.clone(),
+            object: Some(self.describe()),
+            field,
+            message: message.into(),
+        }
+    }
+
+    fn field_error(&self, e: FieldError) -> LoadError {
+        self.error(Some(e.path), e.message)
+    }
+
+    /// Deserializes into a k8s-openapi type, naming the field on failure.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, LoadError> {
+        let de = self.value.clone();
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            self.error((path != ".").then_some(path), inner)
+        })
+    }
+}
+
+/// Splits one file's text into objects (YAML multi-doc, JSON, `List`s flattened).
+pub fn parse_documents(file: &str, text: &str) -> Result<Vec<RawObject>, LoadError> {
+    let file_err = |message: String| LoadError {
+        file: file.to_string(),
+        object: None,
+        field: None,
+        message,
+    };
+    let mut docs: Vec<Value> = Vec::new();
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+        for v in stream {
+            docs.push(v.map_err(|e| file_err(format!("invalid JSON: {e}")))?);
+        }
+    } else {
+        for doc in serde_yaml_ng::Deserializer::from_str(text) {
+            let v: Value = serde::Deserialize::deserialize(doc)
+                .map_err(|e| file_err(format!("invalid YAML: {e}")))?;
+            docs.push(v);
+        }
+    }
+    let mut out = Vec::new();
+    for (i, doc) in docs.into_iter().enumerate() {
+        flatten(file, doc, &format!("document {}", i + 1), &mut out)?;
+    }
+    Ok(out)
+}
+
+fn flatten(file: &str, doc: Value, at: &str, out: &mut Vec<RawObject>) -> Result<(), LoadError> {
+    let file_err = |message: String| LoadError {
+        file: file.to_string(),
+        object: Some(at.to_string()),
+        field: None,
+        message,
+    };
+    let obj = match doc {
+        Value::Null => return Ok(()),
+        Value::Array(items) => {
+            for (i, item) in items.into_iter().enumerate() {
+                flatten(file, item, &format!("{at} item {i}"), out)?;
+            }
+            return Ok(());
+        }
+        Value::Object(o) => o,
+        other => {
+            return Err(file_err(format!(
+                "expected a Kubernetes object, found {}",
+                type_name(&other)
+            )))
+        }
+    };
+    let kind = match obj.get("kind") {
+        Some(Value::String(k)) if !k.is_empty() => k.clone(),
+        _ => return Err(file_err("kind: Required value".to_string())),
+    };
+    if !matches!(obj.get("apiVersion"), Some(Value::String(v)) if !v.is_empty()) {
+        return Err(file_err(format!("{kind}: apiVersion: Required value")));
+    }
+    if kind == "List" || kind.ends_with("List") {
+        let items = match obj.get("items") {
+            Some(Value::Array(items)) => items.clone(),
+            Some(Value::Null) | None => Vec::new(),
+            Some(_) => return Err(file_err(format!("{kind}: items: must be a list"))),
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            flatten(file, item, &format!("{at} items[{i}]"), out)?;
+        }
+        return Ok(());
+    }
+    let meta = obj.get("metadata");
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ns = meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let display_name = if name.is_empty() {
+        format!("({at})")
+    } else if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    };
+    out.push(RawObject {
+        file: file.to_string(),
+        kind,
+        display_name,
+        value: Value::Object(obj),
+    });
+    Ok(())
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Hook for kinds handled outside this module (workloads, volumes, ...): return
+/// `Ok(true)` when the object was consumed.
+pub type ExtraKinds<'a> = &'a mut dyn FnMut(&RawObject) -> Result<bool, LoadError>;
+
+/// Builds a cluster from parsed objects.
+pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, LoadError> {
+    let mut cluster = Cluster::default();
+    let mut classes = PriorityClasses::with_builtins();
+    for o in objects.iter().filter(|o| o.kind == "PriorityClass") {
+        let pc: k8s_openapi::api::scheduling::v1::PriorityClass = o.decode()?;
+        let name = pc
+            .metadata
+            .name
+            .clone()
+            .ok_or_else(|| o.error(Some("metadata.name".into()), "Required value"))?;
+        let entry = (pc.value.unwrap_or(0), pc.preemption_policy.as_deref() == Some("Never"));
+        if pc.global_default == Some(true) {
+            classes.global_default = Some(entry);
+        }
+        classes.by_name.insert(name, entry);
+    }
+    let mut seq = 0u64;
+    for o in objects {
+        match o.kind.as_str() {
+            "PriorityClass" => {}
+            "Node" => {
+                let n: k8s_openapi::api::core::v1::Node = o.decode()?;
+                let node = convert::node(&n).map_err(|e| o.field_error(e))?;
+                if node.allocatable.milli_cpu == 0
+                    && node.allocatable.memory == 0
+                    && n.status.as_ref().is_some_and(|s| s.capacity.is_some())
+                {
+                    cluster.warnings.push(format!(
+                        "{}: {}: status.allocatable is empty (only capacity is set); the scheduler uses allocatable, so no pod fits this node",
+                        o.file,
+                        o.describe()
+                    ));
+                }
+                cluster.nodes.push(node);
+            }
+            "Pod" => {
+                let p: k8s_openapi::api::core::v1::Pod = o.decode()?;
+                let pod = convert::pod(&p, seq, &classes).map_err(|e| o.field_error(e))?;
+                seq += 1;
+                cluster.pods.push(pod);
+            }
+            "Namespace" => {
+                let ns: k8s_openapi::api::core::v1::Namespace = o.decode()?;
+                let name = ns
+                    .metadata
+                    .name
+                    .clone()
+                    .ok_or_else(|| o.error(Some("metadata.name".into()), "Required value"))?;
+                cluster.namespaces.insert(
+                    name.clone(),
+                    Namespace {
+                        name,
+                        labels: ns.metadata.labels.clone().unwrap_or_default(),
+                    },
+                );
+            }
+            k if IGNORED_KINDS.contains(&k) => {}
+            _ => {
+                if !extra(o)? {
+                    return Err(o.error(
+                        Some("kind".into()),
+                        format!(
+                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses and workloads",
+                            o.kind
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let mut names = std::collections::HashSet::new();
+    for n in &cluster.nodes {
+        if !names.insert(n.name.as_str()) {
+            return Err(LoadError {
+                file: objects
+                    .iter()
+                    .find(|o| o.kind == "Node" && o.display_name == n.name)
+                    .map(|o| o.file.clone())
+                    .unwrap_or_default(),
+                object: Some(format!("Node {}", n.name)),
+                field: Some("metadata.name".into()),
+                message: "Duplicate value: a node with this name appears twice".into(),
+            });
+        }
+    }
+    let mut pod_keys = std::collections::HashSet::new();
+    for p in &cluster.pods {
+        if !pod_keys.insert((p.namespace.as_str(), p.name.as_str())) {
+            return Err(LoadError {
+                file: objects
+                    .iter()
+                    .find(|o| o.kind == "Pod" && o.display_name.ends_with(&p.name))
+                    .map(|o| o.file.clone())
+                    .unwrap_or_default(),
+                object: Some(format!("Pod {}/{}", p.namespace, p.name)),
+                field: Some("metadata.name".into()),
+                message: "Duplicate value: a pod with this name appears twice".into(),
+            });
+        }
+    }
+    for p in &cluster.pods {
+        cluster
+            .namespaces
+            .entry(p.namespace.clone())
+            .or_insert_with(|| Namespace {
+                name: p.namespace.clone(),
+                labels: Labels::from([(
+                    "kubernetes.io/metadata.name".to_string(),
+                    p.namespace.clone(),
+                )]),
+            });
+    }
+    Ok(cluster)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIST: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1, labels: {zone: a}}
+  status:
+    allocatable: {cpu: "4", memory: 8Gi, pods: "110"}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p1, namespace: default}
+  spec:
+    containers:
+    - name: c
+      image: nginx
+      resources: {requests: {cpu: 500m}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p2}
+spec:
+  nodeName: n1
+  containers: [{name: c, image: busybox}]
+"#;
+
+    fn load(text: &str) -> Result<Cluster, LoadError> {
+        let objs = parse_documents("c.yaml", text)?;
+        build(&objs, &mut |_| Ok(false))
+    }
+
+    #[test]
+    fn reads_lists_and_documents() {
+        let c = load(LIST).unwrap();
+        assert_eq!(c.nodes.len(), 1);
+        assert_eq!(c.nodes[0].allocatable.milli_cpu, 4000);
+        assert_eq!(c.pods.len(), 2);
+        assert_eq!(c.pods[0].requests.milli_cpu, 500);
+        assert_eq!(c.pods[1].namespace, "default");
+        assert_eq!(c.pods[1].node_name, "n1");
+    }
+
+    #[test]
+    fn errors_name_file_object_and_field() {
+        let bad = LIST.replace("cpu: 500m", "cpu: 5x00m");
+        let e = load(&bad).unwrap_err();
+        assert_eq!(e.file, "c.yaml");
+        assert_eq!(e.object.as_deref(), Some("Pod default/p1"));
+        assert_eq!(
+            e.field.as_deref(),
+            Some("spec.containers[0].resources.requests.cpu")
+        );
+
+        let e = load("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}\n").unwrap_err();
+        assert_eq!(e.object.as_deref(), Some("Pod x"));
+        assert!(e.to_string().contains("containers"), "{e}");
+
+        let e = load("apiVersion: v1\nkind: Gizmo\nmetadata: {name: x}\n").unwrap_err();
+        assert!(e.to_string().contains("unsupported kind \"Gizmo\""), "{e}");
+
+        let e = load("kind: [").unwrap_err();
+        assert!(e.to_string().starts_with("c.yaml: invalid YAML"), "{e}");
+
+        let e = load("apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec: {taints: [{key: k, effect: Sometimes}]}\n").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("spec.taints[0].effect"));
+    }
+
+    #[test]
+    fn json_and_duplicate_detection() {
+        let json = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}
+{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}"#;
+        let e = load(json).unwrap_err();
+        assert!(e.to_string().contains("Duplicate value"), "{e}");
+    }
+
+    #[test]
+    fn priority_class_resolution() {
+        let text = r#"
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec: {priorityClassName: high, containers: [{name: c}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: q}
+spec: {priorityClassName: nope, containers: [{name: c}]}
+"#;
+        let e = load(text).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("spec.priorityClassName"));
+        let ok = load(&text[..text.rfind("---").unwrap()]).unwrap();
+        assert_eq!(ok.pods[0].priority, 1000);
+    }
+}

@@ -1,0 +1,641 @@
+//! Conversion from k8s-openapi objects into the compact model, with API
+//! defaults applied and every rejected value reported by its field path.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+
+use crate::objects::*;
+use crate::quantity::Quantity;
+use crate::requests;
+use crate::resources::{ResourceList, Resources};
+use crate::selector::{LabelSelector, NodeSelector, NodeSelectorTerm, Operator, Requirement};
+
+/// A field that failed validation, with its path inside the object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct FieldError {
+    /// Path like `spec.containers[0].resources.requests.cpu`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+type Result<T> = std::result::Result<T, FieldError>;
+
+/// Parses a resource list, naming the bad field.
+pub fn resource_list(
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    path: &str,
+) -> Result<ResourceList> {
+    let mut out = ResourceList::new();
+    for (name, q) in list.into_iter().flatten() {
+        let parsed = Quantity::parse(&q.0)
+            .map_err(|e| err(format!("{path}.{name}"), format!("{:?}: {e}", q.0)))?;
+        out.insert(name.clone(), parsed);
+    }
+    Ok(out)
+}
+
+fn operator(op: &str, path: &str, node: bool) -> Result<Operator> {
+    Ok(match op {
+        "In" => Operator::In,
+        "NotIn" => Operator::NotIn,
+        "Exists" => Operator::Exists,
+        "DoesNotExist" => Operator::DoesNotExist,
+        "Gt" if node => Operator::Gt,
+        "Lt" if node => Operator::Lt,
+        other => {
+            return Err(err(
+                format!("{path}.operator"),
+                format!("{other:?} is not a valid selector operator"),
+            ))
+        }
+    })
+}
+
+fn requirement(key: &str, op: &str, values: &[String], path: &str, node: bool) -> Result<Requirement> {
+    let op = operator(op, path, node)?;
+    match op {
+        Operator::In | Operator::NotIn if values.is_empty() => Err(err(
+            format!("{path}.values"),
+            "must be specified when `operator` is 'In' or 'NotIn'",
+        )),
+        Operator::Exists | Operator::DoesNotExist if !values.is_empty() => Err(err(
+            format!("{path}.values"),
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        )),
+        Operator::Gt | Operator::Lt
+            if values.len() != 1 || values[0].parse::<i64>().is_err() =>
+        {
+            Err(err(
+                format!("{path}.values"),
+                "must be a single integer when `operator` is 'Gt' or 'Lt'",
+            ))
+        }
+        _ => {
+            let mut values = values.to_vec();
+            values.sort();
+            Ok(Requirement {
+                key: key.to_string(),
+                op,
+                values,
+            })
+        }
+    }
+}
+
+/// Converts a `metav1.LabelSelector`.
+pub fn label_selector(sel: &meta::LabelSelector, path: &str) -> Result<LabelSelector> {
+    let mut requirements = Vec::new();
+    for (k, v) in sel.match_labels.iter().flatten() {
+        requirements.push(Requirement {
+            key: k.clone(),
+            op: Operator::In,
+            values: vec![v.clone()],
+        });
+    }
+    for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
+        requirements.push(requirement(
+            &e.key,
+            &e.operator,
+            e.values.as_deref().unwrap_or_default(),
+            &format!("{path}.matchExpressions[{i}]"),
+            false,
+        )?);
+    }
+    Ok(LabelSelector { requirements })
+}
+
+fn node_selector_term(t: &core::NodeSelectorTerm, path: &str) -> Result<NodeSelectorTerm> {
+    let mut term = NodeSelectorTerm::default();
+    for (i, e) in t.match_expressions.iter().flatten().enumerate() {
+        term.match_expressions.push(requirement(
+            &e.key,
+            &e.operator,
+            e.values.as_deref().unwrap_or_default(),
+            &format!("{path}.matchExpressions[{i}]"),
+            true,
+        )?);
+    }
+    for (i, e) in t.match_fields.iter().flatten().enumerate() {
+        let p = format!("{path}.matchFields[{i}]");
+        if e.key != "metadata.name" {
+            return Err(err(
+                format!("{p}.key"),
+                format!("{:?} is not a supported field selector key", e.key),
+            ));
+        }
+        term.match_fields.push(requirement(
+            &e.key,
+            &e.operator,
+            e.values.as_deref().unwrap_or_default(),
+            &p,
+            true,
+        )?);
+    }
+    Ok(term)
+}
+
+/// Converts a `v1.NodeSelector`.
+pub fn node_selector(s: &core::NodeSelector, path: &str) -> Result<NodeSelector> {
+    let terms = s
+        .node_selector_terms
+        .iter()
+        .enumerate()
+        .map(|(i, t)| node_selector_term(t, &format!("{path}.nodeSelectorTerms[{i}]")))
+        .collect::<Result<_>>()?;
+    Ok(NodeSelector { terms })
+}
+
+fn taint(t: &core::Taint, path: &str) -> Result<Taint> {
+    let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
+        err(
+            format!("{path}.effect"),
+            format!(
+                "{:?}: supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\"",
+                t.effect
+            ),
+        )
+    })?;
+    Ok(Taint {
+        key: t.key.clone(),
+        value: t.value.clone().unwrap_or_default(),
+        effect,
+    })
+}
+
+/// Converts a Node.
+pub fn node(n: &core::Node) -> Result<Node> {
+    let name = n
+        .metadata
+        .name
+        .clone()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| err("metadata.name", "Required value"))?;
+    let spec = n.spec.clone().unwrap_or_default();
+    let status = n.status.clone().unwrap_or_default();
+    let taints = spec
+        .taints
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| taint(t, &format!("spec.taints[{i}]")))
+        .collect::<Result<_>>()?;
+    let allocatable = resource_list(status.allocatable.as_ref(), "status.allocatable")?;
+    let images = status
+        .images
+        .iter()
+        .flatten()
+        .map(|img| ContainerImage {
+            names: img.names.clone().unwrap_or_default(),
+            size_bytes: img.size_bytes.unwrap_or(0),
+        })
+        .collect();
+    Ok(Node {
+        name,
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        taints,
+        unschedulable: spec.unschedulable.unwrap_or(false),
+        allocatable: Resources::from_list(&allocatable),
+        images,
+    })
+}
+
+fn container(c: &core::Container, path: &str, init: bool) -> Result<Container> {
+    let requests = resource_list(
+        c.resources.as_ref().and_then(|r| r.requests.as_ref()),
+        &format!("{path}.resources.requests"),
+    )?;
+    let mut host_ports = Vec::new();
+    for p in c.ports.iter().flatten() {
+        if let Some(port) = p.host_port.filter(|&p| p > 0) {
+            host_ports.push(HostPort {
+                host_ip: p
+                    .host_ip
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "0.0.0.0".to_string()),
+                protocol: p
+                    .protocol
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "TCP".to_string()),
+                port,
+            });
+        }
+    }
+    Ok(Container {
+        name: c.name.clone(),
+        image: c.image.clone().unwrap_or_default(),
+        requests,
+        restartable: init && c.restart_policy.as_deref() == Some("Always"),
+        host_ports,
+    })
+}
+
+fn pod_affinity_term(t: &core::PodAffinityTerm, path: &str) -> Result<PodAffinityTerm> {
+    Ok(PodAffinityTerm {
+        selector: t
+            .label_selector
+            .as_ref()
+            .map(|s| label_selector(s, &format!("{path}.labelSelector")))
+            .transpose()?,
+        namespaces: t.namespaces.clone().unwrap_or_default(),
+        namespace_selector: t
+            .namespace_selector
+            .as_ref()
+            .map(|s| label_selector(s, &format!("{path}.namespaceSelector")))
+            .transpose()?,
+        topology_key: t.topology_key.clone(),
+        match_label_keys: t.match_label_keys.clone().unwrap_or_default(),
+        mismatch_label_keys: t.mismatch_label_keys.clone().unwrap_or_default(),
+    })
+}
+
+fn pod_affinity(
+    required: Option<&Vec<core::PodAffinityTerm>>,
+    preferred: Option<&Vec<core::WeightedPodAffinityTerm>>,
+    path: &str,
+) -> Result<PodAffinity> {
+    let required = required
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| {
+            pod_affinity_term(
+                t,
+                &format!("{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+            )
+        })
+        .collect::<Result<_>>()?;
+    let preferred = preferred
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| {
+            Ok(WeightedPodAffinityTerm {
+                weight: t.weight,
+                term: pod_affinity_term(
+                    &t.pod_affinity_term,
+                    &format!(
+                        "{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
+                    ),
+                )?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(PodAffinity {
+        required,
+        preferred,
+    })
+}
+
+fn spread_constraint(
+    c: &core::TopologySpreadConstraint,
+    path: &str,
+) -> Result<TopologySpreadConstraint> {
+    let do_not_schedule = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => true,
+        "ScheduleAnyway" => false,
+        other => {
+            return Err(err(
+                format!("{path}.whenUnsatisfiable"),
+                format!("{other:?}: supported values: \"DoNotSchedule\", \"ScheduleAnyway\""),
+            ))
+        }
+    };
+    if c.max_skew <= 0 {
+        return Err(err(
+            format!("{path}.maxSkew"),
+            format!("{}: must be greater than zero", c.max_skew),
+        ));
+    }
+    let policy = |v: &Option<String>, field: &str, default: bool| -> Result<bool> {
+        match v.as_deref() {
+            None => Ok(default),
+            Some("Honor") => Ok(true),
+            Some("Ignore") => Ok(false),
+            Some(other) => Err(err(
+                format!("{path}.{field}"),
+                format!("{other:?}: supported values: \"Honor\", \"Ignore\""),
+            )),
+        }
+    };
+    Ok(TopologySpreadConstraint {
+        max_skew: c.max_skew,
+        topology_key: c.topology_key.clone(),
+        do_not_schedule,
+        selector: c
+            .label_selector
+            .as_ref()
+            .map(|s| label_selector(s, &format!("{path}.labelSelector")))
+            .transpose()?,
+        min_domains: c.min_domains,
+        node_affinity_honor: policy(&c.node_affinity_policy, "nodeAffinityPolicy", true)?,
+        node_taints_honor: policy(&c.node_taints_policy, "nodeTaintsPolicy", false)?,
+        match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
+    })
+}
+
+fn volume(pod_name: &str, v: &core::Volume) -> Volume {
+    if let Some(pvc) = &v.persistent_volume_claim {
+        return Volume::Claim {
+            claim: pvc.claim_name.clone(),
+            read_only: pvc.read_only.unwrap_or(false),
+            ephemeral: false,
+        };
+    }
+    if v.ephemeral.is_some() {
+        return Volume::Claim {
+            claim: format!("{pod_name}-{}", v.name),
+            read_only: false,
+            ephemeral: true,
+        };
+    }
+    if let Some(gce) = &v.gce_persistent_disk {
+        return Volume::Disk {
+            id: format!("gce:{}", gce.pd_name),
+            read_only: gce.read_only.unwrap_or(false),
+        };
+    }
+    if let Some(aws) = &v.aws_elastic_block_store {
+        return Volume::Disk {
+            id: format!("aws:{}", aws.volume_id),
+            read_only: aws.read_only.unwrap_or(false),
+        };
+    }
+    if let Some(rbd) = &v.rbd {
+        let mut mons = rbd.monitors.clone();
+        mons.sort();
+        return Volume::Disk {
+            id: format!(
+                "rbd:{}:{}:{}",
+                mons.join(","),
+                rbd.pool.clone().unwrap_or_else(|| "rbd".into()),
+                rbd.image
+            ),
+            read_only: rbd.read_only.unwrap_or(false),
+        };
+    }
+    if let Some(iscsi) = &v.iscsi {
+        return Volume::Disk {
+            id: format!("iscsi:{}:{}", iscsi.iqn, iscsi.lun),
+            read_only: iscsi.read_only.unwrap_or(false),
+        };
+    }
+    Volume::Other
+}
+
+/// Priority classes known to the loader, to resolve `priorityClassName`.
+#[derive(Debug, Clone, Default)]
+pub struct PriorityClasses {
+    /// Name → (value, preemptionPolicy Never).
+    pub by_name: BTreeMap<String, (i32, bool)>,
+    /// The `globalDefault` class, if any.
+    pub global_default: Option<(i32, bool)>,
+}
+
+impl PriorityClasses {
+    /// With the two built-in system classes.
+    pub fn with_builtins() -> Self {
+        let mut pc = PriorityClasses::default();
+        pc.by_name
+            .insert("system-node-critical".into(), (2_000_001_000, false));
+        pc.by_name
+            .insert("system-cluster-critical".into(), (2_000_000_000, false));
+        pc
+    }
+}
+
+/// Converts a Pod; `seq` is its position in the input.
+pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
+    let name = p
+        .metadata
+        .name
+        .clone()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| err("metadata.name", "Required value"))?;
+    let namespace = p
+        .metadata
+        .namespace
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "default".to_string());
+    let spec = p
+        .spec
+        .as_ref()
+        .ok_or_else(|| err("spec", "Required value"))?;
+    if spec.containers.is_empty() {
+        return Err(err("spec.containers", "Required value"));
+    }
+    let containers = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| container(c, &format!("spec.containers[{i}]"), false))
+        .collect::<Result<_>>()?;
+    let init_containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| container(c, &format!("spec.initContainers[{i}]"), true))
+        .collect::<Result<_>>()?;
+    let tolerations = spec
+        .tolerations
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| {
+            let path = format!("spec.tolerations[{i}]");
+            let exists = match t.operator.as_deref() {
+                None | Some("") | Some("Equal") => false,
+                Some("Exists") => true,
+                Some(other) => {
+                    return Err(err(
+                        format!("{path}.operator"),
+                        format!("{other:?}: supported values: \"Equal\", \"Exists\""),
+                    ))
+                }
+            };
+            let effect = match t.effect.as_deref() {
+                None | Some("") => None,
+                Some(e) => Some(TaintEffect::parse(e).ok_or_else(|| {
+                    err(format!("{path}.effect"), format!("{e:?}: unsupported effect"))
+                })?),
+            };
+            Ok(Toleration {
+                key: t.key.clone().unwrap_or_default(),
+                exists,
+                value: t.value.clone().unwrap_or_default(),
+                effect,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let affinity = spec.affinity.as_ref();
+    let node_affinity = affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .map(|na| -> Result<NodeAffinity> {
+            let path = "spec.affinity.nodeAffinity";
+            Ok(NodeAffinity {
+                required: na
+                    .required_during_scheduling_ignored_during_execution
+                    .as_ref()
+                    .map(|s| {
+                        node_selector(
+                            s,
+                            &format!("{path}.requiredDuringSchedulingIgnoredDuringExecution"),
+                        )
+                    })
+                    .transpose()?,
+                preferred: na
+                    .preferred_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        Ok(PreferredSchedulingTerm {
+                            weight: t.weight,
+                            term: node_selector_term(
+                                &t.preference,
+                                &format!("{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"),
+                            )?,
+                        })
+                    })
+                    .collect::<Result<_>>()?,
+            })
+        })
+        .transpose()?;
+    let pod_affinity_v = affinity
+        .and_then(|a| a.pod_affinity.as_ref())
+        .map(|a| {
+            pod_affinity(
+                a.required_during_scheduling_ignored_during_execution.as_ref(),
+                a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                "spec.affinity.podAffinity",
+            )
+        })
+        .transpose()?;
+    let pod_anti_affinity = affinity
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .map(|a| {
+            pod_affinity(
+                a.required_during_scheduling_ignored_during_execution.as_ref(),
+                a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                "spec.affinity.podAntiAffinity",
+            )
+        })
+        .transpose()?;
+    let topology_spread_constraints = spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| spread_constraint(c, &format!("spec.topologySpreadConstraints[{i}]")))
+        .collect::<Result<_>>()?;
+    let (priority, preemption_never) = match spec.priority {
+        Some(v) => (
+            v,
+            spec.preemption_policy.as_deref() == Some("Never"),
+        ),
+        None => {
+            let class = match spec.priority_class_name.as_deref().filter(|s| !s.is_empty()) {
+                Some(name) => Some(*classes.by_name.get(name).ok_or_else(|| {
+                    err(
+                        "spec.priorityClassName",
+                        format!("no PriorityClass with name {name} was found"),
+                    )
+                })?),
+                None => classes.global_default,
+            };
+            let (v, never) = class.unwrap_or((0, false));
+            (
+                v,
+                spec.preemption_policy
+                    .as_deref()
+                    .map_or(never, |p| p == "Never"),
+            )
+        }
+    };
+    let status = p.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("");
+    let mut out = Pod {
+        uid: p
+            .metadata
+            .uid
+            .clone()
+            .unwrap_or_else(|| format!("{namespace}/{name}")),
+        labels: p.metadata.labels.clone().unwrap_or_default(),
+        owners: p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| OwnerRef {
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+                uid: o.uid.clone(),
+                controller: o.controller.unwrap_or(false),
+            })
+            .collect(),
+        creation_timestamp: p
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+        seq,
+        node_name: spec.node_name.clone().unwrap_or_default(),
+        nominated_node_name: status
+            .and_then(|s| s.nominated_node_name.clone())
+            .unwrap_or_default(),
+        scheduler_name: spec
+            .scheduler_name
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "default-scheduler".to_string()),
+        priority,
+        preemption_never,
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        node_affinity,
+        pod_affinity: pod_affinity_v,
+        pod_anti_affinity,
+        tolerations,
+        containers,
+        init_containers,
+        overhead: resource_list(spec.overhead.as_ref(), "spec.overhead")?,
+        pod_requests: resource_list(
+            spec.resources.as_ref().and_then(|r| r.requests.as_ref()),
+            "spec.resources.requests",
+        )?,
+        scheduling_gates: spec
+            .scheduling_gates
+            .iter()
+            .flatten()
+            .map(|g| g.name.clone())
+            .collect(),
+        topology_spread_constraints,
+        volumes: spec
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| volume(&name, v))
+            .collect(),
+        terminated: phase == "Succeeded" || phase == "Failed",
+        terminating: p.metadata.deletion_timestamp.is_some(),
+        namespace,
+        name,
+        ..Default::default()
+    };
+    requests::compute(&mut out);
+    Ok(out)
+}

@@ -1,0 +1,19 @@
+//! rkube's object model: Kubernetes quantities, label and node selectors,
+//! and compact node and pod structs built once from k8s-openapi objects.
+//! Everything here is pure (no I/O) so the offline simulator and the live
+//! scheduler share it.
+
+pub mod cluster;
+pub mod convert;
+pub mod objects;
+pub mod quantity;
+pub mod requests;
+pub mod resources;
+pub mod selector;
+pub mod version;
+
+pub use cluster::{Cluster, LoadError, Namespace, RawObject};
+pub use objects::*;
+pub use quantity::Quantity;
+pub use resources::Resources;
+pub use selector::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};

@@ -1,0 +1,343 @@
+//! The compact node and pod model the scheduler works on. Built once from
+//! k8s-openapi objects (see [`crate::convert`]); plugins read only these.
+
+use std::sync::Arc;
+
+use crate::resources::{ResourceList, Resources};
+use crate::selector::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};
+
+/// Taint effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaintEffect {
+    /// `NoSchedule`
+    NoSchedule,
+    /// `PreferNoSchedule`
+    PreferNoSchedule,
+    /// `NoExecute`
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// Parses the API string.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "NoSchedule" => Some(Self::NoSchedule),
+            "PreferNoSchedule" => Some(Self::PreferNoSchedule),
+            "NoExecute" => Some(Self::NoExecute),
+            _ => None,
+        }
+    }
+
+    /// The API string.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::NoSchedule => "NoSchedule",
+            Self::PreferNoSchedule => "PreferNoSchedule",
+            Self::NoExecute => "NoExecute",
+        }
+    }
+}
+
+/// A node taint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taint {
+    /// Key.
+    pub key: String,
+    /// Value (may be empty).
+    pub value: String,
+    /// Effect.
+    pub effect: TaintEffect,
+}
+
+/// A pod toleration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toleration {
+    /// Key; empty with `Exists` tolerates every key.
+    pub key: String,
+    /// `Exists` (true) or `Equal` (false, the default).
+    pub exists: bool,
+    /// Value for `Equal`.
+    pub value: String,
+    /// Effect; `None` tolerates every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    /// Upstream's `Toleration.ToleratesTaint`.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if let Some(effect) = self.effect {
+            if effect != taint.effect {
+                return false;
+            }
+        }
+        if !self.key.is_empty() && self.key != taint.key {
+            return false;
+        }
+        if self.exists {
+            true
+        } else {
+            self.value == taint.value
+        }
+    }
+}
+
+/// An image present on a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerImage {
+    /// All names of the image (tags and digests).
+    pub names: Vec<String>,
+    /// Size in bytes.
+    pub size_bytes: i64,
+}
+
+/// A node as the scheduler sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Node {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: Labels,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// `status.allocatable`.
+    pub allocatable: Resources,
+    /// `status.images`.
+    pub images: Vec<ContainerImage>,
+}
+
+/// Protocol of a host port.
+pub type Protocol = String;
+
+/// A host port a container asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPort {
+    /// Host IP (`0.0.0.0` when unset, as upstream defaults it).
+    pub host_ip: String,
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: Protocol,
+    /// Port number.
+    pub port: i32,
+}
+
+/// A container (or init container).
+#[derive(Debug, Clone, Default)]
+pub struct Container {
+    /// Name.
+    pub name: String,
+    /// Image reference as written.
+    pub image: String,
+    /// `resources.requests`.
+    pub requests: ResourceList,
+    /// An init container with `restartPolicy: Always` (a sidecar).
+    pub restartable: bool,
+    /// Host ports (only ports with `hostPort > 0`).
+    pub host_ports: Vec<HostPort>,
+}
+
+/// A weighted preferred node-selector term.
+#[derive(Debug, Clone)]
+pub struct PreferredSchedulingTerm {
+    /// Weight 1..100.
+    pub weight: i32,
+    /// The term.
+    pub term: NodeSelectorTerm,
+}
+
+/// Node affinity of a pod.
+#[derive(Debug, Clone, Default)]
+pub struct NodeAffinity {
+    /// `requiredDuringSchedulingIgnoredDuringExecution`.
+    pub required: Option<NodeSelector>,
+    /// `preferredDuringSchedulingIgnoredDuringExecution`.
+    pub preferred: Vec<PreferredSchedulingTerm>,
+}
+
+/// A pod (anti-)affinity term.
+#[derive(Debug, Clone, Default)]
+pub struct PodAffinityTerm {
+    /// `labelSelector`; `None` matches no pod.
+    pub selector: Option<LabelSelector>,
+    /// `namespaces`.
+    pub namespaces: Vec<String>,
+    /// `namespaceSelector`; `None` means "only `namespaces`".
+    pub namespace_selector: Option<LabelSelector>,
+    /// `topologyKey`.
+    pub topology_key: String,
+    /// `matchLabelKeys`.
+    pub match_label_keys: Vec<String>,
+    /// `mismatchLabelKeys`.
+    pub mismatch_label_keys: Vec<String>,
+}
+
+/// A weighted pod (anti-)affinity term.
+#[derive(Debug, Clone, Default)]
+pub struct WeightedPodAffinityTerm {
+    /// Weight 1..100.
+    pub weight: i32,
+    /// The term.
+    pub term: PodAffinityTerm,
+}
+
+/// Pod affinity or anti-affinity.
+#[derive(Debug, Clone, Default)]
+pub struct PodAffinity {
+    /// Required terms.
+    pub required: Vec<PodAffinityTerm>,
+    /// Preferred terms.
+    pub preferred: Vec<WeightedPodAffinityTerm>,
+}
+
+/// A topology spread constraint.
+#[derive(Debug, Clone)]
+pub struct TopologySpreadConstraint {
+    /// `maxSkew`.
+    pub max_skew: i32,
+    /// `topologyKey`.
+    pub topology_key: String,
+    /// `whenUnsatisfiable: DoNotSchedule` (true) or `ScheduleAnyway`.
+    pub do_not_schedule: bool,
+    /// `labelSelector`; `None` matches nothing.
+    pub selector: Option<LabelSelector>,
+    /// `minDomains`.
+    pub min_domains: Option<i32>,
+    /// `nodeAffinityPolicy: Ignore` (false) or `Honor` (true, the default).
+    pub node_affinity_honor: bool,
+    /// `nodeTaintsPolicy: Honor` (true) or `Ignore` (false, the default).
+    pub node_taints_honor: bool,
+    /// `matchLabelKeys`.
+    pub match_label_keys: Vec<String>,
+}
+
+/// An owner reference.
+#[derive(Debug, Clone)]
+pub struct OwnerRef {
+    /// Kind of the owner.
+    pub kind: String,
+    /// Name of the owner.
+    pub name: String,
+    /// UID of the owner.
+    pub uid: String,
+    /// It is the managing controller.
+    pub controller: bool,
+}
+
+/// A volume of a pod, reduced to what scheduling plugins look at.
+#[derive(Debug, Clone)]
+pub enum Volume {
+    /// A PersistentVolumeClaim by name (also ephemeral volumes, named `<pod>-<volume>`).
+    Claim {
+        /// Claim name.
+        claim: String,
+        /// Mounted read-only.
+        read_only: bool,
+        /// Generated from an ephemeral volume template.
+        ephemeral: bool,
+    },
+    /// Any other volume source with a conflict identity (GCE PD, AWS EBS, RBD, iSCSI).
+    Disk {
+        /// Kind and identity, e.g. `gce:pd-name` or `aws:vol-id`.
+        id: String,
+        /// Mounted read-only.
+        read_only: bool,
+    },
+    /// A volume with no scheduling meaning (emptyDir, configMap, ...).
+    Other,
+}
+
+/// A pod as the scheduler sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Pod {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID (generated when missing).
+    pub uid: String,
+    /// Labels.
+    pub labels: Labels,
+    /// Owner references.
+    pub owners: Vec<OwnerRef>,
+    /// `metadata.creationTimestamp` as RFC 3339 (empty when unset).
+    pub creation_timestamp: String,
+    /// Position in the input, to keep queue order stable.
+    pub seq: u64,
+    /// `spec.nodeName` (empty when unscheduled).
+    pub node_name: String,
+    /// `status.nominatedNodeName`.
+    pub nominated_node_name: String,
+    /// `spec.schedulerName` (defaulted to `default-scheduler`).
+    pub scheduler_name: String,
+    /// Resolved priority.
+    pub priority: i32,
+    /// `preemptionPolicy: Never`.
+    pub preemption_never: bool,
+    /// `spec.nodeSelector`.
+    pub node_selector: Labels,
+    /// Node affinity.
+    pub node_affinity: Option<NodeAffinity>,
+    /// Pod affinity.
+    pub pod_affinity: Option<PodAffinity>,
+    /// Pod anti-affinity.
+    pub pod_anti_affinity: Option<PodAffinity>,
+    /// Tolerations.
+    pub tolerations: Vec<Toleration>,
+    /// App containers.
+    pub containers: Vec<Container>,
+    /// Init containers.
+    pub init_containers: Vec<Container>,
+    /// `spec.overhead`.
+    pub overhead: ResourceList,
+    /// Pod-level `spec.resources.requests`.
+    pub pod_requests: ResourceList,
+    /// Names of `spec.schedulingGates`.
+    pub scheduling_gates: Vec<String>,
+    /// Topology spread constraints.
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    /// Volumes.
+    pub volumes: Vec<Volume>,
+    /// Terminated (Succeeded or Failed): does not occupy its node.
+    pub terminated: bool,
+    /// Being deleted (`metadata.deletionTimestamp` set).
+    pub terminating: bool,
+    /// Computed requests (see [`crate::requests`]).
+    pub requests: Resources,
+    /// Computed non-zero CPU request used for scoring.
+    pub non_zero_milli_cpu: i64,
+    /// Computed non-zero memory request used for scoring.
+    pub non_zero_memory: i64,
+}
+
+impl Pod {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Host ports of containers and restartable init containers.
+    pub fn host_ports(&self) -> impl Iterator<Item = &HostPort> {
+        self.init_containers
+            .iter()
+            .filter(|c| c.restartable)
+            .chain(self.containers.iter())
+            .flat_map(|c| c.host_ports.iter())
+    }
+
+    /// The pod has pod affinity or anti-affinity.
+    pub fn has_pod_affinity(&self) -> bool {
+        self.pod_affinity.is_some() || self.pod_anti_affinity.is_some()
+    }
+
+    /// The pod has required anti-affinity terms.
+    pub fn has_required_anti_affinity(&self) -> bool {
+        self.pod_anti_affinity
+            .as_ref()
+            .is_some_and(|a| !a.required.is_empty())
+    }
+}
+
+/// Shared handle to an immutable pod.
+pub type PodRef = Arc<Pod>;
+/// Shared handle to an immutable node.
+pub type NodeRef = Arc<Node>;
