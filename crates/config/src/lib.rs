@@ -104,7 +104,10 @@ pub fn load_str(file: &str, text: &str) -> Result<KubeSchedulerConfiguration, Co
             let path = e.path().to_string();
             ConfigError::Invalid {
                 file: file.into(),
-                errors: FieldErrors::single(path, format!("strict decoding error: {}", e.into_inner())),
+                errors: FieldErrors::single(
+                    path,
+                    format!("strict decoding error: {}", e.into_inner()),
+                ),
             }
         })?;
     let invalid = |errors: FieldErrors| ConfigError::Invalid {

@@ -7,7 +7,10 @@ fn load(body: &str) -> Result<KubeSchedulerConfiguration, ConfigError> {
 }
 
 fn names(set: &PluginSet) -> Vec<(String, Option<i32>)> {
-    set.enabled.iter().map(|p| (p.name.clone(), p.weight)).collect()
+    set.enabled
+        .iter()
+        .map(|p| (p.name.clone(), p.weight))
+        .collect()
 }
 
 #[test]
@@ -46,7 +49,10 @@ fn defaults_match_upstream() {
     );
     let fit = prof.plugin_args("NodeResourcesFit");
     assert_eq!(fit["scoringStrategy"]["type"], "LeastAllocated");
-    assert_eq!(prof.plugin_args("InterPodAffinity")["hardPodAffinityWeight"], 1);
+    assert_eq!(
+        prof.plugin_args("InterPodAffinity")["hardPodAffinityWeight"],
+        1
+    );
 }
 
 #[test]
@@ -67,34 +73,67 @@ fn merge_plugin_set_cases() {
     // Cases from upstream's TestMergePlugins.
     let d = PluginSet {
         enabled: vec![
-            Plugin { name: "DefaultPlugin1".into(), weight: None },
-            Plugin { name: "DefaultPlugin2".into(), weight: None },
+            Plugin {
+                name: "DefaultPlugin1".into(),
+                weight: None,
+            },
+            Plugin {
+                name: "DefaultPlugin2".into(),
+                weight: None,
+            },
         ],
         disabled: vec![],
     };
     let c = PluginSet {
-        enabled: vec![Plugin { name: "CustomPlugin".into(), weight: None }],
-        disabled: vec![Plugin { name: "DefaultPlugin1".into(), weight: None }],
+        enabled: vec![Plugin {
+            name: "CustomPlugin".into(),
+            weight: None,
+        }],
+        disabled: vec![Plugin {
+            name: "DefaultPlugin1".into(),
+            weight: None,
+        }],
     };
     let m = defaults::merge_plugin_set(&d, &c);
-    assert_eq!(names(&m), [("DefaultPlugin2".into(), None), ("CustomPlugin".into(), None)]);
+    assert_eq!(
+        names(&m),
+        [
+            ("DefaultPlugin2".into(), None),
+            ("CustomPlugin".into(), None)
+        ]
+    );
     let star = PluginSet {
-        enabled: vec![Plugin { name: "DefaultPlugin2".into(), weight: Some(2) }],
-        disabled: vec![Plugin { name: "*".into(), weight: None }],
+        enabled: vec![Plugin {
+            name: "DefaultPlugin2".into(),
+            weight: Some(2),
+        }],
+        disabled: vec![Plugin {
+            name: "*".into(),
+            weight: None,
+        }],
     };
     let m = defaults::merge_plugin_set(&d, &star);
     assert_eq!(names(&m), [("DefaultPlugin2".into(), Some(2))]);
     let reorder = PluginSet {
         enabled: vec![
-            Plugin { name: "DefaultPlugin2".into(), weight: Some(2) },
-            Plugin { name: "DefaultPlugin1".into(), weight: None },
+            Plugin {
+                name: "DefaultPlugin2".into(),
+                weight: Some(2),
+            },
+            Plugin {
+                name: "DefaultPlugin1".into(),
+                weight: None,
+            },
         ],
         disabled: vec![],
     };
     let m = defaults::merge_plugin_set(&d, &reorder);
     assert_eq!(
         names(&m),
-        [("DefaultPlugin1".into(), None), ("DefaultPlugin2".into(), Some(2))]
+        [
+            ("DefaultPlugin1".into(), None),
+            ("DefaultPlugin2".into(), Some(2))
+        ]
     );
 }
 
@@ -106,10 +145,17 @@ fn rejects_removed_versions_and_unknown_fields() {
     )
     .unwrap_err();
     let msg = e.to_string();
-    assert!(msg.starts_with("old.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta1 was removed"), "{msg}");
-    assert!(msg.contains("use apiVersion: kubescheduler.config.k8s.io/v1"), "{msg}");
+    assert!(
+        msg.starts_with("old.yaml: apiVersion: kubescheduler.config.k8s.io/v1beta1 was removed"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("use apiVersion: kubescheduler.config.k8s.io/v1"),
+        "{msg}"
+    );
 
-    let e = load("profiles:\n- schedulerName: x\n  plugins:\n    score:\n      disabld: []\n").unwrap_err();
+    let e = load("profiles:\n- schedulerName: x\n  plugins:\n    score:\n      disabld: []\n")
+        .unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains("profiles[0].plugins.score"), "{msg}");
     assert!(msg.contains("unknown field `disabld`"), "{msg}");
@@ -123,7 +169,11 @@ fn validation_messages() {
         "c.yaml: percentageOfNodesToScore: Invalid value: 150: not in valid range [0-100]"
     );
     let e = load("profiles:\n- schedulerName: a\n- schedulerName: a\n").unwrap_err();
-    assert!(e.to_string().contains("profiles[1].schedulerName: Duplicate value"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("profiles[1].schedulerName: Duplicate value"),
+        "{e}"
+    );
     let e = load("podInitialBackoffSeconds: 20\n").unwrap_err();
     assert!(e.to_string().contains("podMaxBackoffSeconds: Invalid value: 10: must be greater than or equal to PodInitialBackoffSeconds"), "{e}");
     let e = load(
@@ -135,7 +185,10 @@ fn validation_messages() {
         "profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: DefaultPreemption\n    args:\n      minCandidateNodesPercentage: 0\n      minCandidateNodesAbsolute: 0\n",
     )
     .unwrap_err();
-    assert!(e.to_string().contains("cannot be zero at the same time"), "{e}");
+    assert!(
+        e.to_string().contains("cannot be zero at the same time"),
+        "{e}"
+    );
     let e = load("profiles:\n- schedulerName: a\n  plugins:\n    filter:\n      enabled:\n      - name: EBSLimits\n").unwrap_err();
     assert!(e.to_string().contains("profiles[0].plugins.filter.enabled[0]: Invalid value: EBSLimits: was invalid in version"), "{e}");
 }
@@ -147,9 +200,17 @@ fn fit_args_validation() {
         "args",
     )
     .unwrap();
-    let e = validate::validate_fit_args(&a, "args").unwrap_err().to_string();
-    assert!(e.contains("args.scoringStrategy.type: Unsupported value: \"Bogus\""), "{e}");
-    assert!(e.contains("resource weight of cpu not in valid range (0, 100]"), "{e}");
+    let e = validate::validate_fit_args(&a, "args")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("args.scoringStrategy.type: Unsupported value: \"Bogus\""),
+        "{e}"
+    );
+    assert!(
+        e.contains("resource weight of cpu not in valid range (0, 100]"),
+        "{e}"
+    );
     a.scoring_strategy = None;
     assert!(validate::validate_fit_args(&a, "args").is_err());
 }

@@ -34,7 +34,12 @@ pub fn removed_plugin_hint(name: &str) -> Option<&'static str> {
         .map(|(_, hint)| *hint)
 }
 
-const INVALID_IN_V1: [&str; 4] = ["AzureDiskLimits", "CinderLimits", "EBSLimits", "GCEPDLimits"];
+const INVALID_IN_V1: [&str; 4] = [
+    "AzureDiskLimits",
+    "CinderLimits",
+    "EBSLimits",
+    "GCEPDLimits",
+];
 
 fn percentage(errs: &mut FieldErrors, path: &str, v: Option<i32>) {
     if let Some(v) = v {
@@ -53,15 +58,20 @@ pub fn validate(cfg: &KubeSchedulerConfiguration) -> Result<(), FieldErrors> {
     }
     let le = &cfg.leader_election;
     if le.leader_elect == Some(true) {
-        let dur = |field: &str, v: &Option<String>, errs: &mut FieldErrors| {
-            match v.as_deref().map(|s| (s, parse_duration(s))) {
-                Some((_, Some(d))) if !d.is_zero() => Some(d),
-                Some((s, _)) => {
-                    errs.invalid(format!("leaderElection.{field}"), s, "must be greater than zero");
-                    None
-                }
-                None => None,
+        let dur = |field: &str, v: &Option<String>, errs: &mut FieldErrors| match v
+            .as_deref()
+            .map(|s| (s, parse_duration(s)))
+        {
+            Some((_, Some(d))) if !d.is_zero() => Some(d),
+            Some((s, _)) => {
+                errs.invalid(
+                    format!("leaderElection.{field}"),
+                    s,
+                    "must be greater than zero",
+                );
+                None
             }
+            None => None,
         };
         let lease = dur("leaseDuration", &le.lease_duration, &mut errs);
         let renew = dur("renewDeadline", &le.renew_deadline, &mut errs);
@@ -107,7 +117,10 @@ pub fn validate(cfg: &KubeSchedulerConfiguration) -> Result<(), FieldErrors> {
         );
         if let Some(plugins) = &prof.plugins {
             for (point, set) in plugins.sets() {
-                if point == "multiPoint" || point == "placementGenerate" || point == "placementScore" {
+                if point == "multiPoint"
+                    || point == "placementGenerate"
+                    || point == "placementScore"
+                {
                     continue;
                 }
                 for (j, p) in set.enabled.iter().enumerate() {
@@ -130,7 +143,11 @@ pub fn validate(cfg: &KubeSchedulerConfiguration) -> Result<(), FieldErrors> {
             if !seen_cfg.insert(pc.name.as_str()) {
                 errs.duplicate(&pc_path, format!("{:?}", pc.name));
             }
-            errs.extend(validate_plugin_args(&pc.name, &pc.args, &format!("{pc_path}.args")));
+            errs.extend(validate_plugin_args(
+                &pc.name,
+                &pc.args,
+                &format!("{pc_path}.args"),
+            ));
         }
         if let Some(&first) = seen.get(name) {
             errs.duplicate(
@@ -168,7 +185,11 @@ pub fn validate(cfg: &KubeSchedulerConfiguration) -> Result<(), FieldErrors> {
     );
     let initial = cfg.pod_initial_backoff_seconds.unwrap_or(1);
     if initial <= 0 {
-        errs.invalid("podInitialBackoffSeconds", initial, "must be greater than 0");
+        errs.invalid(
+            "podInitialBackoffSeconds",
+            initial,
+            "must be greater than 0",
+        );
     }
     let max = cfg.pod_max_backoff_seconds.unwrap_or(10);
     if max < initial {
@@ -191,14 +212,30 @@ pub fn validate_plugin_args(name: &str, value: &serde_json::Value, path: &str) -
                 let pct = a.min_candidate_nodes_percentage.unwrap_or(10);
                 let abs = a.min_candidate_nodes_absolute.unwrap_or(100);
                 if !(0..=100).contains(&pct) {
-                    errs.invalid(format!("{path}.minCandidateNodesPercentage"), pct, "not in valid range [0, 100]");
+                    errs.invalid(
+                        format!("{path}.minCandidateNodesPercentage"),
+                        pct,
+                        "not in valid range [0, 100]",
+                    );
                 }
                 if abs < 0 {
-                    errs.invalid(format!("{path}.minCandidateNodesAbsolute"), abs, "not in valid range [0, inf)");
+                    errs.invalid(
+                        format!("{path}.minCandidateNodesAbsolute"),
+                        abs,
+                        "not in valid range [0, inf)",
+                    );
                 }
                 if pct == 0 && abs == 0 {
-                    errs.invalid(format!("{path}.minCandidateNodesPercentage"), pct, "cannot be zero at the same time as minCandidateNodesAbsolute");
-                    errs.invalid(format!("{path}.minCandidateNodesAbsolute"), abs, "cannot be zero at the same time as minCandidateNodesPercentage");
+                    errs.invalid(
+                        format!("{path}.minCandidateNodesPercentage"),
+                        pct,
+                        "cannot be zero at the same time as minCandidateNodesAbsolute",
+                    );
+                    errs.invalid(
+                        format!("{path}.minCandidateNodesAbsolute"),
+                        abs,
+                        "cannot be zero at the same time as minCandidateNodesPercentage",
+                    );
                 }
             }
             Err(e) => errs.extend(e),
@@ -207,7 +244,11 @@ pub fn validate_plugin_args(name: &str, value: &serde_json::Value, path: &str) -
             Ok(a) => {
                 let w = a.hard_pod_affinity_weight.unwrap_or(1);
                 if !(0..=100).contains(&w) {
-                    errs.invalid(format!("{path}.hardPodAffinityWeight"), w, "not in valid range [0, 100]");
+                    errs.invalid(
+                        format!("{path}.hardPodAffinityWeight"),
+                        w,
+                        "not in valid range [0, 100]",
+                    );
                 }
             }
             Err(e) => errs.extend(e),
@@ -218,10 +259,17 @@ pub fn validate_plugin_args(name: &str, value: &serde_json::Value, path: &str) -
                     let mut seen = std::collections::HashSet::new();
                     for (i, r) in a.resources.iter().enumerate() {
                         if !seen.insert(r.name.clone()) {
-                            errs.duplicate(format!("{path}.resources[{i}].name"), format!("{:?}", r.name));
+                            errs.duplicate(
+                                format!("{path}.resources[{i}].name"),
+                                format!("{:?}", r.name),
+                            );
                         }
                         if r.weight != 1 {
-                            errs.invalid(format!("{path}.resources[{i}].weight"), r.weight, "must be 1");
+                            errs.invalid(
+                                format!("{path}.resources[{i}].weight"),
+                                r.weight,
+                                "must be 1",
+                            );
                         }
                     }
                 }
@@ -237,12 +285,20 @@ pub fn validate_plugin_args(name: &str, value: &serde_json::Value, path: &str) -
                         "when .defaultConstraints are not empty",
                     ),
                     "System" | "List" | "" => {}
-                    other => errs.not_supported(format!("{path}.defaultingType"), other, &["List", "System"]),
+                    other => errs.not_supported(
+                        format!("{path}.defaultingType"),
+                        other,
+                        &["List", "System"],
+                    ),
                 }
                 for (i, c) in a.default_constraints.iter().enumerate() {
                     let p = format!("{path}.defaultConstraints[{i}]");
                     if c.max_skew <= 0 {
-                        errs.invalid(format!("{p}.maxSkew"), c.max_skew, "not in valid range (0, inf)");
+                        errs.invalid(
+                            format!("{p}.maxSkew"),
+                            c.max_skew,
+                            "not in valid range (0, inf)",
+                        );
                     }
                     if c.topology_key.is_empty() {
                         errs.required(format!("{p}.topologyKey"), "can not be empty");
@@ -250,10 +306,17 @@ pub fn validate_plugin_args(name: &str, value: &serde_json::Value, path: &str) -
                     match c.when_unsatisfiable.as_str() {
                         "DoNotSchedule" | "ScheduleAnyway" => {}
                         "" => errs.required(format!("{p}.whenUnsatisfiable"), "can not be empty"),
-                        other => errs.not_supported(format!("{p}.whenUnsatisfiable"), other, &["DoNotSchedule", "ScheduleAnyway"]),
+                        other => errs.not_supported(
+                            format!("{p}.whenUnsatisfiable"),
+                            other,
+                            &["DoNotSchedule", "ScheduleAnyway"],
+                        ),
                     }
                     if c.label_selector.is_some() {
-                        errs.forbidden(format!("{p}.labelSelector"), "constraint must not define a selector, as they deduced for each pod");
+                        errs.forbidden(
+                            format!("{p}.labelSelector"),
+                            "constraint must not define a selector, as they deduced for each pod",
+                        );
                     }
                 }
             }
@@ -284,14 +347,22 @@ pub fn validate_fit_args(a: &NodeResourcesFitArgs, path: &str) -> Result<(), Fie
     let mut errs = FieldErrors::default();
     for (i, g) in a.ignored_resource_groups.iter().enumerate() {
         if g.contains('/') {
-            errs.invalid(format!("{path}.ignoredResourceGroups[{i}]"), g, "resource group name can't contain '/'");
+            errs.invalid(
+                format!("{path}.ignoredResourceGroups[{i}]"),
+                g,
+                "resource group name can't contain '/'",
+            );
         }
     }
     let sp = format!("{path}.scoringStrategy");
     match &a.scoring_strategy {
         None => errs.required(&sp, "ScoringStrategy field is required"),
         Some(s) => {
-            const TYPES: [&str; 3] = ["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"];
+            const TYPES: [&str; 3] = [
+                "LeastAllocated",
+                "MostAllocated",
+                "RequestedToCapacityRatio",
+            ];
             if !TYPES.contains(&s.type_.as_str()) {
                 errs.not_supported(format!("{sp}.type"), &s.type_, &TYPES);
             }
@@ -306,7 +377,10 @@ pub fn validate_fit_args(a: &NodeResourcesFitArgs, path: &str) -> Result<(), Fie
             }
             if s.type_ == "RequestedToCapacityRatio" {
                 match &s.requested_to_capacity_ratio {
-                    None => errs.required(format!("{sp}.requestedToCapacityRatio"), "must be specified when type is RequestedToCapacityRatio"),
+                    None => errs.required(
+                        format!("{sp}.requestedToCapacityRatio"),
+                        "must be specified when type is RequestedToCapacityRatio",
+                    ),
                     Some(r) => {
                         let shape_path = format!("{sp}.requestedToCapacityRatio.shape");
                         if r.shape.is_empty() {
@@ -314,22 +388,37 @@ pub fn validate_fit_args(a: &NodeResourcesFitArgs, path: &str) -> Result<(), Fie
                         }
                         for i in 1..r.shape.len() {
                             if r.shape[i - 1].utilization >= r.shape[i].utilization {
-                                errs.invalid(format!("{shape_path}[{i}].utilization"), r.shape[i].utilization, "values must be sorted in increasing order");
+                                errs.invalid(
+                                    format!("{shape_path}[{i}].utilization"),
+                                    r.shape[i].utilization,
+                                    "values must be sorted in increasing order",
+                                );
                                 break;
                             }
                         }
                         for (i, pt) in r.shape.iter().enumerate() {
                             if !(0..=100).contains(&pt.utilization) {
-                                errs.invalid(format!("{shape_path}[{i}].utilization"), pt.utilization, "not in valid range [0, 100]");
+                                errs.invalid(
+                                    format!("{shape_path}[{i}].utilization"),
+                                    pt.utilization,
+                                    "not in valid range [0, 100]",
+                                );
                             }
                             if !(0..=10).contains(&pt.score) {
-                                errs.invalid(format!("{shape_path}[{i}].score"), pt.score, "not in valid range [0, 10]");
+                                errs.invalid(
+                                    format!("{shape_path}[{i}].score"),
+                                    pt.score,
+                                    "not in valid range [0, 10]",
+                                );
                             }
                         }
                     }
                 }
             } else if s.requested_to_capacity_ratio.is_some() {
-                errs.forbidden(format!("{sp}.requestedToCapacityRatio"), "must be nil when type is not RequestedToCapacityRatio");
+                errs.forbidden(
+                    format!("{sp}.requestedToCapacityRatio"),
+                    "must be nil when type is not RequestedToCapacityRatio",
+                );
             }
         }
     }

@@ -258,7 +258,10 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
             .name
             .clone()
             .ok_or_else(|| o.error(Some("metadata.name".into()), "Required value"))?;
-        let entry = (pc.value.unwrap_or(0), pc.preemption_policy.as_deref() == Some("Never"));
+        let entry = (
+            pc.value.unwrap_or(0),
+            pc.preemption_policy.as_deref() == Some("Never"),
+        );
         if pc.global_default == Some(true) {
             classes.global_default = Some(entry);
         }

@@ -62,7 +62,13 @@ fn operator(op: &str, path: &str, node: bool) -> Result<Operator> {
     })
 }
 
-fn requirement(key: &str, op: &str, values: &[String], path: &str, node: bool) -> Result<Requirement> {
+fn requirement(
+    key: &str,
+    op: &str,
+    values: &[String],
+    path: &str,
+    node: bool,
+) -> Result<Requirement> {
     let op = operator(op, path, node)?;
     match op {
         Operator::In | Operator::NotIn if values.is_empty() => Err(err(
@@ -73,9 +79,7 @@ fn requirement(key: &str, op: &str, values: &[String], path: &str, node: bool) -
             format!("{path}.values"),
             "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
         )),
-        Operator::Gt | Operator::Lt
-            if values.len() != 1 || values[0].parse::<i64>().is_err() =>
-        {
+        Operator::Gt | Operator::Lt if values.len() != 1 || values[0].parse::<i64>().is_err() => {
             Err(err(
                 format!("{path}.values"),
                 "must be a single integer when `operator` is 'Gt' or 'Lt'",
@@ -470,7 +474,10 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
             let effect = match t.effect.as_deref() {
                 None | Some("") => None,
                 Some(e) => Some(TaintEffect::parse(e).ok_or_else(|| {
-                    err(format!("{path}.effect"), format!("{e:?}: unsupported effect"))
+                    err(
+                        format!("{path}.effect"),
+                        format!("{e:?}: unsupported effect"),
+                    )
                 })?),
             };
             Ok(Toleration {
@@ -519,8 +526,10 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
         .and_then(|a| a.pod_affinity.as_ref())
         .map(|a| {
             pod_affinity(
-                a.required_during_scheduling_ignored_during_execution.as_ref(),
-                a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref(),
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref(),
                 "spec.affinity.podAffinity",
             )
         })
@@ -529,8 +538,10 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
         .and_then(|a| a.pod_anti_affinity.as_ref())
         .map(|a| {
             pod_affinity(
-                a.required_during_scheduling_ignored_during_execution.as_ref(),
-                a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref(),
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref(),
                 "spec.affinity.podAntiAffinity",
             )
         })
@@ -543,12 +554,13 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
         .map(|(i, c)| spread_constraint(c, &format!("spec.topologySpreadConstraints[{i}]")))
         .collect::<Result<_>>()?;
     let (priority, preemption_never) = match spec.priority {
-        Some(v) => (
-            v,
-            spec.preemption_policy.as_deref() == Some("Never"),
-        ),
+        Some(v) => (v, spec.preemption_policy.as_deref() == Some("Never")),
         None => {
-            let class = match spec.priority_class_name.as_deref().filter(|s| !s.is_empty()) {
+            let class = match spec
+                .priority_class_name
+                .as_deref()
+                .filter(|s| !s.is_empty())
+            {
                 Some(name) => Some(*classes.by_name.get(name).ok_or_else(|| {
                     err(
                         "spec.priorityClassName",
@@ -629,6 +641,12 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
             .iter()
             .flatten()
             .map(|v| volume(&name, v))
+            .collect(),
+        image_volumes: spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| v.image.as_ref().and_then(|i| i.reference.clone()))
             .collect(),
         terminated: phase == "Succeeded" || phase == "Failed",
         terminating: p.metadata.deletion_timestamp.is_some(),

@@ -297,6 +297,8 @@ pub struct Pod {
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
     /// Volumes.
     pub volumes: Vec<Volume>,
+    /// References of `image` volumes (ImageLocality counts them).
+    pub image_volumes: Vec<String>,
     /// Terminated (Succeeded or Failed): does not occupy its node.
     pub terminated: bool,
     /// Being deleted (`metadata.deletionTimestamp` set).

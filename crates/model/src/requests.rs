@@ -8,8 +8,8 @@
 use crate::objects::{Container, Pod};
 use crate::quantity::Quantity;
 use crate::resources::{
-    add_resource_list, max_resource_list, names, ResourceList, Resources,
-    DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST,
+    add_resource_list, max_resource_list, names, ResourceList, Resources, DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
 };
 
 fn is_pod_level_resource(name: &str) -> bool {
@@ -57,6 +57,24 @@ fn pod_requests(pod: &Pod, non_missing: &ResourceList) -> ResourceList {
     }
     add_resource_list(&mut reqs, &pod.overhead);
     reqs
+}
+
+/// Requests as NodeResources scoring computes them: with `defaults`, every
+/// container missing a cpu/memory request counts 100m/200Mi (pod-level
+/// requests still override), as upstream's `calculatePodResourceRequest`.
+pub fn scoring_requests(pod: &Pod, defaults: bool) -> Resources {
+    let mut non_missing = ResourceList::new();
+    if defaults {
+        non_missing.insert(
+            names::CPU.into(),
+            Quantity::from_milli(DEFAULT_MILLI_CPU_REQUEST),
+        );
+        non_missing.insert(
+            names::MEMORY.into(),
+            Quantity::from_units(DEFAULT_MEMORY_REQUEST),
+        );
+    }
+    Resources::from_list(&pod_requests(pod, &non_missing))
 }
 
 /// Computes `requests`, `non_zero_milli_cpu` and `non_zero_memory` of a pod.

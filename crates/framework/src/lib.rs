@@ -1,0 +1,22 @@
+//! rkube's scheduling framework: upstream kube-scheduler's extension points
+//! as Rust traits, the per-cycle state, the node snapshot, the scheduling
+//! algorithm and the FailedScheduling diagnosis. Pure: no files, no network,
+//! no async — the offline simulator and the live scheduler drive the same code.
+
+pub mod cycle_state;
+pub mod diagnosis;
+pub mod node_info;
+pub mod plugin;
+pub mod runtime;
+pub mod schedule;
+pub mod snapshot;
+pub mod status;
+
+pub use cycle_state::CycleState;
+pub use diagnosis::{fit_error_message, Diagnosis, NodeToStatus};
+pub use node_info::{HostPortInfo, ImageStateSummary, NodeInfo};
+pub use plugin::*;
+pub use runtime::{Factory, Framework, FrameworkError, Point, Registry};
+pub use schedule::{explain, Explanation, Outcome, Scheduler};
+pub use snapshot::Snapshot;
+pub use status::{Code, Status};

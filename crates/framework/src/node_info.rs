@@ -1,0 +1,195 @@
+//! Per-node aggregated state (upstream's `framework.NodeInfo`): the node,
+//! its pods, requested and non-zero-requested resources, used host ports and
+//! image states.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use rkube_model::{HostPort, Node, Pod, Resources};
+
+/// An image on a node, with how many nodes in the cluster have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageStateSummary {
+    /// Size in bytes.
+    pub size: i64,
+    /// Number of nodes that have an image with this name.
+    pub num_nodes: usize,
+}
+
+/// Host ports in use on a node: host IP → {(protocol, port)}.
+#[derive(Debug, Clone, Default)]
+pub struct HostPortInfo(HashMap<String, HashSet<(String, i32)>>);
+
+const ANY_IP: &str = "0.0.0.0";
+
+impl HostPortInfo {
+    /// Marks a port used.
+    pub fn add(&mut self, p: &HostPort) {
+        self.0
+            .entry(p.host_ip.clone())
+            .or_default()
+            .insert((p.protocol.clone(), p.port));
+    }
+
+    /// Releases a port.
+    pub fn remove(&mut self, p: &HostPort) {
+        if let Some(set) = self.0.get_mut(&p.host_ip) {
+            set.remove(&(p.protocol.clone(), p.port));
+            if set.is_empty() {
+                self.0.remove(&p.host_ip);
+            }
+        }
+    }
+
+    /// Upstream's `CheckConflict`: `0.0.0.0` conflicts with every IP.
+    pub fn conflicts(&self, p: &HostPort) -> bool {
+        let key = (p.protocol.clone(), p.port);
+        if p.host_ip == ANY_IP {
+            return self.0.values().any(|set| set.contains(&key));
+        }
+        [p.host_ip.as_str(), ANY_IP]
+            .iter()
+            .any(|ip| self.0.get(*ip).is_some_and(|set| set.contains(&key)))
+    }
+
+    /// Number of used (ip, protocol, port) entries.
+    pub fn len(&self) -> usize {
+        self.0.values().map(|s| s.len()).sum()
+    }
+
+    /// True when no port is used.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// A node with everything scheduled on it.
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    /// The node.
+    pub node: Arc<Node>,
+    /// Pods on the node (bound or assumed).
+    pub pods: Vec<Arc<Pod>>,
+    /// Pods with pod affinity or anti-affinity.
+    pub pods_with_affinity: Vec<Arc<Pod>>,
+    /// Pods with required anti-affinity.
+    pub pods_with_required_anti_affinity: Vec<Arc<Pod>>,
+    /// Sum of pod requests.
+    pub requested: Resources,
+    /// Sum of non-zero CPU/memory requests (for scoring).
+    pub non_zero_requested: Resources,
+    /// Allocatable resources of the node.
+    pub allocatable: Resources,
+    /// Used host ports.
+    pub used_ports: HostPortInfo,
+    /// Images on the node by name.
+    pub image_states: HashMap<String, ImageStateSummary>,
+    /// PVC keys (`ns/name`) in use by pods on this node, with counts.
+    pub pvc_ref_counts: HashMap<String, usize>,
+}
+
+impl NodeInfo {
+    /// A node with no pods.
+    pub fn new(node: Arc<Node>) -> Self {
+        NodeInfo {
+            allocatable: node.allocatable.clone(),
+            node,
+            pods: Vec::new(),
+            pods_with_affinity: Vec::new(),
+            pods_with_required_anti_affinity: Vec::new(),
+            requested: Resources::default(),
+            non_zero_requested: Resources::default(),
+            used_ports: HostPortInfo::default(),
+            image_states: HashMap::new(),
+            pvc_ref_counts: HashMap::new(),
+        }
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.node.name
+    }
+
+    /// Adds a pod (upstream's `AddPodInfo`).
+    pub fn add_pod(&mut self, pod: Arc<Pod>) {
+        if pod.has_pod_affinity() {
+            self.pods_with_affinity.push(pod.clone());
+        }
+        if pod.has_required_anti_affinity() {
+            self.pods_with_required_anti_affinity.push(pod.clone());
+        }
+        self.update(&pod, 1);
+        self.pods.push(pod);
+    }
+
+    /// Removes a pod by UID; returns it when found.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
+        let idx = self.pods.iter().position(|p| p.uid == uid)?;
+        let pod = self.pods.swap_remove(idx);
+        self.pods_with_affinity.retain(|p| p.uid != uid);
+        self.pods_with_required_anti_affinity
+            .retain(|p| p.uid != uid);
+        self.update(&pod, -1);
+        Some(pod)
+    }
+
+    fn update(&mut self, pod: &Pod, sign: i64) {
+        if sign > 0 {
+            self.requested.add(&pod.requests);
+        } else {
+            self.requested.sub(&pod.requests);
+        }
+        self.non_zero_requested.milli_cpu += sign * pod.non_zero_milli_cpu;
+        self.non_zero_requested.memory += sign * pod.non_zero_memory;
+        for p in pod.host_ports() {
+            if sign > 0 {
+                self.used_ports.add(p);
+            } else {
+                self.used_ports.remove(p);
+            }
+        }
+        for v in &pod.volumes {
+            if let rkube_model::Volume::Claim { claim, .. } = v {
+                let key = format!("{}/{}", pod.namespace, claim);
+                if sign > 0 {
+                    *self.pvc_ref_counts.entry(key).or_default() += 1;
+                } else if let Some(c) = self.pvc_ref_counts.get_mut(&key) {
+                    *c -= 1;
+                    if *c == 0 {
+                        self.pvc_ref_counts.remove(&key);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hp(ip: &str, proto: &str, port: i32) -> HostPort {
+        HostPort {
+            host_ip: ip.into(),
+            protocol: proto.into(),
+            port,
+        }
+    }
+
+    #[test]
+    fn host_port_conflicts() {
+        // Cases from upstream's TestHostPortInfo_Check.
+        let mut used = HostPortInfo::default();
+        used.add(&hp("127.0.0.1", "TCP", 80));
+        assert!(used.conflicts(&hp("127.0.0.1", "TCP", 80)));
+        assert!(!used.conflicts(&hp("127.0.0.2", "TCP", 80)));
+        assert!(!used.conflicts(&hp("127.0.0.1", "UDP", 80)));
+        assert!(used.conflicts(&hp("0.0.0.0", "TCP", 80)));
+        let mut any = HostPortInfo::default();
+        any.add(&hp("0.0.0.0", "TCP", 80));
+        assert!(any.conflicts(&hp("127.0.0.1", "TCP", 80)));
+        assert!(!any.conflicts(&hp("127.0.0.1", "TCP", 81)));
+        any.remove(&hp("0.0.0.0", "TCP", 80));
+        assert!(any.is_empty());
+    }
+}

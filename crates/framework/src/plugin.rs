@@ -1,0 +1,238 @@
+//! Extension-point traits. A plugin implements [`Plugin`] and returns itself
+//! from the `as_*` accessor of each extension point it supports, the way an
+//! upstream plugin implements one small interface per extension point.
+
+use std::collections::BTreeSet;
+
+use rkube_model::Pod;
+
+use crate::cycle_state::CycleState;
+use crate::node_info::NodeInfo;
+use crate::snapshot::Snapshot;
+use crate::status::Status;
+
+/// Largest score a plugin may return after normalization.
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// A scheduling plugin.
+pub trait Plugin: Send + Sync {
+    /// Upstream's name for the plugin (e.g. `NodeResourcesFit`).
+    fn name(&self) -> &'static str;
+    /// QueueSort, if implemented.
+    fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+        None
+    }
+    /// PreEnqueue, if implemented.
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        None
+    }
+    /// PreFilter, if implemented.
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        None
+    }
+    /// Filter, if implemented.
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        None
+    }
+    /// PostFilter, if implemented.
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        None
+    }
+    /// PreScore, if implemented.
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        None
+    }
+    /// Score, if implemented.
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        None
+    }
+    /// Reserve, if implemented.
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        None
+    }
+    /// Permit, if implemented.
+    fn as_permit(&self) -> Option<&dyn PermitPlugin> {
+        None
+    }
+    /// PreBind, if implemented.
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        None
+    }
+    /// Bind, if implemented.
+    fn as_bind(&self) -> Option<&dyn BindPlugin> {
+        None
+    }
+    /// PostBind, if implemented.
+    fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+        None
+    }
+}
+
+/// A pod waiting in the queue, with the time it was queued.
+#[derive(Debug, Clone, Copy)]
+pub struct QueuedPodRef<'a> {
+    /// The pod.
+    pub pod: &'a Pod,
+    /// When it entered the queue (monotonic units; lower is earlier).
+    pub timestamp: u64,
+}
+
+/// Orders the scheduling queue.
+pub trait QueueSortPlugin: Plugin {
+    /// True when `a` should be scheduled before `b`.
+    fn less(&self, a: QueuedPodRef<'_>, b: QueuedPodRef<'_>) -> bool;
+}
+
+/// Gates a pod before it enters the active queue.
+pub trait PreEnqueuePlugin: Plugin {
+    /// Success lets the pod in; UnschedulableAndUnresolvable keeps it out.
+    fn pre_enqueue(&self, pod: &Pod) -> Status;
+}
+
+/// Node names a PreFilter plugin restricts the pod to (`None`: all nodes).
+pub type PreFilterResult = Option<BTreeSet<String>>;
+
+/// Runs once per pod before filtering.
+pub trait PreFilterPlugin: Plugin {
+    /// Computes per-cycle data; may restrict nodes or reject the pod.
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (PreFilterResult, Status);
+
+    /// Updates the cycle state as if `added` were on `node` (nominated pods,
+    /// preemption). Default: nothing to update.
+    fn add_pod(
+        &self,
+        _state: &mut CycleState,
+        _pod: &Pod,
+        _added: &Pod,
+        _node: &NodeInfo,
+    ) -> Status {
+        Status::success()
+    }
+
+    /// Updates the cycle state as if `removed` were gone from `node`.
+    fn remove_pod(
+        &self,
+        _state: &mut CycleState,
+        _pod: &Pod,
+        _removed: &Pod,
+        _node: &NodeInfo,
+    ) -> Status {
+        Status::success()
+    }
+}
+
+/// Decides whether a pod fits a node.
+pub trait FilterPlugin: Plugin {
+    /// Success, or a rejection with reasons.
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status;
+}
+
+/// Outcome of PostFilter.
+#[derive(Debug, Clone)]
+pub struct PostFilterResult {
+    /// Node nominated for the pod, if any.
+    pub nominated_node: Option<String>,
+    /// Pods to evict from the nominated node (uids).
+    pub victims: Vec<String>,
+    /// Status; its message is appended to the FailedScheduling text.
+    pub status: Status,
+}
+
+/// Runs when no node fits (preemption).
+pub trait PostFilterPlugin: Plugin {
+    /// Tries to make the pod schedulable.
+    fn post_filter(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        statuses: &crate::diagnosis::NodeToStatus,
+    ) -> PostFilterResult;
+}
+
+/// Runs once per pod before scoring, over the feasible nodes.
+pub trait PreScorePlugin: Plugin {
+    /// Computes per-cycle scoring data; Skip disables this plugin's Score.
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        nodes: &[&NodeInfo],
+        snapshot: &Snapshot,
+    ) -> Status;
+}
+
+/// Ranks feasible nodes.
+pub trait ScorePlugin: Plugin {
+    /// Raw score of a node.
+    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// True when the plugin normalizes its scores (has ScoreExtensions).
+    fn has_normalize(&self) -> bool {
+        false
+    }
+
+    /// Normalizes raw scores in place into `0..=100`.
+    fn normalize(&self, _state: &CycleState, _pod: &Pod, _scores: &mut [NodeScore]) -> Status {
+        Status::success()
+    }
+}
+
+/// A node's score for one plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeScore {
+    /// Node name.
+    pub name: String,
+    /// Score.
+    pub score: i64,
+}
+
+/// Reserves resources for a pod on a node.
+pub trait ReservePlugin: Plugin {
+    /// Reserve.
+    fn reserve(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status;
+    /// Undo a reservation.
+    fn unreserve(&self, state: &mut CycleState, pod: &Pod, node: &str);
+}
+
+/// Approves, denies or delays binding.
+pub trait PermitPlugin: Plugin {
+    /// Permit.
+    fn permit(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status;
+}
+
+/// Work before binding.
+pub trait PreBindPlugin: Plugin {
+    /// PreBind.
+    fn pre_bind(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status;
+}
+
+/// The host environment that performs a binding (the simulator's snapshot
+/// update, or the live scheduler's `pods/binding` call).
+pub trait Binder {
+    /// Binds the pod to the node.
+    fn bind(&mut self, pod: &Pod, node: &str) -> Status;
+}
+
+/// Binds a pod to a node.
+pub trait BindPlugin: Plugin {
+    /// Bind through the host's binder; Skip passes to the next bind plugin.
+    fn bind(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: &str,
+        binder: &mut dyn Binder,
+    ) -> Status;
+}
+
+/// Informational, after a successful bind.
+pub trait PostBindPlugin: Plugin {
+    /// PostBind.
+    fn post_bind(&self, state: &mut CycleState, pod: &Pod, node: &str);
+}

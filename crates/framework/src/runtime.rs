@@ -1,0 +1,332 @@
+//! A profile's framework: the plugin instances for each extension point,
+//! built from a defaulted profile the way upstream's `NewFramework` does
+//! (explicit per-point plugins, then `multiPoint` expansion into every point
+//! a plugin implements, weights with 0 → 1).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use rkube_config::{PluginSet, Profile};
+
+use crate::plugin::Plugin;
+
+/// Constructs a plugin from its (defaulted) args; `path` names the args for errors.
+pub type Factory = fn(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, String>;
+
+/// Plugin name → factory.
+#[derive(Clone, Default)]
+pub struct Registry {
+    factories: BTreeMap<&'static str, Factory>,
+}
+
+impl Registry {
+    /// Empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a plugin.
+    pub fn register(&mut self, name: &'static str, f: Factory) {
+        self.factories.insert(name, f);
+    }
+
+    /// Looks up a factory.
+    pub fn get(&self, name: &str) -> Option<Factory> {
+        self.factories.get(name).copied()
+    }
+
+    /// Registered names.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.factories.keys().copied()
+    }
+}
+
+/// Why a profile could not be turned into a framework.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FrameworkError(pub String);
+
+/// Extension points in framework order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum Point {
+    PreEnqueue,
+    QueueSort,
+    PreFilter,
+    Filter,
+    PostFilter,
+    PreScore,
+    Score,
+    Reserve,
+    Permit,
+    PreBind,
+    Bind,
+    PostBind,
+}
+
+impl Point {
+    const ALL: [Point; 12] = [
+        Point::PreEnqueue,
+        Point::QueueSort,
+        Point::PreFilter,
+        Point::Filter,
+        Point::PostFilter,
+        Point::PreScore,
+        Point::Score,
+        Point::Reserve,
+        Point::Permit,
+        Point::PreBind,
+        Point::Bind,
+        Point::PostBind,
+    ];
+
+    /// Upstream's interface name (used in error messages).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Point::PreEnqueue => "PreEnqueuePlugin",
+            Point::QueueSort => "QueueSortPlugin",
+            Point::PreFilter => "PreFilterPlugin",
+            Point::Filter => "FilterPlugin",
+            Point::PostFilter => "PostFilterPlugin",
+            Point::PreScore => "PreScorePlugin",
+            Point::Score => "ScorePlugin",
+            Point::Reserve => "ReservePlugin",
+            Point::Permit => "PermitPlugin",
+            Point::PreBind => "PreBindPlugin",
+            Point::Bind => "BindPlugin",
+            Point::PostBind => "PostBindPlugin",
+        }
+    }
+
+    /// Does the plugin implement this point?
+    pub fn implemented_by(&self, p: &dyn Plugin) -> bool {
+        match self {
+            Point::PreEnqueue => p.as_pre_enqueue().is_some(),
+            Point::QueueSort => p.as_queue_sort().is_some(),
+            Point::PreFilter => p.as_pre_filter().is_some(),
+            Point::Filter => p.as_filter().is_some(),
+            Point::PostFilter => p.as_post_filter().is_some(),
+            Point::PreScore => p.as_pre_score().is_some(),
+            Point::Score => p.as_score().is_some(),
+            Point::Reserve => p.as_reserve().is_some(),
+            Point::Permit => p.as_permit().is_some(),
+            Point::PreBind => p.as_pre_bind().is_some(),
+            Point::Bind => p.as_bind().is_some(),
+            Point::PostBind => p.as_post_bind().is_some(),
+        }
+    }
+
+    fn set<'a>(&self, plugins: &'a rkube_config::Plugins) -> &'a PluginSet {
+        match self {
+            Point::PreEnqueue => &plugins.pre_enqueue,
+            Point::QueueSort => &plugins.queue_sort,
+            Point::PreFilter => &plugins.pre_filter,
+            Point::Filter => &plugins.filter,
+            Point::PostFilter => &plugins.post_filter,
+            Point::PreScore => &plugins.pre_score,
+            Point::Score => &plugins.score,
+            Point::Reserve => &plugins.reserve,
+            Point::Permit => &plugins.permit,
+            Point::PreBind => &plugins.pre_bind,
+            Point::Bind => &plugins.bind,
+            Point::PostBind => &plugins.post_bind,
+        }
+    }
+}
+
+/// A built profile.
+pub struct Framework {
+    /// `schedulerName` of the profile.
+    pub profile_name: String,
+    /// Per-profile percentage of nodes to score.
+    pub percentage_of_nodes_to_score: Option<i32>,
+    points: HashMap<Point, Vec<Arc<dyn Plugin>>>,
+    weights: HashMap<&'static str, i64>,
+}
+
+impl std::fmt::Debug for Framework {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Framework")
+            .field("profile_name", &self.profile_name)
+            .finish()
+    }
+}
+
+impl Framework {
+    /// Builds a framework for a defaulted profile (`profile_index` names it in errors).
+    pub fn new(
+        profile: &Profile,
+        profile_index: usize,
+        registry: &Registry,
+    ) -> Result<Self, FrameworkError> {
+        let name = profile.scheduler_name.clone().unwrap_or_default();
+        let plugins = profile.plugins.clone().unwrap_or_default();
+        let ctx = |m: String| {
+            FrameworkError(format!(
+                "profiles[{profile_index}] (schedulerName {name:?}): {m}"
+            ))
+        };
+        // Instantiate every plugin named anywhere.
+        let mut needed: Vec<&str> = plugins
+            .sets()
+            .iter()
+            .flat_map(|(_, s)| s.enabled.iter().map(|p| p.name.as_str()))
+            .collect();
+        needed.sort();
+        needed.dedup();
+        let mut seen_cfg = HashSet::new();
+        for pc in &profile.plugin_config {
+            if !seen_cfg.insert(pc.name.as_str()) {
+                return Err(ctx(format!("repeated config for plugin {}", pc.name)));
+            }
+        }
+        let mut instances: HashMap<String, Arc<dyn Plugin>> = HashMap::new();
+        for (point, set) in plugins.sets() {
+            for (j, p) in set.enabled.iter().enumerate() {
+                if registry.get(&p.name).is_none() {
+                    let hint = rkube_config::validate::removed_plugin_hint(&p.name)
+                        .map(|h| format!("; it was removed from kube-scheduler, use {h}"))
+                        .unwrap_or_else(|| "; not a kube-scheduler v1.37 plugin".to_string());
+                    return Err(ctx(format!(
+                        "plugins.{point}.enabled[{j}].name: plugin {:?} does not exist{hint}",
+                        p.name
+                    )));
+                }
+            }
+        }
+        for n in needed {
+            let factory = registry.get(n).expect("checked above");
+            let (args, path) = match profile.plugin_config.iter().position(|pc| pc.name == n) {
+                Some(i) => (
+                    profile.plugin_config[i].args.clone(),
+                    format!("profiles[{profile_index}].pluginConfig[{i}].args"),
+                ),
+                None => (serde_json::Value::Null, format!("{n}Args")),
+            };
+            let inst = factory(&args, &path)
+                .map_err(|e| ctx(format!("initializing plugin {n:?}: {e}")))?;
+            instances.insert(n.to_string(), inst);
+        }
+        let mut points: HashMap<Point, Vec<Arc<dyn Plugin>>> = HashMap::new();
+        for point in Point::ALL {
+            let set = point.set(&plugins);
+            let mut list: Vec<Arc<dyn Plugin>> = Vec::new();
+            let mut enabled_names: Vec<&str> = Vec::new();
+            for p in &set.enabled {
+                let inst = &instances[&p.name];
+                if !point.implemented_by(inst.as_ref()) {
+                    return Err(ctx(format!(
+                        "plugin {:?} does not extend {} plugin",
+                        p.name,
+                        point.type_name()
+                    )));
+                }
+                if enabled_names.contains(&p.name.as_str()) {
+                    return Err(ctx(format!(
+                        "plugin {:?} already registered as {:?}",
+                        p.name,
+                        point.type_name()
+                    )));
+                }
+                enabled_names.push(&p.name);
+            }
+            let disabled: HashSet<&str> = set.disabled.iter().map(|p| p.name.as_str()).collect();
+            if !plugins.multi_point.enabled.is_empty() && !disabled.contains("*") {
+                let mut multi: Vec<&str> = Vec::new();
+                let mut overrides: HashSet<&str> = HashSet::new();
+                for ep in &plugins.multi_point.enabled {
+                    let inst = &instances[&ep.name];
+                    if !point.implemented_by(inst.as_ref()) || disabled.contains(ep.name.as_str()) {
+                        continue;
+                    }
+                    if enabled_names.contains(&ep.name.as_str()) {
+                        overrides.insert(ep.name.as_str());
+                        continue;
+                    }
+                    if multi.contains(&ep.name.as_str()) {
+                        return Err(ctx(format!(
+                            "plugin {:?} already registered as {:?}",
+                            ep.name,
+                            point.type_name()
+                        )));
+                    }
+                    multi.push(&ep.name);
+                }
+                let mut ordered: Vec<&str> = Vec::new();
+                ordered.extend(enabled_names.iter().filter(|n| overrides.contains(*n)));
+                ordered.extend(multi.iter());
+                ordered.extend(enabled_names.iter().filter(|n| !overrides.contains(*n)));
+                enabled_names = ordered;
+            }
+            for n in enabled_names {
+                list.push(instances[n].clone());
+            }
+            points.insert(point, list);
+        }
+        if points[&Point::QueueSort].len() != 1 {
+            return Err(ctx(format!(
+                "only one queue sort plugin required for profile with scheduler name {name:?}, but got {}",
+                points[&Point::QueueSort].len()
+            )));
+        }
+        if points[&Point::Bind].is_empty() {
+            return Err(ctx(format!(
+                "at least one bind plugin is needed for profile with scheduler name {name:?}"
+            )));
+        }
+        // Weights: explicit score entries take precedence over multiPoint; 0 → 1.
+        let mut weights: HashMap<&'static str, i64> = HashMap::new();
+        let mut total: i64 = 0;
+        for p in plugins
+            .score
+            .enabled
+            .iter()
+            .chain(plugins.multi_point.enabled.iter())
+        {
+            let inst = &instances[&p.name];
+            if inst.as_score().is_none() || weights.contains_key(inst.name()) {
+                continue;
+            }
+            let w = match p.weight.unwrap_or(0) {
+                0 => 1,
+                w => w as i64,
+            };
+            if w * 100 > i64::MAX - total {
+                return Err(ctx(
+                    "score plugins: total score of Score plugins could overflow".into(),
+                ));
+            }
+            total += w * 100;
+            weights.insert(inst.name(), w);
+        }
+        for p in &points[&Point::Score] {
+            if !weights.contains_key(p.name()) {
+                return Err(ctx(format!(
+                    "score plugin {:?} is not configured with weight",
+                    p.name()
+                )));
+            }
+        }
+        Ok(Framework {
+            profile_name: name,
+            percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
+            points,
+            weights,
+        })
+    }
+
+    /// Plugins at an extension point, in order.
+    pub fn plugins(&self, point: Point) -> &[Arc<dyn Plugin>] {
+        self.points.get(&point).map(|v| v.as_slice()).unwrap_or(&[])
+    }
+
+    /// The score weight of a plugin.
+    pub fn weight(&self, plugin: &str) -> i64 {
+        self.weights.get(plugin).copied().unwrap_or(1)
+    }
+
+    /// The queue sort plugin.
+    pub fn queue_sort(&self) -> &Arc<dyn Plugin> {
+        &self.plugins(Point::QueueSort)[0]
+    }
+}

@@ -1,0 +1,111 @@
+//! The cluster as one scheduling cycle sees it: every node's [`NodeInfo`],
+//! namespaces (for namespace selectors), looked up by name.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use rkube_model::{Cluster, Labels, Pod};
+
+use crate::node_info::{ImageStateSummary, NodeInfo};
+
+/// A snapshot of nodes and the pods placed on them.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Nodes, in a stable order (input order).
+    pub nodes: Vec<NodeInfo>,
+    index: HashMap<String, usize>,
+    /// Namespace labels by namespace name.
+    pub namespaces: BTreeMap<String, Labels>,
+}
+
+impl Snapshot {
+    /// Builds the snapshot of a cluster: every node, and every non-terminated
+    /// pod that has a `spec.nodeName` of a known node placed on it.
+    pub fn from_cluster(cluster: &Cluster) -> Self {
+        let mut snap = Snapshot::new(cluster.nodes.iter().cloned().map(Arc::new).collect());
+        for ns in cluster.namespaces.values() {
+            snap.namespaces.insert(ns.name.clone(), ns.labels.clone());
+        }
+        for pod in &cluster.pods {
+            if !pod.node_name.is_empty() && !pod.terminated {
+                if let Some(i) = snap.index.get(&pod.node_name).copied() {
+                    snap.nodes[i].add_pod(Arc::new(pod.clone()));
+                }
+            }
+        }
+        snap
+    }
+
+    /// A snapshot of nodes without pods; image states are computed here.
+    pub fn new(nodes: Vec<Arc<rkube_model::Node>>) -> Self {
+        let mut existence: HashMap<&str, usize> = HashMap::new();
+        for n in &nodes {
+            let mut seen = std::collections::HashSet::new();
+            for img in &n.images {
+                for name in &img.names {
+                    if seen.insert(name.as_str()) {
+                        *existence.entry(name.as_str()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let mut infos = Vec::with_capacity(nodes.len());
+        let mut index = HashMap::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let mut info = NodeInfo::new(n.clone());
+            for img in &n.images {
+                for name in &img.names {
+                    info.image_states.insert(
+                        name.clone(),
+                        ImageStateSummary {
+                            size: img.size_bytes,
+                            num_nodes: existence.get(name.as_str()).copied().unwrap_or(0),
+                        },
+                    );
+                }
+            }
+            index.insert(n.name.clone(), i);
+            infos.push(info);
+        }
+        Snapshot {
+            nodes: infos,
+            index,
+            namespaces: BTreeMap::new(),
+        }
+    }
+
+    /// Index of a node by name.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// A node by name.
+    pub fn get(&self, name: &str) -> Option<&NodeInfo> {
+        self.index_of(name).map(|i| &self.nodes[i])
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when there is no node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Places a pod on a node (the simulator's "assume").
+    pub fn assume(&mut self, node: usize, pod: Arc<Pod>) {
+        self.nodes[node].add_pod(pod);
+    }
+
+    /// Removes a pod from its node.
+    pub fn remove(&mut self, node: usize, uid: &str) -> Option<Arc<Pod>> {
+        self.nodes[node].remove_pod(uid)
+    }
+
+    /// Labels of a namespace (empty when unknown).
+    pub fn namespace_labels(&self, ns: &str) -> Option<&Labels> {
+        self.namespaces.get(ns)
+    }
+}

@@ -1,0 +1,121 @@
+//! Plugin status codes and statuses, as upstream's `fwk.Status`.
+
+use std::fmt;
+
+/// Result code of a plugin call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// Passed.
+    Success,
+    /// Internal error.
+    Error,
+    /// Rejected, may be resolved by preemption.
+    Unschedulable,
+    /// Rejected, preemption cannot help.
+    UnschedulableAndUnresolvable,
+    /// Permit: wait.
+    Wait,
+    /// The plugin has nothing to do for this pod.
+    Skip,
+    /// Waiting on something external.
+    Pending,
+}
+
+impl Code {
+    /// Upstream's string for the code.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Code::Success => "Success",
+            Code::Error => "Error",
+            Code::Unschedulable => "Unschedulable",
+            Code::UnschedulableAndUnresolvable => "UnschedulableAndUnresolvable",
+            Code::Wait => "Wait",
+            Code::Skip => "Skip",
+            Code::Pending => "Pending",
+        }
+    }
+}
+
+/// A plugin's verdict with reasons.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Code.
+    pub code: Code,
+    /// Human-readable reasons (each becomes one FailedScheduling entry).
+    pub reasons: Vec<String>,
+    /// The plugin that produced it (set by the framework).
+    pub plugin: &'static str,
+}
+
+impl Status {
+    /// Success.
+    pub fn success() -> Self {
+        Status {
+            code: Code::Success,
+            reasons: Vec::new(),
+            plugin: "",
+        }
+    }
+
+    /// A status with one reason.
+    pub fn new(code: Code, reason: impl Into<String>) -> Self {
+        Status {
+            code,
+            reasons: vec![reason.into()],
+            plugin: "",
+        }
+    }
+
+    /// A status with several reasons.
+    pub fn with_reasons(code: Code, reasons: Vec<String>) -> Self {
+        Status {
+            code,
+            reasons,
+            plugin: "",
+        }
+    }
+
+    /// Skip.
+    pub fn skip() -> Self {
+        Status {
+            code: Code::Skip,
+            reasons: Vec::new(),
+            plugin: "",
+        }
+    }
+
+    /// An internal error.
+    pub fn error(msg: impl Into<String>) -> Self {
+        Status::new(Code::Error, msg)
+    }
+
+    /// Success or Skip.
+    pub fn is_success(&self) -> bool {
+        self.code == Code::Success
+    }
+
+    /// Unschedulable or UnschedulableAndUnresolvable.
+    pub fn is_rejected(&self) -> bool {
+        matches!(
+            self.code,
+            Code::Unschedulable | Code::UnschedulableAndUnresolvable | Code::Pending
+        )
+    }
+
+    /// Reasons joined with ", " (upstream's `Message()`).
+    pub fn message(&self) -> String {
+        self.reasons.join(", ")
+    }
+
+    /// Sets the plugin name.
+    pub fn with_plugin(mut self, plugin: &'static str) -> Self {
+        self.plugin = plugin;
+        self
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message())
+    }
+}

@@ -1,0 +1,186 @@
+//! NodeAffinity: `nodeSelector` and required node affinity (Filter, with a
+//! PreFilter node restriction from `metadata.name` field selectors), preferred
+//! terms (Score, normalized), and the profile's `addedAffinity`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rkube_config::args::{decode, NodeAffinityArgs};
+use rkube_framework::{
+    Code, CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PreFilterPlugin, PreFilterResult,
+    PreScorePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
+};
+use rkube_model::convert;
+use rkube_model::selector::Operator;
+use rkube_model::{NodeSelector, Pod, PreferredSchedulingTerm};
+
+use crate::helper::{default_normalize_score, required_node_affinity_matches};
+
+/// Upstream name.
+pub const NAME: &str = "NodeAffinity";
+/// Upstream's reason for the pod's own affinity/selector.
+pub const ERR_REASON_POD: &str = "node(s) didn't match Pod's node affinity/selector";
+/// Upstream's reason for the profile's `addedAffinity`.
+pub const ERR_REASON_ENFORCED: &str = "node(s) didn't match scheduler-enforced node affinity";
+/// Upstream's reason for contradicting `metadata.name` field selectors.
+pub const ERR_REASON_CONFLICT: &str = "pod affinity terms conflict";
+
+/// The plugin.
+#[derive(Default)]
+pub struct NodeAffinity {
+    added_node_selector: Option<NodeSelector>,
+    added_pref_terms: Vec<PreferredSchedulingTerm>,
+}
+
+/// Builds the plugin from `NodeAffinityArgs`.
+pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, String> {
+    let a: NodeAffinityArgs = decode(args, path).map_err(|e| e.to_string())?;
+    let mut pl = NodeAffinity::default();
+    if let Some(added) = a.added_affinity {
+        let p = format!("{path}.addedAffinity");
+        if let Some(req) = &added.required_during_scheduling_ignored_during_execution {
+            pl.added_node_selector = Some(
+                convert::node_selector(
+                    req,
+                    &format!("{p}.requiredDuringSchedulingIgnoredDuringExecution"),
+                )
+                .map_err(|e| e.to_string())?,
+            );
+        }
+        for (i, t) in added
+            .preferred_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten()
+            .enumerate()
+        {
+            let sel = convert::node_selector(
+                &k8s_node_selector(t.preference.clone()),
+                &format!("{p}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"),
+            )
+            .map_err(|e| e.to_string())?;
+            pl.added_pref_terms.push(PreferredSchedulingTerm {
+                weight: t.weight,
+                term: sel.terms.into_iter().next().unwrap_or_default(),
+            });
+        }
+    }
+    Ok(Arc::new(pl))
+}
+
+fn k8s_node_selector(
+    term: k8s_openapi::api::core::v1::NodeSelectorTerm,
+) -> k8s_openapi::api::core::v1::NodeSelector {
+    k8s_openapi::api::core::v1::NodeSelector {
+        node_selector_terms: vec![term],
+    }
+}
+
+fn preferred_score(terms: &[PreferredSchedulingTerm], node: &rkube_model::Node) -> i64 {
+    terms
+        .iter()
+        .filter(|t| t.weight != 0 && t.term.matches(&node.name, &node.labels))
+        .map(|t| t.weight as i64)
+        .sum()
+}
+
+impl Plugin for NodeAffinity {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for NodeAffinity {
+    fn pre_filter(&self, _: &mut CycleState, pod: &Pod, _: &Snapshot) -> (PreFilterResult, Status) {
+        let required = pod.node_affinity.as_ref().and_then(|a| a.required.as_ref());
+        // k8s-openapi cannot tell an absent nodeSelector from an empty one; an
+        // empty selector matches every node either way.
+        if required.is_none() && self.added_node_selector.is_none() && pod.node_selector.is_empty()
+        {
+            return (None, Status::skip());
+        }
+        let Some(required) = required.filter(|r| !r.terms.is_empty()) else {
+            return (None, Status::success());
+        };
+        let mut names: Option<BTreeSet<String>> = None;
+        for t in &required.terms {
+            let mut term_names: Option<BTreeSet<String>> = None;
+            for r in &t.match_fields {
+                if r.key == "metadata.name" && r.op == Operator::In {
+                    let s: BTreeSet<String> = r.values.iter().cloned().collect();
+                    term_names = Some(match term_names {
+                        None => s,
+                        Some(prev) => prev.intersection(&s).cloned().collect(),
+                    });
+                }
+            }
+            let Some(term_names) = term_names else {
+                return (None, Status::success());
+            };
+            names.get_or_insert_with(BTreeSet::new).extend(term_names);
+        }
+        match names {
+            Some(n) if n.is_empty() => (
+                None,
+                Status::new(Code::UnschedulableAndUnresolvable, ERR_REASON_CONFLICT),
+            ),
+            Some(n) => (Some(n), Status::success()),
+            None => (None, Status::success()),
+        }
+    }
+}
+
+impl FilterPlugin for NodeAffinity {
+    fn filter(&self, _: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        if let Some(sel) = &self.added_node_selector {
+            if !sel.matches(&node.node.name, &node.node.labels) {
+                return Status::new(Code::UnschedulableAndUnresolvable, ERR_REASON_ENFORCED);
+            }
+        }
+        if required_node_affinity_matches(pod, &node.node) {
+            Status::success()
+        } else {
+            Status::new(Code::UnschedulableAndUnresolvable, ERR_REASON_POD)
+        }
+    }
+}
+
+impl PreScorePlugin for NodeAffinity {
+    fn pre_score(&self, _: &mut CycleState, pod: &Pod, _: &[&NodeInfo], _: &Snapshot) -> Status {
+        let has_pref = pod
+            .node_affinity
+            .as_ref()
+            .is_some_and(|a| !a.preferred.is_empty());
+        if !has_pref && self.added_pref_terms.is_empty() {
+            return Status::skip();
+        }
+        Status::success()
+    }
+}
+
+impl ScorePlugin for NodeAffinity {
+    fn score(&self, _: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let mut count = preferred_score(&self.added_pref_terms, &node.node);
+        if let Some(a) = &pod.node_affinity {
+            count += preferred_score(&a.preferred, &node.node);
+        }
+        Ok(count)
+    }
+    fn has_normalize(&self) -> bool {
+        true
+    }
+    fn normalize(&self, _: &CycleState, _: &Pod, scores: &mut [NodeScore]) -> Status {
+        default_normalize_score(MAX_NODE_SCORE, false, scores)
+    }
+}

@@ -1,0 +1,120 @@
+//! NodeResourcesBalancedAllocation (v1.37 formula): favours placements that
+//! make the node's resource fractions more even. The score compares the
+//! spread of fractions with and without the pod:
+//! `50 + (50 + score(with pod) − score(without pod)) / 2`, using actual
+//! requests (no non-zero defaults); best-effort pods skip it.
+
+use std::sync::Arc;
+
+use rkube_config::args::{decode, NodeResourcesBalancedAllocationArgs, ResourceSpec};
+use rkube_config::validate::validate_plugin_args;
+use rkube_framework::{
+    CycleState, NodeInfo, Plugin, PreScorePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
+};
+use rkube_model::Pod;
+
+use super::resource_allocation::{node_vectors, pod_request_list};
+
+/// Upstream name.
+pub const NAME: &str = "NodeResourcesBalancedAllocation";
+
+/// The plugin.
+pub struct BalancedAllocation {
+    resources: Vec<ResourceSpec>,
+}
+
+struct PodRequests(Vec<i64>);
+
+/// Builds the plugin from `NodeResourcesBalancedAllocationArgs`.
+pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, String> {
+    let errs = validate_plugin_args(NAME, args, path);
+    if !errs.is_empty() {
+        return Err(errs.to_string());
+    }
+    let a: NodeResourcesBalancedAllocationArgs = decode(args, path).map_err(|e| e.to_string())?;
+    Ok(Arc::new(BalancedAllocation {
+        resources: a.resources,
+    }))
+}
+
+/// `(1 − std) × 100` of the capped fractions `requested/allocatable`.
+pub fn balanced_resource_score(requested: &[i64], allocatable: &[i64]) -> i64 {
+    let mut fractions = Vec::with_capacity(requested.len());
+    let mut total = 0.0;
+    for i in 0..requested.len() {
+        if allocatable[i] == 0 {
+            continue;
+        }
+        let f = (requested[i] as f64 / allocatable[i] as f64).min(1.0);
+        total += f;
+        fractions.push(f);
+    }
+    let std = match fractions.len() {
+        0 | 1 => 0.0,
+        2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
+        n => {
+            let mean = total / n as f64;
+            let sum: f64 = fractions.iter().map(|f| (f - mean) * (f - mean)).sum();
+            (sum / n as f64).sqrt()
+        }
+    };
+    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+}
+
+/// The v1.37 scorer: relative improvement in balance.
+pub fn balanced_resource_scorer(requested: &[i64], allocated: &[i64], allocatable: &[i64]) -> i64 {
+    let with_pod = balanced_resource_score(requested, allocatable);
+    let without_pod = balanced_resource_score(allocated, allocatable);
+    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_pod - without_pod) / 2
+}
+
+impl Plugin for BalancedAllocation {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+}
+
+impl PreScorePlugin for BalancedAllocation {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        _: &[&NodeInfo],
+        _: &Snapshot,
+    ) -> Status {
+        let reqs = pod_request_list(pod, &self.resources, true);
+        if reqs.iter().all(|&r| r == 0) {
+            return Status::skip();
+        }
+        state.write(NAME, PodRequests(reqs));
+        Status::success()
+    }
+}
+
+impl ScorePlugin for BalancedAllocation {
+    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let owned;
+        let reqs = match state.read::<PodRequests>(NAME) {
+            Some(r) => &r.0,
+            None => {
+                owned = pod_request_list(pod, &self.resources, true);
+                if owned.iter().all(|&r| r == 0) {
+                    return Ok(0);
+                }
+                &owned
+            }
+        };
+        let (requested, allocated, allocatable) = node_vectors(node, &self.resources, reqs, true);
+        Ok(balanced_resource_scorer(
+            &requested,
+            &allocated,
+            &allocatable,
+        ))
+    }
+}

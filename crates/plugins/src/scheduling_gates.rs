@@ -1,0 +1,51 @@
+//! SchedulingGates: keeps pods with `spec.schedulingGates` out of the active queue.
+
+use rkube_framework::{Code, Plugin, PreEnqueuePlugin, Status};
+use rkube_model::Pod;
+
+/// Upstream name.
+pub const NAME: &str = "SchedulingGates";
+
+/// The plugin.
+pub struct SchedulingGates;
+
+impl Plugin for SchedulingGates {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        Some(self)
+    }
+}
+
+impl PreEnqueuePlugin for SchedulingGates {
+    fn pre_enqueue(&self, pod: &Pod) -> Status {
+        if pod.scheduling_gates.is_empty() {
+            return Status::success();
+        }
+        Status::new(
+            Code::UnschedulableAndUnresolvable,
+            format!(
+                "waiting for scheduling gates: [{}]",
+                pod.scheduling_gates.join(" ")
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gates() {
+        assert!(SchedulingGates.pre_enqueue(&Pod::default()).is_success());
+        let pod = Pod {
+            scheduling_gates: vec!["foo".into(), "bar".into()],
+            ..Default::default()
+        };
+        let s = SchedulingGates.pre_enqueue(&pod);
+        assert_eq!(s.code, Code::UnschedulableAndUnresolvable);
+        assert_eq!(s.message(), "waiting for scheduling gates: [foo bar]");
+    }
+}
