@@ -145,13 +145,15 @@ pub struct PostFilterResult {
 
 /// Runs when no node fits (preemption).
 pub trait PostFilterPlugin: Plugin {
-    /// Tries to make the pod schedulable.
+    /// Tries to make the pod schedulable. `filters` runs the profile's
+    /// Filter plugins for the pod against a (possibly modified) node.
     fn post_filter(
         &self,
         state: &CycleState,
         pod: &Pod,
         snapshot: &Snapshot,
         statuses: &crate::diagnosis::NodeToStatus,
+        filters: &dyn Fn(&NodeInfo) -> Status,
     ) -> PostFilterResult;
 }
 

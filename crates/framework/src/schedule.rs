@@ -465,12 +465,14 @@ impl Scheduler {
         snapshot: &Snapshot,
         diagnosis: &mut Diagnosis,
     ) -> String {
+        let filters = |node: &NodeInfo| run_filters(fw, state, pod, node);
         for p in fw.plugins(Point::PostFilter) {
             let r = p.as_post_filter().expect("framework checked").post_filter(
                 state,
                 pod,
                 snapshot,
                 &diagnosis.node_to_status,
+                &filters,
             );
             if r.status.is_success()
                 || r.status.code == Code::Unschedulable

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rkube_framework::{
     Code, CycleState, FilterPlugin, NodeInfo, PermitPlugin, Plugin, PreEnqueuePlugin,
-    PreFilterPlugin, PreFilterResult, ScorePlugin, Snapshot, Status,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Snapshot, Status,
 };
 use rkube_model::{Pod, Volume};
 
@@ -17,6 +17,8 @@ pub struct SkipUnless {
     uses: fn(&Pod) -> bool,
     reason: &'static str,
     score: bool,
+    /// PreScore skips (no score entry) instead of scoring 0.
+    skip_score: bool,
     pre_enqueue: bool,
     permit: bool,
 }
@@ -43,6 +45,7 @@ fn plugin(name: &'static str, uses: fn(&Pod) -> bool, reason: &'static str) -> S
         uses,
         reason,
         score: false,
+        skip_score: false,
         pre_enqueue: false,
         permit: false,
     }
@@ -98,6 +101,9 @@ impl Plugin for SkipUnless {
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         self.score.then_some(self as &dyn ScorePlugin)
     }
+    fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
+        self.skip_score.then_some(self as &dyn PreScorePlugin)
+    }
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         self.pre_enqueue.then_some(self as &dyn PreEnqueuePlugin)
     }
@@ -131,6 +137,12 @@ impl ScorePlugin for SkipUnless {
     }
 }
 
+impl PreScorePlugin for SkipUnless {
+    fn pre_score(&self, _: &mut CycleState, _: &Pod, _: &[&NodeInfo], _: &Snapshot) -> Status {
+        Status::skip()
+    }
+}
+
 impl PreEnqueuePlugin for SkipUnless {
     fn pre_enqueue(&self, _: &Pod) -> Status {
         Status::success()
@@ -148,6 +160,7 @@ impl PermitPlugin for SkipUnless {
 pub fn pending_plugin(name: &'static str) -> Arc<dyn Plugin> {
     Arc::new(SkipUnless {
         score: true,
+        skip_score: true,
         ..plugin(name, never, "")
     })
 }

@@ -1,0 +1,302 @@
+//! End-to-end tests of the `rkube` binary on the bundled examples and the
+//! bad-input corpus.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rkube(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run rkube")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = rkube(args);
+    assert!(
+        out.status.success(),
+        "rkube {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+const CLUSTER: &str = "examples/image-locality/cluster.yaml";
+
+fn placements(config: Option<&str>) -> Vec<(String, String)> {
+    let mut args = vec!["simulate", "--cluster", CLUSTER, "-o", "json"];
+    if let Some(c) = config {
+        args.extend(["--config", c]);
+    }
+    let v = json(&args);
+    v["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["pod"].as_str().unwrap().to_string(),
+                p["node"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn image_locality_piles_replicas_and_weight_zero_does_not_disable_it() {
+    let default = placements(None);
+    assert_eq!(default.len(), 4);
+    assert!(
+        default.iter().all(|(_, n)| n == "node02"),
+        "all replicas land on the node with the image: {default:?}"
+    );
+    let weight_zero = placements(Some("examples/image-locality/config-weight-zero.yaml"));
+    assert_eq!(weight_zero, default, "weight 0 is treated as 1");
+    let disabled = placements(Some(
+        "examples/image-locality/config-disable-imagelocality.yaml",
+    ));
+    let on_node02 = disabled.iter().filter(|(_, n)| n == "node02").count();
+    assert!(
+        on_node02 <= 2,
+        "replicas spread once ImageLocality is off: {disabled:?}"
+    );
+    let nodes: std::collections::BTreeSet<_> = disabled.iter().map(|(_, n)| n.clone()).collect();
+    assert_eq!(nodes.len(), 3, "{disabled:?}");
+}
+
+#[test]
+fn simulate_json_shape() {
+    let v = json(&["simulate", "--cluster", CLUSTER, "-o", "json", "--explain"]);
+    assert_eq!(v["summary"]["scheduled"], 4);
+    assert_eq!(v["summary"]["unschedulable"], 0);
+    let node02 = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "node02")
+        .unwrap();
+    assert_eq!(node02["pods"], 4);
+    assert_eq!(node02["requested"]["cpu"], "2");
+    assert_eq!(node02["requested"]["memory"], "4Gi");
+    assert_eq!(node02["allocatable"]["cpu"], "16");
+    let first = &v["placements"][0];
+    assert_eq!(first["message"], "");
+    assert_eq!(first["explain"]["pod"], first["pod"]);
+}
+
+#[test]
+fn explain_json_shape_and_arithmetic() {
+    let v = json(&[
+        "explain",
+        "--cluster",
+        CLUSTER,
+        "--pod",
+        "test-5/mysql-server-1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(v["pod"], "test-5/mysql-server-1");
+    assert_eq!(v["profile"], "default-scheduler");
+    assert_eq!(v["selectedNode"], "node02");
+    assert_eq!(v["message"], "");
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    for n in nodes {
+        assert_eq!(n["feasible"], true);
+        let scores = n["scores"].as_array().unwrap();
+        let sum: i64 = scores.iter().map(|s| s["weighted"].as_i64().unwrap()).sum();
+        assert_eq!(sum, n["total"].as_i64().unwrap());
+        for s in scores {
+            assert_eq!(
+                s["normalized"].as_i64().unwrap() * s["weight"].as_i64().unwrap(),
+                s["weighted"].as_i64().unwrap()
+            );
+        }
+        let plugins: Vec<&str> = scores
+            .iter()
+            .map(|s| s["plugin"].as_str().unwrap())
+            .collect();
+        // Skipped at PreScore: no entry.
+        assert!(!plugins.contains(&"PodTopologySpread"), "{plugins:?}");
+        assert!(plugins.contains(&"ImageLocality"));
+        let filters = n["filters"].as_array().unwrap();
+        assert!(filters
+            .iter()
+            .any(|f| f["plugin"] == "NodeResourcesFit" && f["code"] == "Success"));
+        assert!(filters
+            .iter()
+            .any(|f| f["plugin"] == "NodePorts" && f["code"] == "Skip"));
+    }
+    let il = |name: &str| {
+        nodes.iter().find(|n| n["name"] == name).unwrap()["scores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["plugin"] == "ImageLocality")
+            .unwrap()["raw"]
+            .as_i64()
+            .unwrap()
+    };
+    // 800MiB image on 1 of 3 nodes: 100 × (800/3 MiB − 23MiB) / (1000MiB − 23MiB) = 24.
+    assert_eq!(il("node02"), 24);
+    assert_eq!(il("node01"), 0);
+}
+
+#[test]
+fn explain_table_lists_plugins() {
+    let out = rkube(&[
+        "explain",
+        "--cluster",
+        CLUSTER,
+        "--pod",
+        "test-5/mysql-server-1",
+    ]);
+    assert!(out.status.success());
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(s.contains("Node node02: total"), "{s}");
+    assert!(s.contains("ImageLocality"), "{s}");
+    assert!(s.contains("Selected node: node02"), "{s}");
+}
+
+fn fails_with(args: &[&str], code: i32, needles: &[&str]) {
+    let out = rkube(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "rkube {args:?}: {err}");
+    assert!(out.stdout.is_empty(), "no partial output on error");
+    for n in needles {
+        assert!(err.contains(n), "stderr of {args:?} lacks {n:?}: {err}");
+    }
+    assert_eq!(err.lines().count(), 1, "one clear message: {err}");
+}
+
+#[test]
+fn bad_input_exits_2_naming_file_object_field() {
+    fails_with(
+        &["simulate", "--cluster", "tests/bad-input/malformed.yaml"],
+        2,
+        &["tests/bad-input/malformed.yaml", "invalid YAML"],
+    );
+    fails_with(
+        &["simulate", "--cluster", "tests/bad-input/bad-quantity.yaml"],
+        2,
+        &[
+            "bad-quantity.yaml",
+            "Pod shop/web",
+            "spec.containers[0].resources.requests.memory",
+            "quantities must match",
+        ],
+    );
+    fails_with(
+        &[
+            "simulate",
+            "--cluster",
+            "tests/bad-input/missing-containers.yaml",
+        ],
+        2,
+        &["missing-containers.yaml", "Pod shop/web", "containers"],
+    );
+    fails_with(
+        &[
+            "simulate",
+            "--cluster",
+            CLUSTER,
+            "--config",
+            "tests/bad-input/unknown-plugin.yaml",
+        ],
+        2,
+        &[
+            "profiles[0]",
+            "plugins.score.enabled[0].name",
+            "NodeResourcesLeastAllocated",
+            "NodeResourcesFit with pluginConfig args scoringStrategy.type: LeastAllocated",
+        ],
+    );
+    fails_with(
+        &[
+            "simulate",
+            "--cluster",
+            CLUSTER,
+            "--config",
+            "tests/bad-input/v1beta1.yaml",
+        ],
+        2,
+        &[
+            "v1beta1.yaml",
+            "was removed",
+            "kubescheduler.config.k8s.io/v1",
+        ],
+    );
+    fails_with(
+        &["explain", "--cluster", CLUSTER, "--pod", "test-5/nope"],
+        2,
+        &["test-5/nope", "not found"],
+    );
+    fails_with(
+        &["simulate", "--cluster", "does/not/exist.yaml"],
+        2,
+        &["does/not/exist.yaml"],
+    );
+}
+
+#[test]
+fn failed_scheduling_message_is_upstreams() {
+    let dir = std::env::temp_dir().join(format!("rkube-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.yaml");
+    std::fs::write(
+        &file,
+        r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: a}, status: {allocatable: {cpu: "1", memory: 1Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: b}, spec: {taints: [{key: dedicated, value: gpu, effect: NoSchedule}]}, status: {allocatable: {cpu: "8", memory: 8Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: c}, status: {allocatable: {cpu: "1", memory: 1Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Pod, metadata: {name: small, namespace: d}, spec: {nodeName: c, containers: [{name: x, resources: {requests: {cpu: 800m}}}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: big, namespace: d}, spec: {containers: [{name: x, resources: {requests: {cpu: "2"}}}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: mid, namespace: d}, spec: {containers: [{name: x, resources: {requests: {cpu: 500m}}}]}}
+"#,
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let v = json(&["explain", "--cluster", f, "--pod", "d/big", "-o", "json"]);
+    assert_eq!(v["selectedNode"], Value::Null);
+    assert_eq!(
+        v["message"],
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    );
+    // "mid" fits only node a (c has 800m used of 1 core); after "big" fails, mid lands on a.
+    let v = json(&["simulate", "--cluster", f, "-o", "json"]);
+    let p: Vec<_> = v["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["pod"].clone(), p["node"].clone()))
+        .collect();
+    assert_eq!(p[0], (Value::from("d/big"), Value::Null));
+    assert_eq!(p[1], (Value::from("d/mid"), Value::from("a")));
+    let v = json(&["explain", "--cluster", f, "--pod", "d/mid", "-o", "json"]);
+    let c = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "c")
+        .unwrap();
+    assert_eq!(c["feasible"], false);
+    let fit = c["filters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["plugin"] == "NodeResourcesFit")
+        .unwrap();
+    assert_eq!(fit["code"], "Unschedulable");
+    assert_eq!(fit["reasons"][0], "Insufficient cpu");
+    std::fs::remove_dir_all(&dir).ok();
+}
