@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{Cluster, Labels, Pod};
 
 use crate::node_info::{ImageStateSummary, NodeInfo};
@@ -16,6 +17,8 @@ pub struct Snapshot {
     index: HashMap<String, usize>,
     /// Namespace labels by namespace name.
     pub namespaces: BTreeMap<String, Labels>,
+    /// Service and controller selectors (PodTopologySpread's system defaults).
+    pub workloads: Arc<WorkloadSelectors>,
 }
 
 impl Snapshot {
@@ -23,6 +26,7 @@ impl Snapshot {
     /// pod that has a `spec.nodeName` of a known node placed on it.
     pub fn from_cluster(cluster: &Cluster) -> Self {
         let mut snap = Snapshot::new(cluster.nodes.iter().cloned().map(Arc::new).collect());
+        snap.workloads = Arc::new(cluster.workloads.clone());
         for ns in cluster.namespaces.values() {
             snap.namespaces.insert(ns.name.clone(), ns.labels.clone());
         }
@@ -71,6 +75,7 @@ impl Snapshot {
             nodes: infos,
             index,
             namespaces: BTreeMap::new(),
+            workloads: Arc::default(),
         }
     }
 

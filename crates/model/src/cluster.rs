@@ -62,6 +62,8 @@ pub struct Cluster {
     pub pods: Vec<Pod>,
     /// Namespaces by name.
     pub namespaces: BTreeMap<String, Namespace>,
+    /// Selectors of Services and pod controllers (for default spreading).
+    pub workloads: crate::workloads::WorkloadSelectors,
     /// Notes about objects that were read but not used.
     pub warnings: Vec<String>,
 }
@@ -268,6 +270,7 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
         classes.by_name.insert(name, entry);
     }
     let mut seq = 0u64;
+    let mut workloads = crate::expand::Workloads::default();
     for o in objects {
         match o.kind.as_str() {
             "PriorityClass" => {}
@@ -309,11 +312,11 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
             }
             k if IGNORED_KINDS.contains(&k) => {}
             _ => {
-                if !extra(o)? {
+                if !workloads.take(o, &mut cluster)? && !extra(o)? {
                     return Err(o.error(
                         Some("kind".into()),
                         format!(
-                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses and workloads",
+                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
                             o.kind
                         ),
                     ));
@@ -321,6 +324,7 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
             }
         }
     }
+    crate::expand::expand(workloads, &mut cluster, &classes, &mut seq)?;
     let mut names = std::collections::HashSet::new();
     for n in &cluster.nodes {
         if !names.insert(n.name.as_str()) {
@@ -467,5 +471,125 @@ spec: {priorityClassName: nope, containers: [{name: c}]}
         assert_eq!(e.field.as_deref(), Some("spec.priorityClassName"));
         let ok = load(&text[..text.rfind("---").unwrap()]).unwrap();
         assert_eq!(ok.pods[0].priority, 1000);
+    }
+
+    const WORKLOADS: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: n1}}
+- {apiVersion: v1, kind: Node, metadata: {name: n2}}
+- {apiVersion: v1, kind: Node, metadata: {name: n3}, spec: {taints: [{key: gpu, effect: NoSchedule}]}}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: shop}
+  spec: {selector: {app: web}}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: web, namespace: shop}
+  spec:
+    replicas: 3
+    selector: {matchLabels: {app: web}}
+    template:
+      metadata: {labels: {app: web}}
+      spec: {containers: [{name: c, image: nginx, resources: {requests: {cpu: 100m}}}]}
+- apiVersion: apps/v1
+  kind: StatefulSet
+  metadata: {name: db, namespace: shop}
+  spec:
+    replicas: 2
+    serviceName: db
+    selector: {matchLabels: {app: db}}
+    template:
+      metadata: {labels: {app: db}}
+      spec: {containers: [{name: c, image: mysql}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: db-0, namespace: shop, labels: {app: db}}
+  spec: {nodeName: n1, containers: [{name: c, image: mysql}]}
+- apiVersion: batch/v1
+  kind: Job
+  metadata: {name: batch, namespace: shop}
+  spec:
+    parallelism: 2
+    completions: 5
+    template:
+      spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}
+- apiVersion: apps/v1
+  kind: DaemonSet
+  metadata: {name: agent, namespace: kube-system}
+  spec:
+    selector: {matchLabels: {app: agent}}
+    template:
+      metadata: {labels: {app: agent}}
+      spec: {containers: [{name: c, image: agent}]}
+"#;
+
+    #[test]
+    fn workloads_expand_into_pods() {
+        let c = load(WORKLOADS).unwrap();
+        let web: Vec<&Pod> = c
+            .pods
+            .iter()
+            .filter(|p| p.labels.get("app").map(String::as_str) == Some("web"))
+            .collect();
+        assert_eq!(web.len(), 3);
+        let hash = web[0].labels.get("pod-template-hash").unwrap().clone();
+        for p in &web {
+            assert!(p.node_name.is_empty());
+            assert_eq!(p.owners[0].kind, "ReplicaSet");
+            assert_eq!(p.owners[0].name, format!("web-{hash}"));
+            assert!(p.name.starts_with(&format!("web-{hash}-")));
+        }
+        // Default spreading selector: the Service's and the ReplicaSet's.
+        let sel = c.workloads.default_selector(web[0]);
+        assert!(sel.matches(&web[0].labels));
+        assert!(sel
+            .requirements
+            .iter()
+            .any(|r| r.key == "pod-template-hash"));
+        // StatefulSet: db-0 exists, db-1 is created.
+        let db: Vec<&str> = c
+            .pods
+            .iter()
+            .filter(|p| p.name.starts_with("db-"))
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(db, ["db-0", "db-1"]);
+        // Job: min(parallelism, completions) pods.
+        assert_eq!(
+            c.pods
+                .iter()
+                .filter(|p| p.name.starts_with("batch-"))
+                .count(),
+            2
+        );
+        // DaemonSet: one pod per node whose taints it tolerates, pinned by node affinity.
+        let agents: Vec<&Pod> = c
+            .pods
+            .iter()
+            .filter(|p| p.namespace == "kube-system")
+            .collect();
+        assert_eq!(agents.len(), 2);
+        let pinned: Vec<String> = agents
+            .iter()
+            .map(|p| {
+                p.node_affinity
+                    .as_ref()
+                    .unwrap()
+                    .required
+                    .as_ref()
+                    .unwrap()
+                    .terms[0]
+                    .match_fields[0]
+                    .values[0]
+                    .clone()
+            })
+            .collect();
+        assert_eq!(pinned, ["n1", "n2"]);
+        assert!(agents[0]
+            .tolerations
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unreachable"));
     }
 }

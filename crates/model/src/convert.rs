@@ -593,6 +593,7 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
             .iter()
             .flatten()
             .map(|o| OwnerRef {
+                api_version: o.api_version.clone(),
                 kind: o.kind.clone(),
                 name: o.name.clone(),
                 uid: o.uid.clone(),

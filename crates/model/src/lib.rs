@@ -5,12 +5,14 @@
 
 pub mod cluster;
 pub mod convert;
+mod expand;
 pub mod objects;
 pub mod quantity;
 pub mod requests;
 pub mod resources;
 pub mod selector;
 pub mod version;
+pub mod workloads;
 
 pub use cluster::{Cluster, LoadError, Namespace, RawObject};
 pub use objects::*;

@@ -213,6 +213,8 @@ pub struct TopologySpreadConstraint {
 /// An owner reference.
 #[derive(Debug, Clone)]
 pub struct OwnerRef {
+    /// `apiVersion` of the owner (e.g. `apps/v1`).
+    pub api_version: String,
     /// Kind of the owner.
     pub kind: String,
     /// Name of the owner.
