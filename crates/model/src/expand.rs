@@ -69,6 +69,28 @@ impl Workloads {
             "StatefulSet" => self.stateful_sets.push((o.clone(), o.decode()?)),
             "Job" => self.jobs.push((o.clone(), o.decode()?)),
             "DaemonSet" => self.daemon_sets.push((o.clone(), o.decode()?)),
+            "PodDisruptionBudget" => {
+                let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = o.decode()?;
+                let selector = match pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {
+                    Some(s) => Some(selector_of(o, s)?),
+                    None => None,
+                };
+                let status = pdb.status.clone().unwrap_or_default();
+                cluster
+                    .workloads
+                    .pdbs
+                    .push(crate::workloads::PodDisruptionBudget {
+                        namespace: namespace(&pdb.metadata),
+                        name: pdb.metadata.name.clone().unwrap_or_default(),
+                        selector,
+                        disruptions_allowed: status.disruptions_allowed.unwrap_or(0),
+                        disrupted_pods: status
+                            .disrupted_pods
+                            .unwrap_or_default()
+                            .into_keys()
+                            .collect(),
+                    });
+            }
             "Service" => {
                 let svc: core::Service = o.decode()?;
                 if let Some(sel) = svc.spec.and_then(|s| s.selector) {

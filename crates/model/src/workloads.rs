@@ -7,6 +7,21 @@ use std::collections::{BTreeMap, HashMap};
 use crate::objects::Pod;
 use crate::selector::{LabelSelector, Labels, Operator, Requirement};
 
+/// A PodDisruptionBudget, as preemption reads it.
+#[derive(Debug, Clone, Default)]
+pub struct PodDisruptionBudget {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.selector`; `None` selects no pod, an empty selector every pod of the namespace.
+    pub selector: Option<LabelSelector>,
+    /// `status.disruptionsAllowed`.
+    pub disruptions_allowed: i32,
+    /// Names of pods in `status.disruptedPods`.
+    pub disrupted_pods: Vec<String>,
+}
+
 /// Selectors by namespace/name.
 #[derive(Debug, Clone, Default)]
 pub struct WorkloadSelectors {
@@ -18,6 +33,8 @@ pub struct WorkloadSelectors {
     pub replica_sets: HashMap<(String, String), LabelSelector>,
     /// StatefulSet selectors by (namespace, name).
     pub stateful_sets: HashMap<(String, String), LabelSelector>,
+    /// PodDisruptionBudgets, in input order.
+    pub pdbs: Vec<PodDisruptionBudget>,
 }
 
 fn set_selector(labels: &Labels) -> Vec<Requirement> {
