@@ -64,6 +64,8 @@ pub struct Cluster {
     pub namespaces: BTreeMap<String, Namespace>,
     /// Selectors of Services and pod controllers (for default spreading).
     pub workloads: crate::workloads::WorkloadSelectors,
+    /// PersistentVolumes, claims, StorageClasses and CSINode limits.
+    pub volumes: crate::volumes::Volumes,
     /// Notes about objects that were read but not used.
     pub warnings: Vec<String>,
 }
@@ -312,11 +314,11 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
             }
             k if IGNORED_KINDS.contains(&k) => {}
             _ => {
-                if !workloads.take(o, &mut cluster)? && !extra(o)? {
+                if !workloads.take(o, &mut cluster)? && !cluster.volumes.take(o)? && !extra(o)? {
                     return Err(o.error(
                         Some("kind".into()),
                         format!(
-                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
+                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services, storage objects (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
                             o.kind
                         ),
                     ));

@@ -366,35 +366,29 @@ fn volume(pod_name: &str, v: &core::Volume) -> Volume {
         };
     }
     if let Some(gce) = &v.gce_persistent_disk {
-        return Volume::Disk {
-            id: format!("gce:{}", gce.pd_name),
+        return Volume::Disk(Disk::Gce {
+            pd_name: gce.pd_name.clone(),
             read_only: gce.read_only.unwrap_or(false),
-        };
+        });
     }
     if let Some(aws) = &v.aws_elastic_block_store {
-        return Volume::Disk {
-            id: format!("aws:{}", aws.volume_id),
-            read_only: aws.read_only.unwrap_or(false),
-        };
+        return Volume::Disk(Disk::Aws {
+            volume_id: aws.volume_id.clone(),
+        });
     }
     if let Some(rbd) = &v.rbd {
-        let mut mons = rbd.monitors.clone();
-        mons.sort();
-        return Volume::Disk {
-            id: format!(
-                "rbd:{}:{}:{}",
-                mons.join(","),
-                rbd.pool.clone().unwrap_or_else(|| "rbd".into()),
-                rbd.image
-            ),
+        return Volume::Disk(Disk::Rbd {
+            monitors: rbd.monitors.clone(),
+            pool: rbd.pool.clone().unwrap_or_else(|| "rbd".into()),
+            image: rbd.image.clone(),
             read_only: rbd.read_only.unwrap_or(false),
-        };
+        });
     }
     if let Some(iscsi) = &v.iscsi {
-        return Volume::Disk {
-            id: format!("iscsi:{}:{}", iscsi.iqn, iscsi.lun),
+        return Volume::Disk(Disk::Iscsi {
+            iqn: iscsi.iqn.clone(),
             read_only: iscsi.read_only.unwrap_or(false),
-        };
+        });
     }
     Volume::Other
 }

@@ -12,6 +12,7 @@ pub mod requests;
 pub mod resources;
 pub mod selector;
 pub mod version;
+pub mod volumes;
 pub mod workloads;
 
 pub use cluster::{Cluster, LoadError, Namespace, RawObject};

@@ -225,6 +225,85 @@ pub struct OwnerRef {
     pub controller: bool,
 }
 
+/// An in-tree disk source VolumeRestrictions checks for conflicts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disk {
+    /// GCE persistent disk.
+    Gce {
+        /// `pdName`.
+        pd_name: String,
+        /// `readOnly`.
+        read_only: bool,
+    },
+    /// AWS EBS volume.
+    Aws {
+        /// `volumeID`.
+        volume_id: String,
+    },
+    /// iSCSI target.
+    Iscsi {
+        /// `iqn`.
+        iqn: String,
+        /// `readOnly`.
+        read_only: bool,
+    },
+    /// Ceph RBD image.
+    Rbd {
+        /// `monitors`.
+        monitors: Vec<String>,
+        /// `pool` (default `rbd`).
+        pool: String,
+        /// `image`.
+        image: String,
+        /// `readOnly`.
+        read_only: bool,
+    },
+}
+
+impl Disk {
+    /// Upstream's `isVolumeConflict` for two disks.
+    pub fn conflicts(&self, other: &Disk) -> bool {
+        match (self, other) {
+            (
+                Disk::Gce {
+                    pd_name: a,
+                    read_only: ra,
+                },
+                Disk::Gce {
+                    pd_name: b,
+                    read_only: rb,
+                },
+            ) => a == b && !(*ra && *rb),
+            (Disk::Aws { volume_id: a }, Disk::Aws { volume_id: b }) => a == b,
+            (
+                Disk::Iscsi {
+                    iqn: a,
+                    read_only: ra,
+                },
+                Disk::Iscsi {
+                    iqn: b,
+                    read_only: rb,
+                },
+            ) => a == b && !(*ra && *rb),
+            (
+                Disk::Rbd {
+                    monitors: m1,
+                    pool: p1,
+                    image: i1,
+                    read_only: r1,
+                },
+                Disk::Rbd {
+                    monitors: m2,
+                    pool: p2,
+                    image: i2,
+                    read_only: r2,
+                },
+            ) => m1.iter().any(|m| m2.contains(m)) && p1 == p2 && i1 == i2 && !(*r1 && *r2),
+            _ => false,
+        }
+    }
+}
+
 /// A volume of a pod, reduced to what scheduling plugins look at.
 #[derive(Debug, Clone)]
 pub enum Volume {
@@ -237,15 +316,20 @@ pub enum Volume {
         /// Generated from an ephemeral volume template.
         ephemeral: bool,
     },
-    /// Any other volume source with a conflict identity (GCE PD, AWS EBS, RBD, iSCSI).
-    Disk {
-        /// Kind and identity, e.g. `gce:pd-name` or `aws:vol-id`.
-        id: String,
-        /// Mounted read-only.
-        read_only: bool,
-    },
+    /// An in-tree disk with conflict rules.
+    Disk(Disk),
     /// A volume with no scheduling meaning (emptyDir, configMap, ...).
     Other,
+}
+
+impl Pod {
+    /// Names of the PVCs the pod uses (including ephemeral ones).
+    pub fn claim_names(&self) -> impl Iterator<Item = &str> {
+        self.volumes.iter().filter_map(|v| match v {
+            Volume::Claim { claim, .. } => Some(claim.as_str()),
+            _ => None,
+        })
+    }
 }
 
 /// A pod as the scheduler sees it.

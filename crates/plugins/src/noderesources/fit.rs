@@ -261,6 +261,10 @@ impl PreScorePlugin for Fit {
 
 impl ScorePlugin for Fit {
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        // Upstream's resourceAllocationScorer.score: no resources to score on.
+        if self.resources.is_empty() {
+            return Err(Status::error("resources not found"));
+        }
         let owned;
         let reqs = match state.read::<PodRequests>(NAME) {
             Some(r) => &r.0,

@@ -1,0 +1,403 @@
+//! Storage objects as the volume plugins read them: PersistentVolumes,
+//! PersistentVolumeClaims, StorageClasses and CSINodes, plus the binding
+//! state the simulator updates as pods are placed (upstream's volume binder
+//! assumes bindings the same way).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::storage::v1 as storage;
+
+use crate::cluster::{LoadError, RawObject};
+use crate::convert;
+use crate::objects::Node;
+use crate::quantity::Quantity;
+use crate::selector::{LabelSelector, Labels, NodeSelector};
+
+/// `kubernetes.io/no-provisioner`: static local volumes only.
+pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+
+/// A PersistentVolumeClaim.
+#[derive(Debug, Clone, Default)]
+pub struct Pvc {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+    /// `spec.storageClassName` (empty when unset).
+    pub storage_class: String,
+    /// `spec.volumeName` (empty when unbound).
+    pub volume_name: String,
+    /// `spec.accessModes`.
+    pub access_modes: Vec<String>,
+    /// `spec.resources.requests.storage` in bytes.
+    pub request: i64,
+    /// `spec.selector`.
+    pub selector: Option<LabelSelector>,
+    /// `spec.volumeMode` (`Filesystem` default).
+    pub volume_mode: String,
+    /// Being deleted.
+    pub deleting: bool,
+}
+
+/// A PersistentVolume.
+#[derive(Debug, Clone, Default)]
+pub struct Pv {
+    /// Name.
+    pub name: String,
+    /// Labels (zone/region topology).
+    pub labels: Labels,
+    /// `spec.storageClassName`.
+    pub storage_class: String,
+    /// `spec.capacity.storage` in bytes.
+    pub capacity: i64,
+    /// `spec.accessModes`.
+    pub access_modes: Vec<String>,
+    /// `spec.nodeAffinity.required`.
+    pub node_affinity: Option<NodeSelector>,
+    /// `spec.claimRef` as (namespace, name).
+    pub claim_ref: Option<(String, String)>,
+    /// `spec.volumeMode`.
+    pub volume_mode: String,
+    /// `status.phase` (`Available` when unset, as the PV controller would set it).
+    pub phase: String,
+    /// CSI driver and volume handle, for CSI volumes.
+    pub csi: Option<(String, String)>,
+    /// Being deleted.
+    pub deleting: bool,
+}
+
+/// A StorageClass.
+#[derive(Debug, Clone, Default)]
+pub struct StorageClass {
+    /// Name.
+    pub name: String,
+    /// `provisioner`.
+    pub provisioner: String,
+    /// `volumeBindingMode` (None when unset).
+    pub binding_mode: Option<String>,
+    /// `allowedTopologies` as a node selector (terms ORed).
+    pub allowed_topologies: Option<NodeSelector>,
+}
+
+impl StorageClass {
+    /// `volumeBindingMode: WaitForFirstConsumer`.
+    pub fn wait_for_first_consumer(&self) -> bool {
+        self.binding_mode.as_deref() == Some("WaitForFirstConsumer")
+    }
+}
+
+/// Volume state of a cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Volumes {
+    /// Claims by (namespace, name).
+    pub pvcs: BTreeMap<(String, String), Pvc>,
+    /// Volumes by name.
+    pub pvs: BTreeMap<String, Pv>,
+    /// Classes by name.
+    pub classes: BTreeMap<String, StorageClass>,
+    /// CSINode attach limits: node → driver → `allocatable.count`.
+    pub csi_limits: BTreeMap<String, BTreeMap<String, i32>>,
+}
+
+fn err(o: &RawObject, e: convert::FieldError) -> LoadError {
+    LoadError {
+        file: o.file.clone(),
+        object: Some(o.describe()),
+        field: Some(e.path),
+        message: e.message,
+    }
+}
+
+fn storage_bytes(
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    path: &str,
+    o: &RawObject,
+) -> Result<i64, LoadError> {
+    let parsed = convert::resource_list(list, path).map_err(|e| err(o, e))?;
+    Ok(parsed.get("storage").map_or(0, Quantity::value))
+}
+
+impl Volumes {
+    /// Takes a storage object; false for other kinds.
+    pub fn take(&mut self, o: &RawObject) -> Result<bool, LoadError> {
+        match o.kind.as_str() {
+            "PersistentVolumeClaim" => {
+                let c: core::PersistentVolumeClaim = o.decode()?;
+                let spec = c.spec.clone().unwrap_or_default();
+                let namespace = c
+                    .metadata
+                    .namespace
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "default".into());
+                let name = c.metadata.name.clone().unwrap_or_default();
+                let pvc = Pvc {
+                    uid: c
+                        .metadata
+                        .uid
+                        .clone()
+                        .unwrap_or_else(|| format!("{namespace}/{name}")),
+                    namespace,
+                    name,
+                    storage_class: spec.storage_class_name.clone().unwrap_or_default(),
+                    volume_name: spec.volume_name.clone().unwrap_or_default(),
+                    access_modes: spec.access_modes.clone().unwrap_or_default(),
+                    request: storage_bytes(
+                        spec.resources.as_ref().and_then(|r| r.requests.as_ref()),
+                        "spec.resources.requests",
+                        o,
+                    )?,
+                    selector: spec
+                        .selector
+                        .as_ref()
+                        .map(|s| convert::label_selector(s, "spec.selector"))
+                        .transpose()
+                        .map_err(|e| err(o, e))?,
+                    volume_mode: spec.volume_mode.unwrap_or_else(|| "Filesystem".into()),
+                    deleting: c.metadata.deletion_timestamp.is_some(),
+                };
+                self.pvcs
+                    .insert((pvc.namespace.clone(), pvc.name.clone()), pvc);
+            }
+            "PersistentVolume" => {
+                let v: core::PersistentVolume = o.decode()?;
+                let spec = v.spec.clone().unwrap_or_default();
+                let pv = Pv {
+                    name: v.metadata.name.clone().unwrap_or_default(),
+                    labels: v.metadata.labels.clone().unwrap_or_default(),
+                    storage_class: spec.storage_class_name.clone().unwrap_or_default(),
+                    capacity: storage_bytes(spec.capacity.as_ref(), "spec.capacity", o)?,
+                    access_modes: spec.access_modes.clone().unwrap_or_default(),
+                    node_affinity: spec
+                        .node_affinity
+                        .as_ref()
+                        .and_then(|a| a.required.as_ref())
+                        .map(|s| convert::node_selector(s, "spec.nodeAffinity.required"))
+                        .transpose()
+                        .map_err(|e| err(o, e))?,
+                    claim_ref: spec.claim_ref.as_ref().map(|r| {
+                        (
+                            r.namespace.clone().unwrap_or_default(),
+                            r.name.clone().unwrap_or_default(),
+                        )
+                    }),
+                    volume_mode: spec.volume_mode.unwrap_or_else(|| "Filesystem".into()),
+                    phase: v
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase.clone())
+                        .unwrap_or_else(|| "Available".into()),
+                    csi: spec
+                        .csi
+                        .as_ref()
+                        .map(|c| (c.driver.clone(), c.volume_handle.clone())),
+                    deleting: v.metadata.deletion_timestamp.is_some(),
+                };
+                self.pvs.insert(pv.name.clone(), pv);
+            }
+            "StorageClass" => {
+                let s: storage::StorageClass = o.decode()?;
+                let allowed = match &s.allowed_topologies {
+                    Some(terms) if !terms.is_empty() => {
+                        let sel = core::NodeSelector {
+                            node_selector_terms: terms
+                                .iter()
+                                .map(|t| core::NodeSelectorTerm {
+                                    match_expressions: Some(
+                                        t.match_label_expressions
+                                            .iter()
+                                            .flatten()
+                                            .map(|e| core::NodeSelectorRequirement {
+                                                key: e.key.clone(),
+                                                operator: "In".into(),
+                                                values: Some(e.values.clone()),
+                                            })
+                                            .collect(),
+                                    ),
+                                    match_fields: None,
+                                })
+                                .collect(),
+                        };
+                        Some(
+                            convert::node_selector(&sel, "allowedTopologies")
+                                .map_err(|e| err(o, e))?,
+                        )
+                    }
+                    _ => None,
+                };
+                let class = StorageClass {
+                    name: s.metadata.name.clone().unwrap_or_default(),
+                    provisioner: s.provisioner.clone(),
+                    binding_mode: s.volume_binding_mode.clone(),
+                    allowed_topologies: allowed,
+                };
+                self.classes.insert(class.name.clone(), class);
+            }
+            "CSINode" => {
+                let n: storage::CSINode = o.decode()?;
+                let limits = self
+                    .csi_limits
+                    .entry(n.metadata.name.clone().unwrap_or_default())
+                    .or_default();
+                for d in &n.spec.drivers {
+                    if let Some(count) = d.allocatable.as_ref().and_then(|a| a.count) {
+                        limits.insert(d.name.clone(), count);
+                    }
+                }
+            }
+            "CSIDriver" | "VolumeAttachment" | "CSIStorageCapacity" => {}
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// A claim by namespace and name.
+    pub fn pvc(&self, ns: &str, name: &str) -> Option<&Pvc> {
+        self.pvcs.get(&(ns.to_string(), name.to_string()))
+    }
+}
+
+/// Does the PV's node affinity admit the node?
+pub fn pv_fits_node(pv: &Pv, node: &Node) -> bool {
+    pv.node_affinity
+        .as_ref()
+        .is_none_or(|s| s.matches(&node.name, &node.labels))
+}
+
+fn bound_to(pv: &Pv, pvc: &Pvc) -> bool {
+    pv.claim_ref
+        .as_ref()
+        .is_some_and(|(ns, n)| ns == &pvc.namespace && n == &pvc.name)
+}
+
+/// component-helpers' `FindMatchingVolume` for a delayed-binding claim on a
+/// node: the smallest available PV of the claim's class that fits, not in
+/// `excluded`.
+pub fn find_matching_volume<'a>(
+    pvc: &Pvc,
+    volumes: &'a Volumes,
+    node: &Node,
+    excluded: &[String],
+) -> Option<&'a Pv> {
+    let mut best: Option<&Pv> = None;
+    for pv in volumes.pvs.values() {
+        if excluded.contains(&pv.name) {
+            continue;
+        }
+        if pv.claim_ref.is_some() && !bound_to(pv, pvc) {
+            continue;
+        }
+        if pv.capacity < pvc.request || pv.volume_mode != pvc.volume_mode || pv.deleting {
+            continue;
+        }
+        let affinity_ok = pv_fits_node(pv, node);
+        if bound_to(pv, pvc) {
+            return affinity_ok.then_some(pv);
+        }
+        if pv.phase != "Available" {
+            continue;
+        }
+        if let Some(sel) = &pvc.selector {
+            if !sel.matches(&pv.labels) {
+                continue;
+            }
+        }
+        if pv.storage_class != pvc.storage_class || !affinity_ok {
+            continue;
+        }
+        if !pvc.access_modes.iter().all(|m| pv.access_modes.contains(m)) {
+            continue;
+        }
+        if best.is_none_or(|b| b.capacity > pv.capacity) {
+            best = Some(pv);
+        }
+    }
+    best
+}
+
+/// Where a provisioned volume is reachable from: the class's allowed
+/// topologies if any, else the chosen node's zone (what zonal provisioners
+/// do), else anywhere.
+fn provisioned_affinity(class: &StorageClass, node: &Node) -> Option<NodeSelector> {
+    if class.allowed_topologies.is_some() {
+        return class.allowed_topologies.clone();
+    }
+    let zone = node.labels.get("topology.kubernetes.io/zone")?;
+    Some(NodeSelector {
+        terms: vec![crate::selector::NodeSelectorTerm {
+            match_expressions: vec![crate::selector::Requirement {
+                key: "topology.kubernetes.io/zone".into(),
+                op: crate::selector::Operator::In,
+                values: vec![zone.clone()],
+            }],
+            ..Default::default()
+        }],
+    })
+}
+
+/// Can the claim's class provision a volume reachable from the node?
+pub fn can_provision(pvc: &Pvc, volumes: &Volumes, node: &Node) -> bool {
+    let Some(class) = volumes.classes.get(&pvc.storage_class) else {
+        return false;
+    };
+    if class.provisioner == NO_PROVISIONER {
+        return false;
+    }
+    class
+        .allowed_topologies
+        .as_ref()
+        .is_none_or(|t| t.matches(&node.name, &node.labels))
+}
+
+impl Volumes {
+    /// Assumes the bindings a pod's delayed claims get on `node` (static
+    /// match first, else a provisioned volume pinned like the class allows).
+    pub fn assume_pod(&mut self, namespace: &str, claims: &[String], node: &Node) {
+        let mut taken: Vec<String> = Vec::new();
+        for claim in claims {
+            let key = (namespace.to_string(), claim.clone());
+            let Some(pvc) = self.pvcs.get(&key).cloned() else {
+                continue;
+            };
+            if !pvc.volume_name.is_empty() {
+                continue;
+            }
+            let Some(class) = self.classes.get(&pvc.storage_class) else {
+                continue;
+            };
+            if !class.wait_for_first_consumer() {
+                continue;
+            }
+            let chosen = find_matching_volume(&pvc, self, node, &taken).map(|pv| pv.name.clone());
+            let pv_name = match chosen {
+                Some(name) => name,
+                None => {
+                    let name = format!("pvc-{}", pvc.uid.replace('/', "-"));
+                    let pv = Pv {
+                        name: name.clone(),
+                        storage_class: pvc.storage_class.clone(),
+                        capacity: pvc.request,
+                        access_modes: pvc.access_modes.clone(),
+                        node_affinity: provisioned_affinity(class, node),
+                        volume_mode: pvc.volume_mode.clone(),
+                        phase: "Bound".into(),
+                        ..Default::default()
+                    };
+                    self.pvs.insert(name.clone(), pv);
+                    name
+                }
+            };
+            if let Some(pv) = self.pvs.get_mut(&pv_name) {
+                pv.claim_ref = Some(key.clone());
+                pv.phase = "Bound".into();
+            }
+            if let Some(c) = self.pvcs.get_mut(&key) {
+                c.volume_name = pv_name.clone();
+            }
+            taken.push(pv_name);
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Ports of upstream kube-scheduler v1.37's table-driven unit tests for the
+//! in-tree plugins rkube implements. Case names are upstream's; expected
+//! codes, reasons and scores are upstream's expectations. One test binary,
+//! one module per upstream plugin package.
+
+mod common;
+
+mod balanced_allocation;
+mod end_to_end;
+mod image_locality;
+mod node_affinity;
+mod node_name;
+mod node_ports;
+mod node_unschedulable;
+mod noderesources_fit;
+mod taint_toleration;
