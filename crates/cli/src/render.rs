@@ -32,10 +32,14 @@ fn table(rows: &[Vec<String>]) -> String {
 pub fn simulation(r: &SimulationReport) -> String {
     let mut rows = vec![vec!["POD".to_string(), "NODE".into(), "MESSAGE".into()]];
     for p in &r.placements {
+        let message = match &p.preempted_by {
+            Some(by) if p.evicted => format!("evicted by {by} (preemption)"),
+            _ => p.message.clone(),
+        };
         rows.push(vec![
             p.pod.clone(),
             p.node.clone().unwrap_or_else(|| "<none>".into()),
-            p.message.clone(),
+            message,
         ]);
     }
     let mut out = table(&rows);
@@ -66,11 +70,34 @@ pub fn simulation(r: &SimulationReport) -> String {
         ]);
     }
     out.push_str(&table(&rows));
+    if !r.preemptions.is_empty() {
+        out.push('\n');
+        let mut rows = vec![vec![
+            "PREEMPTOR".to_string(),
+            "NODE".into(),
+            "VICTIMS".into(),
+        ]];
+        for p in &r.preemptions {
+            rows.push(vec![
+                p.preemptor.clone(),
+                p.node.clone(),
+                p.victims.join(", "),
+            ]);
+        }
+        out.push_str(&table(&rows));
+    }
     let _ = writeln!(
         out,
         "\n{} scheduled, {} unschedulable",
         r.summary.scheduled, r.summary.unschedulable
     );
+    if r.summary.preemptions > 0 {
+        let _ = writeln!(
+            out,
+            "{} preemption(s), {} pod(s) placed in this run evicted",
+            r.summary.preemptions, r.summary.evicted
+        );
+    }
     for p in r.placements.iter().filter_map(|p| p.explain.as_ref()) {
         out.push('\n');
         out.push_str(&explanation(p));

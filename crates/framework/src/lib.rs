@@ -6,6 +6,7 @@
 pub mod cycle_state;
 pub mod diagnosis;
 pub mod node_info;
+pub mod nominator;
 pub mod plugin;
 pub mod runtime;
 pub mod schedule;
@@ -15,8 +16,9 @@ pub mod status;
 pub use cycle_state::CycleState;
 pub use diagnosis::{fit_error_message, Diagnosis, NodeToStatus};
 pub use node_info::{HostPortInfo, ImageStateSummary, NodeInfo};
+pub use nominator::Nominator;
 pub use plugin::*;
 pub use runtime::{Factory, Framework, FrameworkError, Point, Registry};
-pub use schedule::{explain, Explanation, Outcome, Scheduler};
+pub use schedule::{explain, Explanation, FrameworkHandle, Outcome, Scheduler};
 pub use snapshot::Snapshot;
 pub use status::{Code, Status};

@@ -3,6 +3,7 @@
 //! upstream plugin implements one small interface per extension point.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use rkube_model::Pod;
 
@@ -135,25 +136,75 @@ pub trait FilterPlugin: Plugin {
 /// Outcome of PostFilter.
 #[derive(Debug, Clone)]
 pub struct PostFilterResult {
-    /// Node nominated for the pod, if any.
+    /// What to do with the pod's nominated node: `None` leaves it as it is
+    /// (upstream's nil result), `Some("")` clears it, `Some(node)` nominates.
     pub nominated_node: Option<String>,
-    /// Pods to evict from the nominated node (uids).
-    pub victims: Vec<String>,
-    /// Status; its message is appended to the FailedScheduling text.
+    /// Pods to evict from the nominated node.
+    pub victims: Vec<Arc<Pod>>,
+    /// Status; its message becomes the FailedScheduling text's PostFilter part.
     pub status: Status,
+}
+
+impl PostFilterResult {
+    /// A result that leaves the nomination unchanged.
+    pub fn keep(status: Status) -> Self {
+        PostFilterResult {
+            nominated_node: None,
+            victims: Vec::new(),
+            status,
+        }
+    }
+}
+
+/// What a PostFilter plugin may ask of the framework (upstream's
+/// `fwk.Handle` as preemption uses it).
+pub trait PostFilterHandle: Sync {
+    /// The cycle's snapshot.
+    fn snapshot(&self) -> &Snapshot;
+    /// Pods nominated to a node, in nomination order.
+    fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<Pod>>;
+    /// Runs every PreFilter plugin's `add_pod` (upstream's
+    /// `RunPreFilterExtensionAddPod`): `added` is now on `node`.
+    fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        added: &Pod,
+        node: &NodeInfo,
+    ) -> Status;
+    /// Runs every PreFilter plugin's `remove_pod`: `removed` left `node`.
+    fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        removed: &Pod,
+        node: &NodeInfo,
+    ) -> Status;
+    /// Runs the Filter plugins with the node's nominated pods of equal or
+    /// higher priority added, then without them (upstream's
+    /// `RunFilterPluginsWithNominatedPods`).
+    fn run_filter_plugins_with_nominated_pods(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        node: &NodeInfo,
+    ) -> Status;
+    /// A deterministic pseudo-random integer in `0..n` (`n > 0`), seeded
+    /// by the scheduler's seed and cycle (upstream: `rand.Int31n`).
+    fn random_below(&self, n: usize) -> usize;
 }
 
 /// Runs when no node fits (preemption).
 pub trait PostFilterPlugin: Plugin {
-    /// Tries to make the pod schedulable. `filters` runs the profile's
-    /// Filter plugins for the pod against a (possibly modified) node.
+    /// Tries to make the pod schedulable in a later cycle. `statuses` is
+    /// the diagnosis of the failed filter pass; `handle` runs framework
+    /// steps on modified state and node copies.
     fn post_filter(
         &self,
         state: &CycleState,
         pod: &Pod,
-        snapshot: &Snapshot,
         statuses: &crate::diagnosis::NodeToStatus,
-        filters: &dyn Fn(&NodeInfo) -> Status,
+        handle: &dyn PostFilterHandle,
     ) -> PostFilterResult;
 }
 

@@ -5,6 +5,7 @@
 //! plugin on every node and keeps each verdict.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use rkube_model::Pod;
@@ -12,7 +13,8 @@ use rkube_model::Pod;
 use crate::cycle_state::CycleState;
 use crate::diagnosis::{fit_error_message, go_list, Diagnosis};
 use crate::node_info::NodeInfo;
-use crate::plugin::{NodeScore, PreFilterResult, MAX_NODE_SCORE};
+use crate::nominator::Nominator;
+use crate::plugin::{NodeScore, PostFilterHandle, PreFilterResult, MAX_NODE_SCORE};
 use crate::runtime::{Framework, Point};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
@@ -82,6 +84,12 @@ pub enum Outcome {
         diagnosis: Diagnosis,
         /// Upstream's FailedScheduling message.
         message: String,
+        /// The pod's nomination after this cycle: `None` leaves it as it
+        /// was, `Some("")` clears it, `Some(node)` nominates `node`
+        /// (preemption chose it; `victims` are to be evicted from it).
+        nominated_node: Option<String>,
+        /// Pods PostFilter (preemption) chose to evict.
+        victims: Vec<Arc<Pod>>,
     },
     /// An internal error from a plugin.
     Error(Status),
@@ -212,6 +220,174 @@ pub fn run_filters(fw: &Framework, state: &CycleState, pod: &Pod, node: &NodeInf
     Status::success()
 }
 
+/// Runs every PreFilter plugin's `add_pod` (upstream's
+/// `RunPreFilterExtensionAddPod`); plugins whose PreFilter skipped are left out.
+pub fn run_pre_filter_extension_add_pod(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    added: &Pod,
+    node: &NodeInfo,
+) -> Status {
+    for p in fw.plugins(Point::PreFilter) {
+        if state.skip_filter.contains(p.name()) {
+            continue;
+        }
+        let s = p
+            .as_pre_filter()
+            .expect("framework checked")
+            .add_pod(state, pod, added, node);
+        if !s.is_success() {
+            return Status::error(format!(
+                "running AddPod on PreFilter plugin {:?}: {}",
+                p.name(),
+                s.message()
+            ));
+        }
+    }
+    Status::success()
+}
+
+/// Runs every PreFilter plugin's `remove_pod` (upstream's
+/// `RunPreFilterExtensionRemovePod`).
+pub fn run_pre_filter_extension_remove_pod(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    removed: &Pod,
+    node: &NodeInfo,
+) -> Status {
+    for p in fw.plugins(Point::PreFilter) {
+        if state.skip_filter.contains(p.name()) {
+            continue;
+        }
+        let s = p
+            .as_pre_filter()
+            .expect("framework checked")
+            .remove_pod(state, pod, removed, node);
+        if !s.is_success() {
+            return Status::error(format!(
+                "running RemovePod on PreFilter plugin {:?}: {}",
+                p.name(),
+                s.message()
+            ));
+        }
+    }
+    Status::success()
+}
+
+/// Upstream's `addGENominatedPods`: a copy of the state and node with the
+/// nominated pods of equal or higher priority (other than `pod`) added, or
+/// `None` when there is none.
+fn add_ge_nominated_pods(
+    fw: &Framework,
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+    nominated: &[Arc<Pod>],
+) -> Result<Option<(CycleState, NodeInfo)>, Status> {
+    if nominated.is_empty() {
+        return Ok(None);
+    }
+    let mut out: Option<(CycleState, NodeInfo)> = None;
+    for np in nominated {
+        if np.priority >= pod.priority && np.uid != pod.uid {
+            let (st, ni) = out.get_or_insert_with(|| (state.clone(), node.clone()));
+            ni.add_pod(np.clone());
+            let s = run_pre_filter_extension_add_pod(fw, st, pod, np, ni);
+            if !s.is_success() {
+                return Err(s);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Upstream's `RunFilterPluginsWithNominatedPods`: when the node has
+/// nominated pods of equal or higher priority, the filters run once with
+/// them added and, if that passes, once more without them; the pod must
+/// fit both ways.
+pub fn run_filters_with_nominated_pods(
+    fw: &Framework,
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+    nominated: &[Arc<Pod>],
+) -> Status {
+    let added = match add_ge_nominated_pods(fw, state, pod, node, nominated) {
+        Ok(a) => a,
+        Err(s) => return s,
+    };
+    let status = match &added {
+        Some((st, ni)) => run_filters(fw, st, pod, ni),
+        None => run_filters(fw, state, pod, node),
+    };
+    if added.is_none() || !status.is_success() {
+        return status;
+    }
+    run_filters(fw, state, pod, node)
+}
+
+/// The framework as a PostFilter plugin sees it: one profile, the cycle's
+/// snapshot and the nominated pods.
+pub struct FrameworkHandle<'a> {
+    /// The profile.
+    pub fw: &'a Framework,
+    /// The cycle's snapshot.
+    pub snapshot: &'a Snapshot,
+    /// Nominated pods.
+    pub nominator: &'a Nominator,
+    /// Seed of [`PostFilterHandle::random_below`].
+    pub seed: u64,
+}
+
+impl PostFilterHandle for FrameworkHandle<'_> {
+    fn snapshot(&self) -> &Snapshot {
+        self.snapshot
+    }
+    fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.nominator.pods_for_node(node).to_vec()
+    }
+    fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        added: &Pod,
+        node: &NodeInfo,
+    ) -> Status {
+        run_pre_filter_extension_add_pod(self.fw, state, pod, added, node)
+    }
+    fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        removed: &Pod,
+        node: &NodeInfo,
+    ) -> Status {
+        run_pre_filter_extension_remove_pod(self.fw, state, pod, removed, node)
+    }
+    fn run_filter_plugins_with_nominated_pods(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        node: &NodeInfo,
+    ) -> Status {
+        run_filters_with_nominated_pods(
+            self.fw,
+            state,
+            pod,
+            node,
+            self.nominator.pods_for_node(node.name()),
+        )
+    }
+    fn random_below(&self, n: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        (splitmix(self.seed) % n as u64) as usize
+    }
+}
+
 /// Runs PreScore, Score and NormalizeScore over `feasible` nodes.
 pub fn run_score(
     fw: &Framework,
@@ -320,8 +496,22 @@ impl Scheduler {
             .map(|s| s.node)
     }
 
-    /// Schedules one pod against the snapshot (does not modify it).
+    /// Schedules one pod against the snapshot (does not modify it), with no
+    /// nominated pods.
     pub fn schedule(&mut self, fw: &Framework, snapshot: &Snapshot, pod: &Pod) -> Outcome {
+        self.schedule_with(fw, snapshot, pod, &Nominator::new())
+    }
+
+    /// Schedules one pod against the snapshot (does not modify it). Pods in
+    /// `nominator` count on their nominated nodes for pods of lower or equal
+    /// priority; a pod with `nominated_node_name` tries that node first.
+    pub fn schedule_with(
+        &mut self,
+        fw: &Framework,
+        snapshot: &Snapshot,
+        pod: &Pod,
+        nominator: &Nominator,
+    ) -> Outcome {
         self.cycle += 1;
         let num_all = snapshot.len();
         let mut diagnosis = Diagnosis::default();
@@ -329,6 +519,8 @@ impl Scheduler {
             return Outcome::Unschedulable {
                 message: "no nodes available to schedule pods".to_string(),
                 diagnosis,
+                nominated_node: Some(String::new()),
+                victims: Vec::new(),
             };
         }
         let mut state = CycleState::new();
@@ -338,11 +530,43 @@ impl Scheduler {
                 diagnosis.pre_filter_msg = s.message();
                 diagnosis.add_plugin_status(&s);
                 diagnosis.node_to_status.absent = s;
-                let message = self.post_filter(fw, &state, pod, snapshot, &mut diagnosis);
-                return Outcome::Unschedulable { diagnosis, message };
+                return self.post_filter(fw, &state, pod, snapshot, diagnosis, nominator);
             }
             Err(s) => return Outcome::Error(s),
         };
+        let pct = fw
+            .percentage_of_nodes_to_score
+            .unwrap_or(self.percentage_of_nodes_to_score);
+        let has_scoring = !fw.plugins(Point::Score).is_empty();
+        // A node nominated in an earlier cycle (preemption) is tried first.
+        if !pod.nominated_node_name.is_empty() {
+            if let Some(idx) = snapshot.index_of(&pod.nominated_node_name) {
+                let to_find = if has_scoring {
+                    num_feasible_nodes_to_find(pct, 1)
+                } else {
+                    1
+                };
+                // Errors are logged upstream and the full pass goes on.
+                if let Ok((feasible, _)) = self.find_feasible(
+                    fw,
+                    &state,
+                    pod,
+                    snapshot,
+                    &[idx],
+                    to_find,
+                    &mut diagnosis,
+                    nominator,
+                ) {
+                    if let Some(&node) = feasible.first() {
+                        return Outcome::Scheduled {
+                            node,
+                            evaluated: 1 + diagnosis.node_to_status.nodes.len(),
+                            feasible: 1,
+                        };
+                    }
+                }
+            }
+        }
         let nodes: Vec<usize> = match &restrict {
             None => (0..num_all).collect(),
             Some(names) => {
@@ -353,24 +577,34 @@ impl Scheduler {
                 names.iter().filter_map(|n| snapshot.index_of(n)).collect()
             }
         };
-        let pct = fw
-            .percentage_of_nodes_to_score
-            .unwrap_or(self.percentage_of_nodes_to_score);
-        let has_scoring = !fw.plugins(Point::Score).is_empty();
         let to_find = if has_scoring {
             num_feasible_nodes_to_find(pct, nodes.len())
         } else {
             1
         };
-        let (feasible, processed) =
-            match self.find_feasible(fw, &state, pod, snapshot, &nodes, to_find, &mut diagnosis) {
-                Ok(v) => v,
-                Err(s) => return Outcome::Error(s),
-            };
+        let result = self.find_feasible(
+            fw,
+            &state,
+            pod,
+            snapshot,
+            &nodes,
+            to_find,
+            &mut diagnosis,
+            nominator,
+        );
+        // Upstream advances the start index by the nodes processed, which
+        // it counts as feasible nodes plus recorded statuses.
+        let processed = match &result {
+            Ok((feasible, _)) => feasible.len() + diagnosis.node_to_status.nodes.len(),
+            Err(_) => diagnosis.node_to_status.nodes.len(),
+        };
         self.next_start_node_index = (self.next_start_node_index + processed) % num_all;
+        let feasible = match result {
+            Ok((f, _)) => f,
+            Err(s) => return Outcome::Error(s),
+        };
         if feasible.is_empty() {
-            let message = self.post_filter(fw, &state, pod, snapshot, &mut diagnosis);
-            return Outcome::Unschedulable { diagnosis, message };
+            return self.post_filter(fw, &state, pod, snapshot, diagnosis, nominator);
         }
         let evaluated = feasible.len() + diagnosis.node_to_status.nodes.len();
         if feasible.len() == 1 {
@@ -413,6 +647,7 @@ impl Scheduler {
         nodes: &[usize],
         to_find: usize,
         diagnosis: &mut Diagnosis,
+        nominator: &Nominator,
     ) -> Result<(Vec<usize>, usize), Status> {
         let n = nodes.len();
         let mut feasible = Vec::with_capacity(to_find.min(n));
@@ -427,7 +662,12 @@ impl Scheduler {
             let end = (offset + chunk).min(n);
             let check = |i: usize| {
                 let idx = nodes[(self.next_start_node_index + i) % n];
-                (idx, run_filters(fw, state, pod, &snapshot.nodes[idx]))
+                let info = &snapshot.nodes[idx];
+                let nominated = nominator.pods_for_node(info.name());
+                (
+                    idx,
+                    run_filters_with_nominated_pods(fw, state, pod, info, nominated),
+                )
             };
             let results: Vec<(usize, Status)> = if end - offset >= PARALLEL_THRESHOLD {
                 (offset..end).into_par_iter().map(check).collect()
@@ -457,36 +697,78 @@ impl Scheduler {
         Ok((feasible, processed))
     }
 
+    /// Runs PostFilter (upstream's `RunPostFilterPlugins`) and builds the
+    /// FailedScheduling outcome.
     fn post_filter(
         &self,
         fw: &Framework,
         state: &CycleState,
         pod: &Pod,
         snapshot: &Snapshot,
-        diagnosis: &mut Diagnosis,
-    ) -> String {
-        let filters = |node: &NodeInfo| run_filters(fw, state, pod, node);
-        for p in fw.plugins(Point::PostFilter) {
+        mut diagnosis: Diagnosis,
+        nominator: &Nominator,
+    ) -> Outcome {
+        let plugins = fw.plugins(Point::PostFilter);
+        if plugins.is_empty() {
+            let message = fit_error_message(snapshot.len(), &diagnosis);
+            return Outcome::Unschedulable {
+                diagnosis,
+                message,
+                nominated_node: Some(String::new()),
+                victims: Vec::new(),
+            };
+        }
+        let handle = FrameworkHandle {
+            fw,
+            snapshot,
+            nominator,
+            seed: splitmix(self.seed ^ splitmix(self.cycle ^ 0x5052_4545_4d50_5400)),
+        };
+        let mut kept: Option<crate::plugin::PostFilterResult> = None;
+        let mut reasons: Vec<String> = Vec::new();
+        let mut decided: Option<crate::plugin::PostFilterResult> = None;
+        for p in plugins {
             let r = p.as_post_filter().expect("framework checked").post_filter(
                 state,
                 pod,
-                snapshot,
                 &diagnosis.node_to_status,
-                &filters,
+                &handle,
             );
-            if r.status.is_success()
-                || r.status.code == Code::Unschedulable
-                || r.status.code == Code::UnschedulableAndUnresolvable
-            {
-                if !r.status.reasons.is_empty() {
-                    diagnosis.post_filter_msg = r.status.message();
+            match r.status.code {
+                Code::Success | Code::UnschedulableAndUnresolvable => {
+                    decided = Some(r);
+                    break;
                 }
-                if r.status.is_success() {
+                Code::Unschedulable => {
+                    reasons.extend(r.status.reasons.iter().cloned());
+                    if r.nominated_node.is_some() {
+                        kept = Some(r);
+                    }
+                }
+                _ => {
+                    // Any other code is an error: no result, its message only.
+                    decided = Some(crate::plugin::PostFilterResult::keep(r.status));
                     break;
                 }
             }
         }
-        fit_error_message(snapshot.len(), diagnosis)
+        let result = match decided {
+            Some(r) => r,
+            None => {
+                let mut r = kept
+                    .unwrap_or_else(|| crate::plugin::PostFilterResult::keep(Status::success()));
+                r.status = Status::with_reasons(Code::Unschedulable, reasons);
+                r
+            }
+        };
+        diagnosis.post_filter_msg = result.status.message();
+        let message = fit_error_message(snapshot.len(), &diagnosis);
+        Outcome::Unschedulable {
+            diagnosis,
+            message,
+            nominated_node: result.nominated_node,
+            victims: result.victims,
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use rkube_model::volumes::Volumes;
 use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{Cluster, Labels, Pod};
 
@@ -19,6 +20,8 @@ pub struct Snapshot {
     pub namespaces: BTreeMap<String, Labels>,
     /// Service and controller selectors (PodTopologySpread's system defaults).
     pub workloads: Arc<WorkloadSelectors>,
+    /// Volumes, claims and classes, with the bindings assumed so far.
+    pub volumes: Arc<Volumes>,
 }
 
 impl Snapshot {
@@ -27,6 +30,7 @@ impl Snapshot {
     pub fn from_cluster(cluster: &Cluster) -> Self {
         let mut snap = Snapshot::new(cluster.nodes.iter().cloned().map(Arc::new).collect());
         snap.workloads = Arc::new(cluster.workloads.clone());
+        snap.volumes = Arc::new(cluster.volumes.clone());
         for ns in cluster.namespaces.values() {
             snap.namespaces.insert(ns.name.clone(), ns.labels.clone());
         }
@@ -76,6 +80,7 @@ impl Snapshot {
             index,
             namespaces: BTreeMap::new(),
             workloads: Arc::default(),
+            volumes: Arc::default(),
         }
     }
 
@@ -99,9 +104,23 @@ impl Snapshot {
         self.nodes.is_empty()
     }
 
-    /// Places a pod on a node (the simulator's "assume").
+    /// Places a pod on a node (the simulator's "assume"), binding its
+    /// delayed PersistentVolumeClaims the way the volume binder would.
     pub fn assume(&mut self, node: usize, pod: Arc<Pod>) {
+        let claims: Vec<String> = pod.claim_names().map(str::to_string).collect();
+        if !claims.is_empty() {
+            let n = self.nodes[node].node.clone();
+            Arc::make_mut(&mut self.volumes).assume_pod(&pod.namespace, &claims, &n);
+        }
         self.nodes[node].add_pod(pod);
+    }
+
+    /// Number of pods, on any node, that use the claim `namespace/name`.
+    pub fn pvc_users(&self, key: &str) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| n.pvc_ref_counts.get(key).copied().unwrap_or(0))
+            .sum()
     }
 
     /// Removes a pod from its node.

@@ -645,6 +645,17 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
             .collect(),
         terminated: phase == "Succeeded" || phase == "Failed",
         terminating: p.metadata.deletion_timestamp.is_some(),
+        terminating_by_preemption: p.metadata.deletion_timestamp.is_some()
+            && status
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
+                .is_some_and(|c| {
+                    c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
+                }),
+        start_time: status
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
         namespace,
         name,
         ..Default::default()

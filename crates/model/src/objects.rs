@@ -389,6 +389,11 @@ pub struct Pod {
     pub terminated: bool,
     /// Being deleted (`metadata.deletionTimestamp` set).
     pub terminating: bool,
+    /// Being deleted by scheduler preemption: `deletionTimestamp` set and a
+    /// `DisruptionTarget=True` condition with reason `PreemptionByScheduler`.
+    pub terminating_by_preemption: bool,
+    /// `status.startTime` as RFC 3339 (empty when unset).
+    pub start_time: String,
     /// Computed requests (see [`crate::requests`]).
     pub requests: Resources,
     /// Computed non-zero CPU request used for scoring.

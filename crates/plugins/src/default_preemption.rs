@@ -1,30 +1,77 @@
-//! DefaultPreemption (PostFilter): when no node fits, find nodes where
-//! evicting lower-priority pods would let the pod fit.
+//! DefaultPreemption (PostFilter): when no node fits, find a node where
+//! evicting lower-priority pods lets the pod fit, pick the victims, and
+//! nominate the node — upstream v1.37's `defaultpreemption` plugin and the
+//! `preemption.Evaluator` it drives, for individual pods.
 //!
-//! This version decides *whether* preemption can help and reports it with
-//! upstream's messages ("Preemption is not helpful for scheduling", "No
-//! preemption victims found for incoming pod", "not eligible due to
-//! preemptionPolicy=Never."). Choosing victims and nominating a node is not
-//! simulated yet: when preemption would help, the pod is reported as such.
+//! Steps, as upstream:
+//! 1. Eligibility: `preemptionPolicy: Never` pods never preempt; a pod whose
+//!    nominated node still has lower-priority pods terminating by preemption
+//!    waits for them.
+//! 2. Potential nodes: nodes whose filter status is `Unschedulable` (not
+//!    `UnschedulableAndUnresolvable`), in snapshot order.
+//! 3. Dry run from an offset: on each node, remove every lower-priority pod,
+//!    check that the pod fits (filters with nominated pods, PreFilter
+//!    `add_pod`/`remove_pod` keeping plugin state right), then reprieve
+//!    victims most important first (PDB-violating ones before the others).
+//!    The search stops once it has a non-PDB-violating candidate and
+//!    `numCandidates` candidates in all.
+//! 4. Pick one candidate: fewest PDB violations, lowest highest victim
+//!    priority, lowest priority sum, fewest victims, latest start time of the
+//!    highest-priority victims, then the first.
+//!
+//! Determinism: upstream picks the dry-run offset with `rand.Int31n` and runs
+//! the dry run on 16 goroutines; rkube takes the offset from the scheduler's
+//! seeded generator ([`PostFilterHandle::random_below`], seed and cycle
+//! number) and checks nodes one at a time in offset order, so the same seed
+//! gives the same candidates. Start times are `status.startTime`, else
+//! `metadata.creationTimestamp`, else "now" (later than any other).
+//!
+//! Not implemented: pod-group (gang) preemption (`PodGroupPostFilter`),
+//! scheduler extenders, async preemption's PreEnqueue gate.
 
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
 use std::sync::Arc;
 
+use rkube_config::args::DefaultPreemptionArgs;
 use rkube_framework::{
     fit_error_message, Code, CycleState, Diagnosis, NodeInfo, NodeToStatus, Plugin,
-    PostFilterPlugin, PostFilterResult, Snapshot, Status,
+    PostFilterHandle, PostFilterPlugin, PostFilterResult, Snapshot, Status,
 };
+use rkube_model::workloads::PodDisruptionBudget;
 use rkube_model::Pod;
 
 /// Upstream name.
 pub const NAME: &str = "DefaultPreemption";
 
-/// The plugin.
-pub struct DefaultPreemption;
+const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 
-/// Builds the plugin (args are validated by the config crate).
-pub fn new(_args: &serde_json::Value, _path: &str) -> Result<Arc<dyn Plugin>, String> {
-    Ok(Arc::new(DefaultPreemption))
+/// The plugin, with its `DefaultPreemptionArgs`.
+#[derive(Debug, Clone)]
+pub struct DefaultPreemption {
+    /// `minCandidateNodesPercentage` (default 10).
+    pub min_candidate_nodes_percentage: i32,
+    /// `minCandidateNodesAbsolute` (default 100).
+    pub min_candidate_nodes_absolute: i32,
+}
+
+impl Default for DefaultPreemption {
+    fn default() -> Self {
+        DefaultPreemption {
+            min_candidate_nodes_percentage: 10,
+            min_candidate_nodes_absolute: 100,
+        }
+    }
+}
+
+/// Builds the plugin from its args (validated by the config crate).
+pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, String> {
+    let a: DefaultPreemptionArgs =
+        rkube_config::args::decode(args, path).map_err(|e| e.to_string())?;
+    Ok(Arc::new(DefaultPreemption {
+        min_candidate_nodes_percentage: a.min_candidate_nodes_percentage.unwrap_or(10),
+        min_candidate_nodes_absolute: a.min_candidate_nodes_absolute.unwrap_or(100),
+    }))
 }
 
 impl Plugin for DefaultPreemption {
@@ -36,83 +83,518 @@ impl Plugin for DefaultPreemption {
     }
 }
 
-fn result(code: Code, msg: String) -> PostFilterResult {
-    PostFilterResult {
-        nominated_node: None,
-        victims: Vec::new(),
-        status: Status::new(code, format!("preemption: {msg}")),
+/// A node where preemption would let the pod fit, with its victims (most
+/// important first).
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// Node name.
+    pub node: String,
+    /// Pods to evict.
+    pub victims: Vec<Arc<Pod>>,
+    /// Victims whose eviction violates a PodDisruptionBudget.
+    pub num_pdb_violations: i64,
+}
+
+/// What the dry run found.
+#[derive(Debug, Clone, Default)]
+pub struct DryRun {
+    /// Candidates: non-PDB-violating first, then violating, each in search order.
+    pub candidates: Vec<Candidate>,
+    /// Why each rejected node was rejected.
+    pub statuses: NodeToStatus,
+    /// Error messages met on the way.
+    pub errors: Vec<String>,
+}
+
+fn status_of<'a>(m: &'a NodeToStatus, node: &str) -> &'a Status {
+    m.nodes.get(node).unwrap_or(&m.absent)
+}
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Nanoseconds since the epoch of an RFC 3339 timestamp.
+pub fn parse_rfc3339_nanos(s: &str) -> Option<i128> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = &s[19..];
+    let mut nanos: i128 = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(|c| c.is_ascii_digit()).count();
+        let mut f: String = frac[..digits].chars().take(9).collect();
+        while f.len() < 9 {
+            f.push('0');
+        }
+        nanos = f.parse().ok()?;
+        rest = &frac[digits..];
+    }
+    let offset_secs: i64 = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
+            let oh: i64 = o[1..3].parse().ok()?;
+            let om: i64 = o[4..6].parse().ok()?;
+            let v = oh * 3600 + om * 60;
+            if o.starts_with('-') {
+                -v
+            } else {
+                v
+            }
+        }
+        _ => return None,
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset_secs;
+    Some(secs as i128 * 1_000_000_000 + nanos)
+}
+
+/// A pod's start time for preemption ordering: `status.startTime`, else
+/// `metadata.creationTimestamp`, else "now" (upstream uses now for pods that
+/// have not started), which sorts after every real time.
+pub fn start_time(p: &Pod) -> i128 {
+    [&p.start_time, &p.creation_timestamp]
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .find_map(|t| parse_rfc3339_nanos(t))
+        .unwrap_or(i128::MAX)
+}
+
+/// Upstream's `MoreImportantVictim` for single pods: higher priority, then
+/// earlier start time. `Less` means `a` is more important.
+pub fn more_important(a: &Pod, b: &Pod) -> Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then_with(|| start_time(a).cmp(&start_time(b)))
+}
+
+/// Upstream's `FilterVictimsWithPDBViolation`: splits victims (in order)
+/// into those whose eviction would exceed a PDB's allowed disruptions and
+/// the others. A PDB with no or an empty selector matches no pod.
+pub fn filter_victims_with_pdb_violation(
+    victims: &[Arc<Pod>],
+    pdbs: &[PodDisruptionBudget],
+) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
+    let mut allowed: Vec<i64> = pdbs.iter().map(|p| p.disruptions_allowed as i64).collect();
+    let mut violating = Vec::new();
+    let mut non_violating = Vec::new();
+    for v in victims {
+        let mut is_violating = false;
+        if !v.labels.is_empty() {
+            for (i, pdb) in pdbs.iter().enumerate() {
+                if pdb.namespace != v.namespace {
+                    continue;
+                }
+                let Some(sel) = &pdb.selector else { continue };
+                if sel.is_empty() || !sel.matches(&v.labels) {
+                    continue;
+                }
+                if pdb.disrupted_pods.iter().any(|n| n == &v.name) {
+                    continue;
+                }
+                allowed[i] -= 1;
+                if allowed[i] < 0 {
+                    is_violating = true;
+                    break;
+                }
+            }
+        }
+        if is_violating {
+            violating.push(v.clone());
+        } else {
+            non_violating.push(v.clone());
+        }
+    }
+    (violating, non_violating)
+}
+
+/// Upstream's `pickOneNodeForPreemption`: the index of the chosen candidate.
+pub fn pick_one_node_for_preemption(candidates: &[Candidate]) -> Option<usize> {
+    if candidates.is_empty() {
+        return None;
+    }
+    type ScoreFn = fn(&Candidate) -> i128;
+    let score_fns: [ScoreFn; 5] = [
+        |c| -(c.num_pdb_violations as i128),
+        |c| -(c.victims.first().map_or(0, |p| p.priority) as i128),
+        |c| {
+            -c.victims
+                .iter()
+                .map(|p| p.priority as i128 + (i32::MAX as i128 + 1))
+                .sum::<i128>()
+        },
+        |c| -(c.victims.len() as i128),
+        |c| {
+            // Earliest start time among the highest-priority victims.
+            let Some(first) = c.victims.first() else {
+                return i128::MIN;
+            };
+            let mut max_prio = first.priority;
+            let mut earliest = start_time(first);
+            for p in &c.victims {
+                if p.priority == max_prio {
+                    earliest = earliest.min(start_time(p));
+                } else if p.priority > max_prio {
+                    max_prio = p.priority;
+                    earliest = start_time(p);
+                }
+            }
+            earliest
+        },
+    ];
+    let mut all: Vec<usize> = (0..candidates.len()).collect();
+    for f in score_fns {
+        let mut best = i128::MIN;
+        let mut selected: Vec<usize> = Vec::new();
+        for &i in &all {
+            let s = f(&candidates[i]);
+            if s > best {
+                best = s;
+                selected.clear();
+            }
+            if s == best {
+                selected.push(i);
+            }
+        }
+        if selected.len() == 1 {
+            return Some(selected[0]);
+        }
+        all = selected;
+    }
+    all.first().copied()
+}
+
+/// Upstream's aggregate error text: one message as is, several deduplicated
+/// in brackets.
+fn aggregate(errors: &[String]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for e in errors {
+        if !seen.contains(&e.as_str()) {
+            seen.push(e);
+        }
+    }
+    if seen.len() == 1 {
+        seen[0].to_string()
+    } else {
+        format!("[{}]", seen.join(", "))
+    }
+}
+
+impl DefaultPreemption {
+    /// The plugin with explicit args.
+    pub fn with_args(
+        min_candidate_nodes_percentage: i32,
+        min_candidate_nodes_absolute: i32,
+    ) -> Self {
+        DefaultPreemption {
+            min_candidate_nodes_percentage,
+            min_candidate_nodes_absolute,
+        }
+    }
+
+    /// Upstream's `calculateNumCandidates`.
+    pub fn calculate_num_candidates(&self, num_nodes: usize) -> usize {
+        let n = num_nodes as i64 * self.min_candidate_nodes_percentage as i64 / 100;
+        let n = n.max(self.min_candidate_nodes_absolute as i64);
+        n.min(num_nodes as i64).max(0) as usize
+    }
+
+    /// Upstream's `PodEligibleToPreemptOthers`: `Err(reason)` when the pod
+    /// should not preempt.
+    pub fn pod_eligible_to_preempt_others(
+        &self,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        nominated_node_status: &Status,
+    ) -> Result<(), String> {
+        if pod.preemption_never {
+            return Err("not eligible due to preemptionPolicy=Never.".into());
+        }
+        let nnn = &pod.nominated_node_name;
+        if !nnn.is_empty() {
+            if nominated_node_status.code == Code::UnschedulableAndUnresolvable {
+                return Ok(());
+            }
+            if let Some(ni) = snapshot.get(nnn) {
+                if ni
+                    .pods
+                    .iter()
+                    .any(|p| p.priority < pod.priority && p.terminating_by_preemption)
+                {
+                    return Err(
+                        "not eligible due to a terminating pod on the nominated node.".into(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream's `SelectVictimsOnNode`: the fewest, least important pods to
+    /// evict from `node` for `pod` to fit, and how many of them violate a
+    /// PDB. `state` and `node` are the caller's copies.
+    pub fn select_victims_on_node(
+        &self,
+        handle: &dyn PostFilterHandle,
+        mut state: CycleState,
+        pod: &Pod,
+        mut node: NodeInfo,
+        pdbs: &[PodDisruptionBudget],
+    ) -> (Vec<Arc<Pod>>, i64, Status) {
+        let mut potential: Vec<Arc<Pod>> = node
+            .pods
+            .iter()
+            .filter(|p| p.priority < pod.priority)
+            .cloned()
+            .collect();
+        if potential.is_empty() {
+            return (
+                Vec::new(),
+                0,
+                Status::new(Code::UnschedulableAndUnresolvable, NO_VICTIMS),
+            );
+        }
+        for v in &potential {
+            node.remove_pod(&v.uid);
+            let s = handle.run_pre_filter_extension_remove_pod(&mut state, pod, v, &node);
+            if !s.is_success() {
+                return (Vec::new(), 0, s);
+            }
+        }
+        let s = handle.run_filter_plugins_with_nominated_pods(&state, pod, &node);
+        if !s.is_success() {
+            return (Vec::new(), 0, s);
+        }
+        potential.sort_by(|a, b| more_important(a, b));
+        let (violating, non_violating) = filter_victims_with_pdb_violation(&potential, pdbs);
+        let mut victims: Vec<Arc<Pod>> = Vec::new();
+        let reprieve = |v: &Arc<Pod>,
+                        state: &mut CycleState,
+                        node: &mut NodeInfo,
+                        victims: &mut Vec<Arc<Pod>>|
+         -> Result<bool, Status> {
+            node.add_pod(v.clone());
+            let s = handle.run_pre_filter_extension_add_pod(state, pod, v, node);
+            if !s.is_success() {
+                return Err(s);
+            }
+            let fits = handle
+                .run_filter_plugins_with_nominated_pods(state, pod, node)
+                .is_success();
+            if !fits {
+                node.remove_pod(&v.uid);
+                let s = handle.run_pre_filter_extension_remove_pod(state, pod, v, node);
+                if !s.is_success() {
+                    return Err(s);
+                }
+                victims.push(v.clone());
+            }
+            Ok(fits)
+        };
+        let mut num_violating = 0;
+        for v in &violating {
+            match reprieve(v, &mut state, &mut node, &mut victims) {
+                Err(s) => return (Vec::new(), 0, s),
+                Ok(false) => num_violating += 1,
+                Ok(true) => {}
+            }
+        }
+        for v in &non_violating {
+            if let Err(s) = reprieve(v, &mut state, &mut node, &mut victims) {
+                return (Vec::new(), 0, s);
+            }
+        }
+        if !violating.is_empty() && !non_violating.is_empty() {
+            victims.sort_by(|a, b| more_important(a, b));
+        }
+        (victims, num_violating, Status::success())
+    }
+
+    /// Upstream's `DryRunPreemption`, one node at a time from `offset`:
+    /// stops once there is a non-violating candidate and `num_candidates`
+    /// candidates in all; each list keeps at most `num_candidates`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dry_run_preemption(
+        &self,
+        handle: &dyn PostFilterHandle,
+        state: &CycleState,
+        pod: &Pod,
+        potential: &[&NodeInfo],
+        pdbs: &[PodDisruptionBudget],
+        offset: usize,
+        num_candidates: usize,
+    ) -> DryRun {
+        let mut non_violating: Vec<Candidate> = Vec::new();
+        let mut violating: Vec<Candidate> = Vec::new();
+        let mut out = DryRun::default();
+        let n = potential.len();
+        for i in 0..n {
+            let ni = potential[(offset + i) % n];
+            let (victims, num_pdb, mut status) =
+                self.select_victims_on_node(handle, state.clone(), pod, ni.clone(), pdbs);
+            if status.is_success() && !victims.is_empty() {
+                let c = Candidate {
+                    node: ni.name().to_string(),
+                    victims,
+                    num_pdb_violations: num_pdb,
+                };
+                let list = if num_pdb == 0 {
+                    &mut non_violating
+                } else {
+                    &mut violating
+                };
+                if list.len() < num_candidates {
+                    list.push(c);
+                }
+                if !non_violating.is_empty()
+                    && non_violating.len() + violating.len() >= num_candidates
+                {
+                    break;
+                }
+                continue;
+            }
+            if status.is_success() {
+                status = Status::error(format!(
+                    "expected at least one victim pod on node {:?}",
+                    ni.name()
+                ));
+            }
+            if status.code == Code::Error {
+                out.errors.push(status.message());
+            }
+            out.statuses.nodes.insert(ni.name().to_string(), status);
+        }
+        out.candidates = non_violating;
+        out.candidates.extend(violating);
+        out
+    }
+
+    /// Upstream's `Evaluator.Preempt` without the "preemption: " prefix.
+    fn preempt(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        statuses: &NodeToStatus,
+        handle: &dyn PostFilterHandle,
+    ) -> PostFilterResult {
+        let snapshot = handle.snapshot();
+        let nominated_status = status_of(statuses, &pod.nominated_node_name);
+        if let Err(msg) = self.pod_eligible_to_preempt_others(pod, snapshot, nominated_status) {
+            return PostFilterResult::keep(Status::new(Code::Unschedulable, msg));
+        }
+        if snapshot.is_empty() {
+            return PostFilterResult::keep(Status::error("no nodes available"));
+        }
+        let potential: Vec<&NodeInfo> = snapshot
+            .nodes
+            .iter()
+            .filter(|n| status_of(statuses, n.name()).code == Code::Unschedulable)
+            .collect();
+        let dry = if potential.is_empty() {
+            DryRun::default()
+        } else {
+            let offset = handle.random_below(potential.len());
+            let num = self.calculate_num_candidates(potential.len());
+            self.dry_run_preemption(
+                handle,
+                state,
+                pod,
+                &potential,
+                &snapshot.workloads.pdbs,
+                offset,
+                num,
+            )
+        };
+        if dry.candidates.is_empty() {
+            if !dry.errors.is_empty() {
+                return PostFilterResult::keep(Status::error(aggregate(&dry.errors)));
+            }
+            let mut d = Diagnosis {
+                node_to_status: dry.statuses,
+                ..Default::default()
+            };
+            d.node_to_status.absent = Status::new(Code::UnschedulableAndUnresolvable, NOT_HELPFUL);
+            return PostFilterResult {
+                nominated_node: Some(String::new()),
+                victims: Vec::new(),
+                status: Status::new(Code::Unschedulable, fit_error_message(snapshot.len(), &d)),
+            };
+        }
+        let best = pick_one_node_for_preemption(&dry.candidates).unwrap_or(0);
+        let c = &dry.candidates[best];
+        PostFilterResult {
+            nominated_node: Some(c.node.clone()),
+            victims: c.victims.clone(),
+            status: Status::new(
+                Code::Success,
+                format!(
+                    "found a potential placement for pod on node {}, preempting {} victims",
+                    c.node,
+                    c.victims.len()
+                ),
+            ),
+        }
     }
 }
 
 impl PostFilterPlugin for DefaultPreemption {
     fn post_filter(
         &self,
-        _: &CycleState,
+        state: &CycleState,
         pod: &Pod,
-        snapshot: &Snapshot,
         statuses: &NodeToStatus,
-        filters: &dyn Fn(&NodeInfo) -> Status,
+        handle: &dyn PostFilterHandle,
     ) -> PostFilterResult {
-        if pod.preemption_never {
-            return result(
-                Code::Unschedulable,
-                "not eligible due to preemptionPolicy=Never.".into(),
-            );
+        let mut r = self.preempt(state, pod, statuses, handle);
+        let msg = r.status.message();
+        if !msg.is_empty() {
+            r.status.reasons = vec![format!("preemption: {msg}")];
         }
-        // Nodes whose rejection preemption might resolve.
-        let potential: Vec<&NodeInfo> = snapshot
-            .nodes
-            .iter()
-            .filter(|n| {
-                statuses
-                    .nodes
-                    .get(n.name())
-                    .unwrap_or(&statuses.absent)
-                    .code
-                    == Code::Unschedulable
-            })
-            .collect();
-        let mut dry_run: BTreeMap<String, Status> = BTreeMap::new();
-        let mut helps = false;
-        for node in potential {
-            let mut trimmed = node.clone();
-            let lower: Vec<String> = node
-                .pods
-                .iter()
-                .filter(|p| p.priority < pod.priority)
-                .map(|p| p.uid.clone())
-                .collect();
-            for uid in &lower {
-                trimmed.remove_pod(uid);
-            }
-            if !lower.is_empty() && filters(&trimmed).is_success() {
-                helps = true;
-            } else {
-                dry_run.insert(
-                    node.name().to_string(),
-                    Status::new(
-                        Code::UnschedulableAndUnresolvable,
-                        "No preemption victims found for incoming pod",
-                    ),
-                );
-            }
-        }
-        if helps {
-            return result(
-                Code::Unschedulable,
-                "evicting lower-priority pods would make the pod fit; rkube does not simulate victim selection yet".into(),
-            );
-        }
-        let d = Diagnosis {
-            node_to_status: NodeToStatus {
-                nodes: dry_run,
-                absent: Status::new(
-                    Code::UnschedulableAndUnresolvable,
-                    "Preemption is not helpful for scheduling",
-                ),
-            },
-            ..Default::default()
-        };
-        result(Code::Unschedulable, fit_error_message(snapshot.len(), &d))
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339() {
+        assert_eq!(parse_rfc3339_nanos("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339_nanos("1970-01-01T00:00:01.5Z"),
+            Some(1_500_000_000)
+        );
+        assert_eq!(parse_rfc3339_nanos("1970-01-01T01:00:00+01:00"), Some(0));
+        assert_eq!(
+            parse_rfc3339_nanos("2024-03-01T00:00:00Z"),
+            Some(1_709_251_200 * 1_000_000_000)
+        );
+        assert_eq!(parse_rfc3339_nanos("garbage"), None);
+    }
+
+    #[test]
+    fn num_candidates() {
+        let p = DefaultPreemption::default();
+        assert_eq!(p.calculate_num_candidates(5), 5);
+        assert_eq!(p.calculate_num_candidates(5000), 500);
+        let p = DefaultPreemption::with_args(40, 1);
+        assert_eq!(p.calculate_num_candidates(5), 2);
+    }
+
+    #[test]
+    fn aggregate_errors() {
+        assert_eq!(aggregate(&["a".into()]), "a");
+        assert_eq!(aggregate(&["a".into(), "b".into(), "a".into()]), "[a, b]");
     }
 }

@@ -44,24 +44,18 @@ pub fn in_tree() -> Registry {
         simple(Arc::new(default_binder::DefaultBinder))
     });
     r.register(default_preemption::NAME, default_preemption::new);
-    r.register("VolumeRestrictions", |_, _| {
-        simple(skip_unless::volume_plugin("VolumeRestrictions"))
+    r.register(volume_restrictions::NAME, |_, _| {
+        simple(Arc::new(volume_restrictions::VolumeRestrictions))
     });
-    r.register("NodeVolumeLimits", |_, _| {
-        simple(skip_unless::volume_plugin("NodeVolumeLimits"))
+    r.register(node_volume_limits::NAME, |_, _| {
+        simple(Arc::new(node_volume_limits::NodeVolumeLimits))
     });
-    r.register("VolumeBinding", |_, _| {
-        simple(skip_unless::volume_plugin("VolumeBinding"))
+    r.register(volume_binding::NAME, volume_binding::new);
+    r.register(volume_zone::NAME, |_, _| {
+        simple(Arc::new(volume_zone::VolumeZone))
     });
-    r.register("VolumeZone", |_, _| {
-        simple(skip_unless::volume_plugin("VolumeZone"))
-    });
-    r.register("PodTopologySpread", |_, _| {
-        simple(skip_unless::pending_plugin("PodTopologySpread"))
-    });
-    r.register("InterPodAffinity", |_, _| {
-        simple(skip_unless::pending_plugin("InterPodAffinity"))
-    });
+    r.register(pod_topology_spread::NAME, pod_topology_spread::new);
+    r.register(inter_pod_affinity::NAME, inter_pod_affinity::new);
     r.register("DynamicResources", |_, _| {
         simple(skip_unless::dynamic_resources())
     });

@@ -1,7 +1,7 @@
 //! Default plugins whose work does not arise for the objects rkube models
-//! yet. Each behaves as upstream does for a pod that does not use the
-//! feature (PreFilter Skip; DynamicResources scores 0), and rejects a pod
-//! that does use it with an explicit reason instead of guessing.
+//! (DynamicResources, NodeDeclaredFeatures, GangScheduling). Each behaves as
+//! upstream does for a pod that does not use the feature: PreFilter Skip,
+//! DynamicResources scores 0, GangScheduling admits pods without a pod group.
 
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use rkube_framework::{
     Code, CycleState, FilterPlugin, NodeInfo, PermitPlugin, Plugin, PreEnqueuePlugin,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Snapshot, Status,
 };
-use rkube_model::{Pod, Volume};
+use rkube_model::Pod;
 
 /// A plugin that skips unless the pod uses a feature.
 pub struct SkipUnless {
@@ -21,18 +21,6 @@ pub struct SkipUnless {
     skip_score: bool,
     pre_enqueue: bool,
     permit: bool,
-}
-
-fn has_claims(pod: &Pod) -> bool {
-    pod.volumes
-        .iter()
-        .any(|v| matches!(v, Volume::Claim { .. }))
-}
-
-fn has_conflicting_volumes(pod: &Pod) -> bool {
-    pod.volumes
-        .iter()
-        .any(|v| matches!(v, Volume::Claim { .. } | Volume::Disk { .. }))
 }
 
 fn never(_: &Pod) -> bool {
@@ -49,21 +37,6 @@ fn plugin(name: &'static str, uses: fn(&Pod) -> bool, reason: &'static str) -> S
         pre_enqueue: false,
         permit: false,
     }
-}
-
-/// VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions until the
-/// volume model lands: pods without volumes skip them.
-pub fn volume_plugin(name: &'static str) -> Arc<dyn Plugin> {
-    let uses = if name == "VolumeRestrictions" {
-        has_conflicting_volumes
-    } else {
-        has_claims
-    };
-    Arc::new(plugin(
-        name,
-        uses,
-        "rkube does not model PersistentVolumeClaims yet",
-    ))
 }
 
 /// DynamicResources: pods without resource claims skip its filter and score 0.

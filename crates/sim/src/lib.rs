@@ -8,12 +8,12 @@
 pub mod load;
 pub mod report;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rkube_config::KubeSchedulerConfiguration;
 use rkube_framework::schedule::{explain as explain_pod, Outcome};
-use rkube_framework::{Framework, Point, QueuedPodRef, Scheduler, Snapshot};
+use rkube_framework::{Framework, Nominator, Point, QueuedPodRef, Scheduler, Snapshot};
 use rkube_model::{Cluster, LoadError, Pod};
 
 pub use report::*;
@@ -129,7 +129,34 @@ pub struct SimulateOptions {
     pub explain: bool,
 }
 
+/// Most preemptions one pod may make in a row before it is left pending
+/// (each evicts at least one pod, so this only bounds pathological inputs).
+const MAX_PREEMPTIONS_PER_POD: usize = 16;
+
+/// The nominator as upstream's queue starts it: every pending pod that
+/// carries `status.nominatedNodeName`.
+fn initial_nominator(pending: &[&Pod]) -> Nominator {
+    let mut n = Nominator::new();
+    for p in pending {
+        if !p.nominated_node_name.is_empty() {
+            n.add(Arc::new((*p).clone()), &p.nominated_node_name);
+        }
+    }
+    n
+}
+
 /// Schedules every pending pod in queue order.
+///
+/// Preemption: when PostFilter (DefaultPreemption) nominates a node, the
+/// victims are evicted from the snapshot at once, lower-priority pods
+/// nominated to that node lose their nomination (as upstream's preemption
+/// executor does), the preemptor is nominated to the node and is retried
+/// right away, before the next pod in the queue. Upstream retries it after
+/// backoff once the victims are gone; every pod still in the queue has equal
+/// or lower priority (PrioritySort), and filtering counts the nominated
+/// preemptor on its node for exactly those pods, so none of them can take
+/// the freed room in between: the immediate retry lands where kube-scheduler
+/// converges. Evicted pods are deleted, not recreated by their controllers.
 pub fn simulate(
     cluster: &Cluster,
     cfg: &KubeSchedulerConfiguration,
@@ -139,61 +166,146 @@ pub fn simulate(
     let mut snapshot = Snapshot::from_cluster(cluster);
     let before = node_summaries(&snapshot);
     let mut scheduler = Scheduler::new(opts.seed, profiles.percentage_of_nodes_to_score);
-    let mut placements = Vec::new();
-    for pod in pending_pods(cluster, &profiles) {
+    let mut placements: Vec<Placement> = Vec::new();
+    let mut preemptions: Vec<Preemption> = Vec::new();
+    let pending = pending_pods(cluster, &profiles);
+    let mut nominator = initial_nominator(&pending);
+    // Nominations cleared by a preemptor before the pod's turn (by UID).
+    let mut cleared: HashSet<String> = HashSet::new();
+    // Placement index of each pod placed in this run (by UID).
+    let mut placed_at: HashMap<String, usize> = HashMap::new();
+    for pod in pending {
         let fw = profiles.for_pod(pod).expect("filtered");
         if let Some(gate) = pre_enqueue_rejection(fw, pod) {
             placements.push(Placement {
                 pod: pod.key(),
                 node: None,
                 message: gate,
+                nominated_node: None,
+                evicted: false,
+                preempted_by: None,
                 explain: None,
             });
             continue;
         }
-        let explanation = if opts.explain {
-            Some(explain_with(fw, &snapshot, pod, &scheduler)?)
-        } else {
-            None
-        };
-        match scheduler.schedule(fw, &snapshot, pod) {
-            Outcome::Scheduled { node, .. } => {
-                let mut placed = pod.clone();
-                placed.node_name = snapshot.nodes[node].name().to_string();
-                let name = placed.node_name.clone();
-                snapshot.assume(node, Arc::new(placed));
-                placements.push(Placement {
-                    pod: pod.key(),
-                    node: Some(name),
-                    message: String::new(),
-                    explain: explanation,
-                });
-            }
-            Outcome::Unschedulable { message, .. } => placements.push(Placement {
-                pod: pod.key(),
-                node: None,
-                message,
-                explain: explanation,
-            }),
-            Outcome::Error(s) => {
-                return Err(SimError::Runtime(format!(
-                    "scheduling {}: {}",
-                    pod.key(),
-                    s.message()
-                )))
+        let mut current = pod.clone();
+        if cleared.contains(&current.uid) {
+            current.nominated_node_name.clear();
+        }
+        let mut preempted = 0;
+        loop {
+            let explanation = if opts.explain {
+                Some(explain_with(
+                    fw, &snapshot, &current, &scheduler, &nominator,
+                )?)
+            } else {
+                None
+            };
+            match scheduler.schedule_with(fw, &snapshot, &current, &nominator) {
+                Outcome::Scheduled { node, .. } => {
+                    nominator.delete(&current.uid);
+                    let mut placed = current.clone();
+                    placed.node_name = snapshot.nodes[node].name().to_string();
+                    placed.nominated_node_name.clear();
+                    let name = placed.node_name.clone();
+                    snapshot.assume(node, Arc::new(placed));
+                    placed_at.insert(current.uid.clone(), placements.len());
+                    placements.push(Placement {
+                        pod: current.key(),
+                        node: Some(name),
+                        message: String::new(),
+                        nominated_node: None,
+                        evicted: false,
+                        preempted_by: None,
+                        explain: explanation,
+                    });
+                    break;
+                }
+                Outcome::Unschedulable {
+                    message,
+                    nominated_node,
+                    victims,
+                    ..
+                } => {
+                    let target = nominated_node.clone().unwrap_or_default();
+                    let preempting = !victims.is_empty() && !target.is_empty();
+                    if preempting {
+                        // The executor: evict the victims, then clear the
+                        // nominations of lower-priority pods on the node.
+                        let idx = snapshot.index_of(&target).ok_or_else(|| {
+                            SimError::Runtime(format!(
+                                "preemption by {} nominated unknown node {target}",
+                                current.key()
+                            ))
+                        })?;
+                        for v in &victims {
+                            snapshot.remove(idx, &v.uid);
+                            if let Some(&i) = placed_at.get(&v.uid) {
+                                placements[i].evicted = true;
+                                placements[i].preempted_by = Some(current.key());
+                            }
+                        }
+                        let lower: Vec<Arc<Pod>> = nominator
+                            .pods_for_node(&target)
+                            .iter()
+                            .filter(|p| p.priority < current.priority)
+                            .cloned()
+                            .collect();
+                        for p in lower {
+                            nominator.delete(&p.uid);
+                            cleared.insert(p.uid.clone());
+                        }
+                        preemptions.push(Preemption {
+                            preemptor: current.key(),
+                            node: target.clone(),
+                            victims: victims.iter().map(|v| v.key()).collect(),
+                        });
+                    }
+                    // handleSchedulingFailure: record the nomination.
+                    if let Some(n) = nominated_node {
+                        current.nominated_node_name = n.clone();
+                        nominator.add(Arc::new(current.clone()), &n);
+                    }
+                    if preempting && preempted < MAX_PREEMPTIONS_PER_POD {
+                        preempted += 1;
+                        continue;
+                    }
+                    placements.push(Placement {
+                        pod: current.key(),
+                        node: None,
+                        message,
+                        nominated_node: (!current.nominated_node_name.is_empty())
+                            .then(|| current.nominated_node_name.clone()),
+                        evicted: false,
+                        preempted_by: None,
+                        explain: explanation,
+                    });
+                    break;
+                }
+                Outcome::Error(s) => {
+                    return Err(SimError::Runtime(format!(
+                        "scheduling {}: {}",
+                        pod.key(),
+                        s.message()
+                    )))
+                }
             }
         }
     }
-    let scheduled = placements.iter().filter(|p| p.node.is_some()).count();
-    let unschedulable = placements.len() - scheduled;
+    let evicted = placements.iter().filter(|p| p.evicted).count();
+    let scheduled = placements.iter().filter(|p| p.node.is_some()).count() - evicted;
+    let unschedulable = placements.iter().filter(|p| p.node.is_none()).count();
     Ok(SimulationReport {
-        placements,
-        nodes: node_summaries(&snapshot),
-        nodes_before: before,
         summary: Summary {
             scheduled,
             unschedulable,
+            evicted,
+            preemptions: preemptions.len(),
         },
+        placements,
+        preemptions,
+        nodes: node_summaries(&snapshot),
+        nodes_before: before,
     })
 }
 
@@ -212,12 +324,13 @@ fn explain_with(
     snapshot: &Snapshot,
     pod: &Pod,
     scheduler: &Scheduler,
+    nominator: &Nominator,
 ) -> Result<PodExplanation, SimError> {
     let e = explain_pod(fw, snapshot, pod)
         .map_err(|s| SimError::Runtime(format!("explaining {}: {}", pod.key(), s.message())))?;
     // The node the scheduler itself would pick from this state.
     let mut probe = scheduler.clone();
-    let selected = match probe.schedule(fw, snapshot, pod) {
+    let selected = match probe.schedule_with(fw, snapshot, pod, nominator) {
         Outcome::Scheduled { node, .. } => Some(snapshot.nodes[node].name().to_string()),
         _ => None,
     };
@@ -260,6 +373,7 @@ pub fn explain(
         Snapshot::from_cluster(&c)
     };
     let scheduler = Scheduler::new(seed, profiles.percentage_of_nodes_to_score);
+    let nominator = initial_nominator(&pending_pods(cluster, &profiles));
     if let Some(gate) = pre_enqueue_rejection(fw, &unbound) {
         return Ok(PodExplanation {
             pod: pod_key.to_string(),
@@ -270,5 +384,5 @@ pub fn explain(
             message: gate,
         });
     }
-    explain_with(fw, &snapshot, &unbound, &scheduler)
+    explain_with(fw, &snapshot, &unbound, &scheduler, &nominator)
 }

@@ -132,9 +132,31 @@ pub struct Placement {
     pub node: Option<String>,
     /// FailedScheduling message when `node` is null.
     pub message: String,
+    /// Node the pod is nominated to while it stays pending (preemption
+    /// chose it but the pod still does not fit), else absent.
+    #[serde(rename = "nominatedNode", skip_serializing_if = "Option::is_none")]
+    pub nominated_node: Option<String>,
+    /// The pod was placed earlier in the run and then evicted by a
+    /// preemptor; `node` is where it ran.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub evicted: bool,
+    /// `namespace/name` of the pod whose preemption evicted this one.
+    #[serde(rename = "preemptedBy", skip_serializing_if = "Option::is_none")]
+    pub preempted_by: Option<String>,
     /// Explanation (with `--explain`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<PodExplanation>,
+}
+
+/// One preemption: a pending pod evicted lower-priority pods from a node.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Preemption {
+    /// `namespace/name` of the preempting pod.
+    pub preemptor: String,
+    /// The node it was nominated to.
+    pub node: String,
+    /// `namespace/name` of each evicted pod, most important first.
+    pub victims: Vec<String>,
 }
 
 /// A node after the simulation.
@@ -159,10 +181,14 @@ pub struct NodeSummary {
 /// Counts.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
-    /// Pods placed.
+    /// Pods placed (and not evicted later in the run).
     pub scheduled: usize,
     /// Pods left pending.
     pub unschedulable: usize,
+    /// Pods placed in this run and then evicted by preemption.
+    pub evicted: usize,
+    /// Preemptions (each evicting one or more pods).
+    pub preemptions: usize,
 }
 
 /// `rkube simulate -o json`.
@@ -171,6 +197,8 @@ pub struct Summary {
 pub struct SimulationReport {
     /// Outcomes in queue order.
     pub placements: Vec<Placement>,
+    /// Preemptions in the order they happened.
+    pub preemptions: Vec<Preemption>,
     /// Nodes after the simulation.
     pub nodes: Vec<NodeSummary>,
     /// Nodes before the simulation.

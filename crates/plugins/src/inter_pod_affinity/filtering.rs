@@ -1,0 +1,348 @@
+//! PreFilter, PreFilter extensions and Filter of InterPodAffinity.
+//!
+//! As upstream with `InterPodAffinityHostnameFastPath`: terms whose topology
+//! key is `kubernetes.io/hostname` are checked against the candidate node's
+//! own pods in Filter instead of through cluster-wide topology counts.
+
+use rkube_framework::{
+    Code, CycleState, FilterPlugin, NodeInfo, PreFilterPlugin, PreFilterResult, Snapshot, Status,
+};
+use rkube_model::{Labels, Node, Pod};
+
+use super::{
+    existing_term_matches, namespace_labels, pod_matches_all_terms, AffinityTerm, InterPodAffinity,
+    TopologyCounts, ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY,
+    ERR_REASON_EXISTING_ANTI_AFFINITY, LABEL_HOSTNAME,
+};
+use crate::parallel::map_nodes;
+
+/// Computed in PreFilter, read in Filter.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PreFilterState {
+    /// Pairs where existing pods' non-hostname required anti-affinity terms
+    /// match the incoming pod.
+    existing_anti: TopologyCounts,
+    /// Pairs with existing pods matching all cluster-wide affinity terms.
+    affinity: TopologyCounts,
+    /// Pairs with existing pods matching a cluster-wide anti-affinity term.
+    anti_affinity: TopologyCounts,
+    /// Labels of the incoming pod's namespace.
+    ns_labels: Labels,
+    /// All required affinity terms of the incoming pod.
+    required_affinity: Vec<AffinityTerm>,
+    /// Affinity terms checked on the node's own pods (all of them, when every
+    /// affinity term is hostname-scoped).
+    host_affinity: Vec<AffinityTerm>,
+    /// Hostname-scoped anti-affinity terms.
+    host_anti_affinity: Vec<AffinityTerm>,
+    /// Affinity terms checked through `affinity` (all of them, when any term
+    /// is not hostname-scoped).
+    cluster_affinity: Vec<AffinityTerm>,
+    /// Anti-affinity terms that are not hostname-scoped.
+    cluster_anti_affinity: Vec<AffinityTerm>,
+    /// Pods in the cluster matching all `host_affinity` terms.
+    matching_host_affinity_pods: i64,
+}
+
+type PairList = Vec<(String, String, i64)>;
+
+fn record(list: &mut PairList, node: &Node, key: &str) {
+    if let Some(v) = node.labels.get(key) {
+        list.push((key.to_string(), v.clone(), 1));
+    }
+}
+
+impl PreFilterState {
+    fn update_with_pod(&mut self, pod: &Pod, existing: &Pod, node: &Node, delta: i64) {
+        for t in existing
+            .pod_anti_affinity
+            .iter()
+            .flat_map(|a| a.required.iter())
+        {
+            if t.topology_key != LABEL_HOSTNAME
+                && existing_term_matches(t, existing, pod, &self.ns_labels)
+            {
+                self.existing_anti
+                    .update(&node.labels, &t.topology_key, delta);
+            }
+        }
+        if pod_matches_all_terms(&self.cluster_affinity, existing) {
+            for t in &self.cluster_affinity {
+                self.affinity.update(&node.labels, &t.topology_key, delta);
+            }
+        }
+        for t in &self.cluster_anti_affinity {
+            if t.matches(existing) {
+                self.anti_affinity
+                    .update(&node.labels, &t.topology_key, delta);
+            }
+        }
+        if !self.host_affinity.is_empty() && pod_matches_all_terms(&self.host_affinity, existing) {
+            self.matching_host_affinity_pods += delta;
+        }
+    }
+
+    /// The incoming pod matches its own affinity terms and the node has all
+    /// their topology keys, and no other pod matches (the first pod of a
+    /// self-affine group).
+    fn satisfies_self_affinity(&self, pod: &Pod, node: &Node) -> bool {
+        self.matching_host_affinity_pods <= 0
+            && pod_matches_all_terms(&self.required_affinity, pod)
+            && self
+                .required_affinity
+                .iter()
+                .all(|t| node.labels.contains_key(&t.topology_key))
+    }
+
+    fn node_pods_satisfy_affinity(&self, pod: &Pod, node: &NodeInfo) -> bool {
+        if self.host_affinity.is_empty() {
+            return true;
+        }
+        if !node.node.labels.contains_key(LABEL_HOSTNAME) {
+            return false;
+        }
+        node.pods
+            .iter()
+            .any(|p| pod_matches_all_terms(&self.host_affinity, p))
+            || self.satisfies_self_affinity(pod, &node.node)
+    }
+
+    fn node_topology_matches_affinity(&self, pod: &Pod, node: &Node) -> bool {
+        if self.cluster_affinity.is_empty() {
+            return true;
+        }
+        let mut pods_exist = true;
+        for t in &self.cluster_affinity {
+            let Some(v) = node.labels.get(&t.topology_key) else {
+                return false;
+            };
+            if self.affinity.get(&t.topology_key, v) <= 0 {
+                pods_exist = false;
+            }
+        }
+        pods_exist || (self.affinity.is_empty() && self.satisfies_self_affinity(pod, node))
+    }
+
+    fn node_topology_conflicts_with_anti_affinity(&self, node: &Node) -> bool {
+        !self.anti_affinity.is_empty()
+            && self.cluster_anti_affinity.iter().any(|t| {
+                node.labels
+                    .get(&t.topology_key)
+                    .is_some_and(|v| self.anti_affinity.get(&t.topology_key, v) > 0)
+            })
+    }
+
+    fn node_pods_conflict_with_anti_affinity(&self, node: &NodeInfo) -> bool {
+        if self.host_anti_affinity.is_empty() || !node.node.labels.contains_key(LABEL_HOSTNAME) {
+            return false;
+        }
+        node.pods
+            .iter()
+            .any(|p| self.host_anti_affinity.iter().any(|t| t.matches(p)))
+    }
+
+    fn satisfies_existing_pods_anti_affinity(&self, pod: &Pod, node: &NodeInfo) -> bool {
+        if !self.existing_anti.is_empty()
+            && self.existing_anti.any_label_positive(&node.node.labels)
+        {
+            return false;
+        }
+        if node.node.labels.contains_key(LABEL_HOSTNAME) {
+            for existing in &node.pods_with_required_anti_affinity {
+                for t in existing
+                    .pod_anti_affinity
+                    .iter()
+                    .flat_map(|a| a.required.iter())
+                {
+                    if t.topology_key == LABEL_HOSTNAME
+                        && existing_term_matches(t, existing, pod, &self.ns_labels)
+                    {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+const PRE_FILTER_KEY: &str = "PreFilterInterPodAffinity";
+
+fn state_error() -> Status {
+    Status::error(format!(
+        "error reading {PRE_FILTER_KEY:?} from cycleState: not found"
+    ))
+}
+
+fn terms(pod: &Pod, anti: bool, snapshot: &Snapshot) -> Vec<AffinityTerm> {
+    let a = if anti {
+        &pod.pod_anti_affinity
+    } else {
+        &pod.pod_affinity
+    };
+    a.iter()
+        .flat_map(|a| a.required.iter())
+        .map(|t| AffinityTerm::new(pod, t, 0, snapshot))
+        .collect()
+}
+
+impl PreFilterPlugin for InterPodAffinity {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (PreFilterResult, Status) {
+        let mut s = PreFilterState {
+            ns_labels: namespace_labels(snapshot, &pod.namespace),
+            required_affinity: terms(pod, false, snapshot),
+            ..Default::default()
+        };
+        let required_anti = terms(pod, true, snapshot);
+        // Classify the incoming pod's terms by scope.
+        if s.required_affinity
+            .iter()
+            .all(|t| t.topology_key == LABEL_HOSTNAME)
+        {
+            s.host_affinity = s.required_affinity.clone();
+        } else {
+            s.cluster_affinity = s.required_affinity.clone();
+        }
+        let incoming_has_no_terms = s.required_affinity.is_empty() && required_anti.is_empty();
+        for t in required_anti {
+            if t.topology_key == LABEL_HOSTNAME {
+                s.host_anti_affinity.push(t);
+            } else {
+                s.cluster_anti_affinity.push(t);
+            }
+        }
+
+        // Existing pods' required anti-affinity against the incoming pod.
+        let with_anti: Vec<&NodeInfo> = snapshot
+            .nodes
+            .iter()
+            .filter(|n| !n.pods_with_required_anti_affinity.is_empty())
+            .collect();
+        let ns_labels = &s.ns_labels;
+        let per_node = map_nodes(&with_anti, |n| {
+            let mut list = PairList::new();
+            let mut host_scoped = false;
+            for existing in &n.pods_with_required_anti_affinity {
+                for t in existing
+                    .pod_anti_affinity
+                    .iter()
+                    .flat_map(|a| a.required.iter())
+                {
+                    if t.topology_key == LABEL_HOSTNAME {
+                        host_scoped = true;
+                    } else if existing_term_matches(t, existing, pod, ns_labels) {
+                        record(&mut list, &n.node, &t.topology_key);
+                    }
+                }
+            }
+            (list, host_scoped)
+        });
+        let mut must_evaluate_host_scoped_anti = false;
+        for (list, host_scoped) in &per_node {
+            s.existing_anti.merge(list);
+            must_evaluate_host_scoped_anti |= *host_scoped;
+        }
+
+        // Existing pods against the incoming pod's cluster-wide terms.
+        if !s.cluster_affinity.is_empty() || !s.cluster_anti_affinity.is_empty() {
+            let all: Vec<&NodeInfo> = snapshot.nodes.iter().collect();
+            let (aff, anti) = (&s.cluster_affinity, &s.cluster_anti_affinity);
+            let per_node = map_nodes(&all, |n| {
+                let mut a = PairList::new();
+                let mut x = PairList::new();
+                for existing in &n.pods {
+                    if pod_matches_all_terms(aff, existing) {
+                        for t in aff {
+                            record(&mut a, &n.node, &t.topology_key);
+                        }
+                    }
+                    for t in anti {
+                        if t.matches(existing) {
+                            record(&mut x, &n.node, &t.topology_key);
+                        }
+                    }
+                }
+                (a, x)
+            });
+            for (a, x) in &per_node {
+                s.affinity.merge(a);
+                s.anti_affinity.merge(x);
+            }
+        }
+
+        if !s.host_affinity.is_empty() {
+            let all: Vec<&NodeInfo> = snapshot.nodes.iter().collect();
+            let host = &s.host_affinity;
+            s.matching_host_affinity_pods = map_nodes(&all, |n| {
+                n.pods
+                    .iter()
+                    .filter(|p| pod_matches_all_terms(host, p))
+                    .count() as i64
+            })
+            .iter()
+            .sum();
+        }
+
+        if s.existing_anti.is_empty() && incoming_has_no_terms && !must_evaluate_host_scoped_anti {
+            return (None, Status::skip());
+        }
+        state.write(PRE_FILTER_KEY, s);
+        (None, Status::success())
+    }
+
+    fn add_pod(&self, state: &mut CycleState, pod: &Pod, added: &Pod, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_KEY) else {
+            return state_error();
+        };
+        let mut s = s.clone();
+        s.update_with_pod(pod, added, &node.node, 1);
+        state.write(PRE_FILTER_KEY, s);
+        Status::success()
+    }
+
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        removed: &Pod,
+        node: &NodeInfo,
+    ) -> Status {
+        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_KEY) else {
+            return state_error();
+        };
+        let mut s = s.clone();
+        s.update_with_pod(pod, removed, &node.node, -1);
+        state.write(PRE_FILTER_KEY, s);
+        Status::success()
+    }
+}
+
+impl FilterPlugin for InterPodAffinity {
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_KEY) else {
+            return state_error();
+        };
+        let affinity_ok = if !s.host_affinity.is_empty() {
+            s.node_pods_satisfy_affinity(pod, node)
+        } else {
+            s.node_topology_matches_affinity(pod, &node.node)
+        };
+        if !affinity_ok {
+            return Status::new(Code::UnschedulableAndUnresolvable, ERR_REASON_AFFINITY);
+        }
+        if s.node_topology_conflicts_with_anti_affinity(&node.node)
+            || s.node_pods_conflict_with_anti_affinity(node)
+        {
+            return Status::new(Code::Unschedulable, ERR_REASON_ANTI_AFFINITY);
+        }
+        if !s.satisfies_existing_pods_anti_affinity(pod, node) {
+            return Status::new(Code::Unschedulable, ERR_REASON_EXISTING_ANTI_AFFINITY);
+        }
+        Status::success()
+    }
+}
