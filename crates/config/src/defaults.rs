@@ -18,8 +18,9 @@ fn p(name: &str, weight: Option<i32>) -> Plugin {
 /// The default `multiPoint` plugins of kube-scheduler v1.37, in order.
 ///
 /// The 18 classic defaults, with `DynamicResources` (weight 2) inserted before
-/// `DefaultPreemption` (DynamicResourceAllocation is GA), and
-/// `NodeDeclaredFeatures` and `GangScheduling` appended (both gates default on).
+/// `DefaultPreemption` (DynamicResourceAllocation is GA) and
+/// `NodeDeclaredFeatures` appended (GA). `GangScheduling` is not a default:
+/// its gate, GenericWorkload, is beta and off in v1.37.
 pub fn default_plugins() -> Plugins {
     let enabled = vec![
         p("SchedulingGates", None),
@@ -42,7 +43,6 @@ pub fn default_plugins() -> Plugins {
         p("ImageLocality", Some(1)),
         p("DefaultBinder", None),
         p("NodeDeclaredFeatures", None),
-        p("GangScheduling", None),
     ];
     Plugins {
         multi_point: PluginSet {

@@ -31,7 +31,7 @@ fn defaults_match_upstream() {
     assert_eq!(weight("NodeResourcesFit"), Some(1));
     assert_eq!(weight("NodeResourcesBalancedAllocation"), Some(1));
     assert_eq!(weight("ImageLocality"), Some(1));
-    assert_eq!(mp.len(), 21);
+    assert_eq!(mp.len(), 20);
     // Default args are filled in for every plugin with args, sorted by name.
     let cfgs: Vec<&str> = prof.plugin_config.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
@@ -65,7 +65,7 @@ fn multipoint_weight_zero_replaces_in_place() {
     let pos = mp.iter().position(|(n, _)| n == "ImageLocality").unwrap();
     assert_eq!(pos, 17, "stays at its default position");
     assert_eq!(mp[pos].1, Some(0));
-    assert_eq!(mp.len(), 21);
+    assert_eq!(mp.len(), 20);
 }
 
 #[test]

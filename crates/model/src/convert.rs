@@ -214,14 +214,28 @@ pub fn node(n: &core::Node) -> Result<Node> {
     })
 }
 
-fn container(c: &core::Container, path: &str, init: bool) -> Result<Container> {
-    let requests = resource_list(
+/// The API server's defaulting: a container's requests default to its
+/// limits, and with `hostNetwork` a port's `hostPort` defaults to its
+/// `containerPort`.
+fn container(c: &core::Container, path: &str, init: bool, host_network: bool) -> Result<Container> {
+    let mut requests = resource_list(
         c.resources.as_ref().and_then(|r| r.requests.as_ref()),
         &format!("{path}.resources.requests"),
     )?;
+    let limits = resource_list(
+        c.resources.as_ref().and_then(|r| r.limits.as_ref()),
+        &format!("{path}.resources.limits"),
+    )?;
+    for (k, v) in limits {
+        requests.entry(k).or_insert(v);
+    }
     let mut host_ports = Vec::new();
     for p in c.ports.iter().flatten() {
-        if let Some(port) = p.host_port.filter(|&p| p > 0) {
+        let host_port = match p.host_port {
+            None | Some(0) if host_network => Some(p.container_port),
+            other => other,
+        };
+        if let Some(port) = host_port.filter(|&p| p > 0) {
             host_ports.push(HostPort {
                 host_ip: p
                     .host_ip
@@ -435,18 +449,19 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
     if spec.containers.is_empty() {
         return Err(err("spec.containers", "Required value"));
     }
+    let host_network = spec.host_network.unwrap_or(false);
     let containers = spec
         .containers
         .iter()
         .enumerate()
-        .map(|(i, c)| container(c, &format!("spec.containers[{i}]"), false))
+        .map(|(i, c)| container(c, &format!("spec.containers[{i}]"), false, host_network))
         .collect::<Result<_>>()?;
     let init_containers = spec
         .init_containers
         .iter()
         .flatten()
         .enumerate()
-        .map(|(i, c)| container(c, &format!("spec.initContainers[{i}]"), true))
+        .map(|(i, c)| container(c, &format!("spec.initContainers[{i}]"), true, host_network))
         .collect::<Result<_>>()?;
     let tolerations = spec
         .tolerations

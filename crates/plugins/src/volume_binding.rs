@@ -180,13 +180,10 @@ impl FilterPlugin for VolumeBinding {
 }
 
 impl PreScorePlugin for VolumeBinding {
-    fn pre_score(&self, state: &mut CycleState, _: &Pod, _: &[&NodeInfo], _: &Snapshot) -> Status {
-        // StorageCapacityScoring is on by default in v1.37: pods with claims are scored.
-        if state.read::<State>(NAME).is_some() {
-            Status::success()
-        } else {
-            Status::skip()
-        }
+    fn pre_score(&self, _: &mut CycleState, _: &Pod, _: &[&NodeInfo], _: &Snapshot) -> Status {
+        // StorageCapacityScoring is on by default in v1.37, so upstream never
+        // skips here: every pod is scored (0 without static bindings).
+        Status::success()
     }
 }
 

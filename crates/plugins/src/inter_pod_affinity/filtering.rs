@@ -1,8 +1,11 @@
 //! PreFilter, PreFilter extensions and Filter of InterPodAffinity.
 //!
-//! As upstream with `InterPodAffinityHostnameFastPath`: terms whose topology
-//! key is `kubernetes.io/hostname` are checked against the candidate node's
-//! own pods in Filter instead of through cluster-wide topology counts.
+//! Upstream v1.37 has an alpha gate, `InterPodAffinityHostnameFastPath`
+//! (off by default), that checks `kubernetes.io/hostname` terms against the
+//! candidate node's own pods instead of cluster-wide topology counts. The
+//! gate's results differ (e.g. PreFilter skips differently), so rkube follows
+//! the default: [`FAST_PATH`] is off; the fast-path code is kept for when the
+//! gate graduates.
 
 use rkube_framework::{
     Code, CycleState, FilterPlugin, NodeInfo, PreFilterPlugin, PreFilterResult, Snapshot, Status,
@@ -15,6 +18,15 @@ use super::{
     ERR_REASON_EXISTING_ANTI_AFFINITY, LABEL_HOSTNAME,
 };
 use crate::parallel::map_nodes;
+
+/// Whether the `InterPodAffinityHostnameFastPath` behaviour is on (upstream
+/// v1.37 default: off).
+pub(crate) const FAST_PATH: bool = false;
+
+/// Is this topology key handled by the fast path?
+fn host_scoped(key: &str) -> bool {
+    FAST_PATH && key == LABEL_HOSTNAME
+}
 
 /// Computed in PreFilter, read in Filter.
 #[derive(Debug, Clone, Default)]
@@ -59,7 +71,7 @@ impl PreFilterState {
             .iter()
             .flat_map(|a| a.required.iter())
         {
-            if t.topology_key != LABEL_HOSTNAME
+            if !host_scoped(&t.topology_key)
                 && existing_term_matches(t, existing, pod, &self.ns_labels)
             {
                 self.existing_anti
@@ -147,7 +159,7 @@ impl PreFilterState {
         {
             return false;
         }
-        if node.node.labels.contains_key(LABEL_HOSTNAME) {
+        if FAST_PATH && node.node.labels.contains_key(LABEL_HOSTNAME) {
             for existing in &node.pods_with_required_anti_affinity {
                 for t in existing
                     .pod_anti_affinity
@@ -200,9 +212,10 @@ impl PreFilterPlugin for InterPodAffinity {
         };
         let required_anti = terms(pod, true, snapshot);
         // Classify the incoming pod's terms by scope.
-        if s.required_affinity
-            .iter()
-            .all(|t| t.topology_key == LABEL_HOSTNAME)
+        if !s.required_affinity.is_empty()
+            && s.required_affinity
+                .iter()
+                .all(|t| host_scoped(&t.topology_key))
         {
             s.host_affinity = s.required_affinity.clone();
         } else {
@@ -210,7 +223,7 @@ impl PreFilterPlugin for InterPodAffinity {
         }
         let incoming_has_no_terms = s.required_affinity.is_empty() && required_anti.is_empty();
         for t in required_anti {
-            if t.topology_key == LABEL_HOSTNAME {
+            if host_scoped(&t.topology_key) {
                 s.host_anti_affinity.push(t);
             } else {
                 s.cluster_anti_affinity.push(t);
@@ -226,21 +239,21 @@ impl PreFilterPlugin for InterPodAffinity {
         let ns_labels = &s.ns_labels;
         let per_node = map_nodes(&with_anti, |n| {
             let mut list = PairList::new();
-            let mut host_scoped = false;
+            let mut has_host_scoped = false;
             for existing in &n.pods_with_required_anti_affinity {
                 for t in existing
                     .pod_anti_affinity
                     .iter()
                     .flat_map(|a| a.required.iter())
                 {
-                    if t.topology_key == LABEL_HOSTNAME {
-                        host_scoped = true;
+                    if host_scoped(&t.topology_key) {
+                        has_host_scoped = true;
                     } else if existing_term_matches(t, existing, pod, ns_labels) {
                         record(&mut list, &n.node, &t.topology_key);
                     }
                 }
             }
-            (list, host_scoped)
+            (list, has_host_scoped)
         });
         let mut must_evaluate_host_scoped_anti = false;
         for (list, host_scoped) in &per_node {

@@ -1,0 +1,408 @@
+//! A seeded generator of small random clusters, one pending pod and a
+//! KubeSchedulerConfiguration, written as the JSON objects `kubectl` prints.
+//! Every feature rkube implements is exercised: resources (incl. extended,
+//! init containers, sidecars, overhead, missing and zero requests), labels,
+//! taints and tolerations, node selectors and affinity, images, host ports,
+//! pod (anti-)affinity, topology spread, priorities and plugin configs.
+
+use serde_json::{json, Value};
+
+/// SplitMix64.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for a seed.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// True with probability `p` percent.
+    pub fn chance(&mut self, p: u64) -> bool {
+        self.next() % 100 < p
+    }
+
+    /// One element.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+const ZONES: [&str; 3] = ["z1", "z2", "z3"];
+const APPS: [&str; 3] = ["web", "db", "cache"];
+const IMAGES: [(&str, i64); 5] = [
+    ("registry.example.com/web:1.0", 300 << 20),
+    ("registry.example.com/db:2.1", 900 << 20),
+    ("registry.example.com/cache:7", 60 << 20),
+    ("busybox:1.36", 4 << 20),
+    ("registry.example.com/big-ml:3", 4000 << 20),
+];
+const GPU: &str = "example.com/gpu";
+
+fn cpu(r: &mut Rng) -> String {
+    r.pick(&["0", "50m", "100m", "250m", "500m", "1", "1500m", "2", "3"])
+        .to_string()
+}
+
+fn mem(r: &mut Rng) -> String {
+    r.pick(&["0", "64Mi", "128Mi", "256Mi", "512Mi", "1Gi", "2Gi", "3Gi"])
+        .to_string()
+}
+
+fn requests(r: &mut Rng, gpu: bool) -> Value {
+    let mut m = serde_json::Map::new();
+    if r.chance(80) {
+        m.insert("cpu".into(), json!(cpu(r)));
+    }
+    if r.chance(75) {
+        m.insert("memory".into(), json!(mem(r)));
+    }
+    if gpu && r.chance(40) {
+        m.insert(GPU.into(), json!(r.pick(&["1", "2"]).to_string()));
+    }
+    if r.chance(10) {
+        m.insert(
+            "ephemeral-storage".into(),
+            json!(r.pick(&["1Gi", "10Gi"]).to_string()),
+        );
+    }
+    Value::Object(m)
+}
+
+fn container(r: &mut Rng, name: &str, gpu: bool, ports: bool) -> Value {
+    let mut c = json!({"name": name, "image": r.pick(&IMAGES).0});
+    let reqs = requests(r, gpu);
+    if r.chance(10) {
+        c["resources"] = json!({"limits": reqs});
+    } else if reqs.as_object().is_some_and(|m| !m.is_empty()) {
+        c["resources"] = json!({"requests": reqs});
+    }
+    if ports && r.chance(25) {
+        let mut p = json!({"containerPort": 8080, "hostPort": r.pick(&[80, 443, 8080])});
+        if r.chance(30) {
+            p["hostIP"] = json!(r.pick(&["127.0.0.1", "10.0.0.1"]));
+        }
+        if r.chance(20) {
+            p["protocol"] = json!("UDP");
+        }
+        c["ports"] = json!([p]);
+    }
+    c
+}
+
+fn label_selector(r: &mut Rng) -> Value {
+    let app = *r.pick(&APPS);
+    match r.below(4) {
+        0 => {
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": [app, *r.pick(&APPS)]}]})
+        }
+        1 => json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]}),
+        _ => json!({"matchLabels": {"app": app}}),
+    }
+}
+
+fn pod_affinity_term(r: &mut Rng) -> Value {
+    let mut t = json!({
+        "labelSelector": label_selector(r),
+        "topologyKey": r.pick(&["kubernetes.io/hostname", "topology.kubernetes.io/zone"]),
+    });
+    if r.chance(15) {
+        t["namespaceSelector"] = json!({});
+    } else if r.chance(15) {
+        t["namespaces"] = json!(["default", "other"]);
+    }
+    t
+}
+
+fn pod_affinity(r: &mut Rng) -> Value {
+    let mut a = serde_json::Map::new();
+    for kind in ["podAffinity", "podAntiAffinity"] {
+        if !r.chance(35) {
+            continue;
+        }
+        let mut x = serde_json::Map::new();
+        if r.chance(50) {
+            x.insert(
+                "requiredDuringSchedulingIgnoredDuringExecution".into(),
+                json!([pod_affinity_term(r)]),
+            );
+        }
+        if r.chance(60) {
+            x.insert(
+                "preferredDuringSchedulingIgnoredDuringExecution".into(),
+                json!([{"weight": 1 + r.below(100), "podAffinityTerm": pod_affinity_term(r)}]),
+            );
+        }
+        a.insert(kind.into(), Value::Object(x));
+    }
+    Value::Object(a)
+}
+
+fn node_affinity(r: &mut Rng) -> Value {
+    let mut na = serde_json::Map::new();
+    if r.chance(50) {
+        let term = match r.below(4) {
+            0 => {
+                json!({"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [r.pick(&ZONES), r.pick(&ZONES)]}]})
+            }
+            1 => {
+                json!({"matchExpressions": [{"key": "disk", "operator": "NotIn", "values": ["hdd"]}]})
+            }
+            2 => {
+                json!({"matchExpressions": [{"key": "tier", "operator": "Gt", "values": [r.below(4).to_string()]}]})
+            }
+            _ => {
+                json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [format!("node-{}", r.below(6))]}]})
+            }
+        };
+        na.insert(
+            "requiredDuringSchedulingIgnoredDuringExecution".into(),
+            json!({"nodeSelectorTerms": [term]}),
+        );
+    }
+    if r.chance(60) {
+        na.insert(
+            "preferredDuringSchedulingIgnoredDuringExecution".into(),
+            json!([
+                {"weight": 1 + r.below(100), "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}},
+                {"weight": 1 + r.below(100), "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [r.pick(&ZONES)]}]}}
+            ]),
+        );
+    }
+    Value::Object(na)
+}
+
+fn tolerations(r: &mut Rng) -> Value {
+    let mut t = Vec::new();
+    if r.chance(40) {
+        t.push(json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}));
+    }
+    if r.chance(30) {
+        t.push(json!({"key": "spot", "operator": "Exists"}));
+    }
+    if r.chance(15) {
+        t.push(json!({"operator": "Exists"}));
+    }
+    if r.chance(20) {
+        t.push(json!({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}));
+    }
+    json!(t)
+}
+
+fn spread_constraints(r: &mut Rng) -> Value {
+    let mut out = Vec::new();
+    for key in ["kubernetes.io/hostname", "topology.kubernetes.io/zone"] {
+        if !r.chance(35) {
+            continue;
+        }
+        let mut c = json!({
+            "maxSkew": 1 + r.below(2),
+            "topologyKey": key,
+            "whenUnsatisfiable": r.pick(&["DoNotSchedule", "ScheduleAnyway"]),
+            "labelSelector": label_selector(r),
+        });
+        if r.chance(15) {
+            c["minDomains"] = json!(1 + r.below(4));
+            c["whenUnsatisfiable"] = json!("DoNotSchedule");
+        }
+        if r.chance(20) {
+            c["nodeAffinityPolicy"] = json!(r.pick(&["Honor", "Ignore"]));
+        }
+        if r.chance(20) {
+            c["nodeTaintsPolicy"] = json!(r.pick(&["Honor", "Ignore"]));
+        }
+        out.push(c);
+    }
+    json!(out)
+}
+
+fn node(r: &mut Rng, i: usize) -> Value {
+    let name = format!("node-{i}");
+    let zone = *r.pick(&ZONES);
+    let mut labels = json!({
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "disk": r.pick(&["ssd", "hdd"]),
+        "tier": r.below(6).to_string(),
+    });
+    if r.chance(90) {
+        labels["topology.kubernetes.io/zone"] = json!(zone);
+    }
+    let mut alloc = json!({
+        "cpu": r.pick(&["1", "2", "4", "8", "16"]),
+        "memory": r.pick(&["2Gi", "4Gi", "8Gi", "16Gi", "32Gi"]),
+        "pods": r.pick(&["3", "10", "110"]),
+    });
+    if r.chance(30) {
+        alloc[GPU] = json!(r.pick(&["1", "2", "4"]));
+    }
+    if r.chance(20) {
+        alloc["ephemeral-storage"] = json!("20Gi");
+    }
+    let mut taints = Vec::new();
+    if r.chance(20) {
+        taints.push(json!({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}));
+    }
+    if r.chance(20) {
+        taints.push(json!({"key": "spot", "value": "true", "effect": "PreferNoSchedule"}));
+    }
+    if r.chance(8) {
+        taints.push(json!({"key": "maintenance", "effect": "NoExecute"}));
+    }
+    let images: Vec<Value> = IMAGES
+        .iter()
+        .filter(|_| r.chance(35))
+        .map(|(n, s)| json!({"names": [n], "sizeBytes": s}))
+        .collect();
+    let mut spec = json!({});
+    if r.chance(8) {
+        spec["unschedulable"] = json!(true);
+    }
+    if !taints.is_empty() {
+        spec["taints"] = json!(taints);
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {"allocatable": alloc.clone(), "capacity": alloc, "images": images},
+    })
+}
+
+fn pod(r: &mut Rng, name: &str, ns: &str, node: Option<&str>, rich: bool) -> Value {
+    let app = *r.pick(&APPS);
+    let gpu = r.chance(30);
+    let mut spec = json!({"containers": [container(r, "main", gpu, true)]});
+    if r.chance(25) {
+        spec["containers"]
+            .as_array_mut()
+            .expect("array")
+            .push(container(r, "side", false, false));
+    }
+    if r.chance(20) {
+        let mut init = container(r, "init", false, false);
+        if r.chance(40) {
+            init["restartPolicy"] = json!("Always");
+        }
+        spec["initContainers"] = json!([init]);
+    }
+    if r.chance(8) {
+        spec["overhead"] = json!({"cpu": "100m", "memory": "64Mi"});
+    }
+    if let Some(n) = node {
+        spec["nodeName"] = json!(n);
+    }
+    if let Some(class) = *r.pick(&[None, None, Some("low"), Some("high")]) {
+        spec["priorityClassName"] = json!(class);
+    }
+    if rich || r.chance(40) {
+        let aff = pod_affinity(r);
+        let mut affinity = serde_json::Map::new();
+        if let Some(m) = aff.as_object() {
+            for (k, v) in m {
+                affinity.insert(k.clone(), v.clone());
+            }
+        }
+        if rich && r.chance(50) {
+            affinity.insert("nodeAffinity".into(), node_affinity(r));
+        }
+        if !affinity.is_empty() {
+            spec["affinity"] = Value::Object(affinity);
+        }
+    }
+    if rich {
+        if r.chance(30) {
+            spec["nodeSelector"] = json!({"disk": r.pick(&["ssd", "hdd"])});
+        }
+        spec["tolerations"] = tolerations(r);
+        let tsc = spread_constraints(r);
+        if tsc.as_array().is_some_and(|a| !a.is_empty()) {
+            spec["topologySpreadConstraints"] = tsc;
+        }
+        if r.chance(10) {
+            spec["priorityClassName"] = json!("high-no-preempt");
+        }
+    } else if r.chance(30) {
+        spec["tolerations"] = tolerations(r);
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+        "spec": spec,
+    })
+}
+
+fn config(r: &mut Rng) -> Option<Value> {
+    let head = json!({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"});
+    let profile = match r.below(9) {
+        0..=2 => return None,
+        3 => {
+            json!({"schedulerName": "default-scheduler", "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1 + r.below(5)}, {"name": "memory", "weight": 1}]}}}]})
+        }
+        4 => {
+            json!({"schedulerName": "default-scheduler", "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "RequestedToCapacityRatio", "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": GPU, "weight": 2}], "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}}}}]})
+        }
+        5 => {
+            json!({"schedulerName": "default-scheduler", "plugins": {"score": {"disabled": [{"name": "ImageLocality"}]}, "multiPoint": {"enabled": [{"name": "NodeAffinity", "weight": 5}]}}})
+        }
+        6 => {
+            json!({"schedulerName": "default-scheduler", "pluginConfig": [{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": r.below(10), "ignorePreferredTermsOfExistingPods": r.chance(50)}}]})
+        }
+        7 => {
+            json!({"schedulerName": "default-scheduler", "pluginConfig": [{"name": "NodeAffinity", "args": {"addedAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [r.pick(&ZONES)]}]}}]}}}]})
+        }
+        _ => {
+            json!({"schedulerName": "default-scheduler", "pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}]}}]})
+        }
+    };
+    let mut cfg = head;
+    cfg["profiles"] = json!([profile]);
+    Some(cfg)
+}
+
+/// One generated case.
+pub struct Case {
+    /// The cluster as a `List`.
+    pub cluster: Value,
+    /// The configuration, or `None` for the defaults.
+    pub config: Option<Value>,
+    /// The pod to explain.
+    pub pod: String,
+}
+
+/// Generates a case from a seed.
+pub fn case(seed: u64) -> Case {
+    let r = &mut Rng::new(seed);
+    let n_nodes = 2 + r.below(7);
+    let mut items: Vec<Value> = (0..n_nodes).map(|i| node(r, i)).collect();
+    items.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low"}, "value": 100}));
+    items.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}));
+    items.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high-no-preempt"}, "value": 1000, "preemptionPolicy": "Never"}));
+    items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default", "team": "a"}}}));
+    items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other", "labels": {"kubernetes.io/metadata.name": "other", "team": "b"}}}));
+    let n_pods = r.below(13);
+    for i in 0..n_pods {
+        let node = format!("node-{}", r.below(n_nodes));
+        let ns = if r.chance(80) { "default" } else { "other" };
+        items.push(pod(r, &format!("existing-{i}"), ns, Some(&node), false));
+    }
+    items.push(pod(r, "incoming", "default", None, true));
+    Case {
+        cluster: json!({"apiVersion": "v1", "kind": "List", "items": items}),
+        config: config(r),
+        pod: "default/incoming".into(),
+    }
+}

@@ -1,0 +1,245 @@
+//! `rkube-conformance --oracle PATH --seed S --count N [--keep DIR]`:
+//! generates N random cases from seed S, explains each pending pod with rkube
+//! (in process) and with upstream kube-scheduler's framework (the oracle
+//! binary built under hack/), and compares every filter verdict and reason,
+//! every raw/normalized/weighted score and weight, each node's total, the
+//! top-scoring nodes and the FailedScheduling message. Mismatching cases are
+//! kept for replay. Ends with `N passed, M failed`; exit 1 on any mismatch.
+
+mod gen;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+struct Args {
+    oracle: PathBuf,
+    seed: u64,
+    count: u64,
+    keep: PathBuf,
+    verbose: bool,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut a = Args {
+        oracle: PathBuf::from("hack/k8s/_output/bin/oracle"),
+        seed: 1,
+        count: 100,
+        keep: PathBuf::from("hack/_work/conformance"),
+        verbose: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--oracle" => a.oracle = PathBuf::from(value()?),
+            "--seed" => a.seed = value()?.parse().context("--seed")?,
+            "--count" => a.count = value()?.parse().context("--count")?,
+            "--keep" => a.keep = PathBuf::from(value()?),
+            "-v" | "--verbose" => a.verbose = true,
+            other => bail!("unknown flag {other}; usage: rkube-conformance --oracle PATH --seed S --count N [--keep DIR] [-v]"),
+        }
+    }
+    Ok(a)
+}
+
+/// The fields both sides must agree on.
+fn normalize(x: &Value) -> Value {
+    let nodes: Vec<Value> = x["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            let filters: Vec<Value> = n["filters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| json!([f["plugin"], f["code"], f["reasons"].as_array().cloned().unwrap_or_default()]))
+                .collect();
+            let scores: Vec<Value> = n["scores"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| json!([s["plugin"], s["raw"], s["normalized"], s["weight"], s["weighted"]]))
+                .collect();
+            json!({"name": n["name"], "feasible": n["feasible"], "filters": filters, "scores": scores, "total": n["total"]})
+        })
+        .collect();
+    let mut top: Vec<String> = x["topNodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    top.sort();
+    json!({"nodes": nodes, "message": x["message"], "topNodes": top})
+}
+
+/// Human-readable differences.
+fn diff(oracle: &Value, rkube: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if oracle["message"] != rkube["message"] {
+        out.push(format!(
+            "message:\n    upstream: {}\n    rkube:    {}",
+            oracle["message"], rkube["message"]
+        ));
+    }
+    if oracle["topNodes"] != rkube["topNodes"] {
+        out.push(format!(
+            "topNodes: upstream {} rkube {}",
+            oracle["topNodes"], rkube["topNodes"]
+        ));
+    }
+    let (on, rn) = (oracle["nodes"].as_array(), rkube["nodes"].as_array());
+    if let (Some(on), Some(rn)) = (on, rn) {
+        if on.len() != rn.len() {
+            out.push(format!(
+                "node count: upstream {} rkube {}",
+                on.len(),
+                rn.len()
+            ));
+        }
+        for (o, r) in on.iter().zip(rn) {
+            for k in ["feasible", "filters", "scores", "total"] {
+                if o[k] != r[k] {
+                    out.push(format!(
+                        "node {} {k}:\n    upstream: {}\n    rkube:    {}",
+                        o["name"], o[k], r[k]
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn write_case(dir: &Path, c: &gen::Case) -> Result<(PathBuf, Option<PathBuf>)> {
+    std::fs::create_dir_all(dir)?;
+    let cluster = dir.join("cluster.json");
+    std::fs::write(&cluster, serde_json::to_vec_pretty(&c.cluster)?)?;
+    let config = match &c.config {
+        Some(cfg) => {
+            let p = dir.join("config.json");
+            std::fs::write(&p, serde_json::to_vec_pretty(cfg)?)?;
+            Some(p)
+        }
+        None => None,
+    };
+    Ok((cluster, config))
+}
+
+fn rkube_explain(cluster: &Path, config: Option<&Path>, pod: &str) -> Result<Value> {
+    let cfg = rkube_sim::load::load_config(config)?;
+    let c = rkube_sim::load::load_cluster(cluster)?;
+    let e = rkube_sim::explain(&c, &cfg, pod, 0)?;
+    Ok(serde_json::to_value(e)?)
+}
+
+fn oracle_explain(
+    oracle: &Path,
+    cluster: &Path,
+    config: Option<&Path>,
+    pod: &str,
+) -> Result<Value> {
+    let mut cmd = Command::new(oracle);
+    cmd.arg("explain")
+        .arg("--cluster")
+        .arg(cluster)
+        .arg("--pod")
+        .arg(pod);
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {}", oracle.display()))?;
+    if !out.status.success() {
+        bail!(
+            "oracle failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+fn run(a: &Args) -> Result<(u64, u64)> {
+    if !a.oracle.exists() {
+        bail!(
+            "{}: oracle binary not found (build it with hack/build-k8s)",
+            a.oracle.display()
+        );
+    }
+    let scratch = std::env::temp_dir().join(format!("rkube-conformance-{}", std::process::id()));
+    let (mut passed, mut failed) = (0, 0);
+    for i in 0..a.count {
+        let case_seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i);
+        let case = gen::case(case_seed);
+        let dir = scratch.join(case_seed.to_string());
+        let (cluster, config) = write_case(&dir, &case)?;
+        let upstream = oracle_explain(&a.oracle, &cluster, config.as_deref(), &case.pod);
+        let ours = rkube_explain(&cluster, config.as_deref(), &case.pod);
+        let problems = match (&upstream, &ours) {
+            (Ok(u), Ok(r)) => diff(&normalize(u), &normalize(r)),
+            (Err(e), Ok(_)) => vec![format!("oracle error: {e:#}")],
+            (Ok(_), Err(e)) => vec![format!("rkube error: {e:#}")],
+            (Err(u), Err(r)) => vec![format!("both failed: upstream {u:#}; rkube {r:#}")],
+        };
+        if problems.is_empty() {
+            passed += 1;
+            if a.verbose {
+                println!("ok   case {case_seed}");
+            }
+        } else {
+            failed += 1;
+            let keep = a.keep.join(case_seed.to_string());
+            let (kc, kcfg) = write_case(&keep, &case)?;
+            if let Ok(u) = &upstream {
+                std::fs::write(keep.join("upstream.json"), serde_json::to_vec_pretty(u)?)?;
+            }
+            if let Ok(r) = &ours {
+                std::fs::write(keep.join("rkube.json"), serde_json::to_vec_pretty(r)?)?;
+            }
+            println!(
+                "FAIL case {case_seed}: kept in {} (replay: rkube explain --cluster {} --pod {}{})",
+                keep.display(),
+                kc.display(),
+                case.pod,
+                kcfg.map(|p| format!(" --config {}", p.display()))
+                    .unwrap_or_default()
+            );
+            for p in problems {
+                println!("  {p}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    std::fs::remove_dir_all(&scratch).ok();
+    Ok((passed, failed))
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok((passed, failed)) => {
+            println!("{passed} passed, {failed} failed");
+            if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            println!("0 passed, 1 failed");
+            ExitCode::from(1)
+        }
+    }
+}
