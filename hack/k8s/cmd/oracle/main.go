@@ -1,0 +1,120 @@
+// Command oracle runs upstream kube-scheduler's own framework, plugins and
+// configuration code (unchanged, linked from k8s.io/kubernetes) over a
+// cluster described in a file, and explains the decision for one pod as
+// JSON. It is the reference that rkube's scheduler is compared against.
+// The exact semantics are documented in hack/README.md.
+//
+//	oracle explain --cluster PATH --pod NS/NAME [--config FILE] [--compact] [--raw] [--feature-gates K=V,...] [--v N]
+//	oracle plugins [--config FILE] [--feature-gates ...]   # expanded plugin lists per profile
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
+)
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  oracle explain --cluster PATH --pod NS/NAME [--config FILE] [--compact] [--raw]
+                 [--feature-gates K=V,...] [--v N]
+  oracle plugins [--config FILE] [--feature-gates K=V,...]
+
+explain   prints the scheduling explanation of one pod as JSON (see hack/README.md)
+plugins   prints, per profile, the plugins of each extension point (after
+          upstream's defaulting and multiPoint expansion) and their args
+--raw     do not apply API defaulting / admission emulation to the objects
+`)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	fs := flag.NewFlagSet("oracle "+cmd, flag.ExitOnError)
+	fs.SetOutput(os.Stderr)
+	fs.Usage = func() { usage(os.Stderr) }
+	cluster := fs.String("cluster", "", "cluster file or directory")
+	podRef := fs.String("pod", "", "pod to explain, NS/NAME (or NAME in namespace default)")
+	configFile := fs.String("config", "", "KubeSchedulerConfiguration file (default: upstream's default configuration)")
+	compact := fs.Bool("compact", false, "print JSON on one line")
+	raw := fs.Bool("raw", false, "no API defaulting / admission emulation")
+	gates := fs.String("feature-gates", "", "feature gates, as for kube-scheduler")
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	fs.Func("v", "log verbosity (stderr)", func(s string) error { return klogFlags.Set("v", s) })
+	_ = klogFlags.Set("logtostderr", "true")
+
+	switch cmd {
+	case "explain", "plugins":
+	case "-h", "--help", "help":
+		usage(os.Stdout)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "oracle: unknown command %q\n", cmd)
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
+	if fs.NArg() > 0 {
+		fail("unexpected arguments: %v", fs.Args())
+	}
+	if *gates != "" {
+		if err := utilfeature.DefaultMutableFeatureGate.Set(*gates); err != nil {
+			fail("--feature-gates: %v", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var out any
+	var err error
+	switch cmd {
+	case "explain":
+		if *cluster == "" || *podRef == "" {
+			fail("explain needs --cluster and --pod")
+		}
+		ns, name := "default", *podRef
+		if i := strings.Index(*podRef, "/"); i >= 0 {
+			ns, name = (*podRef)[:i], (*podRef)[i+1:]
+		}
+		out, err = explain(ctx, explainOptions{
+			clusterPath: *cluster, namespace: ns, name: name,
+			configFile: *configFile, defaults: !*raw,
+		})
+	case "plugins":
+		out, err = listPlugins(ctx, *configFile)
+	}
+	if err != nil {
+		fail("%v", err)
+	}
+	var b []byte
+	if *compact {
+		b, err = json.Marshal(out)
+	} else {
+		b, err = json.MarshalIndent(out, "", "  ")
+	}
+	if err != nil {
+		fail("%v", err)
+	}
+	os.Stdout.Write(append(b, '\n'))
+	cancel()
+	klog.Flush()
+}
+
+func fail(format string, args ...any) {
+	klog.Flush()
+	fmt.Fprintf(os.Stderr, "oracle: error: "+format+"\n", args...)
+	os.Exit(1)
+}
