@@ -62,6 +62,19 @@ pub fn default_config() -> KubeSchedulerConfiguration {
 
 /// Decodes, defaults and validates a configuration file's text.
 pub fn load_str(file: &str, text: &str) -> Result<KubeSchedulerConfiguration, ConfigError> {
+    let mut cfg = decode_str(file, text)?;
+    let invalid = |errors: FieldErrors| ConfigError::Invalid {
+        file: file.into(),
+        errors,
+    };
+    defaults::set_defaults(&mut cfg).map_err(invalid)?;
+    validate::validate(&cfg).map_err(invalid)?;
+    Ok(cfg)
+}
+
+/// Decodes a configuration file's text strictly (apiVersion, kind, unknown
+/// fields), without defaulting or validating: the configuration as written.
+pub fn decode_str(file: &str, text: &str) -> Result<KubeSchedulerConfiguration, ConfigError> {
     let value: serde_json::Value =
         serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Syntax {
             file: file.into(),
@@ -99,24 +112,13 @@ pub fn load_str(file: &str, text: &str) -> Result<KubeSchedulerConfiguration, Co
             "kind: {kind:?} is not KubeSchedulerConfiguration"
         )));
     }
-    let mut cfg: KubeSchedulerConfiguration =
-        serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
-            ConfigError::Invalid {
-                file: file.into(),
-                errors: FieldErrors::single(
-                    path,
-                    format!("strict decoding error: {}", e.into_inner()),
-                ),
-            }
-        })?;
-    let invalid = |errors: FieldErrors| ConfigError::Invalid {
-        file: file.into(),
-        errors,
-    };
-    defaults::set_defaults(&mut cfg).map_err(invalid)?;
-    validate::validate(&cfg).map_err(invalid)?;
-    Ok(cfg)
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        ConfigError::Invalid {
+            file: file.into(),
+            errors: FieldErrors::single(path, format!("strict decoding error: {}", e.into_inner())),
+        }
+    })
 }
 
 impl Profile {

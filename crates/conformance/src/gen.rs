@@ -406,3 +406,65 @@ pub fn case(seed: u64) -> Case {
         pod: "default/incoming".into(),
     }
 }
+
+/// A cluster with several pending pods (no priorities, so no preemption) and
+/// claims bound to zonal or node-local volumes, for simulator invariants.
+pub fn simulation_cluster(seed: u64) -> Value {
+    let r = &mut Rng::new(seed ^ 0x5EED_0F_1A7E);
+    let n_nodes = 3 + r.below(8);
+    let mut items: Vec<Value> = (0..n_nodes).map(|i| node(r, i)).collect();
+    items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default", "team": "a"}}}));
+    items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other", "labels": {"kubernetes.io/metadata.name": "other", "team": "b"}}}));
+    // Volumes: one per zone, and one local to node-0, each bound to a claim.
+    let volumes = [
+        (
+            "pv-z1",
+            json!({"topology.kubernetes.io/zone": "z1"}),
+            Value::Null,
+        ),
+        (
+            "pv-z2",
+            json!({"topology.kubernetes.io/zone": "z2"}),
+            Value::Null,
+        ),
+        (
+            "pv-local",
+            json!({}),
+            json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-0"]}]}]}}),
+        ),
+    ];
+    for (name, labels, affinity) in &volumes {
+        let claim = format!("claim-{name}");
+        let mut spec = json!({"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"], "claimRef": {"namespace": "default", "name": claim}});
+        if !affinity.is_null() {
+            spec["nodeAffinity"] = affinity.clone();
+        }
+        items.push(json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": labels}, "spec": spec}));
+        items.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": "default"},
+            "spec": {"volumeName": name, "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}}));
+    }
+    for i in 0..r.below(10) {
+        let node = format!("node-{}", r.below(n_nodes));
+        let ns = if r.chance(80) { "default" } else { "other" };
+        let mut p = pod(r, &format!("existing-{i}"), ns, Some(&node), false);
+        p["spec"]
+            .as_object_mut()
+            .expect("object")
+            .remove("priorityClassName");
+        items.push(p);
+    }
+    for i in 0..(3 + r.below(15)) {
+        let mut p = pod(r, &format!("pending-{i}"), "default", None, true);
+        let spec = p["spec"].as_object_mut().expect("object");
+        spec.remove("priorityClassName");
+        if r.chance(25) {
+            let (pv, _, _) = r.pick(&volumes);
+            spec.insert(
+                "volumes".into(),
+                json!([{"name": "data", "persistentVolumeClaim": {"claimName": format!("claim-{pv}")}}]),
+            );
+        }
+        items.push(p);
+    }
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}

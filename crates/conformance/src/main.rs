@@ -6,7 +6,7 @@
 //! top-scoring nodes and the FailedScheduling message. Mismatching cases are
 //! kept for replay. Ends with `N passed, M failed`; exit 1 on any mismatch.
 
-mod gen;
+use rkube_conformance::gen;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -193,7 +193,9 @@ fn run(a: &Args) -> Result<(u64, u64)> {
                     if problems.is_empty() {
                         break;
                     }
-                    if let Ok(again) = oracle_explain(&a.oracle, &cluster, config.as_deref(), &case.pod) {
+                    if let Ok(again) =
+                        oracle_explain(&a.oracle, &cluster, config.as_deref(), &case.pod)
+                    {
                         if diff(&normalize(&again), &normalize(r)).is_empty() {
                             problems.clear();
                         }

@@ -1,0 +1,4 @@
+//! Random cluster generation for differential conformance against upstream
+//! and for invariant (property) tests of the simulator.
+
+pub mod gen;
