@@ -17,7 +17,7 @@ impl Rng {
     }
 
     /// Next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -27,12 +27,12 @@ impl Rng {
 
     /// Uniform in `0..n`.
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 
     /// True with probability `p` percent.
     pub fn chance(&mut self, p: u64) -> bool {
-        self.next() % 100 < p
+        self.next_u64() % 100 < p
     }
 
     /// One element.
@@ -410,7 +410,7 @@ pub fn case(seed: u64) -> Case {
 /// A cluster with several pending pods (no priorities, so no preemption) and
 /// claims bound to zonal or node-local volumes, for simulator invariants.
 pub fn simulation_cluster(seed: u64) -> Value {
-    let r = &mut Rng::new(seed ^ 0x5EED_0F_1A7E);
+    let r = &mut Rng::new(seed ^ 0x005E_ED0F_1A7E);
     let n_nodes = 3 + r.below(8);
     let mut items: Vec<Value> = (0..n_nodes).map(|i| node(r, i)).collect();
     items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default", "team": "a"}}}));
