@@ -1,0 +1,72 @@
+//! Operator scenarios from `examples/`: zone spreading, one-per-node
+//! anti-affinity, and a claim bound to a zonal volume.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn simulate(example: &str) -> Value {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(["simulate", "--cluster", example, "-o", "json"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn placements(v: &Value) -> Vec<(String, Option<String>, String)> {
+    v["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["pod"].as_str().unwrap().to_string(),
+                p["node"].as_str().map(str::to_string),
+                p["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn zone_spread_max_skew_one() {
+    let v = simulate("examples/zone-spread/cluster.yaml");
+    let p = placements(&v);
+    assert_eq!(p.len(), 6, "the Deployment expands into 6 pods");
+    let mut per_zone: BTreeMap<char, usize> = BTreeMap::new();
+    for (pod, node, _) in &p {
+        assert!(pod.starts_with("shop/checkout-"), "{pod}");
+        let node = node.as_ref().expect("all placed");
+        *per_zone.entry(node.chars().next().unwrap()).or_default() += 1;
+    }
+    assert_eq!(per_zone, BTreeMap::from([('a', 2), ('b', 2), ('c', 2)]));
+}
+
+#[test]
+fn anti_affinity_one_per_node() {
+    let v = simulate("examples/anti-affinity/cluster.yaml");
+    let p = placements(&v);
+    let names: Vec<&str> = p.iter().map(|x| x.0.as_str()).collect();
+    assert_eq!(names, ["infra/etcd-0", "infra/etcd-1", "infra/etcd-2", "infra/etcd-3"]);
+    let nodes: std::collections::BTreeSet<_> = p[..3].iter().map(|x| x.1.clone().unwrap()).collect();
+    assert_eq!(nodes.len(), 3, "one member per node: {p:?}");
+    assert_eq!(p[3].1, None);
+    assert_eq!(
+        p[3].2,
+        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+    );
+}
+
+#[test]
+fn claim_bound_to_zonal_volume() {
+    let v = simulate("examples/volume-zone/cluster.yaml");
+    let p = placements(&v);
+    assert_eq!(p[0], ("shop/db-0".into(), Some("node-b1".into()), String::new()));
+    // The WaitForFirstConsumer claim binds to the local volume on node-a2.
+    assert_eq!(p[1], ("shop/cache-0".into(), Some("node-a2".into()), String::new()));
+}
