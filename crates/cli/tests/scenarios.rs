@@ -14,7 +14,11 @@ fn simulate(example: &str) -> Value {
         .current_dir(root)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -52,8 +56,17 @@ fn anti_affinity_one_per_node() {
     let v = simulate("examples/anti-affinity/cluster.yaml");
     let p = placements(&v);
     let names: Vec<&str> = p.iter().map(|x| x.0.as_str()).collect();
-    assert_eq!(names, ["infra/etcd-0", "infra/etcd-1", "infra/etcd-2", "infra/etcd-3"]);
-    let nodes: std::collections::BTreeSet<_> = p[..3].iter().map(|x| x.1.clone().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "infra/etcd-0",
+            "infra/etcd-1",
+            "infra/etcd-2",
+            "infra/etcd-3"
+        ]
+    );
+    let nodes: std::collections::BTreeSet<_> =
+        p[..3].iter().map(|x| x.1.clone().unwrap()).collect();
     assert_eq!(nodes.len(), 3, "one member per node: {p:?}");
     assert_eq!(p[3].1, None);
     assert_eq!(
@@ -66,7 +79,13 @@ fn anti_affinity_one_per_node() {
 fn claim_bound_to_zonal_volume() {
     let v = simulate("examples/volume-zone/cluster.yaml");
     let p = placements(&v);
-    assert_eq!(p[0], ("shop/db-0".into(), Some("node-b1".into()), String::new()));
+    assert_eq!(
+        p[0],
+        ("shop/db-0".into(), Some("node-b1".into()), String::new())
+    );
     // The WaitForFirstConsumer claim binds to the local volume on node-a2.
-    assert_eq!(p[1], ("shop/cache-0".into(), Some("node-a2".into()), String::new()));
+    assert_eq!(
+        p[1],
+        ("shop/cache-0".into(), Some("node-a2".into()), String::new())
+    );
 }

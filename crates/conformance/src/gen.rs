@@ -439,9 +439,9 @@ pub fn simulation_cluster(seed: u64) -> Value {
         if !affinity.is_null() {
             spec["nodeAffinity"] = affinity.clone();
         }
-        items.push(json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": labels}, "spec": spec}));
-        items.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": "default"},
-            "spec": {"volumeName": name, "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}}));
+        items.push(json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": labels}, "spec": spec, "status": {"phase": "Bound"}}));
+        items.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": "default", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {"volumeName": name, "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}, "status": {"phase": "Bound"}}));
     }
     for i in 0..r.below(10) {
         let node = format!("node-{}", r.below(n_nodes));

@@ -23,6 +23,7 @@ struct Args {
     count: u64,
     keep: PathBuf,
     verbose: bool,
+    sequence: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -32,6 +33,7 @@ fn parse_args() -> Result<Args> {
         count: 100,
         keep: PathBuf::from("hack/_work/conformance"),
         verbose: false,
+        sequence: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -42,7 +44,8 @@ fn parse_args() -> Result<Args> {
             "--count" => a.count = value()?.parse().context("--count")?,
             "--keep" => a.keep = PathBuf::from(value()?),
             "-v" | "--verbose" => a.verbose = true,
-            other => bail!("unknown flag {other}; usage: rkube-conformance --oracle PATH --seed S --count N [--keep DIR] [-v]"),
+            "--sequence" => a.sequence = true,
+            other => bail!("unknown flag {other}; usage: rkube-conformance --oracle PATH --seed S --count N [--sequence] [--keep DIR] [-v]"),
         }
     }
     Ok(a)
@@ -167,6 +170,93 @@ fn oracle_explain(
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
+/// Sequence mode: `rkube simulate` places every pending pod of a random
+/// cluster; each step is replayed against upstream with the earlier
+/// placements bound, and rkube's node must be one of upstream's top-scoring
+/// nodes (or both must fail with the same message).
+fn run_sequence_case(a: &Args, case_seed: u64, dir: &Path) -> Result<Vec<String>> {
+    let cluster = gen::simulation_cluster(case_seed);
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("cluster.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&cluster)?)?;
+    let c = rkube_sim::load::load_cluster(&path)?;
+    let cfg = rkube_sim::load::load_config(None)?;
+    let report = rkube_sim::simulate(
+        &c,
+        &cfg,
+        &rkube_sim::SimulateOptions {
+            seed: case_seed,
+            explain: false,
+        },
+    )?;
+    let mut bound: Vec<(String, String)> = Vec::new();
+    let mut problems = Vec::new();
+    for (step, p) in report.placements.iter().enumerate() {
+        // The cluster as upstream would see it before this pod: earlier
+        // placements bound, later pending pods absent.
+        let mut items = Vec::new();
+        let later: std::collections::HashSet<&str> = report.placements[step + 1..]
+            .iter()
+            .map(|q| q.pod.as_str())
+            .collect();
+        for it in cluster["items"].as_array().into_iter().flatten() {
+            let mut it = it.clone();
+            if it["kind"] == "Pod" {
+                let key = format!(
+                    "{}/{}",
+                    it["metadata"]["namespace"].as_str().unwrap_or(""),
+                    it["metadata"]["name"].as_str().unwrap_or("")
+                );
+                if later.contains(key.as_str()) {
+                    continue;
+                }
+                if let Some((_, node)) = bound.iter().find(|(k, _)| *k == key) {
+                    it["spec"]["nodeName"] = json!(node);
+                }
+            }
+            items.push(it);
+        }
+        let step_path = dir.join(format!("step-{step}.json"));
+        std::fs::write(
+            &step_path,
+            serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": items}))?,
+        )?;
+        let mut agreed = false;
+        let mut last = String::new();
+        for _ in 0..=UPSTREAM_RERUNS {
+            let u = oracle_explain(&a.oracle, &step_path, None, &p.pod)?;
+            let top: Vec<&str> = u["topNodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str())
+                .collect();
+            agreed = match &p.node {
+                Some(n) => top.contains(&n.as_str()),
+                None => top.is_empty() && u["message"].as_str() == Some(p.message.as_str()),
+            };
+            if agreed {
+                break;
+            }
+            last = format!("upstream top {:?}, message {}", top, u["message"]);
+        }
+        if !agreed {
+            problems.push(format!(
+                "step {step}: {} → rkube {:?} ({}); {last}; replay: {}",
+                p.pod,
+                p.node,
+                p.message,
+                step_path.display()
+            ));
+            break;
+        }
+        if let Some(n) = &p.node {
+            bound.push((p.pod.clone(), n.clone()));
+        }
+    }
+    Ok(problems)
+}
+
 fn run(a: &Args) -> Result<(u64, u64)> {
     if !a.oracle.exists() {
         bail!(
@@ -176,6 +266,30 @@ fn run(a: &Args) -> Result<(u64, u64)> {
     }
     let scratch = std::env::temp_dir().join(format!("rkube-conformance-{}", std::process::id()));
     let (mut passed, mut failed) = (0, 0);
+    if a.sequence {
+        for i in 0..a.count {
+            let case_seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i);
+            let dir = a.keep.join(format!("seq-{case_seed}"));
+            match run_sequence_case(a, case_seed, &dir) {
+                Ok(p) if p.is_empty() => {
+                    passed += 1;
+                    std::fs::remove_dir_all(&dir).ok();
+                }
+                Ok(p) => {
+                    failed += 1;
+                    println!("FAIL sequence {case_seed}: kept in {}", dir.display());
+                    for x in p {
+                        println!("  {x}");
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("FAIL sequence {case_seed}: {e:#}");
+                }
+            }
+        }
+        return Ok((passed, failed));
+    }
     for i in 0..a.count {
         let case_seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i);
         let case = gen::case(case_seed);

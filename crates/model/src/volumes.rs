@@ -30,6 +30,9 @@ pub struct Pvc {
     pub storage_class: String,
     /// `spec.volumeName` (empty when unbound).
     pub volume_name: String,
+    /// The `pv.kubernetes.io/bind-completed` annotation is set: with a
+    /// volume name, the claim is fully bound (upstream's `isPVCFullyBound`).
+    pub bind_completed: bool,
     /// `spec.accessModes`.
     pub access_modes: Vec<String>,
     /// `spec.resources.requests.storage` in bytes.
@@ -40,6 +43,13 @@ pub struct Pvc {
     pub volume_mode: String,
     /// Being deleted.
     pub deleting: bool,
+}
+
+impl Pvc {
+    /// Fully bound: a volume name and the bind-completed annotation.
+    pub fn is_bound(&self) -> bool {
+        !self.volume_name.is_empty() && self.bind_completed
+    }
 }
 
 /// A PersistentVolume.
@@ -144,6 +154,11 @@ impl Volumes {
                     name,
                     storage_class: spec.storage_class_name.clone().unwrap_or_default(),
                     volume_name: spec.volume_name.clone().unwrap_or_default(),
+                    bind_completed: c
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key("pv.kubernetes.io/bind-completed")),
                     access_modes: spec.access_modes.clone().unwrap_or_default(),
                     request: storage_bytes(
                         spec.resources.as_ref().and_then(|r| r.requests.as_ref()),
@@ -396,6 +411,7 @@ impl Volumes {
             }
             if let Some(c) = self.pvcs.get_mut(&key) {
                 c.volume_name = pv_name.clone();
+                c.bind_completed = true;
             }
             taken.push(pv_name);
         }

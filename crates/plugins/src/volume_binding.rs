@@ -97,13 +97,25 @@ impl PreFilterPlugin for VolumeBinding {
             if pvc.deleting {
                 return unresolvable(format!("persistentvolumeclaim {claim:?} is being deleted"));
             }
-            if !pvc.volume_name.is_empty() {
+            if pvc.is_bound() {
                 bound.push((pvc.clone(), vols.pvs.get(&pvc.volume_name).cloned()));
                 continue;
             }
+            if pvc.storage_class.is_empty() {
+                immediate = true;
+                continue;
+            }
             match vols.classes.get(&pvc.storage_class) {
-                Some(c) if c.wait_for_first_consumer() => delayed.push(pvc.clone()),
-                _ => immediate = true,
+                None => {
+                    return unresolvable(format!(
+                        "storageclass.storage.k8s.io {:?} not found",
+                        pvc.storage_class
+                    ))
+                }
+                Some(c) if c.wait_for_first_consumer() && pvc.volume_name.is_empty() => {
+                    delayed.push(pvc.clone())
+                }
+                Some(_) => immediate = true,
             }
         }
         if !any {

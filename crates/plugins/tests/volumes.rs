@@ -56,7 +56,7 @@ fn zonal_bound_volume_admits_only_its_zone() {
     let c = cluster(&with_nodes(
         r#"
 - {apiVersion: v1, kind: PersistentVolume, metadata: {name: pv1, labels: {topology.kubernetes.io/zone: z2}}, spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], claimRef: {namespace: ns, name: c1}}}
-- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c1, namespace: ns}, spec: {volumeName: pv1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c1, namespace: ns, annotations: {pv.kubernetes.io/bind-completed: "yes"}}, spec: {volumeName: pv1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}
 - {apiVersion: v1, kind: Pod, metadata: {name: p, namespace: ns}, spec: {containers: [{name: c}], volumes: [{name: v, persistentVolumeClaim: {claimName: c1}}]}}
 "#,
     ));
@@ -147,7 +147,7 @@ fn bound_local_volume_node_affinity() {
     let c = cluster(&with_nodes(
         r#"
 - {apiVersion: v1, kind: PersistentVolume, metadata: {name: l1}, spec: {capacity: {storage: 10Gi}, accessModes: [ReadWriteOnce], local: {path: /d1}, claimRef: {namespace: ns, name: c1}, nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [a]}]}]}}}}
-- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c1, namespace: ns}, spec: {volumeName: l1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 5Gi}}}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c1, namespace: ns, annotations: {pv.kubernetes.io/bind-completed: "yes"}}, spec: {volumeName: l1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 5Gi}}}}
 - {apiVersion: v1, kind: Pod, metadata: {name: p, namespace: ns}, spec: {containers: [{name: c}], volumes: [{name: v, persistentVolumeClaim: {claimName: c1}}]}}
 "#,
     ));
@@ -166,7 +166,7 @@ fn read_write_once_pod_and_disk_conflicts() {
     let c = cluster(&with_nodes(
         r#"
 - {apiVersion: v1, kind: PersistentVolume, metadata: {name: pv1}, spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOncePod], claimRef: {namespace: ns, name: c1}}}
-- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c1, namespace: ns}, spec: {volumeName: pv1, accessModes: [ReadWriteOncePod], resources: {requests: {storage: 1Gi}}}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c1, namespace: ns, annotations: {pv.kubernetes.io/bind-completed: "yes"}}, spec: {volumeName: pv1, accessModes: [ReadWriteOncePod], resources: {requests: {storage: 1Gi}}}}
 - {apiVersion: v1, kind: Pod, metadata: {name: user, namespace: ns}, spec: {nodeName: a, containers: [{name: c}], volumes: [{name: v, persistentVolumeClaim: {claimName: c1}}, {name: d, gcePersistentDisk: {pdName: disk1}}]}}
 - {apiVersion: v1, kind: Pod, metadata: {name: p, namespace: ns}, spec: {containers: [{name: c}], volumes: [{name: v, persistentVolumeClaim: {claimName: c1}}]}}
 - {apiVersion: v1, kind: Pod, metadata: {name: q, namespace: ns}, spec: {containers: [{name: c}], volumes: [{name: d, gcePersistentDisk: {pdName: disk1, readOnly: true}}]}}
@@ -201,8 +201,8 @@ fn csi_attach_limits() {
 - {apiVersion: storage.k8s.io/v1, kind: CSINode, metadata: {name: a}, spec: {drivers: [{name: ebs.csi.aws.com, nodeID: i-1, allocatable: {count: 1}}]}}
 - {apiVersion: v1, kind: PersistentVolume, metadata: {name: pv1}, spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], csi: {driver: ebs.csi.aws.com, volumeHandle: vol-1}, claimRef: {namespace: ns, name: c1}}}
 - {apiVersion: v1, kind: PersistentVolume, metadata: {name: pv2}, spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], csi: {driver: ebs.csi.aws.com, volumeHandle: vol-2}, claimRef: {namespace: ns, name: c2}}}
-- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c1, namespace: ns}, spec: {volumeName: pv1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}
-- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c2, namespace: ns}, spec: {volumeName: pv2, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c1, namespace: ns, annotations: {pv.kubernetes.io/bind-completed: "yes"}}, spec: {volumeName: pv1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c2, namespace: ns, annotations: {pv.kubernetes.io/bind-completed: "yes"}}, spec: {volumeName: pv2, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}
 - {apiVersion: v1, kind: Pod, metadata: {name: user, namespace: ns}, spec: {nodeName: a, containers: [{name: c}], volumes: [{name: v, persistentVolumeClaim: {claimName: c1}}]}}
 - {apiVersion: v1, kind: Pod, metadata: {name: p, namespace: ns}, spec: {containers: [{name: c}], volumes: [{name: v, persistentVolumeClaim: {claimName: c2}}]}}
 "#,
