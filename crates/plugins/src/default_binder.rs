@@ -24,3 +24,30 @@ impl BindPlugin for DefaultBinder {
         binder.bind(pod, node)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Recorder(Vec<(String, String)>);
+
+    impl Binder for Recorder {
+        fn bind(&mut self, pod: &Pod, node: &str) -> Status {
+            self.0.push((pod.key(), node.to_string()));
+            Status::success()
+        }
+    }
+
+    #[test]
+    fn binds_through_the_host() {
+        let pod = Pod {
+            namespace: "ns".into(),
+            name: "p".into(),
+            ..Default::default()
+        };
+        let mut host = Recorder(Vec::new());
+        let s = DefaultBinder.bind(&mut CycleState::new(), &pod, "n1", &mut host);
+        assert!(s.is_success());
+        assert_eq!(host.0, [("ns/p".to_string(), "n1".to_string())]);
+    }
+}
