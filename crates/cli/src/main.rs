@@ -5,18 +5,25 @@
 mod render;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use rkube_sim::{SimError, SimulateOptions};
 
+const EXIT_STATUS: &str = "Exit status:
+  0  success (`config check`: the configuration is valid; warnings allowed)
+  1  runtime failure (a plugin failed, output could not be written)
+  2  invalid input or usage (unreadable or malformed cluster or configuration
+     file, a configuration kube-scheduler would refuse, bad flags)";
+
 /// rkube: the Kubernetes scheduler that explains itself.
-///
-/// Exit codes: 0 success, 1 runtime failure, 2 invalid input or usage.
 #[derive(Parser)]
-#[command(name = "rkube", version, about, long_about = None)]
+#[command(name = "rkube", version, about, long_about = None, after_help = EXIT_STATUS)]
 struct Cli {
+    /// Do not print warnings (cluster-file notes, configuration warnings) on stderr.
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -28,9 +35,16 @@ enum Output {
     Yaml,
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum CheckOutput {
+    Text,
+    Json,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Schedule every pending pod of a cluster file, in queue order, as kube-scheduler v1.37 would.
+    #[command(after_help = EXIT_STATUS)]
     Simulate {
         /// Cluster file or directory (what `kubectl get nodes,pods -A -o yaml` prints).
         #[arg(long)]
@@ -49,6 +63,7 @@ enum Command {
         output: Output,
     },
     /// Show every node's filter verdicts and every score plugin's scores for one pending pod.
+    #[command(after_help = EXIT_STATUS)]
     Explain {
         /// Cluster file or directory.
         #[arg(long)]
@@ -66,6 +81,74 @@ enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Simulate one cluster under two configurations: pods that land elsewhere,
+    /// pods and requests per node, replicas of each workload per node.
+    #[command(after_help = EXIT_STATUS)]
+    Compare {
+        /// Cluster file or directory.
+        #[arg(long)]
+        cluster: PathBuf,
+        /// Configuration A, then configuration B. Given once, A is kube-scheduler's
+        /// defaults (no --config) and B the file.
+        #[arg(long = "config", required = true, action = clap::ArgAction::Append)]
+        configs: Vec<PathBuf>,
+        /// Seed for breaking ties (the same for both runs).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Configuration tools.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Print a shell completion script (e.g. `rkube completions bash > /etc/bash_completion.d/rkube`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the rkube(1) manual page (roff), or write one page per command to a directory.
+    Man {
+        /// Write rkube.1, rkube-simulate.1, ... into this directory instead.
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Check a KubeSchedulerConfiguration as kube-scheduler v1.37 would load it (decoding,
+    /// defaults, validation, building every profile), and warn about settings that are
+    /// accepted but do not do what they look like.
+    ///
+    /// Errors and warnings go to stderr (or into the JSON); exits 0 when kube-scheduler
+    /// would accept the file (even with warnings), 2 when it would refuse it.
+    #[command(after_help = EXIT_STATUS)]
+    Check {
+        /// The configuration file; without it, kube-scheduler's defaults.
+        file: Option<PathBuf>,
+        /// Print the fully defaulted configuration (what kube-scheduler runs) as YAML.
+        #[arg(long)]
+        print_defaults: bool,
+        /// Output format: text (verdict on stdout, findings on stderr) or json.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
+        output: CheckOutput,
+    },
+}
+
+/// What a command prints on stdout, and its exit status.
+struct Done {
+    stdout: String,
+    code: u8,
+}
+
+impl From<String> for Done {
+    fn from(stdout: String) -> Self {
+        Done { stdout, code: 0 }
+    }
 }
 
 fn emit<T: serde::Serialize>(
@@ -84,8 +167,21 @@ fn emit<T: serde::Serialize>(
     })
 }
 
-fn run(cli: Cli) -> Result<String, SimError> {
+fn warn(quiet: bool, cluster: &rkube_model::Cluster) {
+    if !quiet {
+        for w in &cluster.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+}
+
+fn config_label(path: Option<&Path>) -> String {
+    path.map_or_else(|| "<defaults>".to_string(), |p| p.display().to_string())
+}
+
+fn run(cli: Cli) -> Result<Done, SimError> {
     let wrap = |e: anyhow::Error| SimError::Runtime(e.to_string());
+    let quiet = cli.quiet;
     match cli.command {
         Command::Simulate {
             cluster,
@@ -96,11 +192,11 @@ fn run(cli: Cli) -> Result<String, SimError> {
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
             let cluster = rkube_sim::load::load_cluster(&cluster)?;
-            for w in &cluster.warnings {
-                eprintln!("warning: {w}");
-            }
+            warn(quiet, &cluster);
             let report = rkube_sim::simulate(&cluster, &cfg, &SimulateOptions { seed, explain })?;
-            emit(output, &report, || render::simulation(&report)).map_err(wrap)
+            emit(output, &report, || render::simulation(&report))
+                .map(Done::from)
+                .map_err(wrap)
         }
         Command::Explain {
             cluster,
@@ -111,11 +207,116 @@ fn run(cli: Cli) -> Result<String, SimError> {
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
             let cluster = rkube_sim::load::load_cluster(&cluster)?;
-            for w in &cluster.warnings {
-                eprintln!("warning: {w}");
-            }
+            warn(quiet, &cluster);
             let e = rkube_sim::explain(&cluster, &cfg, &pod, seed)?;
-            emit(output, &e, || render::explanation(&e)).map_err(wrap)
+            emit(output, &e, || render::explanation(&e))
+                .map(Done::from)
+                .map_err(wrap)
+        }
+        Command::Compare {
+            cluster,
+            configs,
+            seed,
+            output,
+        } => {
+            let (a, b) = match configs.as_slice() {
+                [b] => (None, b.as_path()),
+                [a, b] => (Some(a.as_path()), b.as_path()),
+                _ => {
+                    return Err(SimError::Input(format!(
+                        "compare takes one or two --config (A then B), got {}",
+                        configs.len()
+                    )))
+                }
+            };
+            let cfg_a = rkube_sim::load::load_config(a)?;
+            let cfg_b = rkube_sim::load::load_config(Some(b))?;
+            let cluster = rkube_sim::load::load_cluster(&cluster)?;
+            warn(quiet, &cluster);
+            let la = config_label(a);
+            let lb = config_label(Some(b));
+            let c = rkube_sim::compare::compare(&cluster, (&la, &cfg_a), (&lb, &cfg_b), seed)?;
+            emit(output, &c, || render::comparison(&c))
+                .map(Done::from)
+                .map_err(wrap)
+        }
+        Command::Config {
+            command:
+                ConfigCommand::Check {
+                    file,
+                    print_defaults,
+                    output,
+                },
+        } => {
+            let report = match &file {
+                None => rkube_sim::check::check_defaults(),
+                Some(p) => {
+                    let text = std::fs::read_to_string(p)
+                        .map_err(|e| SimError::Input(format!("{}: {e}", p.display())))?;
+                    rkube_sim::check::check_str(&p.display().to_string(), &text)
+                }
+            };
+            let code = if report.valid { 0 } else { 2 };
+            let stdout = match output {
+                CheckOutput::Json => {
+                    #[derive(serde::Serialize)]
+                    struct Json<'a> {
+                        #[serde(flatten)]
+                        report: &'a rkube_sim::check::CheckReport,
+                        #[serde(skip_serializing_if = "Option::is_none")]
+                        config: Option<&'a rkube_config::KubeSchedulerConfiguration>,
+                    }
+                    let v = Json {
+                        report: &report,
+                        config: report.config.as_ref().filter(|_| print_defaults),
+                    };
+                    let mut s = serde_json::to_string_pretty(&v).map_err(|e| wrap(e.into()))?;
+                    s.push('\n');
+                    s
+                }
+                CheckOutput::Text => {
+                    eprint!("{}", render::check_findings(&report, quiet));
+                    match (&report.config, print_defaults) {
+                        (Some(cfg), true) => {
+                            serde_yaml_ng::to_string(cfg).map_err(|e| wrap(e.into()))?
+                        }
+                        _ if report.valid => render::check_verdict(&report),
+                        _ => {
+                            eprint!("{}", render::check_verdict(&report));
+                            String::new()
+                        }
+                    }
+                }
+            };
+            Ok(Done { stdout, code })
+        }
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "rkube", &mut buf);
+            Ok(String::from_utf8_lossy(&buf).into_owned().into())
+        }
+        Command::Man { out_dir } => {
+            let cmd = Cli::command();
+            match out_dir {
+                Some(dir) => {
+                    std::fs::create_dir_all(&dir)
+                        .and_then(|_| clap_mangen::generate_to(cmd, &dir))
+                        .map_err(|e| {
+                            SimError::Runtime(format!(
+                                "writing man pages to {}: {e}",
+                                dir.display()
+                            ))
+                        })?;
+                    Ok(String::new().into())
+                }
+                None => {
+                    let mut buf = Vec::new();
+                    clap_mangen::Man::new(cmd)
+                        .render(&mut buf)
+                        .map_err(|e| SimError::Runtime(format!("rendering man page: {e}")))?;
+                    Ok(String::from_utf8_lossy(&buf).into_owned().into())
+                }
+            }
         }
     }
 }
@@ -123,7 +324,7 @@ fn run(cli: Cli) -> Result<String, SimError> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(out) => {
+        Ok(Done { stdout: out, code }) => {
             let mut stdout = std::io::stdout().lock();
             if let Err(e) = stdout
                 .write_all(out.as_bytes())
@@ -135,7 +336,7 @@ fn main() -> ExitCode {
                 eprintln!("error: writing output: {e}");
                 return ExitCode::from(1);
             }
-            ExitCode::SUCCESS
+            ExitCode::from(code)
         }
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,7 +1,11 @@
-//! Human-readable tables for `simulate` and `explain`.
+//! Human-readable output for `simulate`, `explain`, `compare` and `config check`.
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
+use rkube_sim::check::{CheckReport, Finding};
+use rkube_sim::compare::{Comparison, ConfigOutcome};
+use rkube_sim::stats::Stats;
 use rkube_sim::{PodExplanation, SimulationReport};
 
 fn table(rows: &[Vec<String>]) -> String {
@@ -160,6 +164,177 @@ pub fn explanation(e: &PodExplanation) -> String {
         None => {
             let _ = writeln!(out, "No node selected: {}", e.message);
         }
+    }
+    out
+}
+
+fn finding(out: &mut String, level: &str, f: &Finding) {
+    if f.field.is_empty() {
+        let _ = writeln!(out, "{level}: {}", f.message);
+    } else {
+        let _ = writeln!(out, "{level}: {}: {}", f.field, f.message);
+    }
+    if let Some(h) = &f.hint {
+        let _ = writeln!(out, "  hint: {h}");
+    }
+}
+
+/// `rkube config check` errors and (unless quiet) warnings, for stderr.
+pub fn check_findings(r: &CheckReport, quiet: bool) -> String {
+    let mut out = String::new();
+    for e in &r.errors {
+        finding(&mut out, "error", e);
+    }
+    if !quiet {
+        for w in &r.warnings {
+            finding(&mut out, "warning", w);
+        }
+    }
+    out
+}
+
+/// `rkube config check` one-line verdict.
+pub fn check_verdict(r: &CheckReport) -> String {
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    if r.valid {
+        format!(
+            "{}: valid ({})\n",
+            r.file,
+            plural(r.warnings.len(), "warning")
+        )
+    } else {
+        format!(
+            "{}: invalid ({}, {}): kube-scheduler would refuse to start\n",
+            r.file,
+            plural(r.errors.len(), "error"),
+            plural(r.warnings.len(), "warning")
+        )
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+fn stats_pct(s: &Stats) -> String {
+    format!("{} / {} / {}", pct(s.min), pct(s.max), pct(s.stddev))
+}
+
+/// `rkube compare` tables.
+pub fn comparison(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "A: {}\nB: {}\n", c.a.config, c.b.config);
+    let node = |n: &Option<String>| n.clone().unwrap_or_else(|| "<none>".into());
+    if c.moved.is_empty() {
+        out.push_str("Every pod lands on the same node under A and B.\n");
+    } else {
+        let _ = writeln!(out, "{} pod(s) land elsewhere:", c.moved.len());
+        let mut rows = vec![vec!["POD".to_string(), "NODE A".into(), "NODE B".into()]];
+        for m in &c.moved {
+            rows.push(vec![m.pod.clone(), node(&m.node_a), node(&m.node_b)]);
+        }
+        out.push_str(&table(&rows));
+    }
+    out.push('\n');
+    let both = |f: &dyn Fn(&ConfigOutcome) -> String, label: &str| {
+        vec![label.to_string(), f(&c.a), f(&c.b)]
+    };
+    let rows = vec![
+        vec![String::new(), "A".into(), "B".into()],
+        both(&|o| o.scheduled.to_string(), "scheduled"),
+        both(&|o| o.unschedulable.to_string(), "unschedulable"),
+        both(
+            &|o| {
+                let s = &o.pods_per_node;
+                format!("{} / {} / {:.2}", s.min, s.max, s.stddev)
+            },
+            "pods per node (min / max / stddev)",
+        ),
+        both(
+            &|o| stats_pct(&o.cpu_utilization),
+            "CPU requested (min / max / stddev)",
+        ),
+        both(
+            &|o| stats_pct(&o.memory_utilization),
+            "memory requested (min / max / stddev)",
+        ),
+    ];
+    out.push_str(&table(&rows));
+    if c.a.preemptions + c.b.preemptions > 0 {
+        let _ = writeln!(
+            out,
+            "preemptions: A {} (evicting {}), B {} (evicting {})",
+            c.a.preemptions, c.a.evicted, c.b.preemptions, c.b.evicted
+        );
+    }
+    out.push('\n');
+    let mut rows = vec![vec![
+        "NODE".to_string(),
+        "PODS A".into(),
+        "PODS B".into(),
+        "CPU A".into(),
+        "CPU B".into(),
+        "MEMORY A".into(),
+        "MEMORY B".into(),
+    ]];
+    let names: Vec<&str> =
+        c.a.nodes
+            .iter()
+            .chain(&c.b.nodes)
+            .map(|n| n.name.as_str())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+    for name in names {
+        let a = c.a.nodes.iter().find(|n| n.name == name);
+        let b = c.b.nodes.iter().find(|n| n.name == name);
+        let get = |n: Option<&rkube_sim::compare::NodeUsage>,
+                   f: fn(&rkube_sim::compare::NodeUsage) -> String| {
+            n.map(f).unwrap_or_else(|| "-".into())
+        };
+        rows.push(vec![
+            name.to_string(),
+            get(a, |n| n.pods.to_string()),
+            get(b, |n| n.pods.to_string()),
+            get(a, |n| pct(n.cpu_utilization)),
+            get(b, |n| pct(n.cpu_utilization)),
+            get(a, |n| pct(n.memory_utilization)),
+            get(b, |n| pct(n.memory_utilization)),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    let workloads: BTreeSet<&str> =
+        c.a.workloads
+            .iter()
+            .chain(&c.b.workloads)
+            .map(|w| w.workload.as_str())
+            .collect();
+    if !workloads.is_empty() {
+        out.push('\n');
+        let mut rows = vec![vec![
+            "WORKLOAD".to_string(),
+            "PODS A".into(),
+            "NODES A".into(),
+            "MAX/NODE A".into(),
+            "PODS B".into(),
+            "NODES B".into(),
+            "MAX/NODE B".into(),
+        ]];
+        for w in workloads {
+            let mut row = vec![w.to_string()];
+            for o in [&c.a, &c.b] {
+                match o.workloads.iter().find(|x| x.workload == w) {
+                    Some(x) => row.extend([
+                        x.pods.to_string(),
+                        x.nodes_used.to_string(),
+                        x.max_per_node.to_string(),
+                    ]),
+                    None => row.extend(["0".into(), "0".into(), "0".into()]),
+                }
+            }
+            rows.push(row);
+        }
+        out.push_str(&table(&rows));
     }
     out
 }

@@ -291,12 +291,14 @@ impl Framework {
                 0 => 1,
                 w => w as i64,
             };
-            if w * 100 > i64::MAX - total {
+            // Go's int64 arithmetic wraps; a negative weight therefore makes
+            // the next check fail exactly as upstream's does.
+            if w.wrapping_mul(100) > i64::MAX.wrapping_sub(total) {
                 return Err(ctx(
                     "score plugins: total score of Score plugins could overflow".into(),
                 ));
             }
-            total += w * 100;
+            total = total.wrapping_add(w.wrapping_mul(100));
             weights.insert(inst.name(), w);
         }
         for p in &points[&Point::Score] {

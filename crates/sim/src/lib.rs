@@ -5,8 +5,11 @@
 //!
 //! The results are plain data ([`report`]); printing is the CLI's job.
 
+pub mod check;
+pub mod compare;
 pub mod load;
 pub mod report;
+pub mod stats;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -59,8 +62,47 @@ impl Profiles {
         let registry = rkube_plugins::in_tree();
         let mut frameworks = Vec::new();
         let mut by_name = HashMap::new();
+        // profile.NewMap's cfgValidator: one scheduling queue, so every
+        // profile must end up with the same QueueSort plugin and args.
+        let mut queue_sort: Option<(&'static str, serde_json::Value)> = None;
+        let negative_weight = cfg.profiles.iter().any(|p| {
+            p.plugins.as_ref().is_some_and(|pl| {
+                pl.sets()
+                    .iter()
+                    .any(|(_, s)| s.enabled.iter().any(|e| e.weight.unwrap_or(0) < 0))
+            })
+        });
+        let catalog = negative_weight.then(|| check::Catalog::new(&registry));
         for (i, p) in cfg.profiles.iter().enumerate() {
+            // Negative weights: refuse as upstream's (wrapping) overflow check does.
+            if catalog
+                .as_ref()
+                .is_some_and(|c| check::score_weights_overflow(p, c))
+            {
+                return Err(SimError::Framework(format!(
+                    "profiles[{i}] (schedulerName {:?}): score plugins: total score of Score plugins could overflow",
+                    p.scheduler_name.as_deref().unwrap_or("")
+                )));
+            }
             let fw = Framework::new(p, i, &registry).map_err(|e| SimError::Framework(e.0))?;
+            let qs = fw.queue_sort().name();
+            let args = p.plugin_args(qs);
+            match &queue_sort {
+                None => queue_sort = Some((qs, args)),
+                Some((first, _)) if *first != qs => {
+                    return Err(SimError::Framework(format!(
+                        "different queue sort plugins for profile {:?}: {qs:?}, first: {first:?}",
+                        fw.profile_name
+                    )))
+                }
+                Some((_, first_args)) if *first_args != args => {
+                    return Err(SimError::Framework(format!(
+                        "different queue sort plugin args for profile {:?}",
+                        fw.profile_name
+                    )))
+                }
+                Some(_) => {}
+            }
             by_name.insert(fw.profile_name.clone(), i);
             frameworks.push(fw);
         }

@@ -176,6 +176,12 @@ pub struct NodeSummary {
     /// Requested memory bytes.
     #[serde(rename = "requestedMemoryBytes")]
     pub requested_memory: i64,
+    /// Allocatable milli-CPU.
+    #[serde(rename = "allocatableMilliCpu")]
+    pub allocatable_milli_cpu: i64,
+    /// Allocatable memory bytes.
+    #[serde(rename = "allocatableMemoryBytes")]
+    pub allocatable_memory: i64,
 }
 
 /// Counts.
@@ -223,6 +229,8 @@ pub fn node_summaries(snapshot: &Snapshot) -> Vec<NodeSummary> {
                 allocatable,
                 requested_milli_cpu: n.requested.milli_cpu,
                 requested_memory: n.requested.memory,
+                allocatable_milli_cpu: n.allocatable.milli_cpu,
+                allocatable_memory: n.allocatable.memory,
             }
         })
         .collect()
