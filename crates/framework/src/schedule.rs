@@ -220,26 +220,34 @@ pub fn run_filters(fw: &Framework, state: &CycleState, pod: &Pod, node: &NodeInf
     Status::success()
 }
 
-/// Runs every PreFilter plugin's `add_pod` (upstream's
-/// `RunPreFilterExtensionAddPod`); plugins whose PreFilter skipped are left out.
-pub fn run_pre_filter_extension_add_pod(
+/// Which PreFilter extension to run.
+#[derive(Clone, Copy)]
+enum Extension {
+    AddPod,
+    RemovePod,
+}
+
+/// Runs one PreFilter extension of every plugin whose PreFilter did not skip.
+fn run_pre_filter_extension(
     fw: &Framework,
     state: &mut CycleState,
     pod: &Pod,
-    added: &Pod,
+    other: &Pod,
     node: &NodeInfo,
+    ext: Extension,
 ) -> Status {
     for p in fw.plugins(Point::PreFilter) {
         if state.skip_filter.contains(p.name()) {
             continue;
         }
-        let s = p
-            .as_pre_filter()
-            .expect("framework checked")
-            .add_pod(state, pod, added, node);
+        let pf = p.as_pre_filter().expect("framework checked");
+        let (s, what) = match ext {
+            Extension::AddPod => (pf.add_pod(state, pod, other, node), "AddPod"),
+            Extension::RemovePod => (pf.remove_pod(state, pod, other, node), "RemovePod"),
+        };
         if !s.is_success() {
             return Status::error(format!(
-                "running AddPod on PreFilter plugin {:?}: {}",
+                "running {what} on PreFilter plugin {:?}: {}",
                 p.name(),
                 s.message()
             ));
@@ -248,8 +256,19 @@ pub fn run_pre_filter_extension_add_pod(
     Status::success()
 }
 
-/// Runs every PreFilter plugin's `remove_pod` (upstream's
-/// `RunPreFilterExtensionRemovePod`).
+/// Upstream's `RunPreFilterExtensionAddPod`: every PreFilter plugin's
+/// `add_pod`; plugins whose PreFilter skipped are left out.
+pub fn run_pre_filter_extension_add_pod(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    added: &Pod,
+    node: &NodeInfo,
+) -> Status {
+    run_pre_filter_extension(fw, state, pod, added, node, Extension::AddPod)
+}
+
+/// Upstream's `RunPreFilterExtensionRemovePod`.
 pub fn run_pre_filter_extension_remove_pod(
     fw: &Framework,
     state: &mut CycleState,
@@ -257,23 +276,7 @@ pub fn run_pre_filter_extension_remove_pod(
     removed: &Pod,
     node: &NodeInfo,
 ) -> Status {
-    for p in fw.plugins(Point::PreFilter) {
-        if state.skip_filter.contains(p.name()) {
-            continue;
-        }
-        let s = p
-            .as_pre_filter()
-            .expect("framework checked")
-            .remove_pod(state, pod, removed, node);
-        if !s.is_success() {
-            return Status::error(format!(
-                "running RemovePod on PreFilter plugin {:?}: {}",
-                p.name(),
-                s.message()
-            ));
-        }
-    }
-    Status::success()
+    run_pre_filter_extension(fw, state, pod, removed, node, Extension::RemovePod)
 }
 
 /// Upstream's `addGENominatedPods`: a copy of the state and node with the
