@@ -658,6 +658,7 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
             .flatten()
             .filter_map(|v| v.image.as_ref().and_then(|i| i.reference.clone()))
             .collect(),
+        has_resource_claims: spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()),
         terminated: phase == "Succeeded" || phase == "Failed",
         terminating: p.metadata.deletion_timestamp.is_some(),
         terminating_by_preemption: p.metadata.deletion_timestamp.is_some()

@@ -385,6 +385,8 @@ pub struct Pod {
     pub volumes: Vec<Volume>,
     /// References of `image` volumes (ImageLocality counts them).
     pub image_volumes: Vec<String>,
+    /// The pod uses DynamicResourceAllocation (`spec.resourceClaims`).
+    pub has_resource_claims: bool,
     /// Terminated (Succeeded or Failed): does not occupy its node.
     pub terminated: bool,
     /// Being deleted (`metadata.deletionTimestamp` set).

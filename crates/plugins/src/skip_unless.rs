@@ -2,6 +2,8 @@
 //! (DynamicResources, NodeDeclaredFeatures, GangScheduling). Each behaves as
 //! upstream does for a pod that does not use the feature: PreFilter Skip,
 //! DynamicResources scores 0, GangScheduling admits pods without a pod group.
+//! A pod that does use DRA is rejected with an explicit reason rather than
+//! scheduled as if its claims did not exist.
 
 use std::sync::Arc;
 
@@ -43,7 +45,11 @@ fn plugin(name: &'static str, uses: fn(&Pod) -> bool, reason: &'static str) -> S
 pub fn dynamic_resources() -> Arc<dyn Plugin> {
     Arc::new(SkipUnless {
         score: true,
-        ..plugin("DynamicResources", never, "")
+        ..plugin(
+            "DynamicResources",
+            |p| p.has_resource_claims,
+            "rkube does not model DynamicResourceAllocation (ResourceClaims) yet",
+        )
     })
 }
 
