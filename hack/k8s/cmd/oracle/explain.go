@@ -99,7 +99,10 @@ type env struct {
 // newEnv builds a real *scheduler.Scheduler (exactly as kube-scheduler's
 // app.Setup does, minus the network) over a fake clientset holding objs.
 func newEnv(ctx context.Context, cfg *config.KubeSchedulerConfiguration, objs []runtime.Object) (*env, error) {
-	client := fake.NewClientset(objs...)
+	return newEnvWithClient(ctx, cfg, fake.NewClientset(objs...))
+}
+
+func newEnvWithClient(ctx context.Context, cfg *config.KubeSchedulerConfiguration, client *fake.Clientset) (*env, error) {
 	informerFactory := scheduler.NewInformerFactory(client, 0, nil)
 	snapshot := internalcache.NewEmptySnapshot()
 	recorderFactory := func(string) events.EventRecorderLogger { return &events.FakeRecorder{} }

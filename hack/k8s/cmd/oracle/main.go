@@ -6,6 +6,7 @@
 //
 //	oracle explain --cluster PATH --pod NS/NAME [--config FILE] [--compact] [--raw] [--feature-gates K=V,...] [--v N]
 //	oracle plugins [--config FILE] [--feature-gates ...]   # expanded plugin lists per profile
+//	oracle simulate --cluster PATH [--config FILE] [--latencies] [--timeout D]   # benchmark harness (hack/bench)
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
@@ -26,10 +28,15 @@ func usage(w io.Writer) {
   oracle explain --cluster PATH --pod NS/NAME [--config FILE] [--compact] [--raw]
                  [--feature-gates K=V,...] [--v N]
   oracle plugins [--config FILE] [--feature-gates K=V,...]
+  oracle simulate --cluster PATH [--config FILE] [--latencies] [--timeout D]
+                  [--cpuprofile FILE] [--feature-gates K=V,...]
 
 explain   prints the scheduling explanation of one pod as JSON (see hack/README.md)
 plugins   prints, per profile, the plugins of each extension point (after
           upstream's defaulting and multiPoint expansion) and their args
+simulate  schedules every pending pod with upstream's own ScheduleOne loop and
+          prints {"scheduled","unschedulable","seconds","podsPerSecond",
+          "latencyP50Ms","latencyP99Ms","peakRssBytes",...} (hack/bench)
 --raw     do not apply API defaulting / admission emulation to the objects
 `)
 }
@@ -49,13 +56,16 @@ func main() {
 	compact := fs.Bool("compact", false, "print JSON on one line")
 	raw := fs.Bool("raw", false, "no API defaulting / admission emulation")
 	gates := fs.String("feature-gates", "", "feature gates, as for kube-scheduler")
+	latencies := fs.Bool("latencies", false, "simulate: include every attempt's latency (ms)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "simulate: give up after this long")
+	cpuProfile := fs.String("cpuprofile", "", "simulate: write a Go CPU profile of the timed loop to this file")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.Func("v", "log verbosity (stderr)", func(s string) error { return klogFlags.Set("v", s) })
 	_ = klogFlags.Set("logtostderr", "true")
 
 	switch cmd {
-	case "explain", "plugins":
+	case "explain", "plugins", "simulate":
 	case "-h", "--help", "help":
 		usage(os.Stdout)
 		return
@@ -95,6 +105,15 @@ func main() {
 		})
 	case "plugins":
 		out, err = listPlugins(ctx, *configFile)
+	case "simulate":
+		if *cluster == "" {
+			fail("simulate needs --cluster")
+		}
+		*compact = true
+		out, err = simulate(ctx, simulateOptions{
+			clusterPath: *cluster, configFile: *configFile, defaults: !*raw,
+			latencies: *latencies, timeout: *timeout, cpuProfile: *cpuProfile,
+		})
 	}
 	if err != nil {
 		fail("%v", err)

@@ -1,0 +1,118 @@
+//! Times rkube's scheduling loop on a cluster file, in process, and compares
+//! it with upstream's (`hack/bench` calls this).
+//!
+//!   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
+//!   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify]
+//!
+//! Prints one JSON line with the same fields as `oracle simulate`:
+//! {"scheduled","unschedulable","pending","attempts","seconds","podsPerSecond",
+//!  "latencyP50Ms","latencyP99Ms","peakRssBytes"[,"latenciesMs"]}.
+//! Only the loop is timed (not loading the file or building the snapshot).
+//! `--verify` also runs `rkube_sim::simulate` (what `rkube simulate` runs)
+//! and fails unless it placed every pod on the same node.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use rkube_bench::compare;
+use rkube_bench::run::run;
+
+const USAGE: &str = "usage:
+  rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
+  rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify]";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("simulate") => simulate(&args[1..]),
+        Some("inprocess") => {
+            if !inprocess(&args[1..])? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => bail!("{USAGE}"),
+    }
+}
+
+fn inprocess(args: &[String]) -> Result<bool> {
+    let mut o = compare::Options {
+        workload: String::new(),
+        runs: 3,
+        oracle: PathBuf::new(),
+        config: None,
+        keep: None,
+        verify: true,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--workload" => o.workload = val()?.clone(),
+            "--runs" => o.runs = val()?.parse()?,
+            "--oracle" => o.oracle = PathBuf::from(val()?),
+            "--config" => o.config = Some(PathBuf::from(val()?)),
+            "--keep" => o.keep = Some(PathBuf::from(val()?)),
+            "--no-verify" => o.verify = false,
+            other => bail!("unexpected argument {other:?}\n{USAGE}"),
+        }
+    }
+    if o.workload.is_empty() || o.oracle.as_os_str().is_empty() {
+        bail!("inprocess needs --workload and --oracle\n{USAGE}");
+    }
+    compare::inprocess(&o)
+}
+
+fn simulate(args: &[String]) -> Result<()> {
+    let (mut cluster, mut config, mut seed) = (None, None, 0u64);
+    let (mut latencies, mut verify) = (false, false);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--cluster" => {
+                cluster = Some(PathBuf::from(it.next().context("--cluster needs a path")?))
+            }
+            "--config" => config = Some(PathBuf::from(it.next().context("--config needs a path")?)),
+            "--seed" => seed = it.next().context("--seed needs a number")?.parse()?,
+            "--latencies" => latencies = true,
+            "--verify" => verify = true,
+            other => bail!("unexpected argument {other:?}\n{USAGE}"),
+        }
+    }
+    let cluster_path = cluster.context(USAGE)?;
+    let cluster = rkube_sim::load::load_cluster(&cluster_path)?;
+    let cfg = rkube_sim::load::load_config(config.as_deref())?;
+    let result = run(&cluster, &cfg, seed, latencies)?;
+    if verify {
+        let sim = rkube_sim::simulate(
+            &cluster,
+            &cfg,
+            &rkube_sim::SimulateOptions {
+                seed,
+                explain: false,
+            },
+        )?;
+        let want: Vec<(String, Option<String>)> = sim
+            .placements
+            .iter()
+            .map(|p| (p.pod.clone(), if p.evicted { None } else { p.node.clone() }))
+            .collect();
+        if want != result.placements || sim.summary.scheduled != result.scheduled {
+            let diff = want
+                .iter()
+                .zip(&result.placements)
+                .find(|(a, b)| a != b)
+                .map(|(a, b)| format!("first difference: simulate {a:?}, bench loop {b:?}"))
+                .unwrap_or_else(|| {
+                    format!("{} vs {} placements", want.len(), result.placements.len())
+                });
+            bail!("--verify: the timed loop differs from rkube_sim::simulate: {diff}");
+        }
+    }
+    println!("{}", serde_json::to_string(&result)?);
+    Ok(())
+}
