@@ -99,6 +99,14 @@ enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Run as the cluster's scheduler (kube-scheduler's flags: --kubeconfig, --config,
+    /// --leader-elect=false, -v, --bind-address, --secure-port; `rkube scheduler --help`).
+    #[command(disable_help_flag = true)]
+    Scheduler {
+        /// kube-scheduler flags (other kube-scheduler flags are accepted and ignored with a warning).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Configuration tools.
     Config {
         #[command(subcommand)]
@@ -290,6 +298,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             };
             Ok(Done { stdout, code })
         }
+        Command::Scheduler { .. } => unreachable!("handled in main"),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "rkube", &mut buf);
@@ -323,6 +332,9 @@ fn run(cli: Cli) -> Result<Done, SimError> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Scheduler { args } = cli.command {
+        return ExitCode::from(rkube_scheduler::main(args) as u8);
+    }
     match run(cli) {
         Ok(Done { stdout: out, code }) => {
             let mut stdout = std::io::stdout().lock();

@@ -1,0 +1,280 @@
+//! Writes to the API server, as kube-scheduler v1.37 makes them: the
+//! `pods/binding` subresource, events.k8s.io/v1 Events (upstream's
+//! `events.NewEventBroadcasterAdapter` recorder: `reportingController` is
+//! the profile's schedulerName, `reportingInstance` `<schedulerName>-<hostname>`),
+//! the `PodScheduled` condition and `nominatedNodeName` (strategic merge
+//! patch of `pods/status`), and preemption (a `DisruptionTarget` condition,
+//! then delete).
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+/// Upstream's `validation.NoteLengthLimit`.
+const NOTE_LENGTH_LIMIT: usize = 1024;
+
+/// Upstream's `truncateMessage`.
+pub fn truncate_message(message: &str) -> String {
+    if message.len() <= NOTE_LENGTH_LIMIT {
+        return message.to_string();
+    }
+    let suffix = " ...";
+    let mut end = NOTE_LENGTH_LIMIT - suffix.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{suffix}", &message[..end])
+}
+
+/// The hostname (for `reportingInstance`).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The API client and who we are.
+#[derive(Clone)]
+pub struct Writer {
+    /// The client.
+    pub client: Client,
+    /// Host name for `reportingInstance`.
+    pub hostname: String,
+}
+
+fn reference(pod: &core::Pod) -> core::ObjectReference {
+    core::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: pod.namespace(),
+        name: Some(pod.name_any()),
+        uid: pod.metadata.uid.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
+        field_path: None,
+    }
+}
+
+impl Writer {
+    fn pods(&self, ns: &str) -> Api<core::Pod> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// POSTs a v1 Binding of the pod to the node.
+    pub async fn bind(&self, pod: &core::Pod, node: &str) -> kube::Result<()> {
+        let ns = pod.namespace().unwrap_or_else(|| "default".into());
+        let binding = core::Binding {
+            metadata: meta::ObjectMeta {
+                name: Some(pod.name_any()),
+                namespace: Some(ns.clone()),
+                uid: pod.metadata.uid.clone(),
+                ..Default::default()
+            },
+            target: core::ObjectReference {
+                kind: Some("Node".into()),
+                name: Some(node.into()),
+                ..Default::default()
+            },
+        };
+        let _: serde_json::Value = self
+            .pods(&ns)
+            .create_subresource("binding", &pod.name_any(), &PostParams::default(), &binding)
+            .await?;
+        Ok(())
+    }
+
+    /// Records an events.k8s.io/v1 Event about a pod. Failures are logged.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn event(
+        &self,
+        scheduler_name: &str,
+        regarding: &core::Pod,
+        related: Option<&core::Pod>,
+        type_: &str,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        let ns = regarding.namespace().unwrap_or_else(|| "default".into());
+        let now = Timestamp::now();
+        let ev = events::Event {
+            metadata: meta::ObjectMeta {
+                name: Some(format!(
+                    "{}.{:x}",
+                    regarding.name_any(),
+                    now.as_nanosecond()
+                )),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            },
+            event_time: Some(meta::MicroTime(now)),
+            reporting_controller: Some(scheduler_name.into()),
+            reporting_instance: Some(format!("{scheduler_name}-{}", self.hostname)),
+            action: Some(action.into()),
+            reason: Some(reason.into()),
+            regarding: Some(reference(regarding)),
+            related: related.map(reference),
+            note: Some(note.into()),
+            type_: Some(type_.into()),
+            ..Default::default()
+        };
+        let api: Api<events::Event> = Api::namespaced(self.client.clone(), &ns);
+        if let Err(e) = api.create(&PostParams::default(), &ev).await {
+            tracing::warn!(pod = %format!("{ns}/{}", regarding.name_any()), reason, error = %e, "could not record event");
+        }
+    }
+
+    /// Sets `PodScheduled` to False with `reason` and `message`, and the
+    /// nomination (`Some("")` clears it), unless nothing would change
+    /// (upstream's `updatePod`).
+    pub async fn update_pod_status(
+        &self,
+        pod: &core::Pod,
+        reason: &str,
+        message: &str,
+        nominated: Option<&str>,
+    ) -> kube::Result<()> {
+        let status = pod.status.clone().unwrap_or_default();
+        let current = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "PodScheduled");
+        let condition_changed = current.is_none_or(|c| {
+            c.status != "False"
+                || c.reason.as_deref() != Some(reason)
+                || c.message.as_deref() != Some(message)
+        });
+        let nnn_changed =
+            nominated.is_some_and(|n| status.nominated_node_name.as_deref().unwrap_or("") != n);
+        if !condition_changed && !nnn_changed {
+            return Ok(());
+        }
+        let mut st = serde_json::Map::new();
+        if condition_changed {
+            let transition = match current {
+                Some(c) if c.status == "False" => c
+                    .last_transition_time
+                    .as_ref()
+                    .map(|t| json!(t))
+                    .unwrap_or_else(|| json!(meta::Time(Timestamp::now()))),
+                _ => json!(meta::Time(Timestamp::now())),
+            };
+            let mut cond = json!({
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": reason,
+                "message": message,
+                "lastProbeTime": null,
+                "lastTransitionTime": transition,
+            });
+            if let Some(g) = pod.metadata.generation {
+                cond["observedGeneration"] = json!(g);
+            }
+            st.insert("conditions".into(), json!([cond]));
+        }
+        if nnn_changed {
+            let n = nominated.unwrap_or_default();
+            st.insert(
+                "nominatedNodeName".into(),
+                if n.is_empty() { json!(null) } else { json!(n) },
+            );
+        }
+        let patch = json!({ "status": st });
+        self.pods(&pod.namespace().unwrap_or_else(|| "default".into()))
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Clears a pod's `nominatedNodeName`.
+    pub async fn clear_nomination(&self, pod: &core::Pod) -> kube::Result<()> {
+        let patch = json!({ "status": { "nominatedNodeName": null } });
+        self.pods(&pod.namespace().unwrap_or_else(|| "default".into()))
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Preempts a victim as upstream's preemption executor does: a
+    /// `DisruptionTarget` condition, a `Preempted` event, then delete.
+    pub async fn preempt(
+        &self,
+        scheduler_name: &str,
+        victim: &core::Pod,
+        preemptor: &core::Pod,
+        node: &str,
+    ) -> kube::Result<()> {
+        let ns = victim.namespace().unwrap_or_else(|| "default".into());
+        let patch = json!({ "status": { "conditions": [{
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": format!("{scheduler_name}: preempting to accommodate a higher priority pod"),
+            "lastTransitionTime": meta::Time(Timestamp::now()),
+        }]}});
+        let api = self.pods(&ns);
+        match api
+            .patch_status(
+                &victim.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        match api
+            .delete(&victim.name_any(), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        self.event(
+            scheduler_name,
+            victim,
+            Some(preemptor),
+            "Normal",
+            "Preempted",
+            "Preempting",
+            &format!(
+                "Preempted by pod {} on node {node}",
+                preemptor.metadata.uid.as_deref().unwrap_or("")
+            ),
+        )
+        .await;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncates_like_upstream() {
+        assert_eq!(truncate_message("short"), "short");
+        let long = "x".repeat(2000);
+        let t = truncate_message(&long);
+        assert_eq!(t.len(), NOTE_LENGTH_LIMIT);
+        assert!(t.ends_with(" ..."));
+    }
+}

@@ -1,0 +1,654 @@
+//! `rkube scheduler`: rkube as a cluster's scheduler. It watches the API
+//! server (kube-runtime watchers, relisting on 410 Gone), keeps the cluster
+//! in a cache ([`state`]), queues the pending pods of its profiles
+//! ([`queue`]), schedules them one at a time with the same framework and
+//! plugins as `rkube simulate`, and binds them through `pods/binding` off the
+//! scheduling loop ([`api`]).
+//!
+//! What users see is what kube-scheduler v1.37 shows: `Scheduled` and
+//! `FailedScheduling` events (events.k8s.io/v1) and the pod's `PodScheduled`
+//! condition. `/healthz` and `/readyz` are served in plain HTTP on
+//! `--bind-address:--secure-port` ([`health`]).
+//!
+//! Not yet: leader election, metrics, HTTPS serving, PVC binding for
+//! WaitForFirstConsumer claims (PreBind), queueing hints per plugin.
+
+pub mod api;
+pub mod health;
+pub mod options;
+pub mod queue;
+pub mod state;
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::storage::v1 as storage;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client, ResourceExt};
+use rkube_config::KubeSchedulerConfiguration;
+use rkube_framework::schedule::Outcome;
+use rkube_framework::{QueuedPodRef, Scheduler};
+use rkube_sim::Profiles;
+use serde::de::DeserializeOwned;
+
+use crate::api::{truncate_message, Writer};
+use crate::options::Options;
+use crate::queue::{Queue, QueuedPod};
+use crate::state::{Change, State};
+
+/// Number of kinds watched (see [`spawn_informers`]).
+const WATCHED_KINDS: usize = 11;
+
+/// What the informers, the scheduling loop, the binders and the health
+/// endpoints share.
+pub struct Shared {
+    /// Cache, queue and nominator.
+    pub state: Mutex<State>,
+    /// The profiles.
+    pub profiles: Profiles,
+    wake: tokio::sync::Notify,
+    synced_kinds: AtomicUsize,
+    synced: AtomicBool,
+}
+
+impl Shared {
+    /// True once every informer has listed its kind.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Reads and loads the `--config` file (upstream defaults without it).
+pub fn load_config(opts: &Options) -> Result<KubeSchedulerConfiguration> {
+    match &opts.config {
+        None => Ok(rkube_config::default_config()),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Ok(rkube_config::load_str(&path.display().to_string(), &text)?)
+        }
+    }
+}
+
+/// A client for the kubeconfig (`clientConnection.kubeconfig` wins over
+/// `--kubeconfig`, as in kube-scheduler); in-cluster or `$KUBECONFIG`
+/// without either.
+pub async fn client(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Client> {
+    let path = if !cfg.client_connection.kubeconfig.is_empty() {
+        Some(Path::new(&cfg.client_connection.kubeconfig).to_path_buf())
+    } else {
+        opts.kubeconfig.clone()
+    };
+    let config = match path {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(&p)
+                .with_context(|| format!("reading kubeconfig {}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", p.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no --kubeconfig given and no in-cluster or default kubeconfig found")?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// Runs the scheduler until `shutdown` completes.
+pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let cfg = load_config(&opts)?;
+    let leader_elect = if opts.config.is_some() {
+        cfg.leader_election.leader_elect.unwrap_or(true)
+    } else {
+        opts.leader_elect
+    };
+    if leader_elect {
+        tracing::warn!("leader election is not implemented yet: running as the only scheduler (set --leader-elect=false or leaderElection.leaderElect: false)");
+    }
+    let profiles = Profiles::new(&cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let client = client(&opts, &cfg).await?;
+    let queue = Queue::new(
+        Duration::from_secs(cfg.pod_initial_backoff_seconds.unwrap_or(1).max(0) as u64),
+        Duration::from_secs(cfg.pod_max_backoff_seconds.unwrap_or(10).max(0) as u64),
+    );
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::new(queue)),
+        profiles,
+        wake: tokio::sync::Notify::new(),
+        synced_kinds: AtomicUsize::new(0),
+        synced: AtomicBool::new(false),
+    });
+    let writer = Writer {
+        client: client.clone(),
+        hostname: api::hostname(),
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    if opts.secure_port != 0 {
+        let addr = format!("{}:{}", opts.bind_address, opts.secure_port);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("listening on {addr}"))?;
+        tracing::info!(%addr, "serving /healthz and /readyz (plain HTTP)");
+        tasks.spawn(health::serve(listener, shared.clone()));
+    }
+    spawn_informers(&mut tasks, &client, &shared);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    tasks.spawn(schedule_loop(
+        shared.clone(),
+        writer,
+        Scheduler::new(seed, shared.profiles.percentage_of_nodes_to_score),
+    ));
+    tokio::select! {
+        _ = shutdown => {
+            tracing::info!("shutting down");
+        }
+        Some(r) = tasks.join_next() => {
+            tasks.abort_all();
+            match r {
+                Ok(()) => bail!("a scheduler task ended unexpectedly"),
+                Err(e) => bail!("a scheduler task failed: {e}"),
+            }
+        }
+    }
+    tasks.abort_all();
+    Ok(())
+}
+
+type Handler<K> = fn(&mut State, &Profiles, Change<K>, Instant);
+
+fn spawn_informers(tasks: &mut tokio::task::JoinSet<()>, client: &Client, shared: &Arc<Shared>) {
+    fn spawn<K>(
+        tasks: &mut tokio::task::JoinSet<()>,
+        client: &Client,
+        shared: &Arc<Shared>,
+        handler: Handler<K>,
+    ) where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        tasks.spawn(inform(
+            Api::<K>::all(client.clone()),
+            shared.clone(),
+            handler,
+        ));
+    }
+    spawn::<core::Pod>(tasks, client, shared, |s, p, c, now| {
+        s.pods_changed(p, c, now)
+    });
+    spawn::<core::Node>(tasks, client, shared, |s, _, c, now| {
+        s.nodes_changed(c, now)
+    });
+    spawn::<core::Namespace>(tasks, client, shared, |s, _, c, now| {
+        s.namespaces_changed(c, now)
+    });
+    spawn::<core::Service>(tasks, client, shared, |s, _, c, _| s.services_changed(c));
+    spawn::<apps::ReplicaSet>(tasks, client, shared, |s, _, c, _| {
+        s.replica_sets_changed(c)
+    });
+    spawn::<apps::StatefulSet>(tasks, client, shared, |s, _, c, _| {
+        s.stateful_sets_changed(c)
+    });
+    spawn::<policy::PodDisruptionBudget>(tasks, client, shared, |s, _, c, _| s.pdbs_changed(c));
+    spawn::<core::PersistentVolume>(tasks, client, shared, |s, _, c, now| s.pvs_changed(c, now));
+    spawn::<core::PersistentVolumeClaim>(tasks, client, shared, |s, _, c, now| {
+        s.pvcs_changed(c, now)
+    });
+    spawn::<storage::StorageClass>(tasks, client, shared, |s, _, c, now| {
+        s.storage_classes_changed(c, now)
+    });
+    spawn::<storage::CSINode>(tasks, client, shared, |s, _, c, now| {
+        s.csi_nodes_changed(c, now)
+    });
+}
+
+/// One informer: a kube-runtime watcher (list, then watch; relists after
+/// 410 Gone or errors, with backoff) feeding the cache. A (re)list is
+/// buffered and applied at once, so objects deleted while the watch was
+/// down disappear from the cache.
+async fn inform<K>(api: Api<K>, shared: Arc<Shared>, handler: Handler<K>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let kind = K::kind(&());
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut buffer: Vec<K> = Vec::new();
+    let mut synced = false;
+    while let Some(ev) = stream.next().await {
+        let change = match ev {
+            Ok(Event::Init) => {
+                buffer.clear();
+                continue;
+            }
+            Ok(Event::InitApply(o)) => {
+                buffer.push(o);
+                continue;
+            }
+            Ok(Event::InitDone) => Change::Replace(std::mem::take(&mut buffer)),
+            Ok(Event::Apply(o)) => Change::Apply(o),
+            Ok(Event::Delete(o)) => Change::Delete(o),
+            Err(e) => {
+                tracing::warn!(%kind, error = %e, "watch failed; retrying");
+                continue;
+            }
+        };
+        let full = matches!(change, Change::Replace(_));
+        {
+            let mut state = shared.lock();
+            handler(&mut state, &shared.profiles, change, Instant::now());
+        }
+        if full && !synced {
+            synced = true;
+            tracing::debug!(%kind, "informer synced");
+            if shared.synced_kinds.fetch_add(1, Ordering::SeqCst) + 1 == WATCHED_KINDS {
+                shared.synced.store(true, Ordering::SeqCst);
+                tracing::info!("caches synced; scheduling");
+            }
+        }
+        shared.wake.notify_one();
+    }
+}
+
+fn queue_less(profiles: &Profiles) -> impl Fn(&QueuedPod, &QueuedPod) -> bool + '_ {
+    move |a, b| {
+        let Some(fw) = profiles.for_pod(&a.pod) else {
+            return false;
+        };
+        let qs = fw.queue_sort().as_queue_sort().expect("framework checked");
+        qs.less(
+            QueuedPodRef {
+                pod: &a.pod,
+                timestamp: a.timestamp,
+            },
+            QueuedPodRef {
+                pod: &b.pod,
+                timestamp: b.timestamp,
+            },
+        )
+    }
+}
+
+/// Waits for the next pod to schedule.
+async fn next_pod(shared: &Shared) -> QueuedPod {
+    loop {
+        let wait = {
+            if shared.is_synced() {
+                let mut state = shared.lock();
+                let now = Instant::now();
+                if let Some(qp) = state.queue.pop(now, queue_less(&shared.profiles)) {
+                    return qp;
+                }
+                state
+                    .queue
+                    .next_wakeup()
+                    .map(|t| t.saturating_duration_since(now))
+                    .unwrap_or(Duration::from_secs(1))
+                    .min(Duration::from_secs(1))
+            } else {
+                Duration::from_millis(100)
+            }
+        };
+        tokio::select! {
+            _ = shared.wake.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// The scheduling loop (upstream's `ScheduleOne`, scheduling cycle only;
+/// binding runs in its own task).
+async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Scheduler) {
+    loop {
+        let qp = next_pod(&shared).await;
+        let uid = qp.pod.uid.clone();
+        // The latest version of the pod, the snapshot and the nominations.
+        let (entry, snapshot, nominator) = {
+            let state = shared.lock();
+            let entry = state
+                .pods
+                .get(&uid)
+                .filter(|e| State::is_ours_pending(&shared.profiles, &e.model))
+                .cloned();
+            match entry {
+                Some(e) => (e, state.snapshot(), state.nominator.clone()),
+                None => {
+                    drop(state);
+                    shared.lock().queue.done(&uid);
+                    continue;
+                }
+            }
+        };
+        let pod = entry.model.clone();
+        let Some(fw) = shared.profiles.for_pod(&pod) else {
+            shared.lock().queue.done(&uid);
+            continue;
+        };
+        let started = Instant::now();
+        let outcome = tokio::task::block_in_place(|| {
+            scheduler.schedule_with(fw, &snapshot, &pod, &nominator)
+        });
+        let profile = fw.profile_name.clone();
+        match outcome {
+            Outcome::Scheduled {
+                node,
+                evaluated,
+                feasible,
+            } => {
+                let node = snapshot.nodes[node].name().to_string();
+                {
+                    let mut state = shared.lock();
+                    let mut assumed = (*pod).clone();
+                    assumed.node_name = node.clone();
+                    assumed.nominated_node_name.clear();
+                    state.assumed.insert(uid.clone(), Arc::new(assumed));
+                    state.nominator.delete(&uid);
+                }
+                tracing::debug!(pod = %pod.key(), %node, evaluated, feasible, took = ?started.elapsed(), "assumed pod on node; binding");
+                tokio::spawn(bind(
+                    shared.clone(),
+                    writer.clone(),
+                    entry.raw.clone(),
+                    node,
+                    profile,
+                ));
+            }
+            Outcome::Unschedulable {
+                message,
+                nominated_node,
+                victims,
+                ..
+            } => {
+                tracing::debug!(pod = %pod.key(), %message, "unable to schedule pod; waiting");
+                let target = nominated_node.clone().unwrap_or_default();
+                let preempting = !victims.is_empty() && !target.is_empty();
+                let (victim_pods, lower) = {
+                    let mut state = shared.lock();
+                    let latest = state
+                        .pods
+                        .get(&uid)
+                        .map(|e| e.model.clone())
+                        .unwrap_or_else(|| pod.clone());
+                    let mut lower = Vec::new();
+                    let mut victim_pods = Vec::new();
+                    if preempting {
+                        for v in &victims {
+                            if let Some(e) = state.pods.get(&v.uid) {
+                                victim_pods.push(e.raw.clone());
+                            }
+                        }
+                        let lower_uids: Vec<String> = state
+                            .nominator
+                            .pods_for_node(&target)
+                            .iter()
+                            .filter(|p| p.priority < pod.priority && p.uid != uid)
+                            .map(|p| p.uid.clone())
+                            .collect();
+                        for u in lower_uids {
+                            state.nominator.delete(&u);
+                            if let Some(e) = state.pods.get(&u) {
+                                lower.push(e.raw.clone());
+                            }
+                        }
+                    }
+                    match &nominated_node {
+                        Some(n) if n.is_empty() => state.nominator.delete(&uid),
+                        Some(n) => {
+                            let mut p = (*latest).clone();
+                            p.nominated_node_name = n.clone();
+                            state.nominator.add(Arc::new(p), n);
+                        }
+                        None => {}
+                    }
+                    state.queue.requeue_unschedulable(latest, Instant::now());
+                    (victim_pods, lower)
+                };
+                let writer = writer.clone();
+                let raw = entry.raw.clone();
+                tokio::spawn(async move {
+                    for v in &victim_pods {
+                        if let Err(e) = writer.preempt(&profile, v, &raw, &target).await {
+                            tracing::warn!(victim = %v.name_any(), error = %e, "preemption failed");
+                        }
+                    }
+                    for p in &lower {
+                        if let Err(e) = writer.clear_nomination(p).await {
+                            tracing::warn!(pod = %p.name_any(), error = %e, "clearing nomination failed");
+                        }
+                    }
+                    writer
+                        .event(
+                            &profile,
+                            &raw,
+                            None,
+                            "Warning",
+                            "FailedScheduling",
+                            "Scheduling",
+                            &truncate_message(&message),
+                        )
+                        .await;
+                    if let Err(e) = writer
+                        .update_pod_status(
+                            &raw,
+                            "Unschedulable",
+                            &message,
+                            nominated_node.as_deref(),
+                        )
+                        .await
+                    {
+                        tracing::warn!(pod = %raw.name_any(), error = %e, "updating pod status failed");
+                    }
+                });
+            }
+            Outcome::Error(s) => {
+                let message = s.message();
+                tracing::warn!(pod = %pod.key(), %message, "error scheduling pod; retrying");
+                {
+                    let mut state = shared.lock();
+                    let latest = state
+                        .pods
+                        .get(&uid)
+                        .map(|e| e.model.clone())
+                        .unwrap_or_else(|| pod.clone());
+                    state.queue.requeue_backoff(latest, Instant::now());
+                }
+                tokio::spawn(report_error(
+                    writer.clone(),
+                    entry.raw.clone(),
+                    profile,
+                    message,
+                ));
+            }
+        }
+    }
+}
+
+async fn report_error(writer: Writer, raw: Arc<core::Pod>, profile: String, message: String) {
+    writer
+        .event(
+            &profile,
+            &raw,
+            None,
+            "Warning",
+            "FailedScheduling",
+            "Scheduling",
+            &truncate_message(&message),
+        )
+        .await;
+    if let Err(e) = writer
+        .update_pod_status(&raw, "SchedulerError", &message, None)
+        .await
+    {
+        tracing::warn!(pod = %raw.name_any(), error = %e, "updating pod status failed");
+    }
+}
+
+/// The binding cycle: POST the Binding; on success a `Scheduled` event, on
+/// failure forget the assumed pod and retry it after backoff.
+async fn bind(
+    shared: Arc<Shared>,
+    writer: Writer,
+    raw: Arc<core::Pod>,
+    node: String,
+    profile: String,
+) {
+    let uid = raw.metadata.uid.clone().unwrap_or_default();
+    let key = format!("{}/{}", raw.namespace().unwrap_or_default(), raw.name_any());
+    match writer.bind(&raw, &node).await {
+        Ok(()) => {
+            tracing::info!(pod = %key, %node, "successfully bound pod to node");
+            shared.lock().queue.done(&uid);
+            writer
+                .event(
+                    &profile,
+                    &raw,
+                    None,
+                    "Normal",
+                    "Scheduled",
+                    "Binding",
+                    &format!("Successfully assigned {key} to {node}"),
+                )
+                .await;
+        }
+        Err(e) => {
+            let message = format!("running Bind plugin \"DefaultBinder\": {e}");
+            tracing::warn!(pod = %key, %node, error = %e, "binding failed");
+            let retry = {
+                let mut state = shared.lock();
+                let now = Instant::now();
+                state.assumed.remove(&uid);
+                state.queue.move_pods(now, |_| true);
+                match state
+                    .pods
+                    .get(&uid)
+                    .filter(|e| State::is_ours_pending(&shared.profiles, &e.model))
+                    .map(|e| e.model.clone())
+                {
+                    Some(p) => {
+                        state.queue.requeue_backoff(p, now);
+                        true
+                    }
+                    None => {
+                        state.queue.done(&uid);
+                        false
+                    }
+                }
+            };
+            shared.wake.notify_one();
+            if retry {
+                report_error(writer, raw, profile, message).await;
+            }
+        }
+    }
+}
+
+fn init_tracing(verbosity: u32) {
+    let level = match verbosity {
+        0..=1 => "info",
+        2..=5 => "debug",
+        _ => "trace",
+    };
+    let deps = if verbosity >= 6 { "debug" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "{deps},rkube_scheduler={level},rkube_framework={level}"
+        ))
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// `rkube scheduler ARGS...`: parses the flags, runs until SIGINT/SIGTERM.
+/// Returns the process exit code (0 clean stop, 1 failure, 2 bad flags or
+/// configuration).
+pub fn main(args: Vec<String>) -> i32 {
+    let opts = match options::parse(args) {
+        Ok(o) => o,
+        Err(options::ParseError::Help) => {
+            print!("{}", options::USAGE);
+            return 0;
+        }
+        Err(options::ParseError::Invalid(m)) => {
+            eprintln!("error: {m}\n\n{}", options::USAGE);
+            return 2;
+        }
+    };
+    init_tracing(opts.verbosity);
+    for w in &opts.warnings {
+        tracing::warn!("{w}");
+    }
+    if let Err(e) = load_config(&opts) {
+        eprintln!("error: {e:#}");
+        return 2;
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            return 1;
+        }
+    };
+    let result = rt.block_on(run(opts, shutdown_signal()));
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
