@@ -68,6 +68,8 @@ impl HostPortInfo {
 pub struct NodeInfo {
     /// The node.
     pub node: Arc<Node>,
+    /// The node's name, shared (score lists hold it without copying).
+    name: Arc<str>,
     /// Pods on the node (bound or assumed).
     pub pods: Vec<Arc<Pod>>,
     /// Pods with pod affinity or anti-affinity.
@@ -93,6 +95,7 @@ impl NodeInfo {
     pub fn new(node: Arc<Node>) -> Self {
         NodeInfo {
             allocatable: node.allocatable.clone(),
+            name: Arc::from(node.name.as_str()),
             node,
             pods: Vec::new(),
             pods_with_affinity: Vec::new(),
@@ -108,6 +111,11 @@ impl NodeInfo {
     /// The node's name.
     pub fn name(&self) -> &str {
         &self.node.name
+    }
+
+    /// The node's name as a shared string (a reference-count increment).
+    pub fn name_shared(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     /// Adds a pod (upstream's `AddPodInfo`).

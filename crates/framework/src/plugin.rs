@@ -239,8 +239,8 @@ pub trait ScorePlugin: Plugin {
 /// A node's score for one plugin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeScore {
-    /// Node name.
-    pub name: String,
+    /// Node name (shared with the node, no copy per plugin).
+    pub name: std::sync::Arc<str>,
     /// Score.
     pub score: i64,
 }

@@ -446,7 +446,7 @@ pub fn run_score(
                 ))
             })?;
             scores.push(NodeScore {
-                name: infos[i].name().to_string(),
+                name: infos[i].name_shared(),
                 score,
             });
         }

@@ -167,7 +167,7 @@ impl ScorePlugin for PodTopologySpread {
         let mut min = i64::MAX;
         let mut max = 0i64;
         for sc in scores.iter_mut() {
-            if s.ignored_nodes.contains(&sc.name) {
+            if s.ignored_nodes.contains(&*sc.name) {
                 sc.score = INVALID_SCORE;
                 continue;
             }

@@ -447,7 +447,7 @@ pub fn run_score(
     let mut scores: Vec<NodeScore> = nodes
         .iter()
         .map(|n| NodeScore {
-            name: n.name().to_string(),
+            name: n.name().into(),
             score: sp.score(&state, pod, n).expect("score"),
         })
         .collect();

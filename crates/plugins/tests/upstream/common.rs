@@ -407,7 +407,7 @@ pub fn score(p: &dyn Plugin, pod: &Pod, snap: &Snapshot, run_pre_score: bool) ->
         .iter()
         .zip(&raw)
         .map(|(n, r)| NodeScore {
-            name: n.name().to_string(),
+            name: n.name().into(),
             score: *r.as_ref().unwrap_or(&0),
         })
         .collect();
