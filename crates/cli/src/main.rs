@@ -2,7 +2,9 @@
 //! renders their results. Exit codes: 0 success, 1 runtime failure, 2 invalid
 //! input or usage.
 
+mod html;
 mod render;
+mod snapshot;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,8 @@ enum Output {
     Table,
     Json,
     Yaml,
+    /// One self-contained HTML page (charts, score heatmap) on stdout.
+    Html,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -107,6 +111,22 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Read a live cluster's Nodes, Pods (all namespaces), Namespaces, PriorityClasses,
+    /// Services, ReplicaSets, StatefulSets, PodDisruptionBudgets, PersistentVolumes,
+    /// PersistentVolumeClaims, StorageClasses and CSINodes into a cluster file (a `List`;
+    /// managedFields, resourceVersion and kubectl's last-applied-configuration dropped).
+    #[command(after_help = EXIT_STATUS)]
+    Snapshot {
+        /// Kubeconfig; without it, in-cluster or $KUBECONFIG / ~/.kube/config.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// The file to write (YAML when it ends in .yaml/.yml, else JSON; `-`: stdout, JSON).
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Client-side rate limit: API requests per second.
+        #[arg(long, default_value_t = 5.0)]
+        qps: f64,
+    },
     /// Configuration tools.
     Config {
         #[command(subcommand)]
@@ -163,6 +183,7 @@ fn emit<T: serde::Serialize>(
     output: Output,
     value: &T,
     table: impl FnOnce() -> String,
+    html: impl FnOnce() -> String,
 ) -> anyhow::Result<String> {
     Ok(match output {
         Output::Json => {
@@ -172,6 +193,7 @@ fn emit<T: serde::Serialize>(
         }
         Output::Yaml => serde_yaml_ng::to_string(value)?,
         Output::Table => table(),
+        Output::Html => html(),
     })
 }
 
@@ -199,12 +221,18 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             output,
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let cluster_label = cluster.display().to_string();
             let cluster = rkube_sim::load::load_cluster(&cluster)?;
             warn(quiet, &cluster);
             let report = rkube_sim::simulate(&cluster, &cfg, &SimulateOptions { seed, explain })?;
-            emit(output, &report, || render::simulation(&report))
-                .map(Done::from)
-                .map_err(wrap)
+            emit(
+                output,
+                &report,
+                || render::simulation(&report),
+                || html::simulation(&report, &cluster_label, &config_label(config.as_deref())),
+            )
+            .map(Done::from)
+            .map_err(wrap)
         }
         Command::Explain {
             cluster,
@@ -214,12 +242,18 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             output,
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let cluster_label = cluster.display().to_string();
             let cluster = rkube_sim::load::load_cluster(&cluster)?;
             warn(quiet, &cluster);
             let e = rkube_sim::explain(&cluster, &cfg, &pod, seed)?;
-            emit(output, &e, || render::explanation(&e))
-                .map(Done::from)
-                .map_err(wrap)
+            emit(
+                output,
+                &e,
+                || render::explanation(&e),
+                || html::explanation(&e, &rkube_sim::cluster_nodes(&cluster), &cluster_label),
+            )
+            .map(Done::from)
+            .map_err(wrap)
         }
         Command::Compare {
             cluster,
@@ -239,14 +273,20 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             };
             let cfg_a = rkube_sim::load::load_config(a)?;
             let cfg_b = rkube_sim::load::load_config(Some(b))?;
+            let cluster_label = cluster.display().to_string();
             let cluster = rkube_sim::load::load_cluster(&cluster)?;
             warn(quiet, &cluster);
             let la = config_label(a);
             let lb = config_label(Some(b));
             let c = rkube_sim::compare::compare(&cluster, (&la, &cfg_a), (&lb, &cfg_b), seed)?;
-            emit(output, &c, || render::comparison(&c))
-                .map(Done::from)
-                .map_err(wrap)
+            emit(
+                output,
+                &c,
+                || render::comparison(&c),
+                || html::comparison(&c, &cluster_label),
+            )
+            .map(Done::from)
+            .map_err(wrap)
         }
         Command::Config {
             command:
@@ -297,6 +337,20 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                 }
             };
             Ok(Done { stdout, code })
+        }
+        Command::Snapshot {
+            kubeconfig,
+            output,
+            qps,
+        } => {
+            let text = snapshot::snapshot(kubeconfig.as_deref(), &output, qps)
+                .map_err(|e| SimError::Runtime(format!("snapshot: {e:#}")))?;
+            if output.as_os_str() == "-" {
+                return Ok(text.into());
+            }
+            std::fs::write(&output, text)
+                .map_err(|e| SimError::Runtime(format!("writing {}: {e}", output.display())))?;
+            Ok(String::new().into())
         }
         Command::Scheduler { .. } => unreachable!("handled in main"),
         Command::Completions { shell } => {

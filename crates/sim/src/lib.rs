@@ -381,6 +381,12 @@ fn explain_with(
     ))
 }
 
+/// Summaries of every node of the cluster as given (what `explain` sees,
+/// for tools that show utilization next to an explanation).
+pub fn cluster_nodes(cluster: &Cluster) -> Vec<NodeSummary> {
+    node_summaries(&Snapshot::from_cluster(cluster))
+}
+
 /// Explains one pending pod against the cluster as given.
 pub fn explain(
     cluster: &Cluster,

@@ -1,0 +1,187 @@
+//! `rkube snapshot`: read what scheduling depends on from a live cluster into
+//! a cluster file (`kind: List`) that `simulate`, `explain` and `compare`
+//! read, without the server-side noise (managedFields, resourceVersion,
+//! kubectl's last-applied-configuration annotation).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use kube::api::ListParams;
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Objects per list request (the rest follows with `continue`).
+const PAGE: u32 = 500;
+
+/// Client-side rate limit: at most `qps` requests per second.
+struct Limiter {
+    interval: Duration,
+    next: Instant,
+}
+
+impl Limiter {
+    fn new(qps: f64) -> Self {
+        let qps = if qps.is_finite() && qps > 0.0 {
+            qps
+        } else {
+            5.0
+        };
+        Limiter {
+            interval: Duration::from_secs_f64(1.0 / qps),
+            next: Instant::now(),
+        }
+    }
+
+    async fn wait(&mut self) {
+        let now = Instant::now();
+        if self.next > now {
+            tokio::time::sleep(self.next - now).await;
+        }
+        self.next = self.next.max(now) + self.interval;
+    }
+}
+
+/// Drops what the API server adds and no scheduling decision reads.
+pub fn strip(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    meta.remove("managedFields");
+    meta.remove("resourceVersion");
+    meta.remove("selfLink");
+    if let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+        ann.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if ann.is_empty() {
+            meta.remove("annotations");
+        }
+    }
+}
+
+async fn list<K>(client: &Client, limiter: &mut Limiter, items: &mut Vec<Value>) -> Result<()>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let plural = K::plural(&Default::default()).into_owned();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        limiter.wait().await;
+        let page = api
+            .list(&params)
+            .await
+            .with_context(|| format!("listing {plural}"))?;
+        for obj in &page.items {
+            let mut v = serde_json::to_value(obj)?;
+            strip(&mut v);
+            items.push(v);
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// A `v1` `List`, fields in the order kubectl prints them.
+#[derive(Serialize)]
+struct List {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    items: Vec<Value>,
+}
+
+async fn collect(kubeconfig: Option<&Path>, qps: f64) -> Result<List> {
+    let config = match kubeconfig {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(p)
+                .with_context(|| format!("reading kubeconfig {}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", p.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no --kubeconfig given and no in-cluster or default kubeconfig found")?,
+    };
+    let client = Client::try_from(config)?;
+    let mut limiter = Limiter::new(qps);
+    let mut items = Vec::new();
+    let l = &mut limiter;
+    let it = &mut items;
+    list::<Namespace>(&client, l, it).await?;
+    list::<PriorityClass>(&client, l, it).await?;
+    list::<StorageClass>(&client, l, it).await?;
+    list::<CSINode>(&client, l, it).await?;
+    list::<PersistentVolume>(&client, l, it).await?;
+    list::<PersistentVolumeClaim>(&client, l, it).await?;
+    list::<Service>(&client, l, it).await?;
+    list::<PodDisruptionBudget>(&client, l, it).await?;
+    list::<ReplicaSet>(&client, l, it).await?;
+    list::<StatefulSet>(&client, l, it).await?;
+    list::<Node>(&client, l, it).await?;
+    list::<Pod>(&client, l, it).await?;
+    Ok(List {
+        api_version: "v1",
+        kind: "List",
+        items,
+    })
+}
+
+/// Reads the cluster and renders the `List` as YAML when `out` ends in
+/// `.yaml`/`.yml`, else JSON.
+pub fn snapshot(kubeconfig: Option<&Path>, out: &Path, qps: f64) -> Result<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let list = rt.block_on(collect(kubeconfig, qps))?;
+    let yaml = out
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
+    Ok(if yaml {
+        serde_yaml_ng::to_string(&list)?
+    } else {
+        let mut s = serde_json::to_string_pretty(&list)?;
+        s.push('\n');
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strips_server_noise_and_keeps_the_rest() {
+        let mut v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "p", "namespace": "d", "uid": "u", "resourceVersion": "7",
+            "managedFields": [{"manager": "kubectl"}],
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            "labels": {"app": "x"}}, "spec": {"nodeName": "n"}});
+        strip(&mut v);
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": "p", "namespace": "d", "uid": "u", "labels": {"app": "x"}},
+                "spec": {"nodeName": "n"}})
+        );
+        let mut v = json!({"metadata": {"annotations": {"a": "b",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}"}}});
+        strip(&mut v);
+        assert_eq!(v, json!({"metadata": {"annotations": {"a": "b"}}}));
+    }
+}
