@@ -3,6 +3,7 @@
 //! input or usage.
 
 mod html;
+mod progress;
 mod render;
 mod snapshot;
 
@@ -224,7 +225,16 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             let cluster_label = cluster.display().to_string();
             let cluster = rkube_sim::load::load_cluster(&cluster)?;
             warn(quiet, &cluster);
-            let report = rkube_sim::simulate(&cluster, &cfg, &SimulateOptions { seed, explain })?;
+            let bar = progress::bar(quiet, "scheduling");
+            let opts = SimulateOptions {
+                seed,
+                explain,
+                progress: bar.as_ref().map(progress::callback),
+            };
+            let report = rkube_sim::simulate(&cluster, &cfg, &opts)?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
             emit(
                 output,
                 &report,
@@ -343,8 +353,12 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             output,
             qps,
         } => {
-            let text = snapshot::snapshot(kubeconfig.as_deref(), &output, qps)
+            let bar = progress::spinner(quiet);
+            let text = snapshot::snapshot(kubeconfig.as_deref(), &output, qps, bar.as_ref())
                 .map_err(|e| SimError::Runtime(format!("snapshot: {e:#}")))?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
             if output.as_os_str() == "-" {
                 return Ok(text.into());
             }

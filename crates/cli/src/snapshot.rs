@@ -3,6 +3,7 @@
 //! read, without the server-side noise (managedFields, resourceVersion,
 //! kubectl's last-applied-configuration annotation).
 
+use indicatif::ProgressBar;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -67,7 +68,12 @@ pub fn strip(obj: &mut Value) {
     }
 }
 
-async fn list<K>(client: &Client, limiter: &mut Limiter, items: &mut Vec<Value>) -> Result<()>
+async fn list<K>(
+    client: &Client,
+    limiter: &mut Limiter,
+    items: &mut Vec<Value>,
+    bar: Option<&ProgressBar>,
+) -> Result<()>
 where
     K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
     K::DynamicType: Default,
@@ -86,6 +92,10 @@ where
             strip(&mut v);
             items.push(v);
         }
+        if let Some(b) = bar {
+            b.set_message(format!("listing {plural}: {} objects read", items.len()));
+            b.tick();
+        }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(()),
@@ -102,7 +112,7 @@ struct List {
     items: Vec<Value>,
 }
 
-async fn collect(kubeconfig: Option<&Path>, qps: f64) -> Result<List> {
+async fn collect(kubeconfig: Option<&Path>, qps: f64, bar: Option<&ProgressBar>) -> Result<List> {
     let config = match kubeconfig {
         Some(p) => {
             let kc = kube::config::Kubeconfig::read_from(p)
@@ -120,18 +130,18 @@ async fn collect(kubeconfig: Option<&Path>, qps: f64) -> Result<List> {
     let mut items = Vec::new();
     let l = &mut limiter;
     let it = &mut items;
-    list::<Namespace>(&client, l, it).await?;
-    list::<PriorityClass>(&client, l, it).await?;
-    list::<StorageClass>(&client, l, it).await?;
-    list::<CSINode>(&client, l, it).await?;
-    list::<PersistentVolume>(&client, l, it).await?;
-    list::<PersistentVolumeClaim>(&client, l, it).await?;
-    list::<Service>(&client, l, it).await?;
-    list::<PodDisruptionBudget>(&client, l, it).await?;
-    list::<ReplicaSet>(&client, l, it).await?;
-    list::<StatefulSet>(&client, l, it).await?;
-    list::<Node>(&client, l, it).await?;
-    list::<Pod>(&client, l, it).await?;
+    list::<Namespace>(&client, l, it, bar).await?;
+    list::<PriorityClass>(&client, l, it, bar).await?;
+    list::<StorageClass>(&client, l, it, bar).await?;
+    list::<CSINode>(&client, l, it, bar).await?;
+    list::<PersistentVolume>(&client, l, it, bar).await?;
+    list::<PersistentVolumeClaim>(&client, l, it, bar).await?;
+    list::<Service>(&client, l, it, bar).await?;
+    list::<PodDisruptionBudget>(&client, l, it, bar).await?;
+    list::<ReplicaSet>(&client, l, it, bar).await?;
+    list::<StatefulSet>(&client, l, it, bar).await?;
+    list::<Node>(&client, l, it, bar).await?;
+    list::<Pod>(&client, l, it, bar).await?;
     Ok(List {
         api_version: "v1",
         kind: "List",
@@ -141,12 +151,17 @@ async fn collect(kubeconfig: Option<&Path>, qps: f64) -> Result<List> {
 
 /// Reads the cluster and renders the `List` as YAML when `out` ends in
 /// `.yaml`/`.yml`, else JSON.
-pub fn snapshot(kubeconfig: Option<&Path>, out: &Path, qps: f64) -> Result<String> {
+pub fn snapshot(
+    kubeconfig: Option<&Path>,
+    out: &Path,
+    qps: f64,
+    bar: Option<&ProgressBar>,
+) -> Result<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let list = rt.block_on(collect(kubeconfig, qps))?;
+    let list = rt.block_on(collect(kubeconfig, qps, bar))?;
     let yaml = out
         .extension()
         .and_then(|e| e.to_str())

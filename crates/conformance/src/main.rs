@@ -187,6 +187,7 @@ fn run_sequence_case(a: &Args, case_seed: u64, dir: &Path) -> Result<Vec<String>
         &rkube_sim::SimulateOptions {
             seed: case_seed,
             explain: false,
+            ..Default::default()
         },
     )?;
     let mut bound: Vec<(String, String)> = Vec::new();

@@ -314,6 +314,7 @@ fn simulate_never_violates_hard_constraints() {
             &SimulateOptions {
                 seed,
                 explain: false,
+                ..Default::default()
             },
         )
         .unwrap();
@@ -353,6 +354,7 @@ fn simulate_never_violates_hard_constraints() {
             &SimulateOptions {
                 seed,
                 explain: false,
+                ..Default::default()
             },
         )
         .unwrap();

@@ -217,6 +217,7 @@ pub fn compare(
     let opts = SimulateOptions {
         seed,
         explain: false,
+        ..Default::default()
     };
     let ra = simulate(cluster, a.1, &opts)?;
     let rb = simulate(cluster, b.1, &opts)?;

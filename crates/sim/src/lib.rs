@@ -162,13 +162,29 @@ pub fn pending_pods<'a>(cluster: &'a Cluster, profiles: &Profiles) -> Vec<&'a Po
     pending
 }
 
+/// Called with (pods done, pods in the queue) as the simulation goes, e.g.
+/// to drive a progress bar.
+pub type Progress = std::sync::Arc<dyn Fn(usize, usize) + Send + Sync>;
+
 /// Options for [`simulate`].
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct SimulateOptions {
     /// Tie-break seed.
     pub seed: u64,
     /// Attach an explanation to each placement.
     pub explain: bool,
+    /// Progress callback.
+    pub progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for SimulateOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimulateOptions")
+            .field("seed", &self.seed)
+            .field("explain", &self.explain)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 /// Most preemptions one pod may make in a row before it is left pending
@@ -216,7 +232,11 @@ pub fn simulate(
     let mut cleared: HashSet<String> = HashSet::new();
     // Placement index of each pod placed in this run (by UID).
     let mut placed_at: HashMap<String, usize> = HashMap::new();
-    for pod in pending {
+    let total = pending.len();
+    for (done, pod) in pending.into_iter().enumerate() {
+        if let Some(progress) = &opts.progress {
+            progress(done, total);
+        }
         let fw = profiles.for_pod(pod).expect("filtered");
         if let Some(gate) = pre_enqueue_rejection(fw, pod) {
             placements.push(Placement {

@@ -94,6 +94,7 @@ fn simulate(args: &[String]) -> Result<()> {
             &rkube_sim::SimulateOptions {
                 seed,
                 explain: false,
+                ..Default::default()
             },
         )?;
         let want: Vec<(String, Option<String>)> = sim
