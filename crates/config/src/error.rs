@@ -3,6 +3,30 @@
 
 use std::fmt;
 
+/// Bounds an error message: a hostile input (a 10 MB label value, quantity or
+/// plugin name) must not turn into a 10 MB line on stderr. Keeps the head and
+/// the tail (where serde puts "expected ...").
+pub fn clip_message(s: String) -> String {
+    const MAX: usize = 1024;
+    if s.len() <= MAX {
+        return s;
+    }
+    let mut head = 600;
+    while !s.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = s.len() - 300;
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{} ...[{} bytes elided]... {}",
+        &s[..head],
+        tail - head,
+        &s[tail..]
+    )
+}
+
 /// One field error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
@@ -20,8 +44,8 @@ impl FieldErrors {
     /// A single error with a free-form detail.
     pub fn single(field: impl Into<String>, detail: impl Into<String>) -> Self {
         FieldErrors(vec![FieldError {
-            field: field.into(),
-            detail: detail.into(),
+            field: clip_message(field.into()),
+            detail: clip_message(detail.into()),
         }])
     }
 

@@ -120,9 +120,9 @@ impl RawObject {
     fn error(&self, field: Option<String>, message: impl Into<String>) -> LoadError {
         LoadError {
             file: self.file.clone(),
-            object: Some(self.describe()),
-            field,
-            message: message.into(),
+            object: Some(convert::clip_message(self.describe())),
+            field: field.map(convert::clip_message),
+            message: convert::clip_message(message.into()),
         }
     }
 
@@ -293,6 +293,8 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
             }
             "Pod" => {
                 let p: k8s_openapi::api::core::v1::Pod = o.decode()?;
+                convert::validate_labels(p.metadata.labels.as_ref(), "metadata.labels")
+                    .map_err(|e| o.field_error(e))?;
                 let pod = convert::pod(&p, seq, &classes).map_err(|e| o.field_error(e))?;
                 seq += 1;
                 cluster.pods.push(pod);
@@ -304,6 +306,8 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
                     .name
                     .clone()
                     .ok_or_else(|| o.error(Some("metadata.name".into()), "Required value"))?;
+                convert::validate_labels(ns.metadata.labels.as_ref(), "metadata.labels")
+                    .map_err(|e| o.field_error(e))?;
                 cluster.namespaces.insert(
                     name.clone(),
                     Namespace {

@@ -24,9 +24,33 @@ pub struct FieldError {
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {
-        path: path.into(),
-        message: message.into(),
+        path: clip_message(path.into()),
+        message: clip_message(message.into()),
     }
+}
+
+/// Bounds an error message: a hostile input (a 10 MB label value, quantity or
+/// plugin name) must not turn into a 10 MB line on stderr. Keeps the head and
+/// the tail (where serde puts "expected ...").
+pub fn clip_message(s: String) -> String {
+    const MAX: usize = 1024;
+    if s.len() <= MAX {
+        return s;
+    }
+    let mut head = 600;
+    while !s.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = s.len() - 300;
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{} ...[{} bytes elided]... {}",
+        &s[..head],
+        tail - head,
+        &s[tail..]
+    )
 }
 
 type Result<T> = std::result::Result<T, FieldError>;
@@ -40,6 +64,17 @@ pub fn resource_list(
     for (name, q) in list.into_iter().flatten() {
         let parsed = Quantity::parse(&q.0)
             .map_err(|e| err(format!("{path}.{name}"), format!("{:?}: {e}", q.0)))?;
+        // The API server's ValidateNonnegativeQuantity (requests, limits,
+        // overhead, node capacity/allocatable, volume sizes).
+        if parsed.is_negative() {
+            return Err(err(
+                format!("{path}.{name}"),
+                format!(
+                    "Invalid value: {:?}: must be greater than or equal to 0",
+                    q.0
+                ),
+            ));
+        }
         out.insert(name.clone(), parsed);
     }
     Ok(out)
@@ -177,6 +212,75 @@ fn taint(t: &core::Taint, path: &str) -> Result<Taint> {
     })
 }
 
+fn dns1123_label_like(s: &str, max: usize) -> bool {
+    // `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?` of at most `max` bytes.
+    s.len() <= max
+        && (s.is_empty()
+            || (s
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                && s.as_bytes()[0].is_ascii_alphanumeric()
+                && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()))
+}
+
+fn dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
+fn truncate_for_message(s: &str) -> String {
+    if s.len() <= 80 {
+        return format!("{s:?}");
+    }
+    let mut end = 64;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}... ({} bytes)", &s[..end], s.len())
+}
+
+/// The API server's `ValidateLabels`: keys are qualified names (optional
+/// DNS-subdomain prefix, `/`, a name of at most 63 characters), values at
+/// most 63 characters of `[-A-Za-z0-9_.]`, alphanumeric at both ends.
+pub fn validate_labels(labels: Option<&BTreeMap<String, String>>, path: &str) -> Result<()> {
+    for (k, v) in labels.into_iter().flatten() {
+        let (prefix, name) = match k.split_once('/') {
+            Some((p, n)) => (Some(p), n),
+            None => (None, k.as_str()),
+        };
+        let key_ok = !name.is_empty()
+            && dns1123_label_like(name, 63)
+            && prefix.is_none_or(dns1123_subdomain);
+        if !key_ok {
+            return Err(err(
+                path,
+                format!(
+                    "Invalid value: {}: a label key must be a qualified name (an optional DNS subdomain prefix and '/', then at most 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character)",
+                    truncate_for_message(k)
+                ),
+            ));
+        }
+        if !dns1123_label_like(v, 63) {
+            return Err(err(
+                format!("{path}.{k}"),
+                format!(
+                    "Invalid value: {}: a label value must be empty or at most 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character",
+                    truncate_for_message(v)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Converts a Node.
 pub fn node(n: &core::Node) -> Result<Node> {
     let name = n
@@ -185,6 +289,7 @@ pub fn node(n: &core::Node) -> Result<Node> {
         .clone()
         .filter(|s| !s.is_empty())
         .ok_or_else(|| err("metadata.name", "Required value"))?;
+    validate_labels(n.metadata.labels.as_ref(), "metadata.labels")?;
     let spec = n.spec.clone().unwrap_or_default();
     let status = n.status.clone().unwrap_or_default();
     let taints = spec

@@ -4,7 +4,7 @@
 //! affinity per node), minus the pods that already exist. Services and
 //! controllers also record their selectors for default topology spreading.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::batch::v1 as batch;
@@ -131,10 +131,17 @@ fn owner(api_version: &str, kind: &str, name: &str, uid: &str) -> meta::OwnerRef
     }
 }
 
+/// Most pods a cluster may hold once workloads are expanded: Kubernetes'
+/// documented scalability limit ("no more than 150,000 total pods"). Guards
+/// against `replicas: 2147483647` exhausting memory and time.
+pub const MAX_PODS: usize = 150_000;
+
 struct Builder<'a> {
     cluster: &'a mut Cluster,
     classes: &'a PriorityClasses,
     seq: &'a mut u64,
+    /// `(namespace, name)` of every pod, for constant-time existence checks.
+    names: HashSet<(String, String)>,
 }
 
 impl Builder<'_> {
@@ -153,10 +160,29 @@ impl Builder<'_> {
     }
 
     fn pod_exists(&self, ns: &str, name: &str) -> bool {
-        self.cluster
-            .pods
-            .iter()
-            .any(|p| p.namespace == ns && p.name == name)
+        self.names.contains(&(ns.to_string(), name.to_string()))
+    }
+
+    /// Refuses a workload that would create `want` more pods than [`MAX_PODS`] allows.
+    fn check_room(
+        &self,
+        o: &RawObject,
+        field: &str,
+        count: i64,
+        want: usize,
+    ) -> Result<(), LoadError> {
+        let total = self.cluster.pods.len().saturating_add(want);
+        if total > MAX_PODS {
+            return Err(LoadError {
+                file: o.file.clone(),
+                object: Some(o.describe()),
+                field: Some(field.to_string()),
+                message: format!(
+                    "Invalid value: {count}: the cluster would hold {total} pods; rkube simulates at most {MAX_PODS} (Kubernetes' limit per cluster)"
+                ),
+            });
+        }
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -170,7 +196,25 @@ impl Builder<'_> {
         owner_ref: meta::OwnerReference,
         edit: impl FnOnce(&mut core::PodSpec),
     ) -> Result<(), LoadError> {
+        if self.cluster.pods.len() >= MAX_PODS {
+            return Err(LoadError {
+                file: o.file.clone(),
+                object: Some(o.describe()),
+                field: None,
+                message: format!(
+                    "expanding this workload would bring the cluster over {MAX_PODS} pods, the most rkube simulates (Kubernetes' limit per cluster)"
+                ),
+            });
+        }
         let mut meta = template.metadata.clone().unwrap_or_default();
+        convert::validate_labels(meta.labels.as_ref(), "spec.template.metadata.labels").map_err(
+            |e| LoadError {
+                file: o.file.clone(),
+                object: Some(o.describe()),
+                field: Some(e.path),
+                message: e.message,
+            },
+        )?;
         let mut labels = meta.labels.take().unwrap_or_default();
         labels.extend(extra_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         meta.labels = Some(labels);
@@ -197,6 +241,8 @@ impl Builder<'_> {
             message: e.message,
         })?;
         *self.seq += 1;
+        self.names
+            .insert((converted.namespace.clone(), converted.name.clone()));
         self.cluster.pods.push(converted);
         Ok(())
     }
@@ -214,6 +260,12 @@ impl Builder<'_> {
         let ns = namespace(meta);
         let uid = meta.uid.clone().unwrap_or_else(|| format!("{ns}/{name}"));
         let have = self.owned_count(&ns, kind, &name);
+        self.check_room(
+            o,
+            "spec.replicas",
+            replicas as i64,
+            (replicas.max(0) as usize).saturating_sub(have),
+        )?;
         let mut i = 0;
         let mut made = have;
         while made < replicas.max(0) as usize {
@@ -338,10 +390,16 @@ pub(crate) fn expand(
     classes: &PriorityClasses,
     seq: &mut u64,
 ) -> Result<(), LoadError> {
+    let names = cluster
+        .pods
+        .iter()
+        .map(|p| (p.namespace.clone(), p.name.clone()))
+        .collect();
     let mut b = Builder {
         cluster,
         classes,
         seq,
+        names,
     };
     // Deployments become ReplicaSets unless the file already has theirs.
     let mut replica_sets = w.replica_sets;
@@ -453,7 +511,14 @@ pub(crate) fn expand(
             .uid
             .clone()
             .unwrap_or_else(|| format!("{ns}/{name}"));
-        for i in 0..spec.replicas.unwrap_or(1).max(0) {
+        let replicas = spec.replicas.unwrap_or(1);
+        b.check_room(
+            o,
+            "spec.replicas",
+            replicas as i64,
+            replicas.max(0) as usize,
+        )?;
+        for i in 0..replicas.max(0) {
             let pod_name = format!("{name}-{i}");
             if b.pod_exists(&ns, &pod_name) {
                 continue;
@@ -513,6 +578,12 @@ pub(crate) fn expand(
             .clone()
             .unwrap_or_else(|| format!("{ns}/{name}"));
         let have = b.owned_count(&ns, "Job", &name);
+        b.check_room(
+            o,
+            "spec.parallelism",
+            want as i64,
+            want.saturating_sub(have),
+        )?;
         let labels = Labels::from([
             ("batch.kubernetes.io/job-name".to_string(), name.clone()),
             ("job-name".to_string(), name.clone()),

@@ -60,7 +60,15 @@ pub fn load_config(path: Option<&Path>) -> Result<KubeSchedulerConfiguration, Si
         None => Ok(rkube_config::default_config()),
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| io_error(p, e))?;
-            rkube_config::load_str(&p.display().to_string(), &text).map_err(SimError::Config)
+            let cfg = rkube_config::load_str(&p.display().to_string(), &text)
+                .map_err(SimError::Config)?;
+            // Build the profiles once here too, so that plugin errors (unknown
+            // or removed names, invalid args) name the file like other errors.
+            crate::Profiles::new(&cfg).map_err(|e| match e {
+                SimError::Framework(m) => SimError::Framework(format!("{}: {m}", p.display())),
+                other => other,
+            })?;
+            Ok(cfg)
         }
     }
 }

@@ -134,14 +134,15 @@ fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         return 0;
     }
-    (capacity - requested) * MAX_NODE_SCORE / capacity
+    // Go's int64 arithmetic wraps on absurd capacities; so does this.
+    (capacity - requested).wrapping_mul(MAX_NODE_SCORE) / capacity
 }
 
 fn most_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 {
         return 0;
     }
-    requested.min(capacity) * MAX_NODE_SCORE / capacity
+    requested.min(capacity).wrapping_mul(MAX_NODE_SCORE) / capacity
 }
 
 /// Upstream's `BuildBrokenLinearFunction`.
@@ -175,7 +176,7 @@ impl Fit {
                     let s = if requested[i] > allocatable[i] {
                         broken_linear(shape, 100)
                     } else {
-                        broken_linear(shape, requested[i] * 100 / allocatable[i])
+                        broken_linear(shape, requested[i].wrapping_mul(100) / allocatable[i])
                     };
                     if s <= 0 {
                         continue;

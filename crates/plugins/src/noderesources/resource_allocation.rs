@@ -49,7 +49,7 @@ pub fn node_vectors(
         }
         allocatable[i] = alloc;
         allocated[i] = used;
-        requested[i] = used + pod_requests[i];
+        requested[i] = used.wrapping_add(pod_requests[i]);
     }
     (requested, allocated, allocatable)
 }
