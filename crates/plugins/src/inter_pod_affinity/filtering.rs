@@ -309,13 +309,14 @@ impl PreFilterPlugin for InterPodAffinity {
     }
 
     fn add_pod(&self, state: &mut CycleState, pod: &Pod, added: &Pod, node: &NodeInfo) -> Status {
-        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_KEY) else {
-            return state_error();
-        };
-        let mut s = s.clone();
-        s.update_with_pod(pod, added, &node.node, 1);
-        state.write(PRE_FILTER_KEY, s);
-        Status::success()
+        // Copy-on-write: only a state shared with a clone is copied.
+        match state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
+            Some(s) => {
+                s.update_with_pod(pod, added, &node.node, 1);
+                Status::success()
+            }
+            None => state_error(),
+        }
     }
 
     fn remove_pod(
@@ -325,13 +326,14 @@ impl PreFilterPlugin for InterPodAffinity {
         removed: &Pod,
         node: &NodeInfo,
     ) -> Status {
-        let Some(s) = state.read::<PreFilterState>(PRE_FILTER_KEY) else {
-            return state_error();
-        };
-        let mut s = s.clone();
-        s.update_with_pod(pod, removed, &node.node, -1);
-        state.write(PRE_FILTER_KEY, s);
-        Status::success()
+        // Copy-on-write: only a state shared with a clone is copied.
+        match state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
+            Some(s) => {
+                s.update_with_pod(pod, removed, &node.node, -1);
+                Status::success()
+            }
+            None => state_error(),
+        }
     }
 }
 
