@@ -1,6 +1,6 @@
 //! Shared helpers (upstream's `plugins/helper`).
 
-use rkube_framework::{NodeScore, Status};
+use rkube_framework::{CycleState, NodeScore, Status};
 use rkube_model::{Pod, Taint, TaintEffect, Toleration};
 
 /// Upstream's `DefaultNormalizeScore`: scale to `0..=max` by the highest
@@ -55,4 +55,14 @@ pub fn required_node_affinity_matches(pod: &Pod, node: &rkube_model::Node) -> bo
         Some(sel) => sel.matches(&node.name, &node.labels),
         None => true,
     }
+}
+
+/// A PreFilter extension (AddPod/RemovePod) update of a plugin's state,
+/// copy-on-write; `None` when PreFilter stored no state under `key`.
+pub fn update_pre_filter_state<T: std::any::Any + Send + Sync + Clone>(
+    state: &mut CycleState,
+    key: &'static str,
+    update: impl FnOnce(&mut T),
+) -> Option<()> {
+    state.read_mut::<T>(key).map(update)
 }

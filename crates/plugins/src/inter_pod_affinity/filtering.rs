@@ -17,6 +17,7 @@ use super::{
     TopologyCounts, ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY,
     ERR_REASON_EXISTING_ANTI_AFFINITY, LABEL_HOSTNAME,
 };
+use crate::helper::update_pre_filter_state;
 use crate::parallel::map_nodes;
 
 /// Whether the `InterPodAffinityHostnameFastPath` behaviour is on (upstream
@@ -309,14 +310,10 @@ impl PreFilterPlugin for InterPodAffinity {
     }
 
     fn add_pod(&self, state: &mut CycleState, pod: &Pod, added: &Pod, node: &NodeInfo) -> Status {
-        // Copy-on-write: only a state shared with a clone is copied.
-        match state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
-            Some(s) => {
-                s.update_with_pod(pod, added, &node.node, 1);
-                Status::success()
-            }
-            None => state_error(),
-        }
+        update_pre_filter_state(state, PRE_FILTER_KEY, |s: &mut PreFilterState| {
+            s.update_with_pod(pod, added, &node.node, 1)
+        })
+        .map_or_else(state_error, |()| Status::success())
     }
 
     fn remove_pod(
@@ -326,14 +323,10 @@ impl PreFilterPlugin for InterPodAffinity {
         removed: &Pod,
         node: &NodeInfo,
     ) -> Status {
-        // Copy-on-write: only a state shared with a clone is copied.
-        match state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
-            Some(s) => {
-                s.update_with_pod(pod, removed, &node.node, -1);
-                Status::success()
-            }
-            None => state_error(),
-        }
+        update_pre_filter_state(state, PRE_FILTER_KEY, |s: &mut PreFilterState| {
+            s.update_with_pod(pod, removed, &node.node, -1)
+        })
+        .map_or_else(state_error, |()| Status::success())
     }
 }
 

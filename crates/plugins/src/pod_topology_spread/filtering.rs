@@ -11,6 +11,7 @@ use super::{
     node_affinity_matches, node_has_all_keys, Constraint, PodTopologySpread,
     ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
 };
+use crate::helper::update_pre_filter_state;
 use crate::parallel::map_nodes;
 
 const PRE_FILTER_KEY: &str = "PreFilterPodTopologySpread";
@@ -184,14 +185,10 @@ impl PreFilterPlugin for PodTopologySpread {
     }
 
     fn add_pod(&self, state: &mut CycleState, pod: &Pod, added: &Pod, node: &NodeInfo) -> Status {
-        // Copy-on-write: only a state shared with a clone is copied.
-        match state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
-            Some(s) => {
-                s.update_with_pod(pod, added, &node.node, 1);
-                Status::success()
-            }
-            None => state_error(),
-        }
+        update_pre_filter_state(state, PRE_FILTER_KEY, |s: &mut PreFilterState| {
+            s.update_with_pod(pod, added, &node.node, 1)
+        })
+        .map_or_else(state_error, |()| Status::success())
     }
 
     fn remove_pod(
@@ -201,14 +198,10 @@ impl PreFilterPlugin for PodTopologySpread {
         removed: &Pod,
         node: &NodeInfo,
     ) -> Status {
-        // Copy-on-write: only a state shared with a clone is copied.
-        match state.read_mut::<PreFilterState>(PRE_FILTER_KEY) {
-            Some(s) => {
-                s.update_with_pod(pod, removed, &node.node, -1);
-                Status::success()
-            }
-            None => state_error(),
-        }
+        update_pre_filter_state(state, PRE_FILTER_KEY, |s: &mut PreFilterState| {
+            s.update_with_pod(pod, removed, &node.node, -1)
+        })
+        .map_or_else(state_error, |()| Status::success())
     }
 }
 
