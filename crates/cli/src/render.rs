@@ -6,31 +6,9 @@ use std::fmt::Write;
 use rkube_sim::check::{CheckReport, Finding};
 use rkube_sim::compare::{Comparison, ConfigOutcome};
 use rkube_sim::stats::Stats;
-use rkube_sim::{PodExplanation, SimulationReport};
-
-fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
-    let mut widths = vec![0; cols];
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                let _ = write!(line, "{c:<w$}  ", w = widths[i]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
+pub use rkube_sim::text::explanation;
+use rkube_sim::text::table;
+use rkube_sim::SimulationReport;
 
 /// `rkube simulate` table.
 pub fn simulation(r: &SimulationReport) -> String {
@@ -109,64 +87,6 @@ pub fn simulation(r: &SimulationReport) -> String {
     out
 }
 
-/// `rkube explain` table: filters per node, then per-plugin scores per feasible node.
-pub fn explanation(e: &PodExplanation) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "Pod {} (profile {})", e.pod, e.profile);
-    let feasible = e.nodes.iter().filter(|n| n.feasible).count();
-    let _ = writeln!(out, "{feasible}/{} nodes feasible\n", e.nodes.len());
-    let mut rows = vec![vec![
-        "NODE".to_string(),
-        "FEASIBLE".into(),
-        "FILTER FAILURES".into(),
-    ]];
-    for n in &e.nodes {
-        let failures: Vec<String> = n
-            .filters
-            .iter()
-            .filter(|f| f.code != "Success" && f.code != "Skip")
-            .map(|f| format!("{}: {}", f.plugin, f.reasons.join(", ")))
-            .collect();
-        rows.push(vec![
-            n.name.clone(),
-            if n.feasible { "yes" } else { "no" }.into(),
-            failures.join("; "),
-        ]);
-    }
-    out.push_str(&table(&rows));
-    let mut scored: Vec<_> = e.nodes.iter().filter(|n| n.feasible).collect();
-    scored.sort_by(|a, b| b.total.cmp(&a.total).then(a.name.cmp(&b.name)));
-    for n in scored {
-        let _ = writeln!(out, "\nNode {}: total {}", n.name, n.total);
-        let mut rows = vec![vec![
-            "  PLUGIN".to_string(),
-            "RAW".into(),
-            "NORMALIZED".into(),
-            "WEIGHT".into(),
-            "WEIGHTED".into(),
-        ]];
-        for s in &n.scores {
-            rows.push(vec![
-                format!("  {}", s.plugin),
-                s.raw.to_string(),
-                s.normalized.to_string(),
-                s.weight.to_string(),
-                s.weighted.to_string(),
-            ]);
-        }
-        out.push_str(&table(&rows));
-    }
-    out.push('\n');
-    match &e.selected_node {
-        Some(n) => {
-            let _ = writeln!(out, "Selected node: {n}");
-        }
-        None => {
-            let _ = writeln!(out, "No node selected: {}", e.message);
-        }
-    }
-    out
-}
 
 fn finding(out: &mut String, level: &str, f: &Finding) {
     if f.field.is_empty() {

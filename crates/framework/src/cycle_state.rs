@@ -53,6 +53,9 @@ pub struct CycleState {
     pub skip_filter: NameSet,
     /// Plugins whose PreScore returned Skip (their Score is not run).
     pub skip_score: NameSet,
+    /// Time each plugin call in this cycle for the metrics recorder
+    /// (upstream's `recordPluginMetrics`, set for a sample of cycles).
+    pub record_plugin_metrics: bool,
 }
 
 impl CycleState {

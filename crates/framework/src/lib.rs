@@ -5,6 +5,7 @@
 
 pub mod cycle_state;
 pub mod diagnosis;
+pub mod metrics;
 pub mod node_info;
 pub mod nominator;
 pub mod plugin;
@@ -15,6 +16,7 @@ pub mod status;
 
 pub use cycle_state::CycleState;
 pub use diagnosis::{fit_error_message, Diagnosis, NodeToStatus};
+pub use metrics::{MetricsRecorder, Recorder};
 pub use node_info::{HostPortInfo, ImageStateSummary, NodeInfo};
 pub use nominator::Nominator;
 pub use plugin::*;

@@ -142,6 +142,8 @@ pub struct Framework {
     pub percentage_of_nodes_to_score: Option<i32>,
     points: HashMap<Point, Vec<Arc<dyn Plugin>>>,
     weights: HashMap<&'static str, i64>,
+    /// Where extension-point and plugin durations go (none: not measured).
+    pub recorder: Option<crate::metrics::Recorder>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -314,6 +316,7 @@ impl Framework {
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
             points,
             weights,
+            recorder: None,
         })
     }
 

@@ -12,6 +12,7 @@ use rkube_model::Pod;
 
 use crate::cycle_state::CycleState;
 use crate::diagnosis::{fit_error_message, go_list, Diagnosis};
+use crate::metrics;
 use crate::node_info::NodeInfo;
 use crate::nominator::Nominator;
 use crate::plugin::{NodeScore, PostFilterHandle, PreFilterResult, MAX_NODE_SCORE};
@@ -137,12 +138,38 @@ pub fn run_pre_filter(
     pod: &Pod,
     snapshot: &Snapshot,
 ) -> Result<(PreFilterResult, BTreeSet<&'static str>), Status> {
+    let t0 = metrics::start(&fw.recorder);
+    let out = pre_filter_plugins(fw, state, pod, snapshot);
+    if fw.recorder.is_some() {
+        let status = match &out {
+            Ok(_) => Status::success(),
+            Err(s) => s.clone(),
+        };
+        metrics::point_done(&fw.recorder, t0, &fw.profile_name, "PreFilter", &status);
+    }
+    out
+}
+
+fn pre_filter_plugins(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    snapshot: &Snapshot,
+) -> Result<(PreFilterResult, BTreeSet<&'static str>), Status> {
     let mut result: PreFilterResult = None;
     let mut with_nodes = BTreeSet::new();
     let mut unschedulable: Option<Status> = None;
+    let sampled = state.record_plugin_metrics;
     for p in fw.plugins(Point::PreFilter) {
         let pf = p.as_pre_filter().expect("framework checked");
-        let (r, s) = pf.pre_filter(state, pod, snapshot);
+        let (r, s) = metrics::time_plugin(
+            &fw.recorder,
+            sampled,
+            p.name(),
+            "PreFilter",
+            |(_, s): &(PreFilterResult, Status)| s.clone(),
+            || pf.pre_filter(state, pod, snapshot),
+        );
         if s.code == Code::Skip {
             state.skip_filter.insert(p.name());
             continue;
@@ -201,10 +228,15 @@ pub fn run_filters(fw: &Framework, state: &CycleState, pod: &Pod, node: &NodeInf
         if state.skip_filter.contains(p.name()) {
             continue;
         }
-        let s = p
-            .as_filter()
-            .expect("framework checked")
-            .filter(state, pod, node);
+        let f = p.as_filter().expect("framework checked");
+        let s = metrics::time_plugin(
+            &fw.recorder,
+            state.record_plugin_metrics,
+            p.name(),
+            "Filter",
+            Status::clone,
+            || f.filter(state, pod, node),
+        );
         if !s.is_success() {
             if !s.is_rejected() {
                 return Status::error(format!(
@@ -400,23 +432,59 @@ pub fn run_score(
     feasible: &[usize],
 ) -> Result<Vec<NodeScores>, Status> {
     let infos: Vec<&NodeInfo> = feasible.iter().map(|&i| &snapshot.nodes[i]).collect();
+    let t0 = metrics::start(&fw.recorder);
+    let sampled = state.record_plugin_metrics;
     for p in fw.plugins(Point::PreScore) {
-        let s = p
-            .as_pre_score()
-            .expect("framework checked")
-            .pre_score(state, pod, &infos, snapshot);
+        let ps = p.as_pre_score().expect("framework checked");
+        let s = metrics::time_plugin(
+            &fw.recorder,
+            sampled,
+            p.name(),
+            "PreScore",
+            Status::clone,
+            || ps.pre_score(state, pod, &infos, snapshot),
+        );
         if s.code == Code::Skip {
             state.skip_score.insert(p.name());
             continue;
         }
         if !s.is_success() {
-            return Err(Status::error(format!(
+            let err = Status::error(format!(
                 "running PreScore plugin {:?}: {}",
                 p.name(),
                 s.message()
-            )));
+            ));
+            metrics::point_done(&fw.recorder, t0, &fw.profile_name, "PreScore", &err);
+            return Err(err);
         }
     }
+    metrics::point_done(
+        &fw.recorder,
+        t0,
+        &fw.profile_name,
+        "PreScore",
+        &Status::success(),
+    );
+    let t0 = metrics::start(&fw.recorder);
+    let out = score_plugins(fw, state, pod, &infos, feasible);
+    if fw.recorder.is_some() {
+        let status = match &out {
+            Ok(_) => Status::success(),
+            Err(s) => s.clone(),
+        };
+        metrics::point_done(&fw.recorder, t0, &fw.profile_name, "Score", &status);
+    }
+    out
+}
+
+/// Score and NormalizeScore of every Score plugin over `infos`.
+fn score_plugins(
+    fw: &Framework,
+    state: &CycleState,
+    pod: &Pod,
+    infos: &[&NodeInfo],
+    feasible: &[usize],
+) -> Result<Vec<NodeScores>, Status> {
     let mut out: Vec<NodeScores> = feasible
         .iter()
         .map(|&node| NodeScores {
@@ -425,17 +493,28 @@ pub fn run_score(
             total: 0,
         })
         .collect();
-    let state: &CycleState = state;
     for p in fw.plugins(Point::Score) {
         if state.skip_score.contains(p.name()) {
             continue;
         }
         let sp = p.as_score().expect("framework checked");
-        let raw: Vec<Result<i64, Status>> = if infos.len() >= PARALLEL_THRESHOLD {
-            infos.par_iter().map(|n| sp.score(state, pod, n)).collect()
-        } else {
-            infos.iter().map(|n| sp.score(state, pod, n)).collect()
-        };
+        let raw: Vec<Result<i64, Status>> = metrics::time_plugin(
+            &fw.recorder,
+            state.record_plugin_metrics,
+            p.name(),
+            "Score",
+            |r: &Vec<Result<i64, Status>>| match r.iter().find_map(|x| x.as_ref().err()) {
+                Some(s) => s.clone(),
+                None => Status::success(),
+            },
+            || {
+                if infos.len() >= PARALLEL_THRESHOLD {
+                    infos.par_iter().map(|n| sp.score(state, pod, n)).collect()
+                } else {
+                    infos.iter().map(|n| sp.score(state, pod, n)).collect()
+                }
+            },
+        );
         let mut scores = Vec::with_capacity(raw.len());
         for (i, r) in raw.into_iter().enumerate() {
             let score = r.map_err(|s| {
@@ -527,6 +606,8 @@ impl Scheduler {
             };
         }
         let mut state = CycleState::new();
+        // Upstream times every plugin call in a random 10% of cycles.
+        state.record_plugin_metrics = fw.recorder.is_some() && splitmix(self.cycle ^ self.seed) % 100 < 10;
         let (restrict, with_nodes) = match run_pre_filter(fw, &mut state, pod, snapshot) {
             Ok(r) => r,
             Err(s) if s.is_rejected() => {
@@ -703,6 +784,30 @@ impl Scheduler {
     /// Runs PostFilter (upstream's `RunPostFilterPlugins`) and builds the
     /// FailedScheduling outcome.
     fn post_filter(
+        &self,
+        fw: &Framework,
+        state: &CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        diagnosis: Diagnosis,
+        nominator: &Nominator,
+    ) -> Outcome {
+        let t0 = metrics::start(&fw.recorder);
+        let out = self.post_filter_plugins(fw, state, pod, snapshot, diagnosis, nominator);
+        if fw.recorder.is_some() {
+            let status = match &out {
+                Outcome::Unschedulable { nominated_node: Some(n), .. } if !n.is_empty() => {
+                    Status::success()
+                }
+                Outcome::Error(s) => s.clone(),
+                _ => Status::new(Code::Unschedulable, ""),
+            };
+            metrics::point_done(&fw.recorder, t0, &fw.profile_name, "PostFilter", &status);
+        }
+        out
+    }
+
+    fn post_filter_plugins(
         &self,
         fw: &Framework,
         state: &CycleState,

@@ -47,6 +47,8 @@ pub struct Writer {
     pub client: Client,
     /// Host name for `reportingInstance`.
     pub hostname: String,
+    /// Client-side QPS/burst limit shared by every write.
+    pub limiter: std::sync::Arc<crate::ratelimit::RateLimiter>,
 }
 
 fn reference(pod: &core::Pod) -> core::ObjectReference {
@@ -82,6 +84,7 @@ impl Writer {
                 ..Default::default()
             },
         };
+        self.limiter.acquire().await;
         let _: serde_json::Value = self
             .pods(&ns)
             .create_subresource("binding", &pod.name_any(), &PostParams::default(), &binding)
@@ -125,6 +128,7 @@ impl Writer {
             ..Default::default()
         };
         let api: Api<events::Event> = Api::namespaced(self.client.clone(), &ns);
+        self.limiter.acquire().await;
         if let Err(e) = api.create(&PostParams::default(), &ev).await {
             tracing::warn!(pod = %format!("{ns}/{}", regarding.name_any()), reason, error = %e, "could not record event");
         }
@@ -187,6 +191,7 @@ impl Writer {
             );
         }
         let patch = json!({ "status": st });
+        self.limiter.acquire().await;
         self.pods(&pod.namespace().unwrap_or_else(|| "default".into()))
             .patch_status(
                 &pod.name_any(),
@@ -200,6 +205,7 @@ impl Writer {
     /// Clears a pod's `nominatedNodeName`.
     pub async fn clear_nomination(&self, pod: &core::Pod) -> kube::Result<()> {
         let patch = json!({ "status": { "nominatedNodeName": null } });
+        self.limiter.acquire().await;
         self.pods(&pod.namespace().unwrap_or_else(|| "default".into()))
             .patch_status(
                 &pod.name_any(),
@@ -228,6 +234,7 @@ impl Writer {
             "lastTransitionTime": meta::Time(Timestamp::now()),
         }]}});
         let api = self.pods(&ns);
+        self.limiter.acquire().await;
         match api
             .patch_status(
                 &victim.name_any(),
@@ -240,6 +247,7 @@ impl Writer {
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
             Err(e) => return Err(e),
         }
+        self.limiter.acquire().await;
         match api
             .delete(&victim.name_any(), &DeleteParams::default())
             .await

@@ -3,20 +3,25 @@
 //! in a cache ([`state`]), queues the pending pods of its profiles
 //! ([`queue`]), schedules them one at a time with the same framework and
 //! plugins as `rkube simulate`, and binds them through `pods/binding` off the
-//! scheduling loop ([`api`]).
+//! scheduling loop ([`api`], rate-limited by [`ratelimit`]).
 //!
 //! What users see is what kube-scheduler v1.37 shows: `Scheduled` and
-//! `FailedScheduling` events (events.k8s.io/v1) and the pod's `PodScheduled`
-//! condition. `/healthz` and `/readyz` are served in plain HTTP on
-//! `--bind-address:--secure-port` ([`health`]).
+//! `FailedScheduling` events (events.k8s.io/v1), the pod's `PodScheduled`
+//! condition, and Prometheus metrics under upstream's names ([`metrics`])
+//! next to `/healthz`, `/livez` and `/readyz` on the HTTPS secure port
+//! ([`serve`]). Replicas elect a leader on a Lease ([`leader`]); only the
+//! leader schedules.
 //!
-//! Not yet: leader election, metrics, HTTPS serving, PVC binding for
-//! WaitForFirstConsumer claims (PreBind), queueing hints per plugin.
+//! Not yet: PVC binding for WaitForFirstConsumer claims (PreBind writes),
+//! queueing hints per plugin.
 
 pub mod api;
-pub mod health;
+pub mod leader;
+pub mod metrics;
 pub mod options;
 pub mod queue;
+pub mod ratelimit;
+pub mod serve;
 pub mod state;
 
 use std::future::Future;
@@ -36,11 +41,13 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 use rkube_config::KubeSchedulerConfiguration;
 use rkube_framework::schedule::Outcome;
-use rkube_framework::{QueuedPodRef, Scheduler};
+use rkube_framework::{Point, QueuedPodRef, Scheduler};
 use rkube_sim::Profiles;
 use serde::de::DeserializeOwned;
 
 use crate::api::{truncate_message, Writer};
+use crate::leader::{Elector, LeaderConfig};
+use crate::metrics::Metrics;
 use crate::options::Options;
 use crate::queue::{Queue, QueuedPod};
 use crate::state::{Change, State};
@@ -55,15 +62,60 @@ pub struct Shared {
     pub state: Mutex<State>,
     /// The profiles.
     pub profiles: Profiles,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
     wake: tokio::sync::Notify,
     synced_kinds: AtomicUsize,
     synced: AtomicBool,
+    in_flight: AtomicUsize,
+    bound_or_failed: tokio::sync::Notify,
+    explain_scores: bool,
+    hooks: Hooks,
+}
+
+/// Observers for tools and tests.
+#[derive(Default)]
+pub struct Hooks {
+    /// Called for every placement decision, in decision order, before the
+    /// pod is bound (e.g. to replay the sequence against another scheduler).
+    pub on_decision: Option<Box<dyn Fn(&Decision) + Send + Sync>>,
+}
+
+/// One placement decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The chosen node.
+    pub node: String,
 }
 
 impl Shared {
     /// True once every informer has listed its kind.
     pub fn is_synced(&self) -> bool {
         self.synced.load(Ordering::SeqCst)
+    }
+
+    /// The queue's sizes.
+    pub fn pending(&self) -> metrics::Pending {
+        self.lock().queue.pending()
+    }
+
+    /// Waits until no binding is in flight, at most `limit`.
+    async fn drain_bindings(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.in_flight.load(Ordering::SeqCst) > 0 {
+            if tokio::time::timeout_at(deadline, self.bound_or_failed.notified())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    in_flight = self.in_flight.load(Ordering::SeqCst),
+                    "bindings still in flight at shutdown"
+                );
+                return;
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -107,18 +159,95 @@ pub async fn client(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<
     Ok(Client::try_from(config)?)
 }
 
+/// The effective settings: `--config` (defaulted) with explicitly given
+/// flags winning, as kube-scheduler applies them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Leader election, when enabled.
+    pub leader: Option<LeaderConfig>,
+    /// Client QPS.
+    pub qps: f32,
+    /// Client burst.
+    pub burst: i32,
+}
+
+/// Combines the flags with the configuration; errors are bad input.
+pub fn settings(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Settings> {
+    let le = &cfg.leader_election;
+    let dur = |flag: Option<Duration>, field: &Option<String>, name: &str, default: u64| {
+        match (flag, field) {
+            (Some(d), _) => Ok(d),
+            (None, Some(s)) => rkube_config::duration::parse_duration(s).with_context(|| {
+                format!("leaderElection.{name}: invalid duration {s:?}")
+            }),
+            (None, None) => Ok(Duration::from_secs(default)),
+        }
+    };
+    let lease_duration = dur(opts.lease_duration, &le.lease_duration, "leaseDuration", 15)?;
+    let renew_deadline = dur(opts.renew_deadline, &le.renew_deadline, "renewDeadline", 10)?;
+    let retry_period = dur(opts.retry_period, &le.retry_period, "retryPeriod", 2)?;
+    let enabled = opts.leader_elect.or(le.leader_elect).unwrap_or(true);
+    let lock = opts
+        .resource_lock
+        .clone()
+        .unwrap_or_else(|| le.resource_lock.clone());
+    if enabled {
+        if lease_duration <= renew_deadline {
+            bail!("leaderElection.leaseDuration: must be greater than renewDeadline ({lease_duration:?} <= {renew_deadline:?})");
+        }
+        if retry_period.is_zero() || renew_deadline.as_secs_f64() <= 1.2 * retry_period.as_secs_f64() {
+            bail!("leaderElection.renewDeadline: must be greater than retryPeriod*1.2 ({renew_deadline:?}, retryPeriod {retry_period:?})");
+        }
+        if !lock.is_empty() && lock != "leases" {
+            bail!("leaderElection.resourceLock: {lock:?} is not supported (only \"leases\")");
+        }
+    }
+    let or = |flag: &Option<String>, field: &str, default: &str| {
+        flag.clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| if field.is_empty() { default.to_string() } else { field.to_string() })
+    };
+    let leader = enabled.then(|| LeaderConfig {
+        namespace: or(&opts.resource_namespace, &le.resource_namespace, "kube-system"),
+        name: or(&opts.resource_name, &le.resource_name, "kube-scheduler"),
+        identity: leader::identity(&api::hostname()),
+        lease_duration,
+        renew_deadline,
+        retry_period,
+    });
+    let cc = &cfg.client_connection;
+    Ok(Settings {
+        leader,
+        qps: opts.qps.unwrap_or(if cc.qps == 0.0 { 50.0 } else { cc.qps }),
+        burst: opts.burst.unwrap_or(if cc.burst == 0 { 100 } else { cc.burst }),
+    })
+}
+
+async fn kubeconfig_client(path: &Path) -> Result<Client> {
+    let kc = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .with_context(|| format!("loading kubeconfig {}", path.display()))?;
+    Ok(Client::try_from(config)?)
+}
+
 /// Runs the scheduler until `shutdown` completes.
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
+    run_with(opts, shutdown, Hooks::default()).await
+}
+
+/// [`run`] with observers.
+pub async fn run_with(
+    opts: Options,
+    shutdown: impl Future<Output = ()>,
+    hooks: Hooks,
+) -> Result<()> {
     let cfg = load_config(&opts)?;
-    let leader_elect = if opts.config.is_some() {
-        cfg.leader_election.leader_elect.unwrap_or(true)
-    } else {
-        opts.leader_elect
-    };
-    if leader_elect {
-        tracing::warn!("leader election is not implemented yet: running as the only scheduler (set --leader-elect=false or leaderElection.leaderElect: false)");
-    }
-    let profiles = Profiles::new(&cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let settings = settings(&opts, &cfg)?;
+    let mut profiles = Profiles::new(&cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let metrics = Arc::new(Metrics::new());
+    profiles.set_recorder(metrics.clone());
     let client = client(&opts, &cfg).await?;
     let queue = Queue::new(
         Duration::from_secs(cfg.pod_initial_backoff_seconds.unwrap_or(1).max(0) as u64),
@@ -127,47 +256,123 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let shared = Arc::new(Shared {
         state: Mutex::new(State::new(queue)),
         profiles,
+        metrics,
         wake: tokio::sync::Notify::new(),
         synced_kinds: AtomicUsize::new(0),
         synced: AtomicBool::new(false),
+        in_flight: AtomicUsize::new(0),
+        bound_or_failed: tokio::sync::Notify::new(),
+        explain_scores: opts.explain_scores || opts.verbosity >= 10,
+        hooks,
     });
     let writer = Writer {
         client: client.clone(),
         hostname: api::hostname(),
+        limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
     };
+    tracing::info!(qps = settings.qps, burst = settings.burst, "client rate limit for API writes");
     let mut tasks = tokio::task::JoinSet::new();
     if opts.secure_port != 0 {
+        let tls = serve::tls_config(
+            opts.tls_cert_file.as_deref(),
+            opts.tls_private_key_file.as_deref(),
+            opts.cert_dir.as_deref(),
+        )?;
+        let auth_client = match opts
+            .authorization_kubeconfig
+            .as_ref()
+            .or(opts.authentication_kubeconfig.as_ref())
+        {
+            Some(p) => kubeconfig_client(p).await?,
+            None => client.clone(),
+        };
         let addr = format!("{}:{}", opts.bind_address, opts.secure_port);
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .with_context(|| format!("listening on {addr}"))?;
-        tracing::info!(%addr, "serving /healthz and /readyz (plain HTTP)");
-        tasks.spawn(health::serve(listener, shared.clone()));
+        tracing::info!(%addr, "serving /healthz, /livez, /readyz and /metrics over HTTPS");
+        tasks.spawn(serve::serve(
+            listener,
+            tls,
+            shared.clone(),
+            serve::ServeConfig {
+                always_allow: opts.always_allow_paths.clone(),
+                auth_client,
+            },
+        ));
     }
     spawn_informers(&mut tasks, &client, &shared);
+    tokio::pin!(shutdown);
+
+    // Only the leader schedules; standbys keep their caches warm.
+    let mut holding: Option<tokio::task::JoinHandle<()>> = None;
+    if let Some(lc) = &settings.leader {
+        shared.metrics.set_leader(&lc.name, false);
+        let mut elector = Elector::new(client.clone(), lc.clone());
+        tracing::info!(lease = %format!("{}/{}", lc.namespace, lc.name), identity = %lc.identity, "attempting to acquire the leader lease");
+        tokio::select! {
+            _ = &mut shutdown => {
+                tracing::info!("shutting down before becoming the leader");
+                tasks.abort_all();
+                return Ok(());
+            }
+            Some(r) = tasks.join_next() => {
+                tasks.abort_all();
+                return task_failed(r);
+            }
+            _ = elector.acquire() => {}
+        }
+        shared.metrics.set_leader(&lc.name, true);
+        holding = Some(tokio::spawn(async move { elector.hold().await }));
+    }
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    tasks.spawn(schedule_loop(
+    let scheduling = tokio::spawn(schedule_loop(
         shared.clone(),
         writer,
         Scheduler::new(seed, shared.profiles.percentage_of_nodes_to_score),
     ));
-    tokio::select! {
-        _ = shutdown => {
-            tracing::info!("shutting down");
-        }
-        Some(r) = tasks.join_next() => {
-            tasks.abort_all();
-            match r {
-                Ok(()) => bail!("a scheduler task ended unexpectedly"),
-                Err(e) => bail!("a scheduler task failed: {e}"),
+    let lost = async {
+        match holding.as_mut() {
+            Some(h) => {
+                let _ = h.await;
             }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let outcome = tokio::select! {
+        _ = &mut shutdown => {
+            tracing::info!("shutting down: no new pods are taken; finishing bindings in flight");
+            Ok(())
+        }
+        _ = lost => Err(anyhow::anyhow!("leader election lost")),
+        Some(r) = tasks.join_next() => task_failed(r),
+    };
+    scheduling.abort();
+    if let Some(h) = &holding {
+        h.abort();
+    }
+    if outcome.is_ok() {
+        shared.drain_bindings(Duration::from_secs(10)).await;
+        if let Some(lc) = &settings.leader {
+            let mut elector = Elector::new(client.clone(), lc.clone());
+            if let Err(e) = elector.release().await {
+                tracing::warn!(error = %e, "could not release the lease");
+            }
+            shared.metrics.set_leader(&lc.name, false);
         }
     }
     tasks.abort_all();
-    Ok(())
+    outcome
+}
+
+fn task_failed(r: Result<(), tokio::task::JoinError>) -> Result<()> {
+    match r {
+        Ok(()) => bail!("a scheduler task ended unexpectedly"),
+        Err(e) => bail!("a scheduler task failed: {e}"),
+    }
 }
 
 type Handler<K> = fn(&mut State, &Profiles, Change<K>, Instant);
@@ -264,6 +469,9 @@ where
             let mut state = shared.lock();
             handler(&mut state, &shared.profiles, change, Instant::now());
         }
+        if full && synced {
+            tracing::info!(%kind, "informer relisted");
+        }
         if full && !synced {
             synced = true;
             tracing::debug!(%kind, "informer synced");
@@ -354,7 +562,15 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
         let outcome = tokio::task::block_in_place(|| {
             scheduler.schedule_with(fw, &snapshot, &pod, &nominator)
         });
+        shared.metrics.algorithm(started.elapsed().as_secs_f64());
         let profile = fw.profile_name.clone();
+        if shared.explain_scores {
+            log_explanation(fw, &snapshot, &pod, &outcome);
+        }
+        let preemption = fw
+            .plugins(Point::PostFilter)
+            .iter()
+            .any(|p| p.name() == "DefaultPreemption");
         match outcome {
             Outcome::Scheduled {
                 node,
@@ -362,6 +578,12 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
                 feasible,
             } => {
                 let node = snapshot.nodes[node].name().to_string();
+                if let Some(f) = &shared.hooks.on_decision {
+                    f(&Decision {
+                        pod: pod.key(),
+                        node: node.clone(),
+                    });
+                }
                 {
                     let mut state = shared.lock();
                     let mut assumed = (*pod).clone();
@@ -371,12 +593,14 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
                     state.nominator.delete(&uid);
                 }
                 tracing::debug!(pod = %pod.key(), %node, evaluated, feasible, took = ?started.elapsed(), "assumed pod on node; binding");
+                shared.in_flight.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(bind(
                     shared.clone(),
                     writer.clone(),
                     entry.raw.clone(),
                     node,
                     profile,
+                    (started, qp.attempts),
                 ));
             }
             Outcome::Unschedulable {
@@ -386,6 +610,12 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
                 ..
             } => {
                 tracing::debug!(pod = %pod.key(), %message, "unable to schedule pod; waiting");
+                shared
+                    .metrics
+                    .attempt(&profile, "unschedulable", started.elapsed().as_secs_f64());
+                if preemption {
+                    shared.metrics.preemption(victims.len());
+                }
                 let target = nominated_node.clone().unwrap_or_default();
                 let preempting = !victims.is_empty() && !target.is_empty();
                 let (victim_pods, lower) = {
@@ -469,6 +699,9 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
             Outcome::Error(s) => {
                 let message = s.message();
                 tracing::warn!(pod = %pod.key(), %message, "error scheduling pod; retrying");
+                shared
+                    .metrics
+                    .attempt(&profile, "error", started.elapsed().as_secs_f64());
                 {
                     let mut state = shared.lock();
                     let latest = state
@@ -509,21 +742,44 @@ async fn report_error(writer: Writer, raw: Arc<core::Pod>, profile: String, mess
     }
 }
 
+/// Counts a binding as finished when dropped.
+struct InFlight(Arc<Shared>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.bound_or_failed.notify_waiters();
+    }
+}
+
 /// The binding cycle: POST the Binding; on success a `Scheduled` event, on
-/// failure forget the assumed pod and retry it after backoff.
+/// failure forget the assumed pod and retry it after backoff. `attempt`:
+/// when the scheduling attempt started and how many attempts the pod took.
 async fn bind(
     shared: Arc<Shared>,
     writer: Writer,
     raw: Arc<core::Pod>,
     node: String,
     profile: String,
+    attempt: (Instant, u32),
 ) {
+    let _in_flight = InFlight(shared.clone());
     let uid = raw.metadata.uid.clone().unwrap_or_default();
     let key = format!("{}/{}", raw.namespace().unwrap_or_default(), raw.name_any());
-    match writer.bind(&raw, &node).await {
+    let t0 = Instant::now();
+    let result = writer.bind(&raw, &node).await;
+    let bind_status = if result.is_ok() { "Success" } else { "Error" };
+    shared
+        .metrics
+        .point(&profile, "Bind", bind_status, t0.elapsed().as_secs_f64());
+    match result {
         Ok(()) => {
             tracing::info!(pod = %key, %node, "successfully bound pod to node");
             shared.lock().queue.done(&uid);
+            shared
+                .metrics
+                .attempt(&profile, "scheduled", attempt.0.elapsed().as_secs_f64());
+            shared.metrics.scheduled_after(attempt.1.max(1));
             writer
                 .event(
                     &profile,
@@ -539,6 +795,9 @@ async fn bind(
         Err(e) => {
             let message = format!("running Bind plugin \"DefaultBinder\": {e}");
             tracing::warn!(pod = %key, %node, error = %e, "binding failed");
+            shared
+                .metrics
+                .attempt(&profile, "error", attempt.0.elapsed().as_secs_f64());
             let retry = {
                 let mut state = shared.lock();
                 let now = Instant::now();
@@ -565,6 +824,28 @@ async fn bind(
                 report_error(writer, raw, profile, message).await;
             }
         }
+    }
+}
+
+/// Logs the per-plugin table `rkube explain` prints (`-v=10` or
+/// `--explain-scores`).
+fn log_explanation(
+    fw: &rkube_framework::Framework,
+    snapshot: &rkube_framework::Snapshot,
+    pod: &rkube_model::Pod,
+    outcome: &Outcome,
+) {
+    let selected = match outcome {
+        Outcome::Scheduled { node, .. } => Some(snapshot.nodes[*node].name().to_string()),
+        _ => None,
+    };
+    match rkube_framework::explain(fw, snapshot, pod) {
+        Ok(e) => {
+            let report =
+                rkube_sim::PodExplanation::from_framework(pod, fw, snapshot, &e, selected);
+            tracing::info!(pod = %pod.key(), "scores\n{}", rkube_sim::text::explanation(&report));
+        }
+        Err(s) => tracing::info!(pod = %pod.key(), status = %s.message(), "no score table"),
     }
 }
 
@@ -606,7 +887,7 @@ pub fn main(args: Vec<String>) -> i32 {
     for w in &opts.warnings {
         tracing::warn!("{w}");
     }
-    if let Err(e) = load_config(&opts) {
+    if let Err(e) = load_config(&opts).and_then(|cfg| settings(&opts, &cfg)) {
         eprintln!("error: {e:#}");
         return 2;
     }

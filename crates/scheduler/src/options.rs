@@ -4,22 +4,56 @@
 //! manifest's command line keeps working.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-/// Parsed flags.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Parsed flags. `Option` fields are the ones a `--config` file also
+/// sets: given explicitly, the flag wins (kube-scheduler's
+/// `ApplyLeaderElectionTo` and client-connection overrides).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// `--kubeconfig`.
     pub kubeconfig: Option<PathBuf>,
     /// `--config` (a KubeSchedulerConfiguration file).
     pub config: Option<PathBuf>,
-    /// `--leader-elect` (only `false` is supported so far).
-    pub leader_elect: bool,
+    /// `--leader-elect`.
+    pub leader_elect: Option<bool>,
+    /// `--leader-elect-lease-duration`.
+    pub lease_duration: Option<Duration>,
+    /// `--leader-elect-renew-deadline`.
+    pub renew_deadline: Option<Duration>,
+    /// `--leader-elect-retry-period`.
+    pub retry_period: Option<Duration>,
+    /// `--leader-elect-resource-lock` (only `leases`).
+    pub resource_lock: Option<String>,
+    /// `--leader-elect-resource-name`.
+    pub resource_name: Option<String>,
+    /// `--leader-elect-resource-namespace`.
+    pub resource_namespace: Option<String>,
+    /// `--kube-api-qps`.
+    pub qps: Option<f32>,
+    /// `--kube-api-burst`.
+    pub burst: Option<i32>,
     /// `-v`/`--v` log verbosity.
     pub verbosity: u32,
-    /// `--bind-address` of the health endpoints.
+    /// `--bind-address` of the secure port (default 127.0.0.1; upstream's is 0.0.0.0).
     pub bind_address: String,
-    /// `--secure-port` of the health endpoints (0 disables serving).
+    /// `--secure-port` (0 disables serving).
     pub secure_port: u16,
+    /// `--authentication-kubeconfig` (TokenReview for `/metrics`).
+    pub authentication_kubeconfig: Option<PathBuf>,
+    /// `--authorization-kubeconfig` (SubjectAccessReview for `/metrics`).
+    pub authorization_kubeconfig: Option<PathBuf>,
+    /// `--authorization-always-allow-paths`.
+    pub always_allow_paths: Vec<String>,
+    /// `--tls-cert-file`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// `--tls-private-key-file`.
+    pub tls_private_key_file: Option<PathBuf>,
+    /// `--cert-dir` (where the self-signed certificate is kept).
+    pub cert_dir: Option<PathBuf>,
+    /// `--explain-scores` (rkube's own): log every pod's per-plugin score
+    /// table, as `rkube explain` prints it (also at `-v=10`).
+    pub explain_scores: bool,
     /// Warnings about ignored flags.
     pub warnings: Vec<String>,
 }
@@ -29,10 +63,25 @@ impl Default for Options {
         Options {
             kubeconfig: None,
             config: None,
-            leader_elect: true,
+            leader_elect: None,
+            lease_duration: None,
+            renew_deadline: None,
+            retry_period: None,
+            resource_lock: None,
+            resource_name: None,
+            resource_namespace: None,
+            qps: None,
+            burst: None,
             verbosity: 0,
-            bind_address: "0.0.0.0".into(),
+            bind_address: "127.0.0.1".into(),
             secure_port: 10259,
+            authentication_kubeconfig: None,
+            authorization_kubeconfig: None,
+            always_allow_paths: vec!["/healthz".into(), "/readyz".into(), "/livez".into()],
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            cert_dir: None,
+            explain_scores: false,
             warnings: Vec::new(),
         }
     }
@@ -46,15 +95,30 @@ Runs rkube as the cluster's scheduler: watches the API server, schedules
 pending pods of its profiles' schedulerNames and binds them.
 
 Flags (spelled as kube-scheduler's; other kube-scheduler flags are accepted
-and ignored with a warning):
-      --kubeconfig PATH       kubeconfig of the scheduler's identity
-      --config FILE           KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1);
-                              its clientConnection.kubeconfig wins over --kubeconfig
-      --leader-elect=false    leader election (not implemented yet: must be false)
-  -v, --v N                   log verbosity (2: each placement, 4: debug, 6: trace)
-      --bind-address IP       address of /healthz and /readyz (default 0.0.0.0)
-      --secure-port PORT      port of /healthz and /readyz, plain HTTP for now (default 10259, 0 disables)
-  -h, --help                  this text
+and ignored with a warning). Flags also set in --config win when given.
+      --kubeconfig PATH                  kubeconfig of the scheduler's identity
+      --config FILE                      KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1);
+                                         its clientConnection.kubeconfig wins over --kubeconfig
+      --leader-elect[=BOOL]              leader election on a Lease (default true)
+      --leader-elect-lease-duration D    default 15s
+      --leader-elect-renew-deadline D    default 10s
+      --leader-elect-retry-period D      default 2s
+      --leader-elect-resource-lock leases
+      --leader-elect-resource-name NAME  default kube-scheduler
+      --leader-elect-resource-namespace NS  default kube-system
+      --kube-api-qps N                   client QPS for API writes (default 50)
+      --kube-api-burst N                 client burst (default 100)
+  -v, --v N                              log verbosity (2: each placement, 4: debug, 10: score tables)
+      --explain-scores                   log each pod's per-plugin score table (as rkube explain)
+      --bind-address IP                  address of the secure port (default 127.0.0.1)
+      --secure-port PORT                 HTTPS /healthz /livez /readyz /metrics (default 10259, 0 disables)
+      --tls-cert-file FILE               serving certificate (default: self-signed)
+      --tls-private-key-file FILE        its key
+      --cert-dir DIR                     where the self-signed certificate is kept
+      --authentication-kubeconfig PATH   client for TokenReview (default: the scheduler's)
+      --authorization-kubeconfig PATH    client for SubjectAccessReview (default: the scheduler's)
+      --authorization-always-allow-paths P,...  served without auth (default /healthz,/readyz,/livez)
+  -h, --help                             this text
 ";
 
 /// Why the flags were rejected (exit code 2).
@@ -97,31 +161,80 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             it.next()
                 .ok_or_else(|| ParseError::Invalid(format!("flag needs an argument: --{name}")))
         };
+        let duration = |v: String| {
+            rkube_config::duration::parse_duration(&v).ok_or_else(|| {
+                ParseError::Invalid(format!(
+                    "invalid argument {v:?} for \"--{name}\" flag: time: invalid duration {v:?}"
+                ))
+            })
+        };
+        let number = |v: &str| ParseError::Invalid(format!("invalid argument {v:?} for \"--{name}\" flag"));
         match name.as_str() {
             "h" | "help" => return Err(ParseError::Help),
             "kubeconfig" => o.kubeconfig = Some(PathBuf::from(value()?)),
             "config" => o.config = Some(PathBuf::from(value()?)),
             "v" => {
                 let v = value()?;
-                o.verbosity = v.parse().map_err(|_| {
-                    ParseError::Invalid(format!("invalid argument {v:?} for \"-v\" flag"))
-                })?;
+                o.verbosity = v.parse().map_err(|_| number(&v))?;
             }
-            "bind-address" => o.bind_address = value()?,
+            "bind-address" => {
+                let v = value()?;
+                v.parse::<std::net::IpAddr>().map_err(|_| number(&v))?;
+                o.bind_address = v;
+            }
             "secure-port" => {
                 let v = value()?;
-                o.secure_port = v.parse().map_err(|_| {
-                    ParseError::Invalid(format!(
-                        "invalid argument {v:?} for \"--secure-port\" flag"
-                    ))
-                })?;
+                o.secure_port = v.parse().map_err(|_| number(&v))?;
             }
             "leader-elect" => {
-                o.leader_elect = match &inline {
+                o.leader_elect = Some(match &inline {
+                    Some(v) => parse_bool(&name, v)?,
+                    None => true,
+                })
+            }
+            "explain-scores" => {
+                o.explain_scores = match &inline {
                     Some(v) => parse_bool(&name, v)?,
                     None => true,
                 }
             }
+            "leader-elect-lease-duration" => o.lease_duration = Some(duration(value()?)?),
+            "leader-elect-renew-deadline" => o.renew_deadline = Some(duration(value()?)?),
+            "leader-elect-retry-period" => o.retry_period = Some(duration(value()?)?),
+            "leader-elect-resource-lock" => {
+                let v = value()?;
+                if v != "leases" {
+                    return Err(ParseError::Invalid(format!(
+                        "--leader-elect-resource-lock={v:?}: only \"leases\" is supported (as in kube-scheduler v1.37)"
+                    )));
+                }
+                o.resource_lock = Some(v);
+            }
+            "leader-elect-resource-name" => o.resource_name = Some(value()?),
+            "leader-elect-resource-namespace" => o.resource_namespace = Some(value()?),
+            "kube-api-qps" => {
+                let v = value()?;
+                o.qps = Some(v.parse().map_err(|_| number(&v))?);
+            }
+            "kube-api-burst" => {
+                let v = value()?;
+                o.burst = Some(v.parse().map_err(|_| number(&v))?);
+            }
+            "authentication-kubeconfig" => {
+                o.authentication_kubeconfig = Some(PathBuf::from(value()?))
+            }
+            "authorization-kubeconfig" => o.authorization_kubeconfig = Some(PathBuf::from(value()?)),
+            "authorization-always-allow-paths" => {
+                o.always_allow_paths = value()?
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(String::from)
+                    .collect()
+            }
+            "tls-cert-file" => o.tls_cert_file = Some(PathBuf::from(value()?)),
+            "tls-private-key-file" => o.tls_private_key_file = Some(PathBuf::from(value()?)),
+            "cert-dir" => o.cert_dir = Some(PathBuf::from(value()?)),
             _ => {
                 // An unknown flag: its value is the next argument unless that
                 // is a flag too (kube-scheduler takes no positional arguments).
@@ -163,41 +276,72 @@ mod tests {
             "--bind-address",
             "127.0.0.1",
             "--secure-port=0",
+            "--leader-elect-lease-duration=20s",
+            "--leader-elect-renew-deadline",
+            "12s",
+            "--leader-elect-retry-period=500ms",
+            "--leader-elect-resource-name=rk",
+            "--leader-elect-resource-namespace=ns",
+            "--leader-elect-resource-lock=leases",
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            "--authorization-always-allow-paths=/healthz,/metrics",
+            "--authentication-kubeconfig=/a",
+            "--tls-cert-file=/t.crt",
+            "--tls-private-key-file=/t.key",
+            "--cert-dir=/certs",
         ])
         .unwrap();
         assert_eq!(o.kubeconfig, Some(PathBuf::from("/k")));
         assert_eq!(o.config, Some(PathBuf::from("/c.yaml")));
-        assert!(!o.leader_elect);
+        assert_eq!(o.leader_elect, Some(false));
         assert_eq!(o.verbosity, 4);
         assert_eq!(o.bind_address, "127.0.0.1");
         assert_eq!(o.secure_port, 0);
-        assert!(o.warnings.is_empty());
+        assert_eq!(o.lease_duration, Some(Duration::from_secs(20)));
+        assert_eq!(o.renew_deadline, Some(Duration::from_secs(12)));
+        assert_eq!(o.retry_period, Some(Duration::from_millis(500)));
+        assert_eq!(o.resource_name.as_deref(), Some("rk"));
+        assert_eq!(o.resource_namespace.as_deref(), Some("ns"));
+        assert_eq!(o.qps, Some(200.0));
+        assert_eq!(o.burst, Some(400));
+        assert_eq!(o.always_allow_paths, vec!["/healthz", "/metrics"]);
+        assert_eq!(o.authentication_kubeconfig, Some(PathBuf::from("/a")));
+        assert_eq!(o.cert_dir, Some(PathBuf::from("/certs")));
+        assert!(o.warnings.is_empty(), "{:?}", o.warnings);
         assert_eq!(p(&["--v", "2"]).unwrap().verbosity, 2);
-        assert!(p(&["--leader-elect"]).unwrap().leader_elect);
+        assert_eq!(p(&["--leader-elect"]).unwrap().leader_elect, Some(true));
+        assert_eq!(p(&[]).unwrap().leader_elect, None);
+        assert_eq!(p(&[]).unwrap().bind_address, "127.0.0.1");
+        assert!(p(&["--explain-scores"]).unwrap().explain_scores);
     }
 
     #[test]
     fn unknown_flags_warn_and_errors() {
         let o = p(&[
-            "--authentication-kubeconfig",
-            "/a",
             "--profiling=false",
-            "--kube-api-qps=100",
+            "--kube-api-content-type",
+            "application/json",
             "--leader-elect=false",
         ])
         .unwrap();
-        assert_eq!(o.warnings.len(), 3);
-        assert!(o.warnings[0].contains("--authentication-kubeconfig /a"));
-        assert!(!o.leader_elect);
+        assert_eq!(o.warnings.len(), 2);
+        assert!(o.warnings[1].contains("--kube-api-content-type application/json"));
+        assert_eq!(o.leader_elect, Some(false));
         assert_eq!(p(&["--help"]), Err(ParseError::Help));
-        assert!(matches!(
-            p(&["--leader-elect=maybe"]),
-            Err(ParseError::Invalid(_))
-        ));
-        assert!(matches!(
-            p(&["--secure-port=x"]),
-            Err(ParseError::Invalid(_))
-        ));
-        assert!(matches!(p(&["stray"]), Err(ParseError::Invalid(_))));
+        for bad in [
+            "--leader-elect=maybe",
+            "--secure-port=x",
+            "--bind-address=localhost:1",
+            "--leader-elect-lease-duration=15",
+            "--leader-elect-resource-lock=endpoints",
+            "--kube-api-qps=fast",
+            "stray",
+        ] {
+            assert!(
+                matches!(p(&[bad]), Err(ParseError::Invalid(_))),
+                "{bad} accepted"
+            );
+        }
     }
 }

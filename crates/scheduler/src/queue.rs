@@ -109,6 +109,17 @@ impl Queue {
         self.active.len() + self.backoff.len() + self.unschedulable.len()
     }
 
+    /// Sizes for `scheduler_pending_pods`.
+    pub fn pending(&self) -> crate::metrics::Pending {
+        let gated = self.unschedulable.values().filter(|q| q.gated).count();
+        crate::metrics::Pending {
+            active: self.active.len(),
+            backoff: self.backoff.len(),
+            unschedulable: self.unschedulable.len() - gated,
+            gated,
+        }
+    }
+
     /// True when no pod waits.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -5,6 +5,12 @@
 //! computes, and is bound within seconds of a fitting node appearing; pods
 //! of another schedulerName are left alone.
 //!
+//! Every placement is replayed against upstream: in decision order, the
+//! oracle (upstream's framework, from hack/k8s) must rank rkube's node among
+//! its top-scoring nodes given the earlier placements. The scheduler runs
+//! with leader election on (its Lease), serves HTTPS, and its `/metrics`
+//! need a token allowed to read them.
+//!
 //! Needs the binaries from hack/build-k8s, so it is ignored by default;
 //! hack/test runs it.
 
@@ -19,7 +25,6 @@ use kube::{Api, Client, ResourceExt};
 use rkube_model::Quantity;
 use rkube_testcp::ControlPlane;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NODES: usize = 20;
 const PODS: usize = 200;
@@ -72,16 +77,47 @@ fn pod(name: &str, cpu: &str, memory: &str, scheduler: Option<&str>) -> Pod {
     .unwrap()
 }
 
-async fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
+/// GET over HTTPS with the real curl (the secure port's certificate is
+/// self-signed): (status code, body).
+fn https_get(port: u16, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-sk", "--max-time", "5", "-w", "\n%{http_code}"]);
+    if let Some(t) = token {
+        cmd.arg("-H").arg(format!("Authorization: Bearer {t}"));
+    }
+    let out = cmd
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
         .ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.ok()?;
-    Some(out)
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n')?;
+    Some((code.trim().parse().ok()?, body.to_string()))
+}
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Upstream's answer for a pod: (topNodes, message).
+fn oracle(cluster: &std::path::Path, pod: &str) -> (Vec<String>, String) {
+    let bin = repo_root().join("hack/k8s/_output/bin/oracle");
+    let out = std::process::Command::new(&bin)
+        .args(["explain", "--cluster"])
+        .arg(cluster)
+        .args(["--pod", pod])
+        .output()
+        .expect("running the oracle");
+    assert!(
+        out.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let top = v["topNodes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|n| n.as_str().map(String::from)).collect())
+        .unwrap_or_default();
+    (top, v["message"].as_str().unwrap_or("").to_string())
 }
 
 async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
@@ -124,44 +160,95 @@ async fn events_for(events: &Api<Event>, pod: &str, reason: &str) -> Vec<Event> 
         .collect()
 }
 
-/// The cluster as `kubectl get nodes,pods,namespaces -o yaml` would dump it,
-/// explained by `rkube explain`.
-async fn explain_message(admin: &Client, pod: &str) -> String {
-    let mut items = Vec::new();
+/// Nodes, pods and namespaces as `kubectl get -o json` dumps them.
+async fn dump(admin: &Client) -> (Vec<serde_json::Value>, Vec<Pod>, Vec<serde_json::Value>) {
+    let mut nodes = Vec::new();
     for n in Api::<Node>::all(admin.clone())
         .list(&Default::default())
         .await
         .unwrap()
     {
-        items.push(serde_json::to_value(n).unwrap());
+        nodes.push(serde_json::to_value(n).unwrap());
     }
-    for p in Api::<Pod>::all(admin.clone())
+    let pods = Api::<Pod>::all(admin.clone())
         .list(&Default::default())
         .await
         .unwrap()
-    {
-        items.push(serde_json::to_value(p).unwrap());
-    }
+        .items;
+    let mut namespaces = Vec::new();
     for ns in Api::<Namespace>::all(admin.clone())
         .list(&Default::default())
         .await
         .unwrap()
     {
-        items.push(serde_json::to_value(ns).unwrap());
+        namespaces.push(serde_json::to_value(ns).unwrap());
     }
-    let dir = std::env::temp_dir().join(format!("rkube-live-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("cluster.json");
+    (nodes, pods, namespaces)
+}
+
+fn write_list(file: &std::path::Path, items: Vec<serde_json::Value>) {
     std::fs::write(
-        &file,
+        file,
         serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
             .unwrap(),
     )
     .unwrap();
+}
+
+/// The cluster as dumped now, explained by `rkube explain` and by the
+/// upstream oracle: (rkube's message, upstream's message).
+async fn explain_messages(admin: &Client, pod: &str) -> (String, String) {
+    let (mut items, pods, namespaces) = dump(admin).await;
+    items.extend(pods.into_iter().map(|p| serde_json::to_value(p).unwrap()));
+    items.extend(namespaces);
+    let dir = std::env::temp_dir().join(format!("rkube-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.json");
+    write_list(&file, items);
     let cluster = rkube_sim::load::load_cluster(&file).unwrap();
     let e = rkube_sim::explain(&cluster, &rkube_config::default_config(), pod, 0).unwrap();
+    let (_, upstream) = oracle(&file, pod);
     let _ = std::fs::remove_dir_all(&dir);
-    e.message
+    (e.message, upstream)
+}
+
+/// Replays the decisions in order against the oracle: before decision k,
+/// the pods of decisions 0..k are bound where rkube put them and later
+/// ones are absent; rkube's node must be among upstream's top-scoring
+/// nodes. Returns how many were checked.
+async fn replay_against_upstream(admin: &Client, decisions: &[rkube_scheduler::Decision]) -> usize {
+    let (nodes, pods, namespaces) = dump(admin).await;
+    let by_key: std::collections::HashMap<String, &Pod> = pods
+        .iter()
+        .map(|p| (format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()), p))
+        .collect();
+    let dir = std::env::temp_dir().join(format!("rkube-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.json");
+    let mut checked = 0;
+    for (k, d) in decisions.iter().enumerate() {
+        let mut items = nodes.clone();
+        items.extend(namespaces.iter().cloned());
+        for (j, earlier) in decisions[..=k].iter().enumerate() {
+            let mut p = serde_json::to_value(by_key[&earlier.pod]).unwrap();
+            p["spec"]["nodeName"] = if j == k { json!(null) } else { json!(earlier.node) };
+            if j == k {
+                p["status"] = json!({"phase": "Pending"});
+            }
+            items.push(p);
+        }
+        write_list(&file, items);
+        let (top, message) = oracle(&file, &d.pod);
+        assert!(
+            top.contains(&d.node),
+            "decision {k}: rkube put {} on {}, upstream's top-scoring nodes are {top:?} ({message})",
+            d.pod,
+            d.node
+        );
+        checked += 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    checked
 }
 
 #[test]
@@ -188,34 +275,52 @@ async fn scenario(cp: &ControlPlane) {
         .local_addr()
         .unwrap()
         .port();
+    let cert_dir = std::env::temp_dir().join(format!("rkube-live-certs-{}", std::process::id()));
     let opts = rkube_scheduler::options::parse(
         [
             "--kubeconfig",
             cp.scheduler_kubeconfig().to_str().unwrap(),
-            "--leader-elect=false",
             "--bind-address=127.0.0.1",
             &format!("--secure-port={port}"),
-            "--authorization-kubeconfig=/ignored",
+            &format!("--cert-dir={}", cert_dir.display()),
+            "--profiling=false",
         ]
         .map(String::from),
     )
     .unwrap();
     assert_eq!(opts.warnings.len(), 1);
+    let decisions = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hooks = rkube_scheduler::Hooks {
+        on_decision: Some(Box::new({
+            let decisions = decisions.clone();
+            move |d: &rkube_scheduler::Decision| decisions.lock().unwrap().push(d.clone())
+        })),
+    };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let sched = tokio::spawn(rkube_scheduler::run(opts, async {
-        let _ = stopped.await;
-    }));
+    let sched = tokio::spawn(rkube_scheduler::run_with(
+        opts,
+        async {
+            let _ = stopped.await;
+        },
+        hooks,
+    ));
 
     wait_for("/readyz", Duration::from_secs(30), || async {
-        http_get(port, "/readyz")
-            .await
-            .filter(|r| r.starts_with("HTTP/1.1 200") && r.ends_with("ok"))
+        https_get(port, "/readyz", None).filter(|(code, body)| *code == 200 && body == "ok")
     })
     .await;
-    assert!(http_get(port, "/healthz")
-        .await
-        .unwrap()
-        .starts_with("HTTP/1.1 200"));
+    assert_eq!(https_get(port, "/healthz", None).unwrap().0, 200);
+    assert!(cert_dir.join("kube-scheduler.crt").exists());
+    // Leader election: the scheduler holds kube-system/kube-scheduler.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), "kube-system");
+    let lease = wait_for("the leader lease", Duration::from_secs(20), || async {
+        leases.get_opt("kube-scheduler").await.ok().flatten()
+    })
+    .await;
+    let spec = lease.spec.unwrap();
+    assert!(spec.holder_identity.unwrap_or_default().contains('_'));
+    assert_eq!(spec.lease_duration_seconds, Some(15));
 
     let nodes: Api<Node> = Api::all(admin.clone());
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
@@ -284,6 +389,20 @@ async fn scenario(cp: &ControlPlane) {
     }
     eprintln!("placements: {per_node:?}");
 
+    // Every placement is one upstream could have made.
+    let decided: Vec<rkube_scheduler::Decision> = decisions
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|d| d.pod.starts_with("default/load-"))
+        .cloned()
+        .collect();
+    assert_eq!(decided.len(), PODS, "one decision per pod");
+    let t = Instant::now();
+    let checked = replay_against_upstream(&admin, &decided).await;
+    assert_eq!(checked, PODS);
+    eprintln!("{checked} placements replayed against upstream in {:?}", t.elapsed());
+
     // What users see: the Scheduled event, as kube-scheduler writes it.
     let first = &bound[0];
     let node = first.spec.as_ref().unwrap().node_name.clone().unwrap();
@@ -327,8 +446,9 @@ async fn scenario(cp: &ControlPlane) {
     )
     .await;
     let note = failed.note.clone().unwrap();
-    let expected = explain_message(&admin, "default/big").await;
+    let (expected, upstream) = explain_messages(&admin, "default/big").await;
     assert_eq!(note, expected);
+    assert_eq!(note, upstream, "the FailedScheduling message is upstream's");
     assert!(
         note.starts_with("0/20 nodes are available: 20 Insufficient cpu."),
         "{note}"
@@ -433,6 +553,62 @@ async fn scenario(cp: &ControlPlane) {
         .unwrap()
         .starts_with("0/21 nodes are available: 21 Insufficient cpu."),);
 
+    // Metrics: upstream's names; a token allowed to get /metrics is needed.
+    let (code, body) = https_get(port, "/metrics", None).unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("system:anonymous"), "{body}");
+    let token = metrics_token(cp);
+    let (code, text) = https_get(port, "/metrics", Some(&token)).unwrap();
+    assert_eq!(code, 200, "{text}");
+    let scheduled = format!(
+        "scheduler_schedule_attempts_total{{result=\"scheduled\",profile=\"default-scheduler\"}} {}",
+        PODS + 2
+    );
+    for line in [
+        scheduled.as_str(),
+        "scheduler_preemption_attempts_total ",
+        "leader_election_master_status{name=\"kube-scheduler\"} 1",
+        "scheduler_pending_pods{queue=\"active\"} 0",
+        "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"PreFilter\",status=\"Success\",profile=\"default-scheduler\"}",
+        "scheduler_plugin_execution_duration_seconds_count{plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"}",
+        "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"Bind\",status=\"Success\",profile=\"default-scheduler\"}",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in /metrics:\n{text}");
+    }
+
+    // SIGTERM-like stop: the lease is released.
     let _ = stop.send(());
     sched.await.unwrap().unwrap();
+    let spec = leases.get("kube-scheduler").await.unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some(""), "lease released");
+    let _ = std::fs::remove_dir_all(&cert_dir);
+}
+
+/// A ServiceAccount allowed to `get /metrics`, and a token for it.
+fn metrics_token(cp: &ControlPlane) -> String {
+    let manifest = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: metrics-reader, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: metrics-reader}
+rules: [{nonResourceURLs: ["/metrics"], verbs: ["get"]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: metrics-reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: metrics-reader}
+subjects: [{kind: ServiceAccount, name: metrics-reader, namespace: default}]
+"#;
+    let file = cp.dir().join("metrics-reader.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    let out = cp.kubectl(&["apply", "-f", file.to_str().unwrap()]).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cp
+        .kubectl(&["create", "token", "metrics-reader", "-n", "default"])
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }

@@ -9,6 +9,7 @@ pub mod check;
 pub mod compare;
 pub mod load;
 pub mod report;
+pub mod text;
 pub mod stats;
 
 use std::collections::{HashMap, HashSet};
@@ -118,6 +119,14 @@ impl Profiles {
         self.by_name
             .get(&pod.scheduler_name)
             .map(|&i| &self.frameworks[i])
+    }
+
+    /// Sends every profile's extension-point and plugin durations to
+    /// `recorder` (the live scheduler's metrics).
+    pub fn set_recorder(&mut self, recorder: rkube_framework::Recorder) {
+        for fw in &mut self.frameworks {
+            fw.recorder = Some(recorder.clone());
+        }
     }
 }
 

@@ -95,6 +95,61 @@ impl ControlPlane {
         Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
     }
 
+    fn script(&self, args: &[&str], env: &[(&str, String)]) -> Result<()> {
+        let out = Command::new(script(&self.root))
+            .args(args)
+            .arg("--dir")
+            .arg(&self.dir)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "hack/control-plane {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// Stops kube-apiserver (SIGKILL when `kill`, else SIGTERM), keeps it
+    /// down for `down`, starts it again and waits until it is ready.
+    pub fn restart_apiserver(&self, kill: bool, down: std::time::Duration) -> Result<()> {
+        self.script(
+            &["restart-apiserver"],
+            &[
+                ("RESTART_SIGNAL", if kill { "KILL" } else { "TERM" }.to_string()),
+                ("DOWN_SECONDS", format!("{:.3}", down.as_secs_f64())),
+            ],
+        )
+    }
+
+    /// (Re)starts upstream kube-scheduler (leader election off) with an
+    /// optional KubeSchedulerConfiguration and extra flags.
+    pub fn start_upstream_scheduler(&self, config: Option<&Path>, extra: &[&str]) -> Result<()> {
+        let mut cmd = Command::new(script(&self.root));
+        cmd.arg("scheduler").arg("--dir").arg(&self.dir);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        if !extra.is_empty() {
+            cmd.arg("--").args(extra);
+        }
+        let out = cmd.output()?;
+        if !out.status.success() {
+            bail!(
+                "hack/control-plane scheduler failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// Stops upstream kube-scheduler.
+    pub fn stop_upstream_scheduler(&self) -> Result<()> {
+        self.script(&["stop-scheduler"], &[])
+    }
+
     /// Runs the real `kubectl` with a kubeconfig.
     pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> Result<Output> {
         Ok(Command::new("kubectl")

@@ -1,0 +1,294 @@
+//! Prometheus metrics under kube-scheduler's names and labels (v1.37's
+//! `pkg/scheduler/metrics`), served on `/metrics` ([`crate::serve`]).
+//!
+//! Covered: `scheduler_schedule_attempts_total`,
+//! `scheduler_scheduling_attempt_duration_seconds`,
+//! `scheduler_scheduling_algorithm_duration_seconds`,
+//! `scheduler_pending_pods`, `scheduler_pod_scheduling_attempts`,
+//! `scheduler_framework_extension_point_duration_seconds`,
+//! `scheduler_plugin_execution_duration_seconds` (10% of cycles sampled, as
+//! upstream), `scheduler_preemption_attempts_total`,
+//! `scheduler_preemption_victims` and `leader_election_master_status`.
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use rkube_framework::{MetricsRecorder, Status};
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Builds histograms with fixed exponential buckets.
+#[derive(Clone)]
+pub struct Buckets {
+    start: f64,
+    factor: f64,
+    count: u16,
+}
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(exponential_buckets(self.start, self.factor, self.count))
+    }
+}
+
+const fn buckets(start: f64, factor: f64, count: u16) -> Buckets {
+    Buckets {
+        start,
+        factor,
+        count,
+    }
+}
+
+type Histograms = Family<Labels, Histogram, Buckets>;
+
+/// Where the queue's pods are, for `scheduler_pending_pods`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// activeQ.
+    pub active: usize,
+    /// backoffQ.
+    pub backoff: usize,
+    /// Unschedulable pool (not gated).
+    pub unschedulable: usize,
+    /// Rejected by PreEnqueue (scheduling gates).
+    pub gated: usize,
+}
+
+/// The scheduler's metrics.
+pub struct Metrics {
+    registry: Registry,
+    schedule_attempts: Family<Labels, Counter>,
+    attempt_duration: Histograms,
+    algorithm_duration: Histogram,
+    pending_pods: Family<Labels, Gauge>,
+    pod_scheduling_attempts: Histogram,
+    extension_point: Histograms,
+    plugin_execution: Histograms,
+    preemption_attempts: Counter,
+    preemption_victims: Histogram,
+    leader: Family<Labels, Gauge>,
+    // Registry encoding takes `&self`; the lock keeps scrapes whole.
+    encode_lock: Mutex<()>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// All metrics registered, at zero.
+    pub fn new() -> Self {
+        let mut root = Registry::default();
+        let reg = root.sub_registry_with_prefix("scheduler");
+        let schedule_attempts = Family::<Labels, Counter>::default();
+        reg.register(
+            "schedule_attempts",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+            schedule_attempts.clone(),
+        );
+        let attempt_duration = Histograms::new_with_constructor(buckets(0.001, 2.0, 15));
+        reg.register(
+            "scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            attempt_duration.clone(),
+        );
+        let algorithm_duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
+        reg.register(
+            "scheduling_algorithm_duration_seconds",
+            "Scheduling algorithm latency in seconds",
+            algorithm_duration.clone(),
+        );
+        let pending_pods = Family::<Labels, Gauge>::default();
+        reg.register(
+            "pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+            pending_pods.clone(),
+        );
+        let pod_scheduling_attempts = Histogram::new(exponential_buckets(1.0, 2.0, 5));
+        reg.register(
+            "pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            pod_scheduling_attempts.clone(),
+        );
+        let extension_point = Histograms::new_with_constructor(buckets(0.0001, 2.0, 12));
+        reg.register(
+            "framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            extension_point.clone(),
+        );
+        let plugin_execution = Histograms::new_with_constructor(buckets(0.00001, 1.5, 20));
+        reg.register(
+            "plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point.",
+            plugin_execution.clone(),
+        );
+        let preemption_attempts = Counter::default();
+        reg.register(
+            "preemption_attempts",
+            "Total preemption attempts in the cluster till now",
+            preemption_attempts.clone(),
+        );
+        let preemption_victims = Histogram::new(exponential_buckets(1.0, 2.0, 7));
+        reg.register(
+            "preemption_victims",
+            "Number of selected preemption victims",
+            preemption_victims.clone(),
+        );
+        let leader = Family::<Labels, Gauge>::default();
+        root.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+            leader.clone(),
+        );
+        Metrics {
+            registry: root,
+            schedule_attempts,
+            attempt_duration,
+            algorithm_duration,
+            pending_pods,
+            pod_scheduling_attempts,
+            extension_point,
+            plugin_execution,
+            preemption_attempts,
+            preemption_victims,
+            leader,
+            encode_lock: Mutex::new(()),
+        }
+    }
+
+    /// One scheduling attempt ended with `result` (`scheduled`,
+    /// `unschedulable` or `error`) after `seconds`.
+    pub fn attempt(&self, profile: &str, result: &str, seconds: f64) {
+        let labels = vec![("result", result.to_string()), ("profile", profile.to_string())];
+        self.schedule_attempts.get_or_create(&labels).inc();
+        self.attempt_duration
+            .get_or_create(&labels)
+            .observe(seconds);
+    }
+
+    /// The scheduling algorithm (filter + score) took `seconds`.
+    pub fn algorithm(&self, seconds: f64) {
+        self.algorithm_duration.observe(seconds);
+    }
+
+    /// A pod was bound after `attempts` attempts.
+    pub fn scheduled_after(&self, attempts: u32) {
+        self.pod_scheduling_attempts.observe(f64::from(attempts));
+    }
+
+    /// A preemption attempt choosing `victims` victims.
+    pub fn preemption(&self, victims: usize) {
+        self.preemption_attempts.inc();
+        if victims > 0 {
+            self.preemption_victims.observe(victims as f64);
+        }
+    }
+
+    /// An extension point run by the live scheduler itself (Reserve,
+    /// Permit, PreBind, Bind, PostBind).
+    pub fn point(&self, profile: &str, point: &'static str, status: &str, seconds: f64) {
+        self.extension_point
+            .get_or_create(&vec![
+                ("extension_point", point.to_string()),
+                ("status", status.to_string()),
+                ("profile", profile.to_string()),
+            ])
+            .observe(seconds);
+    }
+
+    /// Sets `leader_election_master_status{name}`.
+    pub fn set_leader(&self, name: &str, leading: bool) {
+        self.leader
+            .get_or_create(&vec![("name", name.to_string())])
+            .set(i64::from(leading));
+    }
+
+    /// The Prometheus text exposition of every metric, with the queue's
+    /// current sizes.
+    pub fn render(&self, pending: Pending) -> String {
+        for (queue, n) in [
+            ("active", pending.active),
+            ("backoff", pending.backoff),
+            ("unschedulable", pending.unschedulable),
+            ("gated", pending.gated),
+        ] {
+            self.pending_pods
+                .get_or_create(&vec![("queue", queue.to_string())])
+                .set(n as i64);
+        }
+        let _guard = self.encode_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl MetricsRecorder for Metrics {
+    fn extension_point(&self, profile: &str, point: &'static str, status: &Status, seconds: f64) {
+        self.point(profile, point, status.code.as_str(), seconds);
+    }
+
+    fn plugin(&self, plugin: &'static str, point: &'static str, status: &Status, seconds: f64) {
+        self.plugin_execution
+            .get_or_create(&vec![
+                ("plugin", plugin.to_string()),
+                ("extension_point", point.to_string()),
+                ("status", status.code.as_str().to_string()),
+            ])
+            .observe(seconds);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_upstream_names_and_labels() {
+        let m = Metrics::new();
+        m.attempt("default-scheduler", "scheduled", 0.002);
+        m.attempt("default-scheduler", "scheduled", 0.003);
+        m.attempt("default-scheduler", "unschedulable", 0.004);
+        m.scheduled_after(1);
+        m.preemption(2);
+        m.set_leader("kube-scheduler", true);
+        m.extension_point(
+            "default-scheduler",
+            "PreFilter",
+            &Status::success(),
+            0.0001,
+        );
+        m.plugin("NodeResourcesFit", "Filter", &Status::success(), 0.00002);
+        let text = m.render(Pending {
+            active: 3,
+            backoff: 1,
+            unschedulable: 2,
+            gated: 0,
+        });
+        for line in [
+            "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 2",
+            "scheduler_schedule_attempts_total{result=\"unschedulable\",profile=\"default-scheduler\"} 1",
+            "scheduler_scheduling_attempt_duration_seconds_count{result=\"scheduled\",profile=\"default-scheduler\"} 2",
+            "scheduler_pending_pods{queue=\"active\"} 3",
+            "scheduler_pending_pods{queue=\"unschedulable\"} 2",
+            "scheduler_pod_scheduling_attempts_count 1",
+            "scheduler_preemption_attempts_total 1",
+            "scheduler_preemption_victims_sum 2.0",
+            "leader_election_master_status{name=\"kube-scheduler\"} 1",
+            "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"PreFilter\",status=\"Success\",profile=\"default-scheduler\"} 1",
+            "scheduler_plugin_execution_duration_seconds_count{plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        // The smallest attempt-duration bucket is upstream's 1 ms.
+        assert!(text.contains("scheduler_scheduling_attempt_duration_seconds_bucket{le=\"0.001\",result=\"scheduled\",profile=\"default-scheduler\"} 0"), "{text}");
+    }
+}
