@@ -1,0 +1,479 @@
+//! `rkube scheduler` as real processes against a genuine control plane
+//! (rkube-testcp), driven with the real `kubectl`:
+//!
+//! - two replicas with leader election (kube-scheduler's 15 s / 10 s / 2 s):
+//!   the leader is killed mid-run, the standby takes over, no pod is lost
+//!   or bound twice; SIGTERM releases the lease, so the next takeover is
+//!   immediate;
+//! - kube-apiserver is restarted 10 times mid-run (SIGTERM and SIGKILL in
+//!   turn): rkube reconnects, relists after its watches expire, and binds
+//!   every pod without restarting;
+//! - the leader is SIGKILLed 10 times (short leases): every pod is bound
+//!   exactly once;
+//! - upstream kube-scheduler and rkube run side by side with two
+//!   schedulerNames: each schedules only its own pods.
+//!
+//! The numbers go to RELIABILITY.md. Needs hack/build-k8s; hack/test runs
+//! these one at a time (`--ignored --test-threads=1`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rkube_testcp::ControlPlane;
+use serde_json::Value;
+
+fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
+    let out = cp.kubectl(args).expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// kubectl that may fail (the API server may be restarting).
+fn try_kubectl(cp: &ControlPlane, args: &[&str]) -> Option<String> {
+    let out = cp.kubectl(args).ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn apply(cp: &ControlPlane, name: &str, yaml: &str) {
+    let file = cp.dir().join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    // Retried: right after an API server restart a request can fail.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if try_kubectl(cp, &["apply", "-f", file.to_str().unwrap()]).is_some() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "kubectl apply {name} kept failing");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn create_nodes(cp: &ControlPlane, n: usize, cpu: &str) {
+    let mut yaml = String::new();
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: node-{i:02}, labels: {{kubernetes.io/hostname: node-{i:02}}}}}\n---\n"
+        ));
+    }
+    apply(cp, "nodes", &yaml);
+    for i in 0..n {
+        let status = format!(
+            r#"{{"status":{{"capacity":{{"cpu":"{cpu}","memory":"64Gi","pods":"110"}},"allocatable":{{"cpu":"{cpu}","memory":"64Gi","pods":"110"}},"conditions":[{{"type":"Ready","status":"True","reason":"KubeletReady","message":"fake node","lastHeartbeatTime":null}}]}}}}"#
+        );
+        kubectl(
+            cp,
+            &[
+                "patch",
+                "node",
+                &format!("node-{i:02}"),
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &status,
+            ],
+        );
+    }
+}
+
+/// `count` pods named `{prefix}-{i}` for `scheduler`.
+fn create_pods(cp: &ControlPlane, prefix: &str, count: usize, scheduler: &str) {
+    let mut yaml = String::new();
+    for i in 0..count {
+        yaml.push_str(&format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {prefix}-{i:03}, namespace: default, labels: {{app: {prefix}}}}}
+spec:
+  schedulerName: {scheduler}
+  automountServiceAccountToken: false
+  tolerations: [{{operator: Exists}}]
+  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}}}]
+---
+"#
+        ));
+    }
+    apply(cp, prefix, &yaml);
+}
+
+/// pod name → node name ("" when pending).
+fn placements(cp: &ControlPlane) -> Option<BTreeMap<String, String>> {
+    let out = try_kubectl(cp, &["get", "pods", "-n", "default", "-o", "json"])?;
+    let v: Value = serde_json::from_str(&out).ok()?;
+    Some(
+        v["items"]
+            .as_array()?
+            .iter()
+            .map(|p| {
+                (
+                    p["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                    p["spec"]["nodeName"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Waits until `expected` pods exist and all are bound.
+fn wait_all_bound(cp: &ControlPlane, expected: usize, timeout: Duration) -> BTreeMap<String, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(p) = placements(cp) {
+            if p.len() == expected && p.values().all(|n| !n.is_empty()) {
+                return p;
+            }
+            if Instant::now() >= deadline {
+                let pending: Vec<&String> =
+                    p.iter().filter(|(_, n)| n.is_empty()).map(|(k, _)| k).collect();
+                panic!(
+                    "timed out: {} pods, pending: {pending:?}",
+                    p.len()
+                );
+            }
+        }
+        assert!(Instant::now() < deadline, "timed out listing pods");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// pod name → (Scheduled events, their reporting controllers and instances).
+fn scheduled_events(cp: &ControlPlane) -> BTreeMap<String, Vec<(String, String)>> {
+    let out = kubectl(cp, &["get", "events.events.k8s.io", "-n", "default", "-o", "json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let mut m: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for e in v["items"].as_array().unwrap() {
+        if e["reason"] == "Scheduled" {
+            m.entry(e["regarding"]["name"].as_str().unwrap().to_string())
+                .or_default()
+                .push((
+                    e["reportingController"].as_str().unwrap_or("").to_string(),
+                    e["reportingInstance"].as_str().unwrap_or("").to_string(),
+                ));
+        }
+    }
+    m
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One `rkube scheduler` process.
+struct Replica {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn start(cp: &ControlPlane, name: &str, extra: &[&str]) -> Replica {
+        let port = free_port();
+        let log = cp.dir().join(format!("logs/rkube-{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_rkube"))
+            .arg("scheduler")
+            .arg("--kubeconfig")
+            .arg(cp.scheduler_kubeconfig())
+            .arg(format!("--secure-port={port}"))
+            .arg("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start rkube scheduler");
+        Replica { child, port, log }
+    }
+
+    fn metrics(&self) -> Option<String> {
+        let out = Command::new("curl")
+            .args(["-sk", "--max-time", "3"])
+            .arg(format!("https://127.0.0.1:{}/metrics", self.port))
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn is_leader(&self) -> bool {
+        self.metrics()
+            .is_some_and(|m| m.contains("leader_election_master_status{name=\"kube-scheduler\"} 1"))
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then the exit code.
+    fn terminate(&mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn wait_leader(replicas: &[&Replica], timeout: Duration) -> usize {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let leaders: Vec<usize> = (0..replicas.len())
+            .filter(|&i| replicas[i].is_leader())
+            .collect();
+        assert!(leaders.len() <= 1, "two leaders at once: {leaders:?}");
+        if let Some(&i) = leaders.first() {
+            return i;
+        }
+        assert!(Instant::now() < deadline, "no leader elected");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn lease_holder(cp: &ControlPlane) -> String {
+    kubectl(
+        cp,
+        &[
+            "get",
+            "lease",
+            "-n",
+            "kube-system",
+            "kube-scheduler",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    )
+}
+
+fn assert_bound_once(cp: &ControlPlane, placed: &BTreeMap<String, String>) -> usize {
+    let events = scheduled_events(cp);
+    for (pod, evs) in &events {
+        assert!(evs.len() <= 1, "{pod} has {} Scheduled events: {evs:?}", evs.len());
+    }
+    placed.keys().filter(|p| events.contains_key(*p)).count()
+}
+
+fn no_panic(r: &Replica) {
+    let log = r.log_text();
+    assert!(!log.contains("panicked"), "rkube panicked:\n{log}");
+}
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn leader_failover_with_upstream_defaults_and_lease_release() {
+    let cp = ControlPlane::start().expect("control plane");
+    create_nodes(&cp, 10, "32");
+    let mut a = Replica::start(&cp, "a", &[]);
+    let mut b = Replica::start(&cp, "b", &[]);
+    let leader = wait_leader(&[&a, &b], Duration::from_secs(30));
+    create_pods(&cp, "first", 60, "default-scheduler");
+    wait_all_bound(&cp, 60, Duration::from_secs(60));
+
+    // Kill the leader mid-run: pods keep arriving.
+    create_pods(&cp, "second", 60, "default-scheduler");
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Instant::now();
+    let (dead, standby) = if leader == 0 { (&mut a, &mut b) } else { (&mut b, &mut a) };
+    dead.kill();
+    create_pods(&cp, "third", 60, "default-scheduler");
+    let placed = wait_all_bound(&cp, 180, Duration::from_secs(90));
+    let takeover = killed.elapsed();
+    assert!(standby.is_leader(), "the standby leads");
+    assert!(standby.alive());
+    // kube-scheduler's 15 s lease: the standby waits it out, not much more.
+    assert!(takeover < Duration::from_secs(40), "{takeover:?}");
+    let with_events = assert_bound_once(&cp, &placed);
+    eprintln!("failover: all 180 bound {takeover:?} after the kill; {with_events} with a Scheduled event");
+
+    // SIGTERM: the lease is released (empty holder), so a new replica
+    // takes over at once instead of after 15 s.
+    let c = Replica::start(&cp, "c", &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!c.is_leader());
+    let holder_before = lease_holder(&cp);
+    assert!(!holder_before.is_empty());
+    let stopped = Instant::now();
+    assert_eq!(standby.terminate(), Some(0), "clean exit on SIGTERM");
+    let log = standby.log_text();
+    assert!(log.contains("released the lease"), "{log}");
+    wait_leader(&[&c], Duration::from_secs(8));
+    let handover = stopped.elapsed();
+    assert!(handover < Duration::from_secs(8), "{handover:?}");
+    assert_ne!(lease_holder(&cp), holder_before);
+    create_pods(&cp, "fourth", 20, "default-scheduler");
+    wait_all_bound(&cp, 200, Duration::from_secs(60));
+    no_panic(&c);
+    no_panic(standby);
+    eprintln!("SIGTERM handover took {handover:?}");
+}
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn survives_ten_apiserver_restarts() {
+    const ROUNDS: usize = 10;
+    const PER_ROUND: usize = 20;
+    let cp = ControlPlane::start().expect("control plane");
+    create_nodes(&cp, 10, "64");
+    // A lease long enough to outlive a restart: this test is about
+    // reconnecting, not about losing leadership.
+    let mut r = Replica::start(
+        &cp,
+        "restarts",
+        &[
+            "--leader-elect-lease-duration=90s",
+            "--leader-elect-renew-deadline=60s",
+            "-v=2",
+        ],
+    );
+    wait_leader(&[&r], Duration::from_secs(30));
+    let t0 = Instant::now();
+    for round in 0..ROUNDS {
+        create_pods(&cp, &format!("r{round}"), PER_ROUND, "default-scheduler");
+        std::thread::sleep(Duration::from_millis(200 * (round as u64 % 3)));
+        cp.restart_apiserver(round % 2 == 1, Duration::from_millis(500))
+            .expect("restart apiserver");
+        assert!(r.alive(), "rkube exited after restart {round}:\n{}", r.log_text());
+    }
+    let placed = wait_all_bound(&cp, ROUNDS * PER_ROUND, Duration::from_secs(120));
+    assert!(r.alive(), "rkube kept running");
+    let with_events = assert_bound_once(&cp, &placed);
+    no_panic(&r);
+    let log = r.log_text();
+    let relists = log.matches("informer relisted").count();
+    assert!(relists > 0, "watches were re-established by relisting:\n{log}");
+    eprintln!(
+        "apiserver restarts: {ROUNDS} restarts, {} pods bound, 0 lost, {with_events} with a Scheduled event, {relists} relists, {:?}",
+        placed.len(),
+        t0.elapsed()
+    );
+}
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn leader_killed_ten_times() {
+    const KILLS: usize = 10;
+    const PER_ROUND: usize = 20;
+    let cp = ControlPlane::start().expect("control plane");
+    create_nodes(&cp, 10, "64");
+    let short = [
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=500ms",
+    ];
+    let mut replicas: Vec<Replica> = (0..2)
+        .map(|i| Replica::start(&cp, &format!("k{i}"), &short))
+        .collect();
+    let mut next = 2;
+    let mut takeovers = Vec::new();
+    for round in 0..KILLS {
+        let leader = wait_leader(&replicas.iter().collect::<Vec<_>>(), Duration::from_secs(30));
+        create_pods(&cp, &format!("k{round}"), PER_ROUND, "default-scheduler");
+        std::thread::sleep(Duration::from_millis(100 * (round as u64 % 4)));
+        let t = Instant::now();
+        let mut dead = replicas.remove(leader);
+        no_panic(&dead);
+        dead.kill();
+        // Keep two replicas: a new one replaces the killed one.
+        replicas.push(Replica::start(&cp, &format!("k{next}"), &short));
+        next += 1;
+        wait_leader(&replicas.iter().collect::<Vec<_>>(), Duration::from_secs(30));
+        takeovers.push(t.elapsed());
+    }
+    let placed = wait_all_bound(&cp, KILLS * PER_ROUND, Duration::from_secs(90));
+    let with_events = assert_bound_once(&cp, &placed);
+    for r in &mut replicas {
+        assert!(r.alive());
+        no_panic(r);
+    }
+    eprintln!(
+        "leader kills: {KILLS} kills, {} pods bound, 0 lost, 0 double-bound, {with_events} with a Scheduled event, takeovers {takeovers:?}",
+        placed.len()
+    );
+}
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn side_by_side_with_upstream_kube_scheduler() {
+    let cp = ControlPlane::start().expect("control plane");
+    create_nodes(&cp, 6, "32");
+    cp.start_upstream_scheduler(None, &[]).expect("kube-scheduler starts");
+    let config = cp.dir().join("rkube-config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  resourceName: rkube\nprofiles:\n- schedulerName: rkube\n",
+    )
+    .unwrap();
+    let r = Replica::start(
+        &cp,
+        "side",
+        &["--config", config.to_str().unwrap()],
+    );
+    wait_leader_named(&r, "rkube");
+    create_pods(&cp, "up", 20, "default-scheduler");
+    create_pods(&cp, "rk", 20, "rkube");
+    let placed = wait_all_bound(&cp, 40, Duration::from_secs(60));
+    assert_bound_once(&cp, &placed);
+    let events = scheduled_events(&cp);
+    for (pod, evs) in &events {
+        let (controller, instance) = &evs[0];
+        if pod.starts_with("rk-") {
+            assert_eq!(controller, "rkube", "{pod}");
+            assert!(instance.starts_with("rkube-"), "{pod}: {instance}");
+        } else {
+            assert_eq!(controller, "default-scheduler", "{pod}");
+        }
+    }
+    let m = r.metrics().unwrap();
+    assert!(
+        m.contains("scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"rkube\"} 20"),
+        "{m}"
+    );
+    assert!(!m.contains("profile=\"default-scheduler\""), "rkube touched no default-scheduler pod");
+    // Upstream's own log shows it bound only its pods.
+    let upstream_log = std::fs::read_to_string(cp.dir().join("logs/kube-scheduler.log")).unwrap();
+    assert!(!upstream_log.contains("pod=\"default/rk-"), "upstream touched an rkube pod");
+    no_panic(&r);
+}
+
+fn wait_leader_named(r: &Replica, lease: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let want = format!("leader_election_master_status{{name=\"{lease}\"}} 1");
+    while !r.metrics().is_some_and(|m| m.contains(&want)) {
+        assert!(Instant::now() < deadline, "rkube never led {lease}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
