@@ -7,8 +7,13 @@
 //! * [`run`]: rkube's scheduling loop, timed (the same loop as
 //!   `rkube_sim::simulate`, with a clock around each attempt).
 //!
-//! `hack/bench inprocess --workload W` drives both and compares them.
+//! * [`live`]: upstream kube-scheduler and `rkube scheduler` against the
+//!   same genuine API server.
+//!
+//! `hack/bench inprocess --workload W` drives both and compares them;
+//! `hack/bench live --workload W` does the same against a real API server.
 
 pub mod compare;
+pub mod live;
 pub mod run;
 pub mod workload;

@@ -437,10 +437,11 @@ fn side_by_side_with_upstream_kube_scheduler() {
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  resourceName: rkube\nprofiles:\n- schedulerName: rkube\n",
     )
     .unwrap();
+    // -v=10: the most verbose logs, with every pod's score table.
     let r = Replica::start(
         &cp,
         "side",
-        &["--config", config.to_str().unwrap()],
+        &["--config", config.to_str().unwrap(), "-v=10"],
     );
     wait_leader_named(&r, "rkube");
     create_pods(&cp, "up", 20, "default-scheduler");
@@ -467,6 +468,28 @@ fn side_by_side_with_upstream_kube_scheduler() {
     let upstream_log = std::fs::read_to_string(cp.dir().join("logs/kube-scheduler.log")).unwrap();
     assert!(!upstream_log.contains("pod=\"default/rk-"), "upstream touched an rkube pod");
     no_panic(&r);
+    let log = r.log_text();
+    assert!(log.contains("Selected node: node-"), "score tables at -v=10");
+    assert_no_secrets(&cp, &log);
+}
+
+/// No credential of the scheduler's kubeconfig appears in a log, even at -v=10.
+fn assert_no_secrets(cp: &ControlPlane, log: &str) {
+    let kubeconfig = std::fs::read_to_string(cp.scheduler_kubeconfig()).unwrap();
+    assert!(!log.contains("PRIVATE KEY") && !log.contains("BEGIN CERTIFICATE"));
+    for line in kubeconfig.lines() {
+        let line = line.trim();
+        for field in ["client-key-data:", "client-certificate-data:", "token:"] {
+            if let Some(v) = line.strip_prefix(field) {
+                let v = v.trim();
+                // Any 40-character piece of the secret would be a leak.
+                for chunk in v.as_bytes().chunks(40).filter(|c| c.len() == 40) {
+                    let piece = std::str::from_utf8(chunk).unwrap();
+                    assert!(!log.contains(piece), "{field} material in the log");
+                }
+            }
+        }
+    }
 }
 
 fn wait_leader_named(r: &Replica, lease: &str) {

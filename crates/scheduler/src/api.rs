@@ -47,8 +47,11 @@ pub struct Writer {
     pub client: Client,
     /// Host name for `reportingInstance`.
     pub hostname: String,
-    /// Client-side QPS/burst limit shared by every write.
+    /// Client-side QPS/burst limit of API writes (bindings, status).
     pub limiter: std::sync::Arc<crate::ratelimit::RateLimiter>,
+    /// Events have their own (kube-scheduler makes a second client for
+    /// its event broadcaster, with its own QPS/burst).
+    pub event_limiter: std::sync::Arc<crate::ratelimit::RateLimiter>,
 }
 
 fn reference(pod: &core::Pod) -> core::ObjectReference {
@@ -128,7 +131,7 @@ impl Writer {
             ..Default::default()
         };
         let api: Api<events::Event> = Api::namespaced(self.client.clone(), &ns);
-        self.limiter.acquire().await;
+        self.event_limiter.acquire().await;
         if let Err(e) = api.create(&PostParams::default(), &ev).await {
             tracing::warn!(pod = %format!("{ns}/{}", regarding.name_any()), reason, error = %e, "could not record event");
         }

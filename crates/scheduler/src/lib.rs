@@ -269,6 +269,7 @@ pub async fn run_with(
         client: client.clone(),
         hostname: api::hostname(),
         limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
+        event_limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
     };
     tracing::info!(qps = settings.qps, burst = settings.burst, "client rate limit for API writes");
     let mut tasks = tokio::task::JoinSet::new();

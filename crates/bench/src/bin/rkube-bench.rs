@@ -3,6 +3,7 @@
 //!
 //!   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
 //!   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify]
+//!   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS]
 //!
 //! Prints one JSON line with the same fields as `oracle simulate`:
 //! {"scheduled","unschedulable","pending","attempts","seconds","podsPerSecond",
@@ -19,7 +20,8 @@ use rkube_bench::run::run;
 
 const USAGE: &str = "usage:
   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
-  rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify]";
+  rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify]
+  rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS]";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,6 +29,12 @@ fn main() -> Result<()> {
         Some("simulate") => simulate(&args[1..]),
         Some("inprocess") => {
             if !inprocess(&args[1..])? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Some("live") => {
+            if !live(&args[1..])? {
                 std::process::exit(1);
             }
             Ok(())
@@ -65,6 +73,38 @@ fn inprocess(args: &[String]) -> Result<bool> {
         bail!("inprocess needs --workload and --oracle\n{USAGE}");
     }
     compare::inprocess(&o)
+}
+
+fn live(args: &[String]) -> Result<bool> {
+    let mut o = rkube_bench::live::Options {
+        workload: String::new(),
+        runs: 1,
+        rkube: PathBuf::new(),
+        qps: 50.0,
+        burst: 100,
+        timeout: std::time::Duration::from_secs(600),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--workload" => o.workload = val()?.clone(),
+            "--runs" => o.runs = val()?.parse()?,
+            "--rkube" => o.rkube = PathBuf::from(val()?),
+            "--qps" => o.qps = val()?.parse()?,
+            "--burst" => o.burst = val()?.parse()?,
+            "--timeout" => o.timeout = std::time::Duration::from_secs(val()?.parse()?),
+            other => bail!("unexpected argument {other:?}\n{USAGE}"),
+        }
+    }
+    if o.workload.is_empty() || o.rkube.as_os_str().is_empty() {
+        bail!("live needs --workload and --rkube\n{USAGE}");
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(rkube_bench::live::live(&o))
 }
 
 fn simulate(args: &[String]) -> Result<()> {

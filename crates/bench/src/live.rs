@@ -1,0 +1,377 @@
+//! `rkube-bench live`: upstream kube-scheduler and `rkube scheduler`
+//! against the same genuine API server (rkube-testcp), on one workload.
+//!
+//! Nodes (fake: no kubelets) and the workload's initial pods are created
+//! once. Then, alternately for each scheduler and run: every pending pod of
+//! the workload is created while no scheduler runs, the scheduler is started
+//! with the same KubeSchedulerConfiguration (client QPS/burst from the
+//! options, reported), and a pod watch records when each pod gets its node.
+//! The pending pods are deleted again before the next run. Throughput is
+//! pods bound ÷ (last bind − first bind); "wall" also counts the
+//! scheduler's start-up and cache sync.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::{Api, Client, ResourceExt};
+use rkube_testcp::ControlPlane;
+use serde_json::{json, Value};
+
+use crate::workload::Workload;
+
+/// Options of `live`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Workload name.
+    pub workload: String,
+    /// Runs per scheduler.
+    pub runs: usize,
+    /// The `rkube` binary.
+    pub rkube: PathBuf,
+    /// Client QPS for both schedulers (kube-scheduler's default 50).
+    pub qps: f32,
+    /// Client burst for both (default 100).
+    pub burst: i32,
+    /// Give up on a run after this long.
+    pub timeout: Duration,
+}
+
+/// One run's result.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Pods bound.
+    pub bound: usize,
+    /// Pods/s between the first and the last binding.
+    pub pods_per_second: f64,
+    /// Scheduler start → last binding.
+    pub wall: Duration,
+}
+
+const LABEL: &str = "rkube-bench";
+
+async fn client(path: &Path) -> Result<Client> {
+    let kc = kube::config::Kubeconfig::read_from(path)?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(Client::try_from(cfg)?)
+}
+
+fn split(cluster: &Value) -> (Vec<Value>, Vec<Value>, Vec<Value>, Vec<Value>) {
+    let (mut setup, mut nodes, mut bound, mut pending) = (vec![], vec![], vec![], vec![]);
+    for item in cluster["items"].as_array().into_iter().flatten() {
+        match item["kind"].as_str() {
+            Some("Node") => nodes.push(item.clone()),
+            Some("Pod") if item["spec"]["nodeName"].is_string() => bound.push(item.clone()),
+            Some("Pod") => pending.push(item.clone()),
+            _ => setup.push(item.clone()),
+        }
+    }
+    (setup, nodes, bound, pending)
+}
+
+async fn create_nodes(c: &Client, nodes: &[Value]) -> Result<()> {
+    let api: Api<Node> = Api::all(c.clone());
+    futures::stream::iter(nodes.iter().cloned())
+        .map(|n| {
+            let api = api.clone();
+            async move {
+                let mut obj = n.clone();
+                let status = obj["status"].take();
+                let node: Node = serde_json::from_value(obj)?;
+                let name = node.name_any();
+                api.create(&PostParams::default(), &node).await?;
+                let mut status = status;
+                status["conditions"] = json!([{"type": "Ready", "status": "True",
+                    "reason": "KubeletReady", "message": "rkube-bench fake node"}]);
+                api.patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": status })),
+                )
+                .await?;
+                Ok::<_, anyhow::Error>(())
+            }
+        })
+        .buffer_unordered(32)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+}
+
+async fn create_pods(c: &Client, pods: &[Value]) -> Result<()> {
+    futures::stream::iter(pods.iter().cloned())
+        .map(|p| {
+            let c = c.clone();
+            async move {
+                let mut p = p;
+                p["metadata"]["labels"][LABEL] = json!("1");
+                // No kubelets: nothing would mount a service account token.
+                p["spec"]["automountServiceAccountToken"] = json!(false);
+                // Fake nodes get the unreachable taints after ~50 s.
+                let tol = p["spec"]["tolerations"].as_array().cloned().unwrap_or_default();
+                let mut tol = tol;
+                tol.push(json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists"}));
+                tol.push(json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists"}));
+                p["spec"]["tolerations"] = json!(tol);
+                p["status"] = json!({});
+                let pod: Pod = serde_json::from_value(p)?;
+                let ns = pod.namespace().unwrap_or_else(|| "default".into());
+                Api::<Pod>::namespaced(c, &ns)
+                    .create(&PostParams::default(), &pod)
+                    .await?;
+                Ok::<_, anyhow::Error>(())
+            }
+        })
+        .buffer_unordered(64)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+}
+
+async fn delete_pending(c: &Client, namespaces: &[String], keep: &HashSet<String>) -> Result<()> {
+    for ns in namespaces {
+        let api: Api<Pod> = Api::namespaced(c.clone(), ns);
+        let pods = api
+            .list(&ListParams::default().labels(&format!("{LABEL}=1")))
+            .await?;
+        futures::stream::iter(pods.items)
+            .filter(|p| futures::future::ready(!keep.contains(&p.name_any())))
+            .map(|p| {
+                let api = api.clone();
+                async move {
+                    let _ = api
+                        .delete(&p.name_any(), &DeleteParams::default().grace_period(0))
+                        .await;
+                }
+            })
+            .buffer_unordered(64)
+            .collect::<Vec<_>>()
+            .await;
+    }
+    Ok(())
+}
+
+fn config_file(dir: &Path, o: &Options) -> Result<PathBuf> {
+    let path = dir.join("bench-scheduler.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  leaderElect: false\nclientConnection:\n  qps: {}\n  burst: {}\n",
+            o.qps, o.burst
+        ),
+    )?;
+    Ok(path)
+}
+
+enum Running {
+    Upstream,
+    Rkube(Child),
+}
+
+fn start(cp: &ControlPlane, which: &str, o: &Options, cfg: &Path) -> Result<Running> {
+    if which == "upstream" {
+        cp.start_upstream_scheduler(Some(cfg), &[])?;
+        return Ok(Running::Upstream);
+    }
+    let log = std::fs::File::create(cp.dir().join("logs/rkube-bench.log"))?;
+    let child = Command::new(&o.rkube)
+        .arg("scheduler")
+        .arg("--kubeconfig")
+        .arg(cp.scheduler_kubeconfig())
+        .arg("--config")
+        .arg(cfg)
+        .arg("--secure-port=0")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {}", o.rkube.display()))?;
+    Ok(Running::Rkube(child))
+}
+
+fn stop(cp: &ControlPlane, r: Running) -> Result<()> {
+    match r {
+        Running::Upstream => cp.stop_upstream_scheduler(),
+        Running::Rkube(mut c) => {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let _ = c.wait();
+            Ok(())
+        }
+    }
+}
+
+/// One run: creates the pending pods, starts the scheduler, waits for
+/// `expect` bindings.
+async fn one_run(
+    cp: &ControlPlane,
+    c: &Client,
+    which: &str,
+    o: &Options,
+    cfg: &Path,
+    pending: &[Value],
+    expect: usize,
+) -> Result<Sample> {
+    create_pods(c, pending).await?;
+    let names: HashSet<String> = pending
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    let api: Api<Pod> = Api::all(c.clone());
+    let list = api
+        .list(&ListParams::default().labels(&format!("{LABEL}=1")))
+        .await?;
+    let mut stream = api
+        .watch(
+            &WatchParams::default()
+                .labels(&format!("{LABEL}=1"))
+                .timeout(290),
+            &list.metadata.resource_version.unwrap_or_default(),
+        )
+        .await?
+        .boxed();
+    let t0 = Instant::now();
+    let running = start(cp, which, o, cfg)?;
+    let mut bound: HashSet<String> = HashSet::new();
+    let (mut first, mut last) = (None, None);
+    let deadline = t0 + o.timeout;
+    while bound.len() < expect {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ev = match tokio::time::timeout(left, stream.try_next()).await {
+            Err(_) => break,
+            Ok(Ok(Some(ev))) => ev,
+            Ok(Ok(None)) => {
+                stream = api
+                    .watch(&WatchParams::default().labels(&format!("{LABEL}=1")), "0")
+                    .await?
+                    .boxed();
+                continue;
+            }
+            Ok(Err(e)) => bail!("watching pods: {e}"),
+        };
+        if let WatchEvent::Modified(p) | WatchEvent::Added(p) = ev {
+            let name = p.name_any();
+            if names.contains(&name)
+                && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                && bound.insert(name)
+            {
+                let now = Instant::now();
+                first.get_or_insert(now);
+                last = Some(now);
+            }
+        }
+    }
+    stop(cp, running)?;
+    let (first, last) = (first.unwrap_or(t0), last.unwrap_or(t0));
+    let span = last.duration_since(first).as_secs_f64().max(1e-6);
+    Ok(Sample {
+        bound: bound.len(),
+        pods_per_second: bound.len().saturating_sub(1) as f64 / span,
+        wall: last.duration_since(t0),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Runs the comparison; `Ok(false)` when a scheduler did not bind every
+/// schedulable pod in time.
+pub async fn live(o: &Options) -> Result<bool> {
+    let w = Workload::parse(&o.workload).map_err(anyhow::Error::msg)?;
+    let cluster = w.generate();
+    let (setup, nodes, bound, pending) = split(&cluster);
+    let expect = pending.len() - w.extra_unschedulable();
+    eprintln!("starting a control plane (hack/control-plane)...");
+    let cp = ControlPlane::start()?;
+    let c = client(cp.kubeconfig()).await?;
+    for item in &setup {
+        match item["kind"].as_str() {
+            Some("Namespace") => {
+                let ns: Namespace = serde_json::from_value(item.clone())?;
+                Api::<Namespace>::all(c.clone())
+                    .create(&PostParams::default(), &ns)
+                    .await?;
+            }
+            Some("PriorityClass") => {
+                let pc: PriorityClass = serde_json::from_value(item.clone())?;
+                Api::<PriorityClass>::all(c.clone())
+                    .create(&PostParams::default(), &pc)
+                    .await?;
+            }
+            _ => {}
+        }
+    }
+    let t = Instant::now();
+    create_nodes(&c, &nodes).await?;
+    create_pods(&c, &bound).await?;
+    eprintln!(
+        "{} nodes and {} initial pods created in {:.1?}; {} pending pods per run ({expect} schedulable)",
+        nodes.len(),
+        bound.len(),
+        t.elapsed(),
+        pending.len()
+    );
+    let keep: HashSet<String> = bound
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    let mut namespaces: Vec<String> = pending
+        .iter()
+        .map(|p| p["metadata"]["namespace"].as_str().unwrap_or("default").to_string())
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+    let cfg = config_file(cp.dir(), o)?;
+    println!(
+        "workload {}  client qps {} burst {} (both schedulers)",
+        o.workload, o.qps, o.burst
+    );
+    println!("{:<7} {:<9} {:>7} {:>10} {:>9}", "RUN", "SCHEDULER", "BOUND", "PODS/S", "WALL S");
+    let mut results: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
+    let mut ok = true;
+    for run in 0..o.runs {
+        for (i, which) in ["upstream", "rkube"].iter().enumerate() {
+            let s = one_run(&cp, &c, which, o, &cfg, &pending, expect).await?;
+            println!(
+                "{:<7} {:<9} {:>7} {:>10.1} {:>9.2}",
+                run + 1,
+                which,
+                s.bound,
+                s.pods_per_second,
+                s.wall.as_secs_f64()
+            );
+            if s.bound < expect {
+                eprintln!("{which}: only {} of {expect} pods bound in {:?}", s.bound, o.timeout);
+                ok = false;
+            }
+            results[i].push(s);
+            delete_pending(&c, &namespaces, &keep).await?;
+            // Wait for the deletions to land before the next run.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+    let up = median(results[0].iter().map(|s| s.pods_per_second).collect());
+    let rk = median(results[1].iter().map(|s| s.pods_per_second).collect());
+    let up_wall = median(results[0].iter().map(|s| s.wall.as_secs_f64()).collect());
+    let rk_wall = median(results[1].iter().map(|s| s.wall.as_secs_f64()).collect());
+    println!("median  upstream  {up:>17.1} {up_wall:>9.2}");
+    println!("median  rkube     {rk:>17.1} {rk_wall:>9.2}");
+    println!(
+        "SUMMARY live workload={} qps={} burst={} upstream_pods_per_s={up:.1} rkube_pods_per_s={rk:.1} ratio={:.2} upstream_wall_s={up_wall:.2} rkube_wall_s={rk_wall:.2}",
+        o.workload,
+        o.qps,
+        o.burst,
+        if up > 0.0 { rk / up } else { 0.0 }
+    );
+    Ok(ok)
+}
