@@ -73,12 +73,15 @@ pub struct Shared {
     hooks: Hooks,
 }
 
+/// A decision observer.
+pub type DecisionHook = Box<dyn Fn(&Decision) + Send + Sync>;
+
 /// Observers for tools and tests.
 #[derive(Default)]
 pub struct Hooks {
     /// Called for every placement decision, in decision order, before the
     /// pod is bound (e.g. to replay the sequence against another scheduler).
-    pub on_decision: Option<Box<dyn Fn(&Decision) + Send + Sync>>,
+    pub on_decision: Option<DecisionHook>,
 }
 
 /// One placement decision.
