@@ -112,6 +112,15 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Run as a node agent (kubelet flags: --config, --kubeconfig, --hostname-override,
+    /// --node-labels, --node-ip, --runtime cri|sim, and for the sim --nodes N ...;
+    /// `rkube kubelet --help`).
+    #[command(disable_help_flag = true)]
+    Kubelet {
+        /// kubelet flags (other kubelet flags are accepted and ignored with a warning).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Read a live cluster's Nodes, Pods (all namespaces), Namespaces, PriorityClasses,
     /// Services, ReplicaSets, StatefulSets, PodDisruptionBudgets, PersistentVolumes,
     /// PersistentVolumeClaims, StorageClasses and CSINodes into a cluster file (a `List`;
@@ -366,7 +375,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                 .map_err(|e| SimError::Runtime(format!("writing {}: {e}", output.display())))?;
             Ok(String::new().into())
         }
-        Command::Scheduler { .. } => unreachable!("handled in main"),
+        Command::Scheduler { .. } | Command::Kubelet { .. } => unreachable!("handled in main"),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "rkube", &mut buf);
@@ -402,6 +411,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Scheduler { args } = cli.command {
         return ExitCode::from(rkube_scheduler::main(args) as u8);
+    }
+    if let Command::Kubelet { args } = cli.command {
+        return ExitCode::from(rkube_kubelet::main(args) as u8);
     }
     match run(cli) {
         Ok(Done { stdout: out, code }) => {

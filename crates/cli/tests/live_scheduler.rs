@@ -51,7 +51,10 @@ fn apply(cp: &ControlPlane, name: &str, yaml: &str) {
         if try_kubectl(cp, &["apply", "-f", file.to_str().unwrap()]).is_some() {
             return;
         }
-        assert!(Instant::now() < deadline, "kubectl apply {name} kept failing");
+        assert!(
+            Instant::now() < deadline,
+            "kubectl apply {name} kept failing"
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
 }
@@ -122,7 +125,11 @@ fn placements(cp: &ControlPlane) -> Option<BTreeMap<String, String>> {
 }
 
 /// Waits until `expected` pods exist and all are bound.
-fn wait_all_bound(cp: &ControlPlane, expected: usize, timeout: Duration) -> BTreeMap<String, String> {
+fn wait_all_bound(
+    cp: &ControlPlane,
+    expected: usize,
+    timeout: Duration,
+) -> BTreeMap<String, String> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(p) = placements(cp) {
@@ -130,12 +137,12 @@ fn wait_all_bound(cp: &ControlPlane, expected: usize, timeout: Duration) -> BTre
                 return p;
             }
             if Instant::now() >= deadline {
-                let pending: Vec<&String> =
-                    p.iter().filter(|(_, n)| n.is_empty()).map(|(k, _)| k).collect();
-                panic!(
-                    "timed out: {} pods, pending: {pending:?}",
-                    p.len()
-                );
+                let pending: Vec<&String> = p
+                    .iter()
+                    .filter(|(_, n)| n.is_empty())
+                    .map(|(k, _)| k)
+                    .collect();
+                panic!("timed out: {} pods, pending: {pending:?}", p.len());
             }
         }
         assert!(Instant::now() < deadline, "timed out listing pods");
@@ -145,7 +152,10 @@ fn wait_all_bound(cp: &ControlPlane, expected: usize, timeout: Duration) -> BTre
 
 /// pod name → (Scheduled events, their reporting controllers and instances).
 fn scheduled_events(cp: &ControlPlane) -> BTreeMap<String, Vec<(String, String)>> {
-    let out = kubectl(cp, &["get", "events.events.k8s.io", "-n", "default", "-o", "json"]);
+    let out = kubectl(
+        cp,
+        &["get", "events.events.k8s.io", "-n", "default", "-o", "json"],
+    );
     let v: Value = serde_json::from_str(&out).unwrap();
     let mut m: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for e in v["items"].as_array().unwrap() {
@@ -282,7 +292,11 @@ fn lease_holder(cp: &ControlPlane) -> String {
 fn assert_bound_once(cp: &ControlPlane, placed: &BTreeMap<String, String>) -> usize {
     let events = scheduled_events(cp);
     for (pod, evs) in &events {
-        assert!(evs.len() <= 1, "{pod} has {} Scheduled events: {evs:?}", evs.len());
+        assert!(
+            evs.len() <= 1,
+            "{pod} has {} Scheduled events: {evs:?}",
+            evs.len()
+        );
     }
     placed.keys().filter(|p| events.contains_key(*p)).count()
 }
@@ -307,7 +321,11 @@ fn leader_failover_with_upstream_defaults_and_lease_release() {
     create_pods(&cp, "second", 60, "default-scheduler");
     std::thread::sleep(Duration::from_millis(300));
     let killed = Instant::now();
-    let (dead, standby) = if leader == 0 { (&mut a, &mut b) } else { (&mut b, &mut a) };
+    let (dead, standby) = if leader == 0 {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
     dead.kill();
     create_pods(&cp, "third", 60, "default-scheduler");
     let placed = wait_all_bound(&cp, 180, Duration::from_secs(90));
@@ -317,7 +335,9 @@ fn leader_failover_with_upstream_defaults_and_lease_release() {
     // kube-scheduler's 15 s lease: the standby waits it out, not much more.
     assert!(takeover < Duration::from_secs(40), "{takeover:?}");
     let with_events = assert_bound_once(&cp, &placed);
-    eprintln!("failover: all 180 bound {takeover:?} after the kill; {with_events} with a Scheduled event");
+    eprintln!(
+        "failover: all 180 bound {takeover:?} after the kill; {with_events} with a Scheduled event"
+    );
 
     // SIGTERM: the lease is released (empty holder), so a new replica
     // takes over at once instead of after 15 s.
@@ -366,7 +386,11 @@ fn survives_ten_apiserver_restarts() {
         std::thread::sleep(Duration::from_millis(200 * (round as u64 % 3)));
         cp.restart_apiserver(round % 2 == 1, Duration::from_millis(500))
             .expect("restart apiserver");
-        assert!(r.alive(), "rkube exited after restart {round}:\n{}", r.log_text());
+        assert!(
+            r.alive(),
+            "rkube exited after restart {round}:\n{}",
+            r.log_text()
+        );
     }
     let placed = wait_all_bound(&cp, ROUNDS * PER_ROUND, Duration::from_secs(120));
     assert!(r.alive(), "rkube kept running");
@@ -374,7 +398,10 @@ fn survives_ten_apiserver_restarts() {
     no_panic(&r);
     let log = r.log_text();
     let relists = log.matches("informer relisted").count();
-    assert!(relists > 0, "watches were re-established by relisting:\n{log}");
+    assert!(
+        relists > 0,
+        "watches were re-established by relisting:\n{log}"
+    );
     eprintln!(
         "apiserver restarts: {ROUNDS} restarts, {} pods bound, 0 lost, {with_events} with a Scheduled event, {relists} relists, {:?}",
         placed.len(),
@@ -397,10 +424,12 @@ fn leader_killed_ten_times() {
     let mut replicas: Vec<Replica> = (0..2)
         .map(|i| Replica::start(&cp, &format!("k{i}"), &short))
         .collect();
-    let mut next = 2;
     let mut takeovers = Vec::new();
     for round in 0..KILLS {
-        let leader = wait_leader(&replicas.iter().collect::<Vec<_>>(), Duration::from_secs(30));
+        let leader = wait_leader(
+            &replicas.iter().collect::<Vec<_>>(),
+            Duration::from_secs(30),
+        );
         create_pods(&cp, &format!("k{round}"), PER_ROUND, "default-scheduler");
         std::thread::sleep(Duration::from_millis(100 * (round as u64 % 4)));
         let t = Instant::now();
@@ -408,9 +437,11 @@ fn leader_killed_ten_times() {
         no_panic(&dead);
         dead.kill();
         // Keep two replicas: a new one replaces the killed one.
-        replicas.push(Replica::start(&cp, &format!("k{next}"), &short));
-        next += 1;
-        wait_leader(&replicas.iter().collect::<Vec<_>>(), Duration::from_secs(30));
+        replicas.push(Replica::start(&cp, &format!("k{}", round + 2), &short));
+        wait_leader(
+            &replicas.iter().collect::<Vec<_>>(),
+            Duration::from_secs(30),
+        );
         takeovers.push(t.elapsed());
     }
     let placed = wait_all_bound(&cp, KILLS * PER_ROUND, Duration::from_secs(90));
@@ -430,7 +461,8 @@ fn leader_killed_ten_times() {
 fn side_by_side_with_upstream_kube_scheduler() {
     let cp = ControlPlane::start().expect("control plane");
     create_nodes(&cp, 6, "32");
-    cp.start_upstream_scheduler(None, &[]).expect("kube-scheduler starts");
+    cp.start_upstream_scheduler(None, &[])
+        .expect("kube-scheduler starts");
     let config = cp.dir().join("rkube-config.yaml");
     std::fs::write(
         &config,
@@ -463,13 +495,22 @@ fn side_by_side_with_upstream_kube_scheduler() {
         m.contains("scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"rkube\"} 20"),
         "{m}"
     );
-    assert!(!m.contains("profile=\"default-scheduler\""), "rkube touched no default-scheduler pod");
+    assert!(
+        !m.contains("profile=\"default-scheduler\""),
+        "rkube touched no default-scheduler pod"
+    );
     // Upstream's own log shows it bound only its pods.
     let upstream_log = std::fs::read_to_string(cp.dir().join("logs/kube-scheduler.log")).unwrap();
-    assert!(!upstream_log.contains("pod=\"default/rk-"), "upstream touched an rkube pod");
+    assert!(
+        !upstream_log.contains("pod=\"default/rk-"),
+        "upstream touched an rkube pod"
+    );
     no_panic(&r);
     let log = r.log_text();
-    assert!(log.contains("Selected node: node-"), "score tables at -v=10");
+    assert!(
+        log.contains("Selected node: node-"),
+        "score tables at -v=10"
+    );
     assert_no_secrets(&cp, &log);
 }
 

@@ -1,0 +1,588 @@
+//! `KubeletConfiguration` (`kubelet.config.k8s.io/v1beta1`): strict
+//! decoding, the kubelet v1.37 defaults of the fields rkube uses, and
+//! validation.
+//!
+//! Fields rkube models are decoded and validated; other *upstream* fields
+//! (cgroupDriver, clusterDNS, ...) are accepted with a
+//! warning, as they configure parts rkube does not have; anything else is an
+//! error naming the file and the field, like the kubelet's strict decoder.
+//!
+//! Defaults are upstream's except `address`: the HTTPS kubelet API binds to
+//! 127.0.0.1 unless configured (upstream: 0.0.0.0), so nothing listens
+//! beyond loopback by default; a node the API server reaches over the
+//! network sets `address` (every request is authenticated either way).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Taint;
+use rkube_model::Quantity;
+use serde::de::DeserializeOwned;
+use serde_yaml_ng::Value;
+
+/// The apiVersion rkube reads.
+pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
+
+/// Signals valid in `evictionHard`.
+pub const EVICTION_SIGNALS: &[&str] = &[
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "containerfs.available",
+    "containerfs.inodesFree",
+    "allocatableMemory.available",
+    "pid.available",
+];
+
+/// The fields rkube uses, defaulted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubeletConfiguration {
+    /// `address` of the HTTPS kubelet API (default `127.0.0.1`; upstream's is `0.0.0.0`).
+    pub address: String,
+    /// `port` (default 10250; not served yet).
+    pub port: u16,
+    /// `healthzPort` (default 10248; 0 disables).
+    pub healthz_port: u16,
+    /// `healthzBindAddress` (default `127.0.0.1`).
+    pub healthz_bind_address: String,
+    /// `staticPodPath` (default empty: none; not read yet).
+    pub static_pod_path: String,
+    /// `nodeStatusUpdateFrequency` (default 10s): how often status is computed.
+    pub node_status_update_frequency: Duration,
+    /// `nodeStatusReportFrequency` (default 5m, or nodeStatusUpdateFrequency
+    /// when only that is set): unchanged status is still posted this often.
+    pub node_status_report_frequency: Duration,
+    /// `nodeLeaseDurationSeconds` (default 40; renewed every quarter of it).
+    pub node_lease_duration_seconds: i32,
+    /// `maxPods` (default 110).
+    pub max_pods: i32,
+    /// `podsPerCore` (default 0: no limit).
+    pub pods_per_core: i32,
+    /// `evictionHard` (default memory.available<100Mi, nodefs.available<10%,
+    /// nodefs.inodesFree<5%, imagefs.available<15%, imagefs.inodesFree<5%;
+    /// a given map replaces the defaults unless mergeDefaultEvictionSettings).
+    pub eviction_hard: BTreeMap<String, String>,
+    /// `serializeImagePulls` (default true).
+    pub serialize_image_pulls: bool,
+    /// `registerNode` (default true).
+    pub register_node: bool,
+    /// `registerWithTaints`.
+    pub register_with_taints: Vec<Taint>,
+    /// `containerRuntimeEndpoint` (default `unix:///run/containerd/containerd.sock`).
+    pub container_runtime_endpoint: String,
+    /// `systemReserved`.
+    pub system_reserved: BTreeMap<String, String>,
+    /// `kubeReserved`.
+    pub kube_reserved: BTreeMap<String, String>,
+    /// `podCIDR`.
+    pub pod_cidr: String,
+    /// `providerID`.
+    pub provider_id: String,
+}
+
+/// The hard eviction defaults of kubelet v1.37 on Linux.
+pub fn default_eviction_hard() -> BTreeMap<String, String> {
+    [
+        ("memory.available", "100Mi"),
+        ("nodefs.available", "10%"),
+        ("nodefs.inodesFree", "5%"),
+        ("imagefs.available", "15%"),
+        ("imagefs.inodesFree", "5%"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+impl Default for KubeletConfiguration {
+    fn default() -> Self {
+        KubeletConfiguration {
+            address: "127.0.0.1".into(),
+            port: 10250,
+            healthz_port: 10248,
+            healthz_bind_address: "127.0.0.1".into(),
+            static_pod_path: String::new(),
+            node_status_update_frequency: Duration::from_secs(10),
+            node_status_report_frequency: Duration::from_secs(300),
+            node_lease_duration_seconds: 40,
+            max_pods: 110,
+            pods_per_core: 0,
+            eviction_hard: default_eviction_hard(),
+            serialize_image_pulls: true,
+            register_node: true,
+            register_with_taints: Vec::new(),
+            container_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
+            system_reserved: BTreeMap::new(),
+            kube_reserved: BTreeMap::new(),
+            pod_cidr: String::new(),
+            provider_id: String::new(),
+        }
+    }
+}
+
+/// A configuration the kubelet would refuse (exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+/// Upstream v1beta1 fields rkube accepts and ignores (with a warning).
+const IGNORED: &[&str] = &[
+    "enableServer",
+    "podLogsDir",
+    "syncFrequency",
+    "fileCheckFrequency",
+    "httpCheckFrequency",
+    "staticPodURL",
+    "staticPodURLHeader",
+    "readOnlyPort",
+    "tlsCipherSuites",
+    "tlsCurvePreferences",
+    "tlsMinVersion",
+    "rotateCertificates",
+    "serverTLSBootstrap",
+    "registryPullQPS",
+    "registryBurst",
+    "imagePullCredentialsVerificationPolicy",
+    "preloadedImagesVerificationAllowlist",
+    "eventRecordQPS",
+    "eventBurst",
+    "enableDebuggingHandlers",
+    "enableContentionProfiling",
+    "oomScoreAdj",
+    "clusterDomain",
+    "clusterDNS",
+    "streamingConnectionIdleTimeout",
+    "imageMinimumGCAge",
+    "imageMaximumGCAge",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "volumeStatsAggPeriod",
+    "kubeletCgroups",
+    "systemCgroups",
+    "cgroupRoot",
+    "cgroupsPerQOS",
+    "cgroupDriver",
+    "cpuManagerPolicy",
+    "singleProcessOOMKill",
+    "cpuManagerPolicyOptions",
+    "cpuManagerReconcilePeriod",
+    "memoryManagerPolicy",
+    "topologyManagerPolicy",
+    "topologyManagerScope",
+    "topologyManagerPolicyOptions",
+    "qosReserved",
+    "runtimeRequestTimeout",
+    "hairpinMode",
+    "podPidsLimit",
+    "resolvConf",
+    "runOnce",
+    "cpuCFSQuota",
+    "cpuCFSQuotaPeriod",
+    "nodeStatusMaxImages",
+    "maxOpenFiles",
+    "contentType",
+    "kubeAPIQPS",
+    "kubeAPIBurst",
+    "maxParallelImagePulls",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionPressureTransitionPeriod",
+    "evictionMaxPodGracePeriod",
+    "evictionMinimumReclaim",
+    "enableControllerAttachDetach",
+    "protectKernelDefaults",
+    "makeIPTablesUtilChains",
+    "iptablesMasqueradeBit",
+    "iptablesDropBit",
+    "featureGates",
+    "failSwapOn",
+    "memorySwap",
+    "containerLogMaxSize",
+    "containerLogMaxFiles",
+    "containerLogMaxWorkers",
+    "containerLogMonitorInterval",
+    "configMapAndSecretChangeDetectionStrategy",
+    "reservedSystemCPUs",
+    "showHiddenMetricsForVersion",
+    "systemReservedCgroup",
+    "kubeReservedCgroup",
+    "enforceNodeAllocatable",
+    "allowedUnsafeSysctls",
+    "defaultPodSysctls",
+    "volumePluginDir",
+    "kernelMemcgNotification",
+    "logging",
+    "enableSystemLogHandler",
+    "enableSystemLogQuery",
+    "shutdownGracePeriod",
+    "shutdownGracePeriodCriticalPods",
+    "shutdownGracePeriodByPodPriority",
+    "crashLoopBackOff",
+    "reservedMemory",
+    "enableProfilingHandler",
+    "enableDebugFlagsHandler",
+    "seccompDefault",
+    "memoryThrottlingFactor",
+    "memoryReservationPolicy",
+    "tracing",
+    "localStorageCapacityIsolation",
+    "imageServiceEndpoint",
+    "failCgroupV1",
+    "userNamespaces",
+];
+
+/// A decoded configuration and the warnings about ignored fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    /// The defaulted, validated configuration.
+    pub config: KubeletConfiguration,
+    /// One line per ignored upstream field.
+    pub warnings: Vec<String>,
+}
+
+fn field<T: DeserializeOwned>(file: &str, key: &str, v: &Value) -> Result<T, ConfigError> {
+    serde_yaml_ng::from_value(v.clone()).map_err(|e| ConfigError {
+        file: file.into(),
+        message: format!("field {key}: {e}"),
+    })
+}
+
+fn duration(file: &str, key: &str, v: &Value) -> Result<Duration, ConfigError> {
+    let s: String = field(file, key, v)?;
+    rkube_config::duration::parse_duration(&s).ok_or_else(|| ConfigError {
+        file: file.into(),
+        message: format!("field {key}: invalid duration {s:?} (e.g. 10s, 5m0s)"),
+    })
+}
+
+/// Decodes, defaults and validates a KubeletConfiguration document.
+pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
+    let err = |message: String| ConfigError {
+        file: file.into(),
+        message,
+    };
+    let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| err(format!("not YAML: {e}")))?;
+    let Value::Mapping(map) = doc else {
+        return Err(err("not a KubeletConfiguration object".into()));
+    };
+    let get_str = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("");
+    if get_str("kind") != "KubeletConfiguration" {
+        return Err(err(format!(
+            "kind {:?} is not KubeletConfiguration",
+            get_str("kind")
+        )));
+    }
+    if get_str("apiVersion") != API_VERSION {
+        return Err(err(format!(
+            "apiVersion {:?} is not supported (want {API_VERSION})",
+            get_str("apiVersion")
+        )));
+    }
+    let mut c = KubeletConfiguration::default();
+    let mut warnings = Vec::new();
+    let mut report_set = false;
+    let mut update_set = false;
+    let mut merge_eviction = false;
+    let mut eviction: Option<BTreeMap<String, String>> = None;
+    for (k, v) in &map {
+        let Some(key) = k.as_str() else {
+            return Err(err(format!("non-string field name {k:?}")));
+        };
+        match key {
+            "apiVersion" | "kind" => {}
+            "address" => c.address = field(file, key, v)?,
+            "port" => c.port = field(file, key, v)?,
+            "healthzPort" => c.healthz_port = field(file, key, v)?,
+            "healthzBindAddress" => c.healthz_bind_address = field(file, key, v)?,
+            "staticPodPath" => c.static_pod_path = field(file, key, v)?,
+            "nodeStatusUpdateFrequency" => {
+                c.node_status_update_frequency = duration(file, key, v)?;
+                update_set = !c.node_status_update_frequency.is_zero();
+            }
+            "nodeStatusReportFrequency" => {
+                c.node_status_report_frequency = duration(file, key, v)?;
+                report_set = !c.node_status_report_frequency.is_zero();
+            }
+            "nodeLeaseDurationSeconds" => c.node_lease_duration_seconds = field(file, key, v)?,
+            "maxPods" => c.max_pods = field(file, key, v)?,
+            "podsPerCore" => c.pods_per_core = field(file, key, v)?,
+            "evictionHard" => eviction = Some(field(file, key, v)?),
+            "mergeDefaultEvictionSettings" => merge_eviction = field(file, key, v)?,
+            "serializeImagePulls" => c.serialize_image_pulls = field(file, key, v)?,
+            "registerNode" => c.register_node = field(file, key, v)?,
+            "registerWithTaints" => {
+                let json: serde_json::Value = field(file, key, v)?;
+                c.register_with_taints =
+                    serde_json::from_value(json).map_err(|e| err(format!("field {key}: {e}")))?;
+            }
+            "containerRuntimeEndpoint" => c.container_runtime_endpoint = field(file, key, v)?,
+            "systemReserved" => c.system_reserved = field(file, key, v)?,
+            "kubeReserved" => c.kube_reserved = field(file, key, v)?,
+            "podCIDR" => c.pod_cidr = field(file, key, v)?,
+            "providerID" => c.provider_id = field(file, key, v)?,
+            // Read by the kubelet API server (crate::api::ApiSettings).
+            "tlsCertFile" | "tlsPrivateKeyFile" | "authentication" | "authorization" => {}
+            k if IGNORED.contains(&k) => warnings.push(format!(
+                "{file}: field {k} is not implemented by rkube kubelet and is ignored"
+            )),
+            k => return Err(err(format!("unknown field \"{k}\""))),
+        }
+    }
+    // Upstream defaulting: zero durations mean "default".
+    if c.node_status_update_frequency.is_zero() {
+        c.node_status_update_frequency = Duration::from_secs(10);
+    }
+    if !report_set {
+        c.node_status_report_frequency = if update_set {
+            c.node_status_update_frequency
+        } else {
+            Duration::from_secs(300)
+        };
+    }
+    if let Some(e) = eviction {
+        c.eviction_hard = if merge_eviction {
+            let mut d = default_eviction_hard();
+            d.extend(e);
+            d
+        } else {
+            e
+        };
+    }
+    validate(&c).map_err(err)?;
+    Ok(Loaded {
+        config: c,
+        warnings,
+    })
+}
+
+/// Reads and loads a configuration file.
+pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: file.clone(),
+        message: format!("reading: {e}"),
+    })?;
+    load_str(&file, &text)
+}
+
+/// Parses an eviction threshold value: a quantity or a percentage.
+pub fn parse_threshold(v: &str) -> Option<Threshold> {
+    if let Some(p) = v.strip_suffix('%') {
+        let p: f64 = p.trim().parse().ok()?;
+        return (0.0..=100.0).contains(&p).then_some(Threshold::Percent(p));
+    }
+    let q = Quantity::parse(v).ok()?;
+    (!q.is_negative()).then_some(Threshold::Quantity(q.value()))
+}
+
+/// An eviction threshold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Threshold {
+    /// An absolute amount (bytes, or a count for inodes/pids).
+    Quantity(i64),
+    /// A percentage of capacity.
+    Percent(f64),
+}
+
+impl Threshold {
+    /// The amount for a capacity of `capacity`.
+    pub fn amount(&self, capacity: i64) -> i64 {
+        match *self {
+            Threshold::Quantity(q) => q,
+            Threshold::Percent(p) => (capacity as f64 * p / 100.0) as i64,
+        }
+    }
+}
+
+fn validate(c: &KubeletConfiguration) -> Result<(), String> {
+    let mut errs = Vec::new();
+    if c.node_lease_duration_seconds <= 0 {
+        errs.push(
+            "invalid configuration: nodeLeaseDurationSeconds must be greater than 0".to_string(),
+        );
+    }
+    if c.port == 0 {
+        errs.push(
+            "invalid configuration: port (--port) 0 must be between 1 and 65535, inclusive".into(),
+        );
+    }
+    if c.max_pods < 0 {
+        errs.push(format!(
+            "invalid configuration: maxPods (--max-pods) {} must not be a negative number",
+            c.max_pods
+        ));
+    }
+    if c.pods_per_core < 0 {
+        errs.push(format!(
+            "invalid configuration: podsPerCore (--pods-per-core) {} must not be a negative number",
+            c.pods_per_core
+        ));
+    }
+    if c.healthz_bind_address.parse::<std::net::IpAddr>().is_err() {
+        errs.push(format!(
+            "invalid configuration: healthzBindAddress {:?} is not an IP address",
+            c.healthz_bind_address
+        ));
+    }
+    for (k, v) in &c.eviction_hard {
+        if !EVICTION_SIGNALS.contains(&k.as_str()) {
+            errs.push(format!(
+                "invalid configuration: evictionHard: unsupported eviction signal {k}"
+            ));
+        } else if parse_threshold(v).is_none() {
+            errs.push(format!(
+                "invalid configuration: evictionHard[{k}]: invalid threshold {v:?}"
+            ));
+        }
+    }
+    for (field, map) in [
+        ("systemReserved", &c.system_reserved),
+        ("kubeReserved", &c.kube_reserved),
+    ] {
+        for (k, v) in map {
+            match Quantity::parse(v) {
+                Ok(q) if !q.is_negative() => {}
+                _ => errs.push(format!(
+                    "invalid configuration: {field}[{k}]: invalid quantity {v:?}"
+                )),
+            }
+        }
+    }
+    for (i, t) in c.register_with_taints.iter().enumerate() {
+        if !matches!(
+            t.effect.as_str(),
+            "NoSchedule" | "PreferNoSchedule" | "NoExecute"
+        ) {
+            errs.push(format!(
+                "invalid configuration: registerWithTaints[{i}].effect: unsupported value {:?}",
+                t.effect
+            ));
+        }
+        if t.key.is_empty() {
+            errs.push(format!(
+                "invalid configuration: registerWithTaints[{i}].key: required"
+            ));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+
+    fn load(body: &str) -> Result<Loaded, ConfigError> {
+        load_str("k.yaml", &format!("{HEAD}{body}"))
+    }
+
+    #[test]
+    fn defaults() {
+        let l = load("").unwrap();
+        let c = l.config;
+        assert_eq!(c, KubeletConfiguration::default());
+        assert_eq!(c.port, 10250);
+        assert_eq!(c.healthz_port, 10248);
+        assert_eq!(c.healthz_bind_address, "127.0.0.1");
+        assert_eq!(c.address, "127.0.0.1");
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
+        assert_eq!(c.node_lease_duration_seconds, 40);
+        assert_eq!(c.max_pods, 110);
+        assert_eq!(c.eviction_hard["memory.available"], "100Mi");
+        assert_eq!(c.eviction_hard["imagefs.available"], "15%");
+        assert!(c.serialize_image_pulls);
+        assert_eq!(
+            c.container_runtime_endpoint,
+            "unix:///run/containerd/containerd.sock"
+        );
+    }
+
+    #[test]
+    fn values_and_upstream_defaulting_rules() {
+        let l = load(
+            "nodeStatusUpdateFrequency: 4s\nmaxPods: 50\nhealthzPort: 0\n\
+             evictionHard: {memory.available: 1Gi}\nsystemReserved: {cpu: 500m, memory: 1Gi}\n\
+             registerWithTaints: [{key: a, value: b, effect: NoSchedule}]\n\
+             cgroupDriver: systemd\nclusterDNS: [10.96.0.10]\n",
+        )
+        .unwrap();
+        let c = &l.config;
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(4));
+        // Only the update frequency set: the report frequency follows it.
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(4));
+        assert_eq!(c.max_pods, 50);
+        assert_eq!(c.healthz_port, 0);
+        // A given evictionHard replaces the defaults.
+        assert_eq!(c.eviction_hard.len(), 1);
+        assert_eq!(c.system_reserved["cpu"], "500m");
+        assert_eq!(c.register_with_taints[0].key, "a");
+        assert_eq!(l.warnings.len(), 2);
+        assert!(l.warnings[0].contains("cgroupDriver"));
+        let merged =
+            load("evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n")
+                .unwrap();
+        assert_eq!(merged.config.eviction_hard.len(), 5);
+        assert_eq!(merged.config.eviction_hard["memory.available"], "1Gi");
+    }
+
+    #[test]
+    fn errors_name_file_and_field() {
+        let e = load("maxPod: 3\n").unwrap_err();
+        assert_eq!(e.to_string(), "k.yaml: unknown field \"maxPod\"");
+        let e = load("maxPods: many\n").unwrap_err();
+        assert!(e.to_string().starts_with("k.yaml: field maxPods:"), "{e}");
+        let e = load("nodeStatusUpdateFrequency: soon\n").unwrap_err();
+        assert!(e.to_string().contains("nodeStatusUpdateFrequency"), "{e}");
+        let e = load("nodeLeaseDurationSeconds: 0\n").unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("nodeLeaseDurationSeconds must be greater than 0"));
+        let e = load("evictionHard: {memory.free: 1Gi}\n").unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("unsupported eviction signal memory.free"));
+        let e = load("evictionHard: {memory.available: 150%}\n").unwrap_err();
+        assert!(e.to_string().contains("evictionHard[memory.available]"));
+        let e = load("kubeReserved: {memory: lots}\n").unwrap_err();
+        assert!(e.to_string().contains("kubeReserved[memory]"));
+        let e = load("registerWithTaints: [{key: a, effect: Sometimes}]\n").unwrap_err();
+        assert!(e.to_string().contains("registerWithTaints[0].effect"));
+        let e = load_str(
+            "k.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n",
+        )
+        .unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("apiVersion \"kubelet.config.k8s.io/v1\""));
+        let e = load_str(
+            "k.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("kind \"KubeProxyConfiguration\""));
+    }
+
+    #[test]
+    fn thresholds() {
+        assert_eq!(
+            parse_threshold("100Mi"),
+            Some(Threshold::Quantity(100 << 20))
+        );
+        assert_eq!(parse_threshold("10%").unwrap().amount(1000), 100);
+        assert_eq!(parse_threshold("x"), None);
+    }
+}

@@ -1,0 +1,475 @@
+//! `rkube kubelet`: a node agent. It registers its Node(s), keeps the node
+//! Lease in `kube-node-lease` renewed, reports node status, and runs the
+//! pods bound to its node(s) through a [`runtime::Runtime`].
+//!
+//! * [`options`], [`config`]: flags and KubeletConfiguration v1beta1.
+//! * [`node`], [`nodes`], [`machine`]: the Node object and registration.
+//! * [`heartbeat`] ([`lease`], [`status`], [`schedule`]): one task registers,
+//!   renews every lease and posts every node status, spread over the interval.
+//! * [`pods`]: one watch, one worker per pod, one batched status writer.
+//! * [`runtime`]: the trait, and the sim runtime (`--runtime sim`), with
+//!   which one process can host thousands of fake nodes (`--nodes N`).
+//! * [`server`]: `/healthz` and `/metrics` in plain HTTP.
+//!
+//! * [`runtime::cri`]: the CRI runtime (`--runtime cri`, containerd), with
+//!   [`probe`]s; [`api`]: the HTTPS kubelet API on `port`;
+//!   [`static_pods`]: pods from `staticPodPath` with mirror pods.
+//!
+//! Not yet: eviction, volumes beyond emptyDir/hostPath, exec/attach/
+//! port-forward, disk/PID pressure signals.
+
+pub mod api;
+pub mod config;
+pub mod heartbeat;
+pub mod lease;
+pub mod machine;
+pub mod metrics;
+pub mod node;
+pub mod nodes;
+pub mod options;
+pub mod pods;
+pub mod probe;
+pub mod runtime;
+pub mod schedule;
+pub mod server;
+pub mod static_pods;
+pub mod status;
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use kube::Client;
+
+use crate::config::KubeletConfiguration;
+use crate::metrics::Metrics;
+use crate::node::NodeDesc;
+use crate::options::{Options, RuntimeKind};
+use crate::runtime::cri::CriRuntime;
+use crate::runtime::sim::{SimRuntime, SimTimings};
+use crate::runtime::Runtime;
+use crate::status::Health;
+
+/// Everything loaded before the agent starts (errors here are exit code 2).
+pub struct Prepared {
+    /// The configuration.
+    pub config: KubeletConfiguration,
+    /// The sim node template.
+    pub template: nodes::Template,
+    /// Warnings (ignored fields).
+    pub warnings: Vec<String>,
+}
+
+/// Loads `--config` and `--node-template`.
+pub fn prepare(opts: &Options) -> Result<Prepared, String> {
+    let (config, warnings) = match &opts.config {
+        Some(p) => {
+            let l = config::load_file(p).map_err(|e| e.to_string())?;
+            (l.config, l.warnings)
+        }
+        None => (KubeletConfiguration::default(), Vec::new()),
+    };
+    let template = match &opts.node_template {
+        Some(p) => {
+            let file = p.display().to_string();
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{file}: reading: {e}"))?;
+            nodes::Template::parse(&file, &text, config.max_pods)?
+        }
+        None => nodes::Template::default_shape(config.max_pods),
+    };
+    Ok(Prepared {
+        config,
+        template,
+        warnings,
+    })
+}
+
+/// A client for `--kubeconfig` (in-cluster or `$KUBECONFIG` without it).
+pub async fn client(opts: &Options) -> Result<Client> {
+    let config = match &opts.kubeconfig {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(p)
+                .with_context(|| format!("reading kubeconfig {}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", p.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no --kubeconfig given and no in-cluster or default kubeconfig found")?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// The runtime for the options.
+pub fn make_runtime(opts: &Options, names: &[String]) -> Result<Arc<dyn Runtime>> {
+    match opts.runtime {
+        RuntimeKind::Sim => Ok(Arc::new(SimRuntime::new(
+            SimTimings {
+                start_delay: opts.pod_start_delay,
+                run_time: opts.pod_run_time,
+            },
+            names,
+        ))),
+        RuntimeKind::Cri => bail!("the CRI runtime is connected by run_with_metrics (connect_cri)"),
+    }
+}
+
+/// Connects the CRI runtime at `containerRuntimeEndpoint`, data under
+/// `--root-dir`.
+pub async fn connect_cri(opts: &Options, cfg: &KubeletConfiguration) -> Result<Arc<CriRuntime>> {
+    let dirs = runtime::cri_spec::Dirs::under(&opts.root_dir);
+    let rt = CriRuntime::connect(&cfg.container_runtime_endpoint, dirs)
+        .await
+        .with_context(|| {
+            format!(
+                "connecting to the CRI runtime at {}",
+                cfg.container_runtime_endpoint
+            )
+        })?;
+    Ok(Arc::new(rt))
+}
+
+/// Refreshes node health every `every`: runtime up, memory.available
+/// against its hard threshold (real nodes only).
+async fn probe_health(
+    runtime: Arc<dyn Runtime>,
+    health: Arc<RwLock<Health>>,
+    cfg: Arc<KubeletConfiguration>,
+    real: bool,
+    every: Duration,
+) {
+    loop {
+        let runtime_error = runtime.version().await.err().map(|e| e.0);
+        let memory_pressure = real
+            && match (
+                machine::memory_available(),
+                cfg.eviction_hard
+                    .get("memory.available")
+                    .and_then(|v| config::parse_threshold(v)),
+            ) {
+                (Some(avail), Some(t)) => {
+                    let total = machine::capacity(0)["memory"].value();
+                    avail < t.amount(total)
+                }
+                _ => false,
+            };
+        *health.write().unwrap_or_else(|e| e.into_inner()) = Health {
+            runtime_error,
+            memory_pressure,
+            ..Default::default()
+        };
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Logs the lease counters every minute.
+async fn log_metrics(metrics: Arc<Metrics>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        tracing::info!(
+            renewals = Metrics::get(&metrics.lease_renewals),
+            missed = Metrics::get(&metrics.lease_renewals_missed),
+            late = Metrics::get(&metrics.lease_renewals_late),
+            errors = Metrics::get(&metrics.lease_renewal_errors),
+            max_gap_ms = Metrics::get(&metrics.lease_max_gap_ms),
+            node_status_patches = Metrics::get(&metrics.node_status_patches),
+            pod_status_patches = Metrics::get(&metrics.pod_status_patches),
+            "lease renewals"
+        );
+    }
+}
+
+/// Runs the agent until `shutdown` completes. `metrics` is shared with the
+/// caller (tests read it).
+pub async fn run_with_metrics(
+    opts: Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let prepared = prepare(&opts).map_err(anyhow::Error::msg)?;
+    let cfg = Arc::new(prepared.config);
+    let names = opts.node_names(&machine::hostname());
+    let cri = match opts.runtime {
+        RuntimeKind::Cri => Some(connect_cri(&opts, &cfg).await?),
+        RuntimeKind::Sim => None,
+    };
+    let runtime: Arc<dyn Runtime> = match &cri {
+        Some(c) => c.clone(),
+        None => make_runtime(&opts, &names)?,
+    };
+    let version = runtime
+        .version()
+        .await
+        .unwrap_or_else(|_| runtime::RuntimeVersion {
+            runtime_name: "unknown".into(),
+            runtime_version: "unknown".into(),
+        });
+    let client = client(&opts).await?;
+    let descs: Vec<Arc<NodeDesc>> = nodes::build(&opts, &cfg, &prepared.template, &version)
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let mut tasks = tokio::task::JoinSet::new();
+    if cfg.healthz_port != 0 {
+        let addr = format!("{}:{}", cfg.healthz_bind_address, cfg.healthz_port);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("listening on {addr}"))?;
+        tracing::info!(%addr, "serving /healthz and /metrics");
+        tasks.spawn(server::serve(listener, metrics.clone()));
+    }
+    if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
+        cri.set_host_ip(&desc.ip);
+        if cfg.port != 0 {
+            let settings = api::ApiSettings::load(opts.config.as_deref())?;
+            let names = [desc.name.clone(), machine::hostname(), desc.ip.clone()];
+            let tls = api::tls_config(&settings, &opts.root_dir.join("pki"), &names)?;
+            let addr = format!("{}:{}", cfg.address, cfg.port);
+            let listener = tokio::net::TcpListener::bind(&addr)
+                .await
+                .with_context(|| format!("listening on {addr}"))?;
+            tracing::info!(%addr, "serving the kubelet API");
+            let ctx = api::ApiContext {
+                node: desc.name.clone(),
+                client: client.clone(),
+                metrics: metrics.clone(),
+                runtime: Some(cri.clone()),
+                auth: settings.auth,
+            };
+            tasks.spawn(api::serve(listener, tls, Arc::new(ctx)));
+        }
+        if !cfg.static_pod_path.is_empty() {
+            tasks.spawn(
+                static_pods::StaticPods {
+                    dir: cfg.static_pod_path.clone().into(),
+                    node: desc.name.clone(),
+                    client: client.clone(),
+                    runtime: cri.clone(),
+                }
+                .run(),
+            );
+        }
+    }
+    let health = Arc::new(RwLock::new(Health::default()));
+    let real = opts.runtime != RuntimeKind::Sim;
+    tasks.spawn(probe_health(
+        runtime.clone(),
+        health.clone(),
+        cfg.clone(),
+        real,
+        cfg.node_status_update_frequency,
+    ));
+    let host_ips: HashMap<String, String> = descs
+        .iter()
+        .map(|d| (d.name.clone(), d.ip.clone()))
+        .collect();
+    let node_set: HashSet<String> = descs.iter().map(|d| d.name.clone()).collect();
+    // Registration happens in the heartbeat loop, node by node, so each
+    // node's lease renewals start as soon as it is registered.
+    let states: Vec<heartbeat::NodeState> = descs
+        .iter()
+        .map(|d| {
+            if cfg.register_node {
+                heartbeat::NodeState::unregistered(d.clone())
+            } else {
+                heartbeat::NodeState::new(d.clone(), node::Registered::default())
+            }
+        })
+        .collect();
+    tokio::pin!(shutdown);
+    let writer = Arc::new(pods::writer::StatusWriter::default());
+    tasks.spawn(writer.clone().run(client.clone(), metrics.clone(), 16));
+    tasks.spawn(
+        heartbeat::Heartbeat {
+            client: client.clone(),
+            config: cfg.clone(),
+            metrics: metrics.clone(),
+            health,
+            concurrency: opts.api_concurrency,
+        }
+        .run(states),
+    );
+    let ctx = Arc::new(pods::worker::WorkerContext {
+        client: client.clone(),
+        runtime,
+        writer,
+        metrics: metrics.clone(),
+        host_ips,
+    });
+    tasks.spawn(pods::run(ctx, node_set));
+    tasks.spawn(log_metrics(metrics.clone()));
+    tokio::select! {
+        _ = &mut shutdown => tracing::info!("shutting down"),
+        Some(r) = tasks.join_next() => {
+            tasks.abort_all();
+            match r {
+                Ok(()) => bail!("a kubelet task ended unexpectedly"),
+                Err(e) => bail!("a kubelet task failed: {e}"),
+            }
+        }
+    }
+    tasks.abort_all();
+    Ok(())
+}
+
+/// Runs the agent until `shutdown` completes.
+pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
+    run_with_metrics(opts, Arc::new(Metrics::default()), shutdown).await
+}
+
+fn init_tracing(verbosity: u32) {
+    let level = match verbosity {
+        0..=1 => "info",
+        2..=5 => "debug",
+        _ => "trace",
+    };
+    let deps = if verbosity >= 6 { "debug" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{deps},rkube_kubelet={level}"))
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// `rkube kubelet ARGS...`: parses the flags, runs until SIGINT/SIGTERM.
+/// Returns the exit code (0 clean stop, 1 failure, 2 bad flags or
+/// configuration).
+pub fn main(args: Vec<String>) -> i32 {
+    let opts = match options::parse(args) {
+        Ok(o) => o,
+        Err(options::ParseError::Help) => {
+            print!("{}", options::USAGE);
+            return 0;
+        }
+        Err(options::ParseError::Invalid(m)) => {
+            eprintln!("error: {m}\nRun 'rkube kubelet --help' for usage.");
+            return 2;
+        }
+    };
+    init_tracing(opts.verbosity);
+    for w in &opts.warnings {
+        tracing::warn!("{w}");
+    }
+    match prepare(&opts) {
+        Ok(p) => {
+            for w in &p.warnings {
+                tracing::warn!("{w}");
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            return 1;
+        }
+    };
+    match rt.block_on(run(opts, shutdown_signal())) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(main(args(&["--help"])), 0);
+        assert_eq!(main(args(&["--runtime=docker"])), 2);
+        assert_eq!(
+            main(args(&["--nodes=3"])),
+            2,
+            "--nodes without --runtime sim"
+        );
+        let dir = std::env::temp_dir().join(format!("rkube-kubelet-exit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("bad.yaml");
+        std::fs::write(
+            &bad,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPodz: 3\n",
+        )
+        .unwrap();
+        assert_eq!(main(args(&["--config", bad.to_str().unwrap()])), 2);
+        assert_eq!(
+            main(args(&[
+                "--runtime=sim",
+                "--node-template",
+                "/nonexistent/t.yaml"
+            ])),
+            2
+        );
+        // Valid flags, but the kubeconfig cannot be read: a runtime failure.
+        assert_eq!(
+            main(args(&[
+                "--runtime=sim",
+                "--kubeconfig=/nonexistent/kubeconfig"
+            ])),
+            1
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn prepare_reads_template_and_config() {
+        let dir = std::env::temp_dir().join(format!("rkube-kubelet-prep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("c.yaml");
+        std::fs::write(
+            &cfg,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\nclusterDomain: cluster.local\n",
+        )
+        .unwrap();
+        let opts =
+            options::parse(args(&["--runtime=sim", "--config", cfg.to_str().unwrap()])).unwrap();
+        let p = prepare(&opts).unwrap();
+        assert_eq!(p.config.max_pods, 20);
+        assert_eq!(p.template.capacity["pods"].value(), 20);
+        assert_eq!(p.warnings.len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

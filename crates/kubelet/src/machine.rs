@@ -1,0 +1,134 @@
+//! Facts about the real machine: CPU count, memory, host name, an IP
+//! address, OS details for `nodeInfo`, and free memory for MemoryPressure.
+
+use std::collections::BTreeMap;
+
+use rkube_model::Quantity;
+
+/// The kubelet version reported in `nodeInfo.kubeletVersion`.
+pub fn kubelet_version() -> String {
+    format!("v{}-rkube", rkube_model::version::KUBERNETES_VERSION)
+}
+
+/// The Go-style architecture name (`amd64`, `arm64`, ...).
+pub fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64le",
+        "s390x" => "s390x",
+        "arm" => "arm",
+        other => other,
+    }
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The host name, lower-cased (the default node name).
+pub fn hostname() -> String {
+    let h = read("/proc/sys/kernel/hostname");
+    if h.is_empty() {
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
+    } else {
+        h.to_lowercase()
+    }
+}
+
+/// A `/proc/meminfo` field in bytes (`MemTotal`, `MemAvailable`).
+pub fn meminfo_bytes(text: &str, key: &str) -> Option<i64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+        let kb: i64 = rest.split_whitespace().next()?.parse().ok()?;
+        Some(kb * 1024)
+    })
+}
+
+/// Capacity of this machine: cpu (cores), memory (MemTotal), pods.
+pub fn capacity(max_pods: i32) -> BTreeMap<String, Quantity> {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get() as i64)
+        .unwrap_or(1);
+    let mem = meminfo_bytes(&read("/proc/meminfo"), "MemTotal").unwrap_or(0);
+    [
+        ("cpu".to_string(), Quantity::from_units(cpus)),
+        ("memory".to_string(), Quantity::from_units(mem)),
+        ("pods".to_string(), Quantity::from_units(max_pods as i64)),
+    ]
+    .into()
+}
+
+/// Free memory (MemAvailable), for the memory.available signal.
+pub fn memory_available() -> Option<i64> {
+    meminfo_bytes(&read("/proc/meminfo"), "MemAvailable")
+}
+
+/// The address of the interface of the default route (no packet is sent),
+/// else 127.0.0.1.
+pub fn detect_ip() -> String {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            s.connect("192.0.2.1:9")?;
+            s.local_addr()
+        })
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|_| "127.0.0.1".into())
+}
+
+/// OS facts for `nodeInfo`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OsInfo {
+    /// /etc/machine-id.
+    pub machine_id: String,
+    /// /sys/class/dmi/id/product_uuid (often root-only).
+    pub system_uuid: String,
+    /// /proc/sys/kernel/random/boot_id.
+    pub boot_id: String,
+    /// /proc/sys/kernel/osrelease.
+    pub kernel_version: String,
+    /// PRETTY_NAME of /etc/os-release.
+    pub os_image: String,
+}
+
+/// Reads the OS facts.
+pub fn os_info() -> OsInfo {
+    let os_release = read("/etc/os-release");
+    let os_image = os_release
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_else(|| "Linux".into());
+    OsInfo {
+        machine_id: read("/etc/machine-id"),
+        system_uuid: read("/sys/class/dmi/id/product_uuid"),
+        boot_id: read("/proc/sys/kernel/random/boot_id"),
+        kernel_version: read("/proc/sys/kernel/osrelease"),
+        os_image,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meminfo() {
+        let t = "MemTotal:       16309340 kB\nMemFree:  100 kB\nMemAvailable:   8000000 kB\n";
+        assert_eq!(meminfo_bytes(t, "MemTotal"), Some(16309340 * 1024));
+        assert_eq!(meminfo_bytes(t, "MemAvailable"), Some(8_000_000 * 1024));
+        assert_eq!(meminfo_bytes(t, "Mem"), None);
+    }
+
+    #[test]
+    fn this_machine() {
+        let c = capacity(110);
+        assert!(c["cpu"].value() >= 1);
+        assert_eq!(c["pods"].value(), 110);
+        assert!(kubelet_version().starts_with("v1.37."));
+        assert!(detect_ip().parse::<std::net::IpAddr>().is_ok());
+    }
+}

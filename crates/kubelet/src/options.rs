@@ -1,0 +1,372 @@
+//! Command-line flags of `rkube kubelet`, spelled as the kubelet's
+//! (`--flag=value`, `--flag value`, `-v=N`), plus the sim runtime's own.
+//! Kubelet flags rkube does not implement are accepted with a warning.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which runtime runs the pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeKind {
+    /// containerd over CRI (`crates/cri`, not wired yet).
+    Cri,
+    /// Simulated pods, nothing runs.
+    Sim,
+}
+
+/// Parsed flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `--config` (KubeletConfiguration file).
+    pub config: Option<PathBuf>,
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--hostname-override` / `--node-name`.
+    pub node_name: Option<String>,
+    /// `--node-labels k=v,...`.
+    pub node_labels: Vec<(String, String)>,
+    /// `--node-ip`.
+    pub node_ip: Option<String>,
+    /// `--runtime cri|sim`.
+    pub runtime: RuntimeKind,
+    /// `--root-dir` (default `/var/lib/kubelet`): pod volumes, container
+    /// logs (`pod-logs/`) and the self-signed serving certificate (`pki/`).
+    pub root_dir: PathBuf,
+    /// `--nodes N` (sim only).
+    pub nodes: usize,
+    /// `--node-name-pattern` (sim only; `{}` → the index, 5 digits).
+    pub node_name_pattern: String,
+    /// `--node-template FILE` (sim only).
+    pub node_template: Option<PathBuf>,
+    /// `--pod-start-delay` (sim): Pending → Running.
+    pub pod_start_delay: Duration,
+    /// `--pod-run-time` (sim): Running → Succeeded for restartPolicy Never/OnFailure.
+    pub pod_run_time: Duration,
+    /// `--api-concurrency`: most lease/status/registration requests in flight.
+    pub api_concurrency: usize,
+    /// `-v`/`--v` log verbosity.
+    pub verbosity: u32,
+    /// Warnings about ignored flags.
+    pub warnings: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            config: None,
+            kubeconfig: None,
+            node_name: None,
+            node_labels: Vec::new(),
+            node_ip: None,
+            runtime: RuntimeKind::Cri,
+            root_dir: PathBuf::from("/var/lib/kubelet"),
+            nodes: 1,
+            node_name_pattern: "sim-node-{}".into(),
+            node_template: None,
+            pod_start_delay: Duration::from_secs(1),
+            pod_run_time: Duration::from_secs(10),
+            api_concurrency: 64,
+            verbosity: 0,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Usage text.
+pub const USAGE: &str = "\
+Usage: rkube kubelet [flags]
+
+Runs rkube as a node agent: registers the Node, renews its Lease in
+kube-node-lease, reports node status and runs the pods bound to it.
+
+Flags (spelled as the kubelet's; other kubelet flags are accepted and
+ignored with a warning):
+      --config FILE               KubeletConfiguration (kubelet.config.k8s.io/v1beta1)
+      --kubeconfig PATH           kubeconfig of the node identity (system:node:NAME)
+      --hostname-override NAME    node name (default: the host name); also --node-name
+      --node-labels k=v,...       labels added to the Node
+      --node-ip IP                InternalIP of the node (default: detected)
+      --runtime cri|sim           container runtime (default cri)
+      --root-dir DIR              pod volumes, container logs and the serving
+                                  certificate (default /var/lib/kubelet)
+  -v, --v N                       log verbosity (2: debug, 6: trace)
+  -h, --help                      this text
+
+Sim runtime (--runtime sim): nothing runs; one process hosts many nodes.
+      --nodes N                   number of nodes (default 1: named like a real node;
+                                  N > 1: named by --node-name-pattern)
+      --node-name-pattern P       node names, {} = index zero-padded to 5 digits
+                                  (default sim-node-{} → sim-node-00000 ...)
+      --node-template FILE        Node YAML whose capacity/allocatable/labels/taints
+                                  every sim node copies (default: 32 cpu, 256Gi, 110 pods)
+      --pod-start-delay D         Pending → Running after D (default 1s)
+      --pod-run-time D            pods with restartPolicy Never/OnFailure exit 0 D after
+                                  starting → Succeeded (default 10s; 0: run until deleted)
+      --api-concurrency N         most lease/status requests in flight (default 64)
+";
+
+/// Why the flags were rejected (exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// `--help` was given.
+    Help,
+    /// A bad flag value.
+    Invalid(String),
+}
+
+fn invalid(name: &str, v: &str, why: &str) -> ParseError {
+    ParseError::Invalid(format!(
+        "invalid argument {v:?} for \"--{name}\" flag: {why}"
+    ))
+}
+
+fn parse_duration(name: &str, v: &str) -> Result<Duration, ParseError> {
+    rkube_config::duration::parse_duration(v)
+        .ok_or_else(|| invalid(name, v, "not a duration (e.g. 1s, 500ms, 2m)"))
+}
+
+/// Parses `k=v,k2=v2` (`--node-labels`).
+pub fn parse_labels(v: &str) -> Result<Vec<(String, String)>, ParseError> {
+    let mut out = Vec::new();
+    for part in v.split(',').filter(|p| !p.trim().is_empty()) {
+        let Some((k, val)) = part.split_once('=') else {
+            return Err(invalid(
+                "node-labels",
+                v,
+                &format!("{part:?} is not key=value"),
+            ));
+        };
+        let k = k.trim();
+        if k.is_empty() {
+            return Err(invalid("node-labels", v, "empty label key"));
+        }
+        out.push((k.to_string(), val.trim().to_string()));
+    }
+    Ok(out)
+}
+
+/// Parses the arguments after `rkube kubelet`.
+pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseError> {
+    let mut o = Options::default();
+    let mut saw_sim_only = None;
+    let mut it = args.into_iter().peekable();
+    while let Some(arg) = it.next() {
+        let Some(flag) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+            return Err(ParseError::Invalid(format!(
+                "unexpected argument {arg:?}: the kubelet takes flags only"
+            )));
+        };
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (flag.to_string(), None),
+        };
+        let mut value = || -> Result<String, ParseError> {
+            if let Some(v) = &inline {
+                return Ok(v.clone());
+            }
+            it.next()
+                .ok_or_else(|| ParseError::Invalid(format!("flag needs an argument: --{name}")))
+        };
+        match name.as_str() {
+            "h" | "help" => return Err(ParseError::Help),
+            "config" => o.config = Some(PathBuf::from(value()?)),
+            "kubeconfig" => o.kubeconfig = Some(PathBuf::from(value()?)),
+            "root-dir" => o.root_dir = PathBuf::from(value()?),
+            "hostname-override" | "node-name" => {
+                let v = value()?;
+                if v.is_empty() {
+                    return Err(invalid(&name, &v, "empty node name"));
+                }
+                o.node_name = Some(v.to_lowercase());
+            }
+            "node-labels" => o.node_labels.extend(parse_labels(&value()?)?),
+            "node-ip" => {
+                let v = value()?;
+                v.parse::<std::net::IpAddr>()
+                    .map_err(|_| invalid(&name, &v, "not an IP address"))?;
+                o.node_ip = Some(v);
+            }
+            "runtime" => {
+                let v = value()?;
+                o.runtime = match v.as_str() {
+                    "cri" => RuntimeKind::Cri,
+                    "sim" => RuntimeKind::Sim,
+                    _ => return Err(invalid(&name, &v, "must be cri or sim")),
+                };
+            }
+            "nodes" => {
+                let v = value()?;
+                o.nodes = v
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1 && *n <= 1_000_000)
+                    .ok_or_else(|| invalid(&name, &v, "must be a number from 1 to 1000000"))?;
+                saw_sim_only.get_or_insert("--nodes");
+            }
+            "node-name-pattern" => {
+                let v = value()?;
+                if !v.contains("{}") {
+                    return Err(invalid(&name, &v, "must contain {} (the node index)"));
+                }
+                o.node_name_pattern = v;
+                saw_sim_only.get_or_insert("--node-name-pattern");
+            }
+            "node-template" => {
+                o.node_template = Some(PathBuf::from(value()?));
+                saw_sim_only.get_or_insert("--node-template");
+            }
+            "pod-start-delay" => o.pod_start_delay = parse_duration(&name, &value()?)?,
+            "pod-run-time" => o.pod_run_time = parse_duration(&name, &value()?)?,
+            "api-concurrency" => {
+                let v = value()?;
+                o.api_concurrency = v
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| invalid(&name, &v, "must be a positive number"))?;
+            }
+            "v" => {
+                let v = value()?;
+                o.verbosity = v.parse().map_err(|_| {
+                    ParseError::Invalid(format!("invalid argument {v:?} for \"-v\" flag"))
+                })?;
+            }
+            _ => {
+                let shown = match &inline {
+                    Some(v) => format!("--{name}={v}"),
+                    None => match it.peek() {
+                        Some(next) if !next.starts_with('-') => {
+                            let v = it.next().unwrap_or_default();
+                            format!("--{name} {v}")
+                        }
+                        _ => format!("--{name}"),
+                    },
+                };
+                o.warnings.push(format!(
+                    "flag {shown} is not implemented by rkube kubelet and is ignored"
+                ));
+            }
+        }
+    }
+    if let Some(flag) = saw_sim_only {
+        if o.runtime != RuntimeKind::Sim {
+            return Err(ParseError::Invalid(format!("{flag} needs --runtime sim")));
+        }
+    }
+    Ok(o)
+}
+
+impl Options {
+    /// The names of the nodes this process hosts: one node named by
+    /// `--hostname-override` (else the host name) unless `--nodes N > 1`,
+    /// then the pattern with indices `0..N`.
+    pub fn node_names(&self, hostname: &str) -> Vec<String> {
+        if self.nodes <= 1 {
+            let name = self
+                .node_name
+                .clone()
+                .unwrap_or_else(|| hostname.to_lowercase());
+            return vec![name];
+        }
+        (0..self.nodes)
+            .map(|i| self.node_name_pattern.replace("{}", &format!("{i:05}")))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Options, ParseError> {
+        parse(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn known_flags() {
+        let o = p(&[
+            "--config=/c.yaml",
+            "--kubeconfig",
+            "/k",
+            "--hostname-override=Node-A",
+            "--node-labels=a=1,b/c=2",
+            "--node-labels",
+            "d=",
+            "--node-ip=10.0.0.5",
+            "--runtime",
+            "sim",
+            "--nodes=3",
+            "--node-name-pattern=n-{}",
+            "--pod-start-delay=500ms",
+            "--pod-run-time",
+            "2m",
+            "-v=4",
+        ])
+        .unwrap();
+        assert_eq!(o.config, Some(PathBuf::from("/c.yaml")));
+        assert_eq!(o.kubeconfig, Some(PathBuf::from("/k")));
+        assert_eq!(o.node_name.as_deref(), Some("node-a"));
+        assert_eq!(
+            o.node_labels,
+            vec![
+                ("a".into(), "1".into()),
+                ("b/c".into(), "2".into()),
+                ("d".into(), "".into())
+            ]
+        );
+        assert_eq!(o.node_ip.as_deref(), Some("10.0.0.5"));
+        assert_eq!(o.runtime, RuntimeKind::Sim);
+        assert_eq!(o.pod_start_delay, Duration::from_millis(500));
+        assert_eq!(o.pod_run_time, Duration::from_secs(120));
+        assert_eq!(o.verbosity, 4);
+        assert_eq!(o.node_names("h"), vec!["n-00000", "n-00001", "n-00002"]);
+        assert!(o.warnings.is_empty());
+    }
+
+    #[test]
+    fn defaults_and_single_node_names() {
+        let o = p(&[]).unwrap();
+        assert_eq!(o.runtime, RuntimeKind::Cri);
+        assert_eq!(o.nodes, 1);
+        assert_eq!(o.node_names("MyHost"), vec!["myhost"]);
+        let o = p(&["--node-name", "x1"]).unwrap();
+        assert_eq!(o.node_names("MyHost"), vec!["x1"]);
+    }
+
+    #[test]
+    fn unknown_flags_warn() {
+        let o = p(&[
+            "--cgroup-driver",
+            "systemd",
+            "--fail-swap-on=false",
+            "--rotate-certificates",
+        ])
+        .unwrap();
+        assert_eq!(o.warnings.len(), 3);
+        assert!(o.warnings[0].contains("--cgroup-driver systemd"));
+    }
+
+    #[test]
+    fn bad_flags() {
+        for bad in [
+            &["--runtime=docker"][..],
+            &["--nodes=0"],
+            &["--nodes=2"],
+            &["--runtime=sim", "--nodes=x"],
+            &["--node-ip=abc"],
+            &["--node-labels=novalue"],
+            &["--runtime=sim", "--node-name-pattern=nope"],
+            &["--pod-run-time=5 parsecs"],
+            &["--kubeconfig"],
+            &["stray"],
+            &["-v=high"],
+        ] {
+            assert!(matches!(p(bad), Err(ParseError::Invalid(_))), "{bad:?}");
+        }
+        assert_eq!(p(&["-h"]), Err(ParseError::Help));
+        let Err(ParseError::Invalid(m)) = p(&["--nodes=2"]) else {
+            unreachable!()
+        };
+        assert_eq!(m, "--nodes needs --runtime sim");
+    }
+}

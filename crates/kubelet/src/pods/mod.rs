@@ -1,0 +1,160 @@
+//! Pod workers: ONE watch per process over the pods bound to this
+//! process's nodes (`spec.nodeName=<node>` for one node; for many sim nodes
+//! `spec.nodeName!=` filtered by the node set), dispatching each pod's
+//! latest object to its worker ([`worker`]). Statuses flow one way:
+//! runtime → worker → [`writer`] → `pods/NAME/status`.
+
+pub mod status;
+pub mod worker;
+pub mod writer;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, ResourceExt};
+use tokio::sync::watch;
+
+use worker::WorkerContext;
+
+/// The field selector of the pod watch for these nodes.
+pub fn field_selector(nodes: &HashSet<String>) -> String {
+    if nodes.len() == 1 {
+        format!("spec.nodeName={}", nodes.iter().next().expect("one node"))
+    } else {
+        "spec.nodeName!=".to_string()
+    }
+}
+
+/// Routes pod events to workers (pure bookkeeping + spawning).
+pub struct Dispatcher {
+    ctx: Arc<WorkerContext>,
+    nodes: HashSet<String>,
+    workers: HashMap<String, watch::Sender<Option<Arc<Pod>>>>,
+}
+
+impl Dispatcher {
+    /// A dispatcher for `nodes`.
+    pub fn new(ctx: Arc<WorkerContext>, nodes: HashSet<String>) -> Self {
+        Dispatcher {
+            ctx,
+            nodes,
+            workers: HashMap::new(),
+        }
+    }
+
+    fn ours(&self, pod: &Pod) -> bool {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_some_and(|n| self.nodes.contains(n))
+    }
+
+    /// A pod was added or changed.
+    pub fn apply(&mut self, pod: Pod) {
+        let uid = pod.uid().unwrap_or_default();
+        if !self.ours(&pod) {
+            self.gone(&uid);
+            return;
+        }
+        let pod = Arc::new(pod);
+        if let Some(tx) = self.workers.get(&uid) {
+            if !tx.is_closed() {
+                tx.send_replace(Some(pod));
+                return;
+            }
+            // The worker finished (deletion confirmed); the pod is still
+            // listed until the delete event arrives.
+            if pod.metadata.deletion_timestamp.is_some() {
+                return;
+            }
+        }
+        let (tx, rx) = watch::channel(Some(pod));
+        tokio::spawn(worker::run(self.ctx.clone(), rx));
+        self.workers.insert(uid, tx);
+    }
+
+    /// A pod is gone from the API.
+    pub fn gone(&mut self, uid: &str) {
+        if let Some(tx) = self.workers.remove(uid) {
+            tx.send_replace(None);
+        }
+    }
+
+    /// After a relist: every pod not in `seen` is gone.
+    pub fn retain(&mut self, seen: &HashSet<String>) {
+        let stale: Vec<String> = self
+            .workers
+            .keys()
+            .filter(|u| !seen.contains(*u))
+            .cloned()
+            .collect();
+        for uid in stale {
+            self.gone(&uid);
+        }
+    }
+
+    /// Number of pods with a worker.
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// True when no pod has a worker.
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty()
+    }
+}
+
+/// Watches the pods of `nodes` forever, dispatching to workers; pods the
+/// runtime holds but the API no longer has are removed after the first list.
+pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let cfg = watcher::Config::default().fields(&field_selector(&nodes));
+    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+    let mut d = Dispatcher::new(ctx.clone(), nodes);
+    let mut seen = HashSet::new();
+    let mut first_list = true;
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(Event::Init) => seen.clear(),
+            Ok(Event::InitApply(p)) => {
+                if let Some(uid) = p.metadata.uid.clone() {
+                    seen.insert(uid);
+                }
+                d.apply(p);
+            }
+            Ok(Event::InitDone) => {
+                d.retain(&seen);
+                tracing::info!(pods = d.len(), "pods listed");
+                if first_list {
+                    first_list = false;
+                    if let Ok(uids) = ctx.runtime.list_pods().await {
+                        for uid in uids.into_iter().filter(|u| !seen.contains(u)) {
+                            tracing::info!(%uid, "removing a pod the API no longer has");
+                            let _ = ctx.runtime.remove_pod(&uid).await;
+                        }
+                    }
+                }
+            }
+            Ok(Event::Apply(p)) => d.apply(p),
+            Ok(Event::Delete(p)) => d.gone(&p.uid().unwrap_or_default()),
+            Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors() {
+        let one: HashSet<String> = ["n1".to_string()].into();
+        assert_eq!(field_selector(&one), "spec.nodeName=n1");
+        let two: HashSet<String> = ["a".to_string(), "b".to_string()].into();
+        assert_eq!(field_selector(&two), "spec.nodeName!=");
+    }
+}

@@ -1,0 +1,936 @@
+//! [`CriRuntime`]: the [`Runtime`] over a CRI runtime (containerd) with
+//! [`rkube_cri::CriClient`], following the mapping in the [module
+//! docs](super).
+//!
+//! * One sandbox per pod, labelled with the pod's uid/name/namespace
+//!   ([`cri_spec::sandbox_labels`]); `sync_pod` finds it by the uid label,
+//!   so a restarted kubelet adopts its sandboxes and containers (restart
+//!   counts are the containers' CRI `attempt`, so they survive too). A
+//!   sandbox that is no longer ready is stopped and a new one (attempt + 1)
+//!   is made, unless a `restartPolicy: Never` pod has nothing left to run.
+//! * Init containers run one at a time in spec order; the containers start
+//!   once every init container exited 0.
+//! * Exited containers restart per `restartPolicy` with upstream's
+//!   crash-loop back-off ([`super::backoff`]: at once, then 10 s doubling
+//!   to 300 s), reported as `Waiting`/`CrashLoopBackOff` meanwhile.
+//! * `imagePullPolicy`: `Never` and `IfNotPresent` use an image the runtime
+//!   has (`ImageStatus`) and fail with `ErrImageNeverPull` / pull; `Always`
+//!   pulls, and if the pull fails but the image is present it uses that
+//!   image and logs a warning ("pulling image failed; using the image
+//!   present on the node") — upstream would fail with `ErrImagePull`; rkube
+//!   prefers to run on machines without registry access. Pull failures
+//!   back off like crash loops (`ImagePullBackOff`).
+//! * Container logs go to `Dirs::logs` in `/var/log/pods` layout
+//!   (`<ns>_<name>_<uid>/<container>/<attempt>.log`).
+//! * Probes run as tasks of a [`ProbeManager`]; `ready` follows readiness,
+//!   a liveness/startup failure kills the container on the next sync.
+//!   `resync_after` is the shortest probe period, at most 2 s (a PLEG-like
+//!   relist: exits are noticed within 2 s).
+//! * Mirror pods (annotation `kubernetes.io/config.mirror`) are never run:
+//!   `sync_pod` only observes the static pod they mirror (whose uid is the
+//!   annotation's value), so the pod worker reports its status on the
+//!   mirror; `kill_pod`/`remove_pod` of a mirror leave the static pod alone.
+//!   [`CriRuntime::list_pods`] leaves out static pods (the static pod source
+//!   cleans up its own, see [`CriRuntime::list_static_pods`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use rkube_cri::{v1, CriClient};
+
+use super::backoff::Backoff;
+use super::cri_spec::{
+    self, Dirs, EnvContext, PullPolicy, LABEL_MANAGED, LABEL_POD_UID, LABEL_STATIC,
+    MIRROR_ANNOTATION,
+};
+use super::{
+    BoxFuture, ContainerObservation, ContainerState, PodObservation, Runtime, RuntimeError,
+    RuntimeVersion,
+};
+use crate::probe::{ProbeManager, ProbeSpec, Target};
+
+/// The longest `sync_pod` waits before looking again (exit detection).
+pub const RELIST: Duration = Duration::from_secs(2);
+
+/// A [`Runtime`] over CRI.
+pub struct CriRuntime {
+    cri: CriClient,
+    dirs: Dirs,
+    host_ip: RwLock<String>,
+    backoff: Mutex<Backoff>,
+    probes: ProbeManager,
+}
+
+fn err(e: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError(e.to_string())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn ts(ns: i64) -> Timestamp {
+    Timestamp::from_nanosecond(ns as i128).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// The uid of the static pod `pod` mirrors, if it is a mirror pod.
+pub fn mirror_of(pod: &Pod) -> Option<String> {
+    pod.annotations().get(MIRROR_ANNOTATION).cloned()
+}
+
+fn uid_filter(uid: &str) -> HashMap<String, String> {
+    [(LABEL_POD_UID.to_string(), uid.to_string())].into()
+}
+
+fn restart_policy(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always")
+}
+
+fn attempt(c: &v1::Container) -> u32 {
+    c.metadata.as_ref().map(|m| m.attempt).unwrap_or(0)
+}
+
+fn container_name(c: &v1::Container) -> &str {
+    c.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or("")
+}
+
+/// The newest instance of every container name (highest attempt, then
+/// newest creation).
+fn latest(containers: Vec<v1::Container>) -> HashMap<String, v1::Container> {
+    let mut out: HashMap<String, v1::Container> = HashMap::new();
+    for c in containers {
+        let name = container_name(&c).to_string();
+        let newer = out
+            .get(&name)
+            .is_none_or(|o| (attempt(&c), c.created_at) > (attempt(o), o.created_at));
+        if newer {
+            out.insert(name, c);
+        }
+    }
+    out
+}
+
+/// The restart decision for an exited container (upstream's
+/// `ShouldContainerBeRestarted`).
+pub fn should_restart(policy: &str, exit_code: i32) -> bool {
+    match policy {
+        "Never" => false,
+        "OnFailure" => exit_code != 0,
+        _ => true,
+    }
+}
+
+fn waiting(reason: &str, message: impl Into<String>) -> ContainerState {
+    ContainerState::Waiting {
+        reason: reason.into(),
+        message: message.into(),
+    }
+}
+
+/// The observed state of a CRI container status.
+pub fn state_of(s: &v1::ContainerStatus) -> ContainerState {
+    match v1::ContainerState::try_from(s.state) {
+        Ok(v1::ContainerState::ContainerRunning) => ContainerState::Running {
+            started_at: ts(s.started_at),
+        },
+        Ok(v1::ContainerState::ContainerExited) => ContainerState::Terminated {
+            exit_code: s.exit_code,
+            reason: if !s.reason.is_empty() {
+                s.reason.clone()
+            } else if s.exit_code == 0 {
+                "Completed".into()
+            } else {
+                "Error".into()
+            },
+            started_at: ts(s.started_at),
+            finished_at: ts(s.finished_at),
+        },
+        Ok(v1::ContainerState::ContainerCreated) => waiting("ContainerCreating", ""),
+        _ => waiting("Unknown", s.message.clone()),
+    }
+}
+
+/// What one sync decided for a container besides its CRI state.
+enum Override {
+    /// Report Waiting with this reason/message instead of the CRI state.
+    Waiting(String, String),
+}
+
+/// The sandbox in use for a pod.
+struct Sandbox {
+    id: String,
+    config: v1::PodSandboxConfig,
+    ready: bool,
+    ips: Vec<String>,
+}
+
+impl CriRuntime {
+    /// Connects to the CRI endpoint (`unix:///...`); pod data under `dirs`.
+    pub async fn connect(endpoint: &str, dirs: Dirs) -> Result<CriRuntime, RuntimeError> {
+        let cri = CriClient::connect(endpoint).await.map_err(err)?;
+        std::fs::create_dir_all(&dirs.logs)
+            .map_err(|e| err(format!("creating {}: {e}", dirs.logs.display())))?;
+        Ok(CriRuntime::new(cri, dirs))
+    }
+
+    /// A runtime over a connected client.
+    pub fn new(cri: CriClient, dirs: Dirs) -> CriRuntime {
+        CriRuntime {
+            cri,
+            dirs,
+            host_ip: RwLock::new(String::new()),
+            backoff: Mutex::new(Backoff::default()),
+            probes: ProbeManager::default(),
+        }
+    }
+
+    /// Sets the node IP (pod IP of host-network pods, `status.hostIP` in
+    /// the downward API).
+    pub fn set_host_ip(&self, ip: &str) {
+        *self.host_ip.write().unwrap_or_else(|e| e.into_inner()) = ip.to_string();
+    }
+
+    fn host_ip(&self) -> String {
+        self.host_ip
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The directories in use.
+    pub fn dirs(&self) -> &Dirs {
+        &self.dirs
+    }
+
+    /// The CRI client.
+    pub fn client(&self) -> &CriClient {
+        &self.cri
+    }
+
+    async fn sandboxes(&self, uid: &str) -> Result<Vec<v1::PodSandbox>, RuntimeError> {
+        self.cri
+            .list_pod_sandboxes(Some(v1::PodSandboxFilter {
+                label_selector: uid_filter(uid),
+                ..Default::default()
+            }))
+            .await
+            .map_err(err)
+    }
+
+    async fn containers(&self, uid: &str) -> Result<Vec<v1::Container>, RuntimeError> {
+        self.cri
+            .list_containers(Some(v1::ContainerFilter {
+                label_selector: uid_filter(uid),
+                ..Default::default()
+            }))
+            .await
+            .map_err(err)
+    }
+
+    async fn sandbox_ips(&self, id: &str, host_network: bool) -> Vec<String> {
+        if host_network {
+            let ip = self.host_ip();
+            return if ip.is_empty() { vec![] } else { vec![ip] };
+        }
+        match self.cri.pod_sandbox_status(id).await {
+            Ok(s) => {
+                let mut ips: Vec<String> = rkube_cri::pod_ip(&s)
+                    .map(str::to_string)
+                    .into_iter()
+                    .collect();
+                if let Some(n) = &s.network {
+                    ips.extend(n.additional_ips.iter().map(|p| p.ip.clone()));
+                }
+                ips
+            }
+            Err(_) => vec![],
+        }
+    }
+
+    /// The ready sandbox of the pod, creating one if `create`.
+    async fn sandbox(
+        &self,
+        pod: &Pod,
+        is_static: bool,
+        create: bool,
+    ) -> Result<Option<Sandbox>, RuntimeError> {
+        let uid = pod.uid().unwrap_or_default();
+        let hostnet = cri_spec::host_network(pod);
+        let all = self.sandboxes(&uid).await?;
+        let ready = all
+            .iter()
+            .filter(|s| s.state == v1::PodSandboxState::SandboxReady as i32)
+            .max_by_key(|s| s.created_at);
+        if let Some(s) = ready {
+            let attempt = s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0);
+            return Ok(Some(Sandbox {
+                id: s.id.clone(),
+                config: cri_spec::sandbox_config(pod, &self.dirs, attempt, is_static),
+                ready: true,
+                ips: self.sandbox_ips(&s.id, hostnet).await,
+            }));
+        }
+        if !create {
+            return Ok(all.iter().max_by_key(|s| s.created_at).map(|s| Sandbox {
+                id: s.id.clone(),
+                config: cri_spec::sandbox_config(
+                    pod,
+                    &self.dirs,
+                    s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
+                    is_static,
+                ),
+                ready: false,
+                ips: vec![],
+            }));
+        }
+        for s in &all {
+            tracing::info!(pod = %pod.name_any(), sandbox = %s.id, "sandbox not ready; stopping it and making a new one");
+            let _ = self.cri.stop_pod_sandbox(&s.id).await;
+        }
+        let attempt = all
+            .iter()
+            .map(|s| s.metadata.as_ref().map(|m| m.attempt + 1).unwrap_or(1))
+            .max()
+            .unwrap_or(0);
+        let config = cri_spec::sandbox_config(pod, &self.dirs, attempt, is_static);
+        std::fs::create_dir_all(&config.log_directory)
+            .map_err(|e| err(format!("creating {}: {e}", config.log_directory)))?;
+        let id = self
+            .cri
+            .run_pod_sandbox(config.clone(), "")
+            .await
+            .map_err(err)?;
+        tracing::info!(pod = %pod.name_any(), sandbox = %id, attempt, "sandbox started");
+        Ok(Some(Sandbox {
+            ips: self.sandbox_ips(&id, hostnet).await,
+            id,
+            config,
+            ready: true,
+        }))
+    }
+
+    /// `Ok(image ref)` or `Err((reason, message))` for the container.
+    async fn ensure_image(
+        &self,
+        key: &str,
+        c: &Container,
+        sandbox: &v1::PodSandboxConfig,
+    ) -> Result<String, (String, String)> {
+        let image = c.image.clone().unwrap_or_default();
+        let present = self.cri.image_status(&image).await.ok().flatten();
+        let policy = cri_spec::pull_policy(c);
+        match (policy, &present) {
+            (PullPolicy::Never, Some(img)) | (PullPolicy::IfNotPresent, Some(img)) => {
+                return Ok(img.id.clone())
+            }
+            (PullPolicy::Never, None) => {
+                return Err((
+                    "ErrImageNeverPull".into(),
+                    format!("Container image \"{image}\" is not present with pull policy of Never"),
+                ))
+            }
+            _ => {}
+        }
+        let pull_key = format!("{key}/pull");
+        let now = Timestamp::now().as_nanosecond();
+        if present.is_none() {
+            if let Some(left) = lock(&self.backoff).remaining(&pull_key, now, now) {
+                let _ = left;
+                return Err((
+                    "ImagePullBackOff".into(),
+                    format!("Back-off pulling image \"{image}\""),
+                ));
+            }
+        }
+        match self.cri.pull_image(&image, Some(sandbox.clone())).await {
+            Ok(r) => Ok(r),
+            Err(e) => match present {
+                Some(img) => {
+                    tracing::warn!(%image, error = %e, "pulling image failed (imagePullPolicy Always); using the image present on the node");
+                    Ok(img.id)
+                }
+                None => {
+                    lock(&self.backoff).next(&pull_key, now);
+                    Err(("ErrImagePull".into(), e.to_string()))
+                }
+            },
+        }
+    }
+
+    /// Creates and starts attempt `attempt` of `c`; `Err((reason, msg))`.
+    async fn start(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        attempt: u32,
+        sb: &Sandbox,
+    ) -> Result<String, (String, String)> {
+        let uid = pod.uid().unwrap_or_default();
+        let key = format!("{uid}/{}", c.name);
+        self.ensure_image(&key, c, &sb.config).await?;
+        let ctx = EnvContext {
+            pod_ip: sb.ips.first().cloned().unwrap_or_default(),
+            host_ip: self.host_ip(),
+        };
+        let (config, warnings) = cri_spec::container_config(pod, c, attempt, &self.dirs, &ctx)
+            .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
+        for w in warnings {
+            tracing::warn!(pod = %pod.name_any(), "{w}");
+        }
+        let id = self
+            .cri
+            .create_container(&sb.id, config, sb.config.clone())
+            .await
+            .map_err(|e| ("CreateContainerError".to_string(), e.to_string()))?;
+        self.cri
+            .start_container(&id)
+            .await
+            .map_err(|e| ("RunContainerError".to_string(), e.to_string()))?;
+        tracing::info!(pod = %pod.name_any(), container = %c.name, attempt, id = %id, "container started");
+        Ok(id)
+    }
+
+    /// Restarts an exited container unless it is backing off; returns the
+    /// override to report, and the back-off left (for the resync).
+    async fn restart(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        prev: &v1::Container,
+        finished_ns: i128,
+        sb: &Sandbox,
+    ) -> (Option<Override>, Option<Duration>) {
+        let uid = pod.uid().unwrap_or_default();
+        let key = format!("{uid}/{}", c.name);
+        let now = Timestamp::now().as_nanosecond();
+        let left = lock(&self.backoff).remaining(&key, finished_ns, now);
+        if let Some(left) = left {
+            let window = lock(&self.backoff).window(&key).unwrap_or_default();
+            let msg = format!(
+                "back-off {}s restarting failed container={} pod={}_{}({uid})",
+                window.as_secs(),
+                c.name,
+                pod.name_any(),
+                cri_spec::pod_namespace(pod)
+            );
+            return (
+                Some(Override::Waiting("CrashLoopBackOff".into(), msg)),
+                Some(left),
+            );
+        }
+        lock(&self.backoff).next(&key, finished_ns);
+        match self.start(pod, c, attempt(prev) + 1, sb).await {
+            Ok(_) => (None, None),
+            Err((r, m)) => (Some(Override::Waiting(r, m)), None),
+        }
+    }
+
+    /// Acts on one pod (sandbox, init containers, containers), then observes.
+    async fn sync(&self, pod: &Pod) -> Result<PodObservation, RuntimeError> {
+        let uid = pod.uid().unwrap_or_default();
+        let is_static = pod
+            .annotations()
+            .get("kubernetes.io/config.source")
+            .is_some_and(|s| s == "file");
+        let spec = pod.spec.clone().unwrap_or_default();
+        let policy = restart_policy(pod).to_string();
+        let before = latest(self.containers(&uid).await?);
+        // A Never pod whose containers all ran gets no new sandbox.
+        let finished = policy == "Never"
+            && !spec.containers.is_empty()
+            && spec.containers.iter().all(|c| {
+                before
+                    .get(&c.name)
+                    .is_some_and(|x| x.state == v1::ContainerState::ContainerExited as i32)
+            });
+        let Some(sb) = self.sandbox(pod, is_static, !finished).await? else {
+            return self.observe(pod, &HashMap::new(), None, None).await;
+        };
+        let before = if sb.ready {
+            latest(self.containers(&uid).await?)
+        } else {
+            before
+        };
+        let mut overrides: HashMap<String, Override> = HashMap::new();
+        let mut wake: Option<Duration> = None;
+        let mut soon = |d: Duration| wake = Some(wake.map_or(d, |w: Duration| w.min(d)));
+        if !sb.ready {
+            return self.observe(pod, &overrides, Some(&sb), wake).await;
+        }
+        // Init containers, in order, one at a time.
+        let mut init_done = true;
+        for c in spec.init_containers.iter().flatten() {
+            let prev = before.get(&c.name).filter(|p| p.pod_sandbox_id == sb.id);
+            let st = match prev {
+                Some(p) => Some(self.cri.container_status(&p.id).await.map_err(err)?),
+                None => None,
+            };
+            match (
+                prev,
+                st.as_ref().map(|s| (s.state, s.exit_code, s.finished_at)),
+            ) {
+                (_, Some((s, 0, _))) if s == v1::ContainerState::ContainerExited as i32 => continue,
+                (Some(p), Some((s, code, fin)))
+                    if s == v1::ContainerState::ContainerExited as i32 =>
+                {
+                    if should_restart(&policy, code) {
+                        let (o, left) = self.restart(pod, c, p, fin as i128, &sb).await;
+                        if let Some(o) = o {
+                            overrides.insert(c.name.clone(), o);
+                        }
+                        if let Some(l) = left {
+                            soon(l);
+                        }
+                    }
+                }
+                (Some(_), Some(_)) => {}
+                _ => {
+                    let n = before.get(&c.name).map(|p| attempt(p) + 1).unwrap_or(0);
+                    if let Err((r, m)) = self.start(pod, c, n, &sb).await {
+                        overrides.insert(c.name.clone(), Override::Waiting(r, m));
+                    }
+                }
+            }
+            init_done = false;
+            break;
+        }
+        if init_done {
+            for c in &spec.containers {
+                let prev = before.get(&c.name);
+                let Some(p) = prev else {
+                    if let Err((r, m)) = self.start(pod, c, 0, &sb).await {
+                        overrides.insert(c.name.clone(), Override::Waiting(r, m));
+                    }
+                    continue;
+                };
+                let mut st = self.cri.container_status(&p.id).await.map_err(err)?;
+                let running = st.state == v1::ContainerState::ContainerRunning as i32;
+                if running {
+                    let kill = self.probes.state(&uid, &c.name, &p.id).and_then(|s| s.kill);
+                    let Some(why) = kill else { continue };
+                    tracing::info!(pod = %pod.name_any(), container = %c.name, %why, "killing container");
+                    let grace = Duration::from_secs(
+                        spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64,
+                    );
+                    self.cri.stop_container(&p.id, grace).await.map_err(err)?;
+                    self.probes.remove(&uid, &c.name);
+                    st = self.cri.container_status(&p.id).await.map_err(err)?;
+                }
+                let exited = st.state == v1::ContainerState::ContainerExited as i32;
+                let other_sandbox = p.pod_sandbox_id != sb.id;
+                if (exited || other_sandbox)
+                    && should_restart(&policy, if exited { st.exit_code } else { 1 })
+                {
+                    let fin = if exited {
+                        st.finished_at as i128
+                    } else {
+                        Timestamp::now().as_nanosecond()
+                    };
+                    let (o, left) = self.restart(pod, c, p, fin, &sb).await;
+                    if let Some(o) = o {
+                        overrides.insert(c.name.clone(), o);
+                    }
+                    if let Some(l) = left {
+                        soon(l);
+                    }
+                } else if st.state == v1::ContainerState::ContainerCreated as i32 {
+                    if let Err(e) = self.cri.start_container(&p.id).await {
+                        overrides.insert(
+                            c.name.clone(),
+                            Override::Waiting("RunContainerError".into(), e.to_string()),
+                        );
+                    }
+                }
+            }
+        }
+        self.observe(pod, &overrides, Some(&sb), wake).await
+    }
+
+    /// Observes a pod without acting (also for kill_pod and mirror pods).
+    async fn observe(
+        &self,
+        pod: &Pod,
+        overrides: &HashMap<String, Override>,
+        sb: Option<&Sandbox>,
+        wake: Option<Duration>,
+    ) -> Result<PodObservation, RuntimeError> {
+        let uid = pod.uid().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let now = latest(self.containers(&uid).await?);
+        let sandbox_id = sb.map(|s| s.id.as_str()).unwrap_or("");
+        let pod_ip = sb.and_then(|s| s.ips.first().cloned()).unwrap_or_default();
+        let mut resync = RELIST;
+        let mut init_pending = false;
+        let mut init = Vec::new();
+        for c in spec.init_containers.iter().flatten() {
+            let (o, _) = self
+                .observe_container(
+                    &uid,
+                    c,
+                    now.get(&c.name),
+                    overrides,
+                    sandbox_id,
+                    init_pending,
+                    "",
+                )
+                .await?;
+            if !matches!(o.state, ContainerState::Terminated { exit_code: 0, .. }) {
+                init_pending = true;
+            }
+            init.push(o);
+        }
+        let mut containers = Vec::new();
+        for c in &spec.containers {
+            let (mut o, started_at) = self
+                .observe_container(
+                    &uid,
+                    c,
+                    now.get(&c.name),
+                    overrides,
+                    sandbox_id,
+                    init_pending,
+                    "PodInitializing",
+                )
+                .await?;
+            if let (Some(started_at), Some(x)) = (started_at, now.get(&c.name)) {
+                let specs = ProbeSpec::of_container(c);
+                if let Some(p) = specs.iter().map(|s| s.period).min() {
+                    resync = resync.min(p);
+                }
+                if !specs.is_empty() && sb.is_some_and(|s| s.ready) {
+                    self.probes.ensure(
+                        &uid,
+                        &c.name,
+                        specs,
+                        Target {
+                            cri: self.cri.clone(),
+                            container_id: x.id.clone(),
+                            pod_ip: pod_ip.clone(),
+                            started_at,
+                        },
+                    );
+                }
+                if let Some(ps) = self.probes.state(&uid, &c.name, &x.id) {
+                    o.ready = ps.ready && ps.started;
+                }
+            } else {
+                self.probes.remove(&uid, &c.name);
+            }
+            containers.push(o);
+        }
+        if let Some(w) = wake {
+            resync = resync.min(w + Duration::from_millis(100));
+        }
+        Ok(PodObservation {
+            sandbox_ready: sb.is_some_and(|s| s.ready),
+            pod_ips: if sb.is_some_and(|s| s.ready) {
+                sb.map(|s| s.ips.clone()).unwrap_or_default()
+            } else {
+                vec![]
+            },
+            init_containers: init,
+            containers,
+            resync_after: Some(resync),
+        })
+    }
+
+    /// One container's observation, and its start time if running.
+    #[allow(clippy::too_many_arguments)]
+    async fn observe_container(
+        &self,
+        _uid: &str,
+        c: &Container,
+        latest: Option<&v1::Container>,
+        overrides: &HashMap<String, Override>,
+        _sandbox_id: &str,
+        blocked: bool,
+        blocked_reason: &str,
+    ) -> Result<(ContainerObservation, Option<Timestamp>), RuntimeError> {
+        let mut o = ContainerObservation {
+            name: c.name.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            image_id: String::new(),
+            container_id: String::new(),
+            state: waiting(
+                if blocked && !blocked_reason.is_empty() {
+                    blocked_reason
+                } else {
+                    "ContainerCreating"
+                },
+                "",
+            ),
+            restart_count: latest.map(|x| attempt(x) as i32).unwrap_or(0),
+            ready: false,
+        };
+        let mut started = None;
+        if let Some(x) = latest {
+            match self.cri.container_status(&x.id).await {
+                Ok(st) => {
+                    o.image_id = st.image_ref.clone();
+                    o.container_id = format!("containerd://{}", x.id);
+                    o.state = state_of(&st);
+                    if let ContainerState::Running { started_at } = o.state {
+                        o.ready = true;
+                        started = Some(started_at);
+                    }
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        if let Some(Override::Waiting(r, m)) = overrides.get(&c.name) {
+            o.state = waiting(r, m.clone());
+            o.ready = false;
+            started = None;
+        }
+        Ok((o, started))
+    }
+
+    async fn kill(&self, pod: &Pod, grace: Duration) -> Result<PodObservation, RuntimeError> {
+        let uid = pod.uid().unwrap_or_default();
+        self.probes.forget_pod(&uid);
+        let running: Vec<v1::Container> = self
+            .containers(&uid)
+            .await?
+            .into_iter()
+            .filter(|c| c.state == v1::ContainerState::ContainerRunning as i32)
+            .collect();
+        let stops = running
+            .iter()
+            .map(|c| self.cri.stop_container(&c.id, grace));
+        for r in futures::future::join_all(stops).await {
+            if let Err(e) = r {
+                if !e.is_not_found() {
+                    return Err(err(e));
+                }
+            }
+        }
+        for s in self.sandboxes(&uid).await? {
+            self.cri.stop_pod_sandbox(&s.id).await.map_err(err)?;
+        }
+        let mut obs = self.observe(pod, &HashMap::new(), None, None).await?;
+        obs.resync_after = None;
+        Ok(obs)
+    }
+
+    async fn remove(&self, uid: &str) -> Result<(), RuntimeError> {
+        self.probes.forget_pod(uid);
+        lock(&self.backoff).forget_prefix(&format!("{uid}/"));
+        for c in self.containers(uid).await? {
+            match self.cri.remove_container(&c.id).await {
+                Err(e) if !e.is_not_found() => return Err(err(e)),
+                _ => {}
+            }
+        }
+        for s in self.sandboxes(uid).await? {
+            match self.cri.remove_pod_sandbox(&s.id).await {
+                Err(e) if !e.is_not_found() => return Err(err(e)),
+                _ => {}
+            }
+        }
+        let _ = std::fs::remove_dir_all(self.dirs.pod_dir(uid));
+        if let Ok(rd) = std::fs::read_dir(&self.dirs.logs) {
+            for e in rd.flatten() {
+                if e.file_name()
+                    .to_string_lossy()
+                    .ends_with(&format!("_{uid}"))
+                {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn uids(&self, want_static: bool) -> Result<Vec<String>, RuntimeError> {
+        let mut uids: Vec<String> = self
+            .cri
+            .list_pod_sandboxes(Some(v1::PodSandboxFilter {
+                label_selector: [(LABEL_MANAGED.to_string(), "true".to_string())].into(),
+                ..Default::default()
+            }))
+            .await
+            .map_err(err)?
+            .into_iter()
+            .filter(|s| s.labels.contains_key(LABEL_STATIC) == want_static)
+            .filter_map(|s| s.labels.get(LABEL_POD_UID).cloned())
+            .collect();
+        uids.sort();
+        uids.dedup();
+        Ok(uids)
+    }
+
+    /// Uids of the static pods the runtime holds.
+    pub async fn list_static_pods(&self) -> Result<Vec<String>, RuntimeError> {
+        self.uids(true).await
+    }
+
+    /// The CRI id of the newest instance of container `name` of pod `uid`
+    /// and whether it runs (for `/containerLogs?follow`).
+    pub async fn container_running(&self, uid: &str, name: &str) -> Option<bool> {
+        let cs = self.containers(uid).await.ok()?;
+        let l = latest(cs);
+        l.get(name)
+            .map(|c| c.state == v1::ContainerState::ContainerRunning as i32)
+    }
+
+    /// A pod as observed: the mirror's static pod has the mirror uid
+    /// replaced by the static uid.
+    fn as_static(pod: &Pod, uid: String) -> Pod {
+        let mut p = pod.clone();
+        p.metadata.uid = Some(uid);
+        p
+    }
+}
+
+impl Runtime for CriRuntime {
+    fn version(&self) -> BoxFuture<'_, Result<RuntimeVersion, RuntimeError>> {
+        Box::pin(async move {
+            let v = self.cri.version().await.map_err(err)?;
+            let status = self.cri.status().await.map_err(err)?;
+            if let Some(c) = rkube_cri::condition(&status, "RuntimeReady").filter(|c| !c.status) {
+                return Err(err(format!(
+                    "container runtime not ready: {} {}",
+                    c.reason, c.message
+                )));
+            }
+            Ok(RuntimeVersion {
+                runtime_name: v.runtime_name,
+                runtime_version: v.runtime_version,
+            })
+        })
+    }
+
+    fn sync_pod<'a>(&'a self, pod: &'a Pod) -> BoxFuture<'a, Result<PodObservation, RuntimeError>> {
+        Box::pin(async move {
+            if let Some(static_uid) = mirror_of(pod) {
+                let p = Self::as_static(pod, static_uid);
+                let sb = self.sandbox(&p, true, false).await?;
+                let mut obs = self.observe(&p, &HashMap::new(), sb.as_ref(), None).await?;
+                obs.resync_after = Some(RELIST.max(Duration::from_secs(5)));
+                return Ok(obs);
+            }
+            self.sync(pod).await
+        })
+    }
+
+    fn kill_pod<'a>(
+        &'a self,
+        pod: &'a Pod,
+        grace: Duration,
+    ) -> BoxFuture<'a, Result<PodObservation, RuntimeError>> {
+        Box::pin(async move {
+            if let Some(static_uid) = mirror_of(pod) {
+                let p = Self::as_static(pod, static_uid);
+                let sb = self.sandbox(&p, true, false).await?;
+                return self.observe(&p, &HashMap::new(), sb.as_ref(), None).await;
+            }
+            self.kill(pod, grace).await
+        })
+    }
+
+    fn remove_pod<'a>(&'a self, uid: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async move {
+            // A mirror pod's uid labels nothing: removing it is a no-op.
+            self.remove(uid).await
+        })
+    }
+
+    fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>> {
+        Box::pin(self.uids(false))
+    }
+}
+
+/// Shared handle type used by the kubelet (the API server and the static
+/// pod source need the concrete runtime).
+pub type SharedCri = Arc<CriRuntime>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctr(name: &str, attempt: u32, created: i64) -> v1::Container {
+        v1::Container {
+            id: format!("{name}-{attempt}"),
+            metadata: Some(v1::ContainerMetadata {
+                name: name.into(),
+                attempt,
+            }),
+            created_at: created,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn latest_picks_the_highest_attempt() {
+        let l = latest(vec![
+            ctr("a", 0, 5),
+            ctr("a", 2, 1),
+            ctr("a", 1, 9),
+            ctr("b", 0, 1),
+        ]);
+        assert_eq!(l["a"].id, "a-2");
+        assert_eq!(l["b"].id, "b-0");
+    }
+
+    #[test]
+    fn restart_policies() {
+        assert!(should_restart("Always", 0));
+        assert!(should_restart("Always", 1));
+        assert!(!should_restart("OnFailure", 0));
+        assert!(should_restart("OnFailure", 137));
+        assert!(!should_restart("Never", 1));
+    }
+
+    #[test]
+    fn cri_states_map_to_container_states() {
+        let mut s = v1::ContainerStatus {
+            state: v1::ContainerState::ContainerExited as i32,
+            exit_code: 2,
+            started_at: 1_000_000_000,
+            finished_at: 2_000_000_000,
+            ..Default::default()
+        };
+        match state_of(&s) {
+            ContainerState::Terminated {
+                exit_code, reason, ..
+            } => {
+                assert_eq!(exit_code, 2);
+                assert_eq!(reason, "Error");
+            }
+            o => panic!("{o:?}"),
+        }
+        s.exit_code = 0;
+        assert!(
+            matches!(state_of(&s), ContainerState::Terminated { ref reason, .. } if reason == "Completed")
+        );
+        s.reason = "OOMKilled".into();
+        assert!(
+            matches!(state_of(&s), ContainerState::Terminated { ref reason, .. } if reason == "OOMKilled")
+        );
+        s.state = v1::ContainerState::ContainerRunning as i32;
+        assert!(
+            matches!(state_of(&s), ContainerState::Running { started_at } if started_at.as_second() == 1)
+        );
+        s.state = v1::ContainerState::ContainerCreated as i32;
+        assert!(
+            matches!(state_of(&s), ContainerState::Waiting { ref reason, .. } if reason == "ContainerCreating")
+        );
+    }
+
+    #[test]
+    fn mirror_pods_are_recognised() {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x", "annotations": {MIRROR_ANNOTATION: "abc"}}}))
+        .unwrap();
+        assert_eq!(mirror_of(&p).as_deref(), Some("abc"));
+        assert_eq!(mirror_of(&Pod::default()), None);
+    }
+}

@@ -1,0 +1,153 @@
+//! The container runtime seen by the kubelet: one object-safe trait,
+//! [`Runtime`], at the level of a *pod* ("make this pod run as its spec
+//! says, and tell me what you see"), so the pod workers stay independent of
+//! how containers are made.
+//!
+//! Two implementations: [`sim::SimRuntime`] (nothing runs; pods go Pending →
+//! Running → Succeeded on timers) and, in `crates/cri`, a CRI client over
+//! containerd.
+//!
+//! # Implementing it over CRI
+//!
+//! | method | CRI calls |
+//! |---|---|
+//! | [`Runtime::version`] | `RuntimeService.Version` (+ `Status` for readiness) |
+//! | [`Runtime::sync_pod`] | `ListPodSandbox(label uid)`; if none ready: `RunPodSandbox` (hostname, log dir, DNS, port mappings from the spec); `ListContainers(sandbox)`; for each spec container not running whose restart policy says to (re)start it: `PullImage` if `ImageStatus` has none, `CreateContainer`, `StartContainer`; then `PodSandboxStatus` (IPs) and `ContainerStatus` per container → [`PodObservation`] |
+//! | [`Runtime::kill_pod`] | `StopContainer(id, grace)` for each container, then `StopPodSandbox` |
+//! | [`Runtime::remove_pod`] | `RemoveContainer` for each, then `RemovePodSandbox` |
+//! | [`Runtime::list_pods`] | `ListPodSandbox` → the `io.kubernetes.pod.uid` labels |
+//!
+//! Rules the pod workers rely on:
+//! * every method may be called concurrently for *different* pods, never
+//!   concurrently for the same pod uid;
+//! * `sync_pod` is idempotent and is called again after
+//!   [`PodObservation::resync_after`] (or 10 s when `None`) and whenever the
+//!   pod object changes; it must adopt what already exists (a kubelet
+//!   restart must not duplicate sandboxes/containers);
+//! * `sync_pod` returns statuses in spec order, one per spec container
+//!   (a container not created yet is `Waiting` with reason
+//!   `ContainerCreating`);
+//! * `kill_pod` returns once every container is stopped (or the grace
+//!   period forced it); `remove_pod` of an unknown pod is `Ok`.
+
+pub mod backoff;
+pub mod cri;
+pub mod cri_spec;
+pub mod sim;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+
+/// A boxed, sendable future (keeps [`Runtime`] object-safe without the
+/// async-trait crate).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A runtime failure (the pod worker logs it and retries).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuntimeError(pub String);
+
+/// `RuntimeService.Version`: shown in `node.status.nodeInfo.containerRuntimeVersion`
+/// as `<runtime_name>://<runtime_version>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeVersion {
+    /// e.g. `containerd` or `sim`.
+    pub runtime_name: String,
+    /// e.g. `2.1.4`.
+    pub runtime_version: String,
+}
+
+/// What a container is doing, as CRI's `ContainerStatus` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContainerState {
+    /// Not running yet (or between restarts).
+    Waiting {
+        /// e.g. `ContainerCreating`, `ErrImagePull`.
+        reason: String,
+        /// Human-readable detail (may be empty).
+        message: String,
+    },
+    /// Running since `started_at`.
+    Running {
+        /// When the container started.
+        started_at: Timestamp,
+    },
+    /// Exited.
+    Terminated {
+        /// Process exit code.
+        exit_code: i32,
+        /// e.g. `Completed`, `Error`, `OOMKilled`.
+        reason: String,
+        /// When it started.
+        started_at: Timestamp,
+        /// When it exited.
+        finished_at: Timestamp,
+    },
+}
+
+/// One container as the runtime sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerObservation {
+    /// The container's name in the pod spec.
+    pub name: String,
+    /// The image as written in the spec.
+    pub image: String,
+    /// The resolved image (digest), empty if not pulled yet.
+    pub image_id: String,
+    /// `<runtime>://<id>`, empty if not created yet.
+    pub container_id: String,
+    /// Current state.
+    pub state: ContainerState,
+    /// Restarts so far.
+    pub restart_count: i32,
+    /// Readiness (no probes: running ⇒ ready).
+    pub ready: bool,
+}
+
+/// What `sync_pod` observed after acting.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodObservation {
+    /// The sandbox exists and has its network (PodReadyToStartContainers).
+    pub sandbox_ready: bool,
+    /// Pod IPs (first is `status.podIP`).
+    pub pod_ips: Vec<String>,
+    /// Init containers, spec order.
+    pub init_containers: Vec<ContainerObservation>,
+    /// Containers, spec order.
+    pub containers: Vec<ContainerObservation>,
+    /// Call `sync_pod` again after this long (a timer of the runtime, e.g.
+    /// the sim's start delay); `None` means the default resync (10 s).
+    pub resync_after: Option<Duration>,
+}
+
+/// The container runtime behind the pod workers (see the module docs for
+/// the contract and the CRI mapping).
+pub trait Runtime: Send + Sync + 'static {
+    /// Runtime name and version; an error means the runtime is down (the
+    /// node then reports `Ready=False`).
+    fn version(&self) -> BoxFuture<'_, Result<RuntimeVersion, RuntimeError>>;
+
+    /// Brings the pod to its spec (sandbox, then containers) and returns
+    /// what is observed afterwards. The pod carries its last known status,
+    /// which an implementation may use to adopt existing containers.
+    fn sync_pod<'a>(&'a self, pod: &'a Pod) -> BoxFuture<'a, Result<PodObservation, RuntimeError>>;
+
+    /// Stops every container of pod `uid` within `grace`, then its sandbox;
+    /// returns the final observation (containers terminated).
+    fn kill_pod<'a>(
+        &'a self,
+        pod: &'a Pod,
+        grace: Duration,
+    ) -> BoxFuture<'a, Result<PodObservation, RuntimeError>>;
+
+    /// Removes everything of pod `uid` (after `kill_pod`).
+    fn remove_pod<'a>(&'a self, uid: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>>;
+
+    /// Uids of the pods the runtime holds (to clean up pods deleted while
+    /// the kubelet was down).
+    fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>>;
+}

@@ -1,0 +1,362 @@
+//! Node status computation (pure): allocatable from capacity, the four
+//! kubelet conditions with upstream's reasons and messages, and whether a
+//! new status must be posted (changed, or `nodeStatusReportFrequency`
+//! elapsed), as upstream's `kubelet_node_status.go` decides.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use rkube_model::Quantity;
+
+use crate::config::{parse_threshold, KubeletConfiguration};
+
+/// Formats a CPU amount given in millicores as Kubernetes prints it.
+pub fn format_cpu(milli: i64) -> String {
+    if milli % 1000 == 0 {
+        (milli / 1000).to_string()
+    } else {
+        format!("{milli}m")
+    }
+}
+
+/// Formats a byte amount with the largest exact binary suffix (`262044Mi`).
+pub fn format_bytes(bytes: i64) -> String {
+    const SUFFIXES: [(&str, u32); 6] = [
+        ("Ei", 60),
+        ("Pi", 50),
+        ("Ti", 40),
+        ("Gi", 30),
+        ("Mi", 20),
+        ("Ki", 10),
+    ];
+    if bytes == 0 {
+        return "0".into();
+    }
+    for (s, shift) in SUFFIXES {
+        if bytes % (1i64 << shift) == 0 {
+            return format!("{}{s}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+fn is_bytes(resource: &str) -> bool {
+    matches!(resource, "memory" | "ephemeral-storage") || resource.starts_with("hugepages-")
+}
+
+/// Allocatable = capacity − systemReserved − kubeReserved − the hard
+/// eviction threshold (memory.available for memory, nodefs.available for
+/// ephemeral-storage), never below zero — upstream's node allocatable.
+pub fn allocatable(
+    capacity: &BTreeMap<String, Quantity>,
+    cfg: &KubeletConfiguration,
+) -> BTreeMap<String, Quantity> {
+    let mut out = BTreeMap::new();
+    for (name, cap) in capacity {
+        let milli = name == "cpu";
+        let amount = |q: &Quantity| if milli { q.milli_value() } else { q.value() };
+        let mut value = amount(cap);
+        for reserved in [&cfg.system_reserved, &cfg.kube_reserved] {
+            if let Some(q) = reserved.get(name).and_then(|v| Quantity::parse(v).ok()) {
+                value -= amount(&q);
+            }
+        }
+        let signal = match name.as_str() {
+            "memory" => Some("memory.available"),
+            "ephemeral-storage" => Some("nodefs.available"),
+            _ => None,
+        };
+        if let Some(t) = signal
+            .and_then(|s| cfg.eviction_hard.get(s))
+            .and_then(|v| parse_threshold(v))
+        {
+            value -= t.amount(amount(cap));
+        }
+        let value = value.max(0);
+        out.insert(
+            name.clone(),
+            if milli {
+                Quantity::from_milli(value)
+            } else {
+                Quantity::from_units(value)
+            },
+        );
+    }
+    out
+}
+
+/// A resource list as the API shows it.
+pub fn to_resource_list(list: &BTreeMap<String, Quantity>) -> BTreeMap<String, KQuantity> {
+    list.iter()
+        .map(|(k, q)| {
+            let s = if k == "cpu" {
+                format_cpu(q.milli_value())
+            } else if is_bytes(k) {
+                format_bytes(q.value())
+            } else {
+                q.value().to_string()
+            };
+            (k.clone(), KQuantity(s))
+        })
+        .collect()
+}
+
+/// What the node-level checks found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Health {
+    /// `Some(error)` when the container runtime is down.
+    pub runtime_error: Option<String>,
+    /// memory.available below its hard threshold.
+    pub memory_pressure: bool,
+    /// nodefs/imagefs below their hard thresholds.
+    pub disk_pressure: bool,
+    /// pid.available below its hard threshold.
+    pub pid_pressure: bool,
+}
+
+fn condition(
+    previous: &[NodeCondition],
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> NodeCondition {
+    let status = if status { "True" } else { "False" };
+    let prev = previous.iter().find(|c| c.type_ == type_);
+    // The transition time only moves when the status does.
+    let transition = match prev {
+        Some(p) if p.status == status => p.last_transition_time.clone(),
+        _ => Some(Time(now)),
+    };
+    NodeCondition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        last_heartbeat_time: Some(Time(now)),
+        last_transition_time: transition.or(Some(Time(now))),
+    }
+}
+
+/// The four kubelet conditions (MemoryPressure, DiskPressure, PIDPressure,
+/// Ready), with upstream's reasons and messages; `previous` supplies the
+/// transition times of unchanged conditions.
+pub fn conditions(previous: &[NodeCondition], h: &Health, now: Timestamp) -> Vec<NodeCondition> {
+    let mem = if h.memory_pressure {
+        (
+            "KubeletHasInsufficientMemory",
+            "kubelet has insufficient memory available",
+        )
+    } else {
+        (
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        )
+    };
+    let disk = if h.disk_pressure {
+        ("KubeletHasDiskPressure", "kubelet has disk pressure")
+    } else {
+        ("KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+    };
+    let pid = if h.pid_pressure {
+        (
+            "KubeletHasInsufficientPID",
+            "kubelet has insufficient PID available",
+        )
+    } else {
+        (
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        )
+    };
+    let ready = match &h.runtime_error {
+        None => condition(
+            previous,
+            "Ready",
+            true,
+            "KubeletReady",
+            "kubelet is posting ready status",
+            now,
+        ),
+        Some(e) => condition(
+            previous,
+            "Ready",
+            false,
+            "KubeletNotReady",
+            &format!("container runtime is down: {e}"),
+            now,
+        ),
+    };
+    vec![
+        condition(
+            previous,
+            "MemoryPressure",
+            h.memory_pressure,
+            mem.0,
+            mem.1,
+            now,
+        ),
+        condition(
+            previous,
+            "DiskPressure",
+            h.disk_pressure,
+            disk.0,
+            disk.1,
+            now,
+        ),
+        condition(previous, "PIDPressure", h.pid_pressure, pid.0, pid.1, now),
+        ready,
+    ]
+}
+
+/// True when `new` differs from `old` in anything but condition heartbeat
+/// times (upstream's `nodeStatusHasChanged`).
+pub fn status_changed(old: &NodeStatus, new: &NodeStatus) -> bool {
+    let strip = |s: &NodeStatus| {
+        let mut s = s.clone();
+        for c in s.conditions.iter_mut().flatten() {
+            c.last_heartbeat_time = None;
+        }
+        s
+    };
+    strip(old) != strip(new)
+}
+
+/// Whether to PATCH: never posted, changed, or `report_frequency` since the
+/// last post.
+pub fn should_report(
+    last: Option<&NodeStatus>,
+    new: &NodeStatus,
+    since_last: Duration,
+    report_frequency: Duration,
+) -> bool {
+    match last {
+        None => true,
+        Some(old) => status_changed(old, new) || since_last >= report_frequency,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(list: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), Quantity::parse(v).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn allocatable_subtracts_reservations_and_eviction() {
+        let mut cfg = KubeletConfiguration::default();
+        let cap = caps(&[
+            ("cpu", "32"),
+            ("memory", "256Gi"),
+            ("pods", "110"),
+            ("ephemeral-storage", "100Gi"),
+        ]);
+        let a = to_resource_list(&allocatable(&cap, &cfg));
+        assert_eq!(a["cpu"].0, "32");
+        // 256Gi − 100Mi (memory.available).
+        assert_eq!(a["memory"].0, "262044Mi");
+        // 100Gi − 10%.
+        assert_eq!(a["ephemeral-storage"].0, format_bytes(96636764160));
+        assert_eq!(a["pods"].0, "110");
+        cfg.system_reserved.insert("cpu".into(), "500m".into());
+        cfg.kube_reserved.insert("cpu".into(), "100m".into());
+        cfg.kube_reserved.insert("memory".into(), "1Gi".into());
+        let a = to_resource_list(&allocatable(&cap, &cfg));
+        assert_eq!(a["cpu"].0, "31400m");
+        assert_eq!(a["memory"].0, format_bytes((255 << 30) - (100 << 20)));
+        let tiny = caps(&[("memory", "50Mi")]);
+        assert_eq!(to_resource_list(&allocatable(&tiny, &cfg))["memory"].0, "0");
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(format_bytes(1 << 30), "1Gi");
+        assert_eq!(format_bytes(1000), "1000");
+        assert_eq!(format_cpu(1500), "1500m");
+        assert_eq!(format_cpu(2000), "2");
+    }
+
+    #[test]
+    fn conditions_reasons_and_transitions() {
+        let t0 = Timestamp::from_second(1_700_000_000).unwrap();
+        let t1 = Timestamp::from_second(1_700_000_010).unwrap();
+        let c0 = conditions(&[], &Health::default(), t0);
+        let types: Vec<_> = c0.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(
+            types,
+            ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        );
+        assert_eq!(c0[3].status, "True");
+        assert_eq!(c0[3].reason.as_deref(), Some("KubeletReady"));
+        assert_eq!(
+            c0[3].message.as_deref(),
+            Some("kubelet is posting ready status")
+        );
+        assert_eq!(c0[0].status, "False");
+        assert_eq!(c0[0].reason.as_deref(), Some("KubeletHasSufficientMemory"));
+        assert_eq!(c0[1].reason.as_deref(), Some("KubeletHasNoDiskPressure"));
+        assert_eq!(c0[2].reason.as_deref(), Some("KubeletHasSufficientPID"));
+        // Same health later: heartbeat moves, transition stays.
+        let c1 = conditions(&c0, &Health::default(), t1);
+        assert_eq!(c1[3].last_heartbeat_time, Some(Time(t1)));
+        assert_eq!(c1[3].last_transition_time, Some(Time(t0)));
+        // Runtime down and memory pressure: both transition now.
+        let bad = Health {
+            runtime_error: Some("connection refused".into()),
+            memory_pressure: true,
+            ..Default::default()
+        };
+        let c2 = conditions(&c1, &bad, t1);
+        assert_eq!(c2[3].status, "False");
+        assert_eq!(c2[3].reason.as_deref(), Some("KubeletNotReady"));
+        assert_eq!(c2[3].last_transition_time, Some(Time(t1)));
+        assert_eq!(c2[0].status, "True");
+        assert_eq!(
+            c2[0].reason.as_deref(),
+            Some("KubeletHasInsufficientMemory")
+        );
+        assert_eq!(c2[1].last_transition_time, Some(Time(t0)));
+    }
+
+    #[test]
+    fn report_only_when_changed_or_due() {
+        let t0 = Timestamp::from_second(1_700_000_000).unwrap();
+        let t1 = Timestamp::from_second(1_700_000_010).unwrap();
+        let s = |c| NodeStatus {
+            conditions: Some(c),
+            ..Default::default()
+        };
+        let a = s(conditions(&[], &Health::default(), t0));
+        let b = s(conditions(
+            a.conditions.as_ref().unwrap(),
+            &Health::default(),
+            t1,
+        ));
+        let five_min = Duration::from_secs(300);
+        assert!(should_report(None, &a, Duration::ZERO, five_min));
+        assert!(!should_report(
+            Some(&a),
+            &b,
+            Duration::from_secs(10),
+            five_min
+        ));
+        assert!(should_report(Some(&a), &b, five_min, five_min));
+        let mut c = b.clone();
+        c.capacity = Some([("pods".to_string(), KQuantity("10".into()))].into());
+        assert!(should_report(
+            Some(&a),
+            &c,
+            Duration::from_secs(10),
+            five_min
+        ));
+    }
+}

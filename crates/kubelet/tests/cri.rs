@@ -1,0 +1,561 @@
+//! `rkube kubelet --runtime cri` on a real containerd (hack/containerd)
+//! against a genuine control plane (rkube-testcp), with the node identity
+//! (`system:node:<name>`, least privilege) and `rkube scheduler` in-process.
+//!
+//! (a) a Deployment of 3 busybox replicas is scheduled by rkube scheduler
+//!     and reaches Running with bridge pod IPs; the real `kubectl logs`
+//!     (API server → kubelet API with its client certificate) shows the
+//!     line the container printed; `kubectl get pods -o wide` shows node
+//!     and IP; the kubelet API refuses a request without credentials (401).
+//! (b) a failing liveness probe restarts its container (restartCount
+//!     rises); a readiness probe gates Ready (True, then False when the
+//!     container removes the file the probe reads).
+//! (c) a static pod file appears as a mirror pod (Running); removing the
+//!     file deletes the mirror and the sandbox.
+//! (d) the kubelet stops and starts again: the pods are adopted (same
+//!     container ids, one sandbox per pod).
+//!
+//! Needs root, hack/build-k8s and hack/containerd; run by hack/test.
+
+use std::collections::HashMap;
+use std::net::ToSocketAddrs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use rkube_cri::{v1, CriClient};
+use rkube_testcp::ControlPlane;
+use tokio::sync::oneshot;
+
+struct Containerd {
+    dir: PathBuf,
+    endpoint: String,
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../hack")
+        .join(name)
+}
+
+impl Containerd {
+    fn up() -> Containerd {
+        let dir = std::env::temp_dir().join(format!("rk-kl-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = Command::new(script("containerd"))
+            .args(["up", "--dir"])
+            .arg(&dir)
+            .output()
+            .expect("run hack/containerd");
+        let mut c = Containerd {
+            dir,
+            endpoint: String::new(),
+        };
+        assert!(
+            out.status.success(),
+            "hack/containerd up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        c.endpoint = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .strip_prefix("export CONTAINER_RUNTIME_ENDPOINT=")
+            .expect("export line")
+            .to_string();
+        c
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        let _ = Command::new(script("containerd"))
+            .args(["down", "--dir"])
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn client(path: &Path) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    Client::try_from(cfg).unwrap()
+}
+
+async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A node name the API server can resolve (it dials the node's Hostname
+/// address first): the host name if it resolves to loopback, else localhost.
+fn node_name() -> String {
+    let h = rkube_kubelet::machine::hostname().to_lowercase();
+    let loopback = (h.as_str(), 0)
+        .to_socket_addrs()
+        .map(|mut a| a.any(|a| a.ip().is_loopback()))
+        .unwrap_or(false);
+    if loopback && !h.is_empty() {
+        h
+    } else {
+        "localhost".into()
+    }
+}
+
+struct Agent {
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Agent {
+    fn start(args: &[String]) -> Agent {
+        let opts = rkube_kubelet::options::parse(args.iter().cloned()).unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let done = tokio::spawn(rkube_kubelet::run(opts, async move {
+            let _ = rx.await;
+        }));
+        Agent {
+            stop: Some(tx),
+            done,
+        }
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.done.await.unwrap().unwrap();
+    }
+}
+
+fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
+    let out = cp.kubectl(args).unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn apply(cp: &ControlPlane, dir: &Path, name: &str, yaml: &str) {
+    let f = dir.join(format!("{name}.yaml"));
+    std::fs::write(&f, yaml).unwrap();
+    kubectl(cp, &["apply", "-f", f.to_str().unwrap()]);
+}
+
+fn condition(p: &Pod, t: &str) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == t)
+        .map(|c| c.status.clone())
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+fn restart_count(p: &Pod) -> i32 {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.first())
+        .map(|c| c.restart_count)
+        .unwrap_or(0)
+}
+
+fn container_ids(p: &Pod) -> Vec<String> {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().filter_map(|c| c.container_id.clone()).collect())
+        .unwrap_or_default()
+}
+
+async fn sandboxes_of(cri: &CriClient, uid: &str) -> Vec<v1::PodSandbox> {
+    cri.list_pod_sandboxes(Some(v1::PodSandboxFilter {
+        label_selector: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
+        ..Default::default()
+    }))
+    .await
+    .unwrap()
+}
+
+const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hello, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: hello}}
+  template:
+    metadata: {labels: {app: hello}}
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        image: rkube.local/busybox:1
+        imagePullPolicy: Never
+        env:
+        - {name: GREETING, value: hello-from}
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        command: ["sh", "-c", "echo $GREETING $POD_NAME; exec sleep 3600"]
+"#;
+
+const PROBED: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: probed, namespace: default}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: flip
+    image: rkube.local/busybox:1
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "touch /tmp/ready; sleep 12; rm /tmp/ready; exec sleep 3600"]
+    readinessProbe:
+      exec: {command: ["cat", "/tmp/ready"]}
+      periodSeconds: 1
+      failureThreshold: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: liveness, namespace: default}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "touch /tmp/alive; sleep 3; rm /tmp/alive; exec sleep 3600"]
+    livenessProbe:
+      exec: {command: ["test", "-f", "/tmp/alive"]}
+      initialDelaySeconds: 1
+      periodSeconds: 1
+      failureThreshold: 2
+"#;
+
+const STATIC: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: static-web, labels: {tier: static}}
+spec:
+  containers:
+  - name: web
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "echo static up; exec sleep 3600"]
+"#;
+
+#[test]
+#[ignore = "needs hack/build-k8s and hack/containerd; run by hack/test"]
+fn kubelet_on_containerd_with_a_real_control_plane() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,rkube_kubelet=info")
+        .with_test_writer()
+        .with_ansi(false)
+        .try_init();
+    let cp = ControlPlane::start().expect("control plane starts");
+    let ctrd = Containerd::up();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(scenario(&cp, &ctrd));
+}
+
+async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
+    let started = Instant::now();
+    let admin = client(cp.kubeconfig()).await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let cri = CriClient::connect(&ctrd.endpoint).await.unwrap();
+    let node = node_name();
+    let work = cp.dir().join("kubelet-cri");
+    let static_dir = work.join("manifests");
+    std::fs::create_dir_all(&static_dir).unwrap();
+    let port = free_port();
+    let cfg = work.join("kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             address: 127.0.0.1\nport: {port}\nhealthzPort: 0\n\
+             containerRuntimeEndpoint: {}\nstaticPodPath: {}\n\
+             authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
+             authorization: {{mode: Webhook}}\n",
+            ctrd.endpoint,
+            static_dir.display(),
+            cp.dir().join("pki/ca.crt").display()
+        ),
+    )
+    .unwrap();
+    let node_kc = cp.node_kubeconfig(&node).unwrap();
+    let args: Vec<String> = vec![
+        "--runtime=cri".into(),
+        format!("--kubeconfig={}", node_kc.display()),
+        format!("--hostname-override={node}"),
+        "--node-ip=127.0.0.1".into(),
+        format!("--root-dir={}", work.join("root").display()),
+        format!("--config={}", cfg.display()),
+    ];
+    let agent = Agent::start(&args);
+
+    let sched_opts = rkube_scheduler::options::parse(
+        [
+            "--kubeconfig",
+            cp.scheduler_kubeconfig().to_str().unwrap(),
+            "--leader-elect=false",
+            "--secure-port=0",
+        ]
+        .map(String::from),
+    )
+    .unwrap();
+    let (sched_stop, sched_stopped) = oneshot::channel::<()>();
+    let sched = tokio::spawn(rkube_scheduler::run(sched_opts, async {
+        let _ = sched_stopped.await;
+    }));
+
+    // (a) a Deployment scheduled by rkube scheduler runs on containerd.
+    apply(cp, &work, "deployment", DEPLOYMENT);
+    let running = wait_for(
+        "3 hello pods Running with IPs",
+        Duration::from_secs(120),
+        || async {
+            let l = pods
+                .list(&ListParams::default().labels("app=hello"))
+                .await
+                .ok()?;
+            let ok: Vec<Pod> = l
+                .items
+                .into_iter()
+                .filter(|p| phase(p) == "Running")
+                .filter(|p| p.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some())
+                .collect();
+            (ok.len() == 3).then_some(ok)
+        },
+    )
+    .await;
+    let mut ips: Vec<String> = Vec::new();
+    for p in &running {
+        let s = p.status.as_ref().unwrap();
+        assert_eq!(
+            p.spec.as_ref().unwrap().node_name.as_deref(),
+            Some(node.as_str())
+        );
+        let ip = s.pod_ip.clone().unwrap();
+        assert!(ip.starts_with("10.89."), "bridge IP, got {ip}");
+        assert_ne!(ip, "127.0.0.1");
+        assert_eq!(condition(p, "Ready").as_deref(), Some("True"));
+        assert!(container_ids(p)[0].starts_with("containerd://"));
+        ips.push(ip);
+    }
+    ips.sort();
+    ips.dedup();
+    assert_eq!(ips.len(), 3, "distinct pod IPs");
+    let first = running[0].name_any();
+    let logs = wait_for("kubectl logs", Duration::from_secs(30), || async {
+        let out = cp.kubectl(&["logs", &first]).ok()?;
+        let s = String::from_utf8_lossy(&out.stdout).into_owned();
+        s.contains("hello-from").then_some(s)
+    })
+    .await;
+    assert_eq!(
+        logs.trim(),
+        format!("hello-from {first}"),
+        "env and fieldRef in the log line"
+    );
+    let ts = kubectl(cp, &["logs", &first, "--timestamps", "--tail=1"]);
+    assert!(ts.starts_with("20") && ts.contains(" hello-from "), "{ts}");
+    let wide = kubectl(cp, &["get", "pods", "-o", "wide", "-l", "app=hello"]);
+    for p in &running {
+        let ip = p.status.as_ref().unwrap().pod_ip.clone().unwrap();
+        let line = wide
+            .lines()
+            .find(|l| l.starts_with(&p.name_any()))
+            .unwrap_or_else(|| panic!("{wide}"));
+        assert!(
+            line.contains(&ip) && line.contains(&node) && line.contains("Running"),
+            "{line}"
+        );
+    }
+    // no credentials: 401; the API server's client certificate passed above.
+    let code = Command::new("curl")
+        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("https://127.0.0.1:{port}/pods"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&code.stdout), "401");
+    eprintln!(
+        "(a) deployment running, logs via kubectl: {:?}",
+        started.elapsed()
+    );
+
+    // (b) probes.
+    apply(cp, &work, "probed", PROBED);
+    wait_for("probed Ready=True", Duration::from_secs(60), || async {
+        let p = pods.get("probed").await.ok()?;
+        (condition(&p, "Ready").as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    wait_for(
+        "probed Ready=False after the file is removed",
+        Duration::from_secs(60),
+        || async {
+            let p = pods.get("probed").await.ok()?;
+            let ready = condition(&p, "Ready");
+            (phase(&p) == "Running" && ready.as_deref() == Some("False")).then_some(())
+        },
+    )
+    .await;
+    let p = pods.get("probed").await.unwrap();
+    assert_eq!(restart_count(&p), 0, "readiness never restarts");
+    let live = wait_for("liveness restarts", Duration::from_secs(90), || async {
+        let p = pods.get("liveness").await.ok()?;
+        (restart_count(&p) >= 2).then_some(p)
+    })
+    .await;
+    let sbs = sandboxes_of(&cri, &live.uid().unwrap()).await;
+    assert_eq!(sbs.len(), 1, "a liveness restart keeps the sandbox");
+    eprintln!("(b) probes: {:?}", started.elapsed());
+
+    // (c) static pod → mirror pod.
+    std::fs::write(static_dir.join("web.yaml"), STATIC).unwrap();
+    let mirror_name = format!("static-web-{node}");
+    let mirror = wait_for(
+        "the mirror pod Running",
+        Duration::from_secs(60),
+        || async {
+            let p = pods.get_opt(&mirror_name).await.ok()??;
+            (phase(&p) == "Running").then_some(p)
+        },
+    )
+    .await;
+    let static_uid = mirror.annotations()["kubernetes.io/config.mirror"].clone();
+    assert_eq!(mirror.annotations()["kubernetes.io/config.source"], "file");
+    assert_ne!(mirror.uid().unwrap(), static_uid);
+    let owner = &mirror.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", node.as_str())
+    );
+    assert_eq!(sandboxes_of(&cri, &static_uid).await.len(), 1);
+    let out = wait_for(
+        "kubectl logs of the mirror pod",
+        Duration::from_secs(30),
+        || async {
+            let out = cp.kubectl(&["logs", &mirror_name]).ok()?;
+            let s = String::from_utf8_lossy(&out.stdout).into_owned();
+            s.contains("static up").then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(out.trim(), "static up");
+    std::fs::remove_file(static_dir.join("web.yaml")).unwrap();
+    wait_for(
+        "the mirror pod deleted",
+        Duration::from_secs(60),
+        || async {
+            pods.get_opt(&mirror_name)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    wait_for(
+        "the static sandbox removed",
+        Duration::from_secs(30),
+        || async {
+            sandboxes_of(&cri, &static_uid)
+                .await
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+    eprintln!("(c) static pod: {:?}", started.elapsed());
+
+    // (d) restart the kubelet: pods adopted.
+    let before: HashMap<String, Vec<String>> = pods
+        .list(&ListParams::default().labels("app=hello"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| (p.uid().unwrap(), container_ids(p)))
+        .collect();
+    agent.stop().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let agent = Agent::start(&args);
+    // A fresh sync after the restart rewrites nothing if adopted; wait a few
+    // resyncs, then compare.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let after = wait_for(
+        "hello pods Running after restart",
+        Duration::from_secs(60),
+        || async {
+            let l = pods
+                .list(&ListParams::default().labels("app=hello"))
+                .await
+                .ok()?;
+            let all_running = l.items.len() == 3 && l.items.iter().all(|p| phase(p) == "Running");
+            all_running.then_some(l.items)
+        },
+    )
+    .await;
+    for p in &after {
+        let uid = p.uid().unwrap();
+        assert_eq!(
+            before.get(&uid),
+            Some(&container_ids(p)),
+            "same containers for {}",
+            p.name_any()
+        );
+        assert_eq!(restart_count(p), 0);
+        assert_eq!(
+            sandboxes_of(&cri, &uid).await.len(),
+            1,
+            "one sandbox for {}",
+            p.name_any()
+        );
+    }
+    let logs = kubectl(cp, &["logs", &after[0].name_any()]);
+    assert_eq!(logs.lines().count(), 1, "not started twice: {logs}");
+    eprintln!("(d) adopted after restart: {:?}", started.elapsed());
+
+    agent.stop().await;
+    let _ = sched_stop.send(());
+    let _ = sched.await;
+}
