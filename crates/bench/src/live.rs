@@ -19,7 +19,9 @@ use anyhow::{bail, Context, Result};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::{Api, Client, ResourceExt};
 use rkube_testcp::ControlPlane;
 use serde_json::{json, Value};
@@ -113,7 +115,10 @@ async fn create_pods(c: &Client, pods: &[Value]) -> Result<()> {
                 // No kubelets: nothing would mount a service account token.
                 p["spec"]["automountServiceAccountToken"] = json!(false);
                 // Fake nodes get the unreachable taints after ~50 s.
-                let tol = p["spec"]["tolerations"].as_array().cloned().unwrap_or_default();
+                let tol = p["spec"]["tolerations"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
                 let mut tol = tol;
                 tol.push(json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists"}));
                 tol.push(json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists"}));
@@ -327,7 +332,12 @@ pub async fn live(o: &Options) -> Result<bool> {
         .collect();
     let mut namespaces: Vec<String> = pending
         .iter()
-        .map(|p| p["metadata"]["namespace"].as_str().unwrap_or("default").to_string())
+        .map(|p| {
+            p["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string()
+        })
         .collect();
     namespaces.sort();
     namespaces.dedup();
@@ -336,7 +346,10 @@ pub async fn live(o: &Options) -> Result<bool> {
         "workload {}  client qps {} burst {} (both schedulers)",
         o.workload, o.qps, o.burst
     );
-    println!("{:<7} {:<9} {:>7} {:>10} {:>9}", "RUN", "SCHEDULER", "BOUND", "PODS/S", "WALL S");
+    println!(
+        "{:<7} {:<9} {:>7} {:>10} {:>9}",
+        "RUN", "SCHEDULER", "BOUND", "PODS/S", "WALL S"
+    );
     let mut results: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
     let mut ok = true;
     for run in 0..o.runs {
@@ -351,7 +364,10 @@ pub async fn live(o: &Options) -> Result<bool> {
                 s.wall.as_secs_f64()
             );
             if s.bound < expect {
-                eprintln!("{which}: only {} of {expect} pods bound in {:?}", s.bound, o.timeout);
+                eprintln!(
+                    "{which}: only {} of {expect} pods bound in {:?}",
+                    s.bound, o.timeout
+                );
                 ok = false;
             }
             results[i].push(s);

@@ -87,7 +87,6 @@ pub fn simulation(r: &SimulationReport) -> String {
     out
 }
 
-
 fn finding(out: &mut String, level: &str, f: &Finding) {
     if f.field.is_empty() {
         let _ = writeln!(out, "{level}: {}", f.message);

@@ -193,10 +193,7 @@ impl Elector {
         loop {
             tokio::time::sleep(self.cfg.retry_period).await;
             // Each attempt must finish within what is left of the deadline.
-            let left = self
-                .cfg
-                .renew_deadline
-                .saturating_sub(last_renew.elapsed());
+            let left = self.cfg.renew_deadline.saturating_sub(last_renew.elapsed());
             let attempt = tokio::time::timeout(left, self.try_acquire_or_renew()).await;
             match attempt {
                 Ok(Ok(Round::Held)) => last_renew = Instant::now(),

@@ -177,14 +177,13 @@ pub struct Settings {
 /// Combines the flags with the configuration; errors are bad input.
 pub fn settings(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Settings> {
     let le = &cfg.leader_election;
-    let dur = |flag: Option<Duration>, field: &Option<String>, name: &str, default: u64| {
-        match (flag, field) {
-            (Some(d), _) => Ok(d),
-            (None, Some(s)) => rkube_config::duration::parse_duration(s).with_context(|| {
-                format!("leaderElection.{name}: invalid duration {s:?}")
-            }),
-            (None, None) => Ok(Duration::from_secs(default)),
-        }
+    let dur = |flag: Option<Duration>, field: &Option<String>, name: &str, default: u64| match (
+        flag, field,
+    ) {
+        (Some(d), _) => Ok(d),
+        (None, Some(s)) => rkube_config::duration::parse_duration(s)
+            .with_context(|| format!("leaderElection.{name}: invalid duration {s:?}")),
+        (None, None) => Ok(Duration::from_secs(default)),
     };
     let lease_duration = dur(opts.lease_duration, &le.lease_duration, "leaseDuration", 15)?;
     let renew_deadline = dur(opts.renew_deadline, &le.renew_deadline, "renewDeadline", 10)?;
@@ -198,7 +197,9 @@ pub fn settings(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Sett
         if lease_duration <= renew_deadline {
             bail!("leaderElection.leaseDuration: must be greater than renewDeadline ({lease_duration:?} <= {renew_deadline:?})");
         }
-        if retry_period.is_zero() || renew_deadline.as_secs_f64() <= 1.2 * retry_period.as_secs_f64() {
+        if retry_period.is_zero()
+            || renew_deadline.as_secs_f64() <= 1.2 * retry_period.as_secs_f64()
+        {
             bail!("leaderElection.renewDeadline: must be greater than retryPeriod*1.2 ({renew_deadline:?}, retryPeriod {retry_period:?})");
         }
         if !lock.is_empty() && lock != "leases" {
@@ -206,12 +207,20 @@ pub fn settings(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Sett
         }
     }
     let or = |flag: &Option<String>, field: &str, default: &str| {
-        flag.clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| if field.is_empty() { default.to_string() } else { field.to_string() })
+        flag.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| {
+            if field.is_empty() {
+                default.to_string()
+            } else {
+                field.to_string()
+            }
+        })
     };
     let leader = enabled.then(|| LeaderConfig {
-        namespace: or(&opts.resource_namespace, &le.resource_namespace, "kube-system"),
+        namespace: or(
+            &opts.resource_namespace,
+            &le.resource_namespace,
+            "kube-system",
+        ),
         name: or(&opts.resource_name, &le.resource_name, "kube-scheduler"),
         identity: leader::identity(&api::hostname()),
         lease_duration,
@@ -221,17 +230,22 @@ pub fn settings(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Sett
     let cc = &cfg.client_connection;
     Ok(Settings {
         leader,
-        qps: opts.qps.unwrap_or(if cc.qps == 0.0 { 50.0 } else { cc.qps }),
-        burst: opts.burst.unwrap_or(if cc.burst == 0 { 100 } else { cc.burst }),
+        qps: opts
+            .qps
+            .unwrap_or(if cc.qps == 0.0 { 50.0 } else { cc.qps }),
+        burst: opts
+            .burst
+            .unwrap_or(if cc.burst == 0 { 100 } else { cc.burst }),
     })
 }
 
 async fn kubeconfig_client(path: &Path) -> Result<Client> {
     let kc = kube::config::Kubeconfig::read_from(path)
         .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .with_context(|| format!("loading kubeconfig {}", path.display()))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .with_context(|| format!("loading kubeconfig {}", path.display()))?;
     Ok(Client::try_from(config)?)
 }
 
@@ -274,7 +288,11 @@ pub async fn run_with(
         limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
         event_limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
     };
-    tracing::info!(qps = settings.qps, burst = settings.burst, "client rate limit for API writes");
+    tracing::info!(
+        qps = settings.qps,
+        burst = settings.burst,
+        "client rate limit for API writes"
+    );
     let mut tasks = tokio::task::JoinSet::new();
     if opts.secure_port != 0 {
         let tls = serve::tls_config(
@@ -845,8 +863,7 @@ fn log_explanation(
     };
     match rkube_framework::explain(fw, snapshot, pod) {
         Ok(e) => {
-            let report =
-                rkube_sim::PodExplanation::from_framework(pod, fw, snapshot, &e, selected);
+            let report = rkube_sim::PodExplanation::from_framework(pod, fw, snapshot, &e, selected);
             tracing::info!(pod = %pod.key(), "scores\n{}", rkube_sim::text::explanation(&report));
         }
         Err(s) => tracing::info!(pod = %pod.key(), status = %s.message(), "no score table"),

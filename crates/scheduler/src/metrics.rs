@@ -166,7 +166,10 @@ impl Metrics {
     /// One scheduling attempt ended with `result` (`scheduled`,
     /// `unschedulable` or `error`) after `seconds`.
     pub fn attempt(&self, profile: &str, result: &str, seconds: f64) {
-        let labels = vec![("result", result.to_string()), ("profile", profile.to_string())];
+        let labels = vec![
+            ("result", result.to_string()),
+            ("profile", profile.to_string()),
+        ];
         self.schedule_attempts.get_or_create(&labels).inc();
         self.attempt_duration
             .get_or_create(&labels)
@@ -260,12 +263,7 @@ mod tests {
         m.scheduled_after(1);
         m.preemption(2);
         m.set_leader("kube-scheduler", true);
-        m.extension_point(
-            "default-scheduler",
-            "PreFilter",
-            &Status::success(),
-            0.0001,
-        );
+        m.extension_point("default-scheduler", "PreFilter", &Status::success(), 0.0001);
         m.plugin("NodeResourcesFit", "Filter", &Status::success(), 0.00002);
         let text = m.render(Pending {
             active: 3,

@@ -168,7 +168,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
                 ))
             })
         };
-        let number = |v: &str| ParseError::Invalid(format!("invalid argument {v:?} for \"--{name}\" flag"));
+        let number =
+            |v: &str| ParseError::Invalid(format!("invalid argument {v:?} for \"--{name}\" flag"));
         match name.as_str() {
             "h" | "help" => return Err(ParseError::Help),
             "kubeconfig" => o.kubeconfig = Some(PathBuf::from(value()?)),
@@ -223,7 +224,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             "authentication-kubeconfig" => {
                 o.authentication_kubeconfig = Some(PathBuf::from(value()?))
             }
-            "authorization-kubeconfig" => o.authorization_kubeconfig = Some(PathBuf::from(value()?)),
+            "authorization-kubeconfig" => {
+                o.authorization_kubeconfig = Some(PathBuf::from(value()?))
+            }
             "authorization-always-allow-paths" => {
                 o.always_allow_paths = value()?
                     .split(',')

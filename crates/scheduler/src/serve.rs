@@ -223,14 +223,12 @@ pub fn tls_config(
             std::fs::read(k).with_context(|| format!("reading {}", k.display()))?,
         ),
         (None, None) => {
-            let existing = cert_dir.map(|d| {
-                (
-                    d.join("kube-scheduler.crt"),
-                    d.join("kube-scheduler.key"),
-                )
-            });
+            let existing =
+                cert_dir.map(|d| (d.join("kube-scheduler.crt"), d.join("kube-scheduler.key")));
             match existing {
-                Some((c, k)) if c.exists() && k.exists() => (std::fs::read(&c)?, std::fs::read(&k)?),
+                Some((c, k)) if c.exists() && k.exists() => {
+                    (std::fs::read(&c)?, std::fs::read(&k)?)
+                }
                 _ => {
                     let host = crate::api::hostname();
                     let cert = rcgen::generate_simple_self_signed(vec![
@@ -293,8 +291,10 @@ pub async fn serve(
                 let shared = shared.clone();
                 let cfg = cfg.clone();
                 tokio::spawn(async move {
-                    let handshake =
-                        tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(sock));
+                    let handshake = tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        acceptor.accept(sock),
+                    );
                     if let Ok(Ok(tls)) = handshake.await {
                         handle(tls, shared, cfg).await;
                     }
@@ -348,7 +348,10 @@ mod tests {
         tls_config(None, None, Some(&dir)).unwrap();
         let first = std::fs::read(dir.join("kube-scheduler.crt")).unwrap();
         tls_config(None, None, Some(&dir)).unwrap();
-        assert_eq!(std::fs::read(dir.join("kube-scheduler.crt")).unwrap(), first);
+        assert_eq!(
+            std::fs::read(dir.join("kube-scheduler.crt")).unwrap(),
+            first
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -115,7 +115,11 @@ fn oracle(cluster: &std::path::Path, pod: &str) -> (Vec<String>, String) {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let top = v["topNodes"]
         .as_array()
-        .map(|a| a.iter().filter_map(|n| n.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     (top, v["message"].as_str().unwrap_or("").to_string())
 }
@@ -220,7 +224,12 @@ async fn replay_against_upstream(admin: &Client, decisions: &[rkube_scheduler::D
     let (nodes, pods, namespaces) = dump(admin).await;
     let by_key: std::collections::HashMap<String, &Pod> = pods
         .iter()
-        .map(|p| (format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()), p))
+        .map(|p| {
+            (
+                format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
+                p,
+            )
+        })
         .collect();
     let dir = std::env::temp_dir().join(format!("rkube-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -231,7 +240,11 @@ async fn replay_against_upstream(admin: &Client, decisions: &[rkube_scheduler::D
         items.extend(namespaces.iter().cloned());
         for (j, earlier) in decisions[..=k].iter().enumerate() {
             let mut p = serde_json::to_value(by_key[&earlier.pod]).unwrap();
-            p["spec"]["nodeName"] = if j == k { json!(null) } else { json!(earlier.node) };
+            p["spec"]["nodeName"] = if j == k {
+                json!(null)
+            } else {
+                json!(earlier.node)
+            };
             if j == k {
                 p["status"] = json!({"phase": "Pending"});
             }
@@ -401,7 +414,10 @@ async fn scenario(cp: &ControlPlane) {
     let t = Instant::now();
     let checked = replay_against_upstream(&admin, &decided).await;
     assert_eq!(checked, PODS);
-    eprintln!("{checked} placements replayed against upstream in {:?}", t.elapsed());
+    eprintln!(
+        "{checked} placements replayed against upstream in {:?}",
+        t.elapsed()
+    );
 
     // What users see: the Scheduled event, as kube-scheduler writes it.
     let first = &bound[0];
@@ -604,11 +620,21 @@ subjects: [{kind: ServiceAccount, name: metrics-reader, namespace: default}]
 "#;
     let file = cp.dir().join("metrics-reader.yaml");
     std::fs::write(&file, manifest).unwrap();
-    let out = cp.kubectl(&["apply", "-f", file.to_str().unwrap()]).unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cp
+        .kubectl(&["apply", "-f", file.to_str().unwrap()])
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = cp
         .kubectl(&["create", "token", "metrics-reader", "-n", "default"])
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }

@@ -9,8 +9,8 @@ pub mod check;
 pub mod compare;
 pub mod load;
 pub mod report;
-pub mod text;
 pub mod stats;
+pub mod text;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

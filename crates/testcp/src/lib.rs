@@ -118,7 +118,10 @@ impl ControlPlane {
         self.script(
             &["restart-apiserver"],
             &[
-                ("RESTART_SIGNAL", if kill { "KILL" } else { "TERM" }.to_string()),
+                (
+                    "RESTART_SIGNAL",
+                    if kill { "KILL" } else { "TERM" }.to_string(),
+                ),
                 ("DOWN_SECONDS", format!("{:.3}", down.as_secs_f64())),
             ],
         )
