@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 /// Keys are plugin names, a handful per cycle, looked up per node per plugin
 /// on the hot path: a short list compared by pointer first beats hashing.
+/// Lengths first: most keys differ in length, and a miss scans every entry.
+#[inline]
 fn same(a: &'static str, b: &str) -> bool {
-    std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len() || a == b
+    a.len() == b.len() && (std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
 }
 
 /// A small set of plugin names.

@@ -15,7 +15,9 @@ use crate::diagnosis::{fit_error_message, go_list, Diagnosis};
 use crate::metrics;
 use crate::node_info::NodeInfo;
 use crate::nominator::Nominator;
-use crate::plugin::{NodeScore, PostFilterHandle, PreFilterResult, MAX_NODE_SCORE};
+use crate::plugin::{
+    FilterPlugin, NodeScore, PostFilterHandle, PreFilterResult, ScorePlugin, MAX_NODE_SCORE,
+};
 use crate::runtime::{Framework, Point};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
@@ -117,6 +119,30 @@ impl Scheduler {
             percentage_of_nodes_to_score,
             seed,
             cycle: 0,
+        }
+    }
+}
+
+/// The nodes a filter pass walks: every snapshot node, or PreFilter's
+/// restriction (snapshot indices).
+#[derive(Clone, Copy)]
+enum NodeList<'a> {
+    All(usize),
+    Some(&'a [usize]),
+}
+
+impl NodeList<'_> {
+    fn len(&self) -> usize {
+        match self {
+            NodeList::All(n) => *n,
+            NodeList::Some(v) => v.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> usize {
+        match self {
+            NodeList::All(_) => i,
+            NodeList::Some(v) => v[i],
         }
     }
 }
@@ -224,29 +250,50 @@ fn pre_filter_plugins(
 
 /// Runs Filter plugins on one node, stopping at the first rejection (upstream's `RunFilterPlugins`).
 pub fn run_filters(fw: &Framework, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
-    for p in fw.plugins(Point::Filter) {
-        if state.skip_filter.contains(p.name()) {
-            continue;
+    run_filter_list(fw, active_filters(fw, state), state, pod, node)
+}
+
+/// A Filter plugin that runs in this cycle, with its name.
+type ActiveFilter<'a> = (&'static str, &'a dyn FilterPlugin);
+
+/// The Filter plugins whose PreFilter did not skip, in profile order.
+fn active_filters<'a>(
+    fw: &'a Framework,
+    state: &'a CycleState,
+) -> impl Iterator<Item = ActiveFilter<'a>> + Clone + 'a {
+    fw.plugins(Point::Filter).iter().filter_map(move |p| {
+        let name = p.name();
+        if state.skip_filter.contains(name) {
+            return None;
         }
-        let f = p.as_filter().expect("framework checked");
+        Some((name, p.as_filter().expect("framework checked")))
+    })
+}
+
+/// [`run_filters`] over a list of plugins resolved once per cycle (the
+/// skip set is not consulted per node).
+fn run_filter_list<'a>(
+    fw: &Framework,
+    filters: impl IntoIterator<Item = ActiveFilter<'a>>,
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+) -> Status {
+    for (name, f) in filters {
         let s = metrics::time_plugin(
             &fw.recorder,
             state.record_plugin_metrics,
-            p.name(),
+            name,
             "Filter",
             Status::clone,
             || f.filter(state, pod, node),
         );
         if !s.is_success() {
             if !s.is_rejected() {
-                return Status::error(format!(
-                    "running {:?} filter plugin: {}",
-                    p.name(),
-                    s.message()
-                ))
-                .with_plugin(p.name());
+                return Status::error(format!("running {name:?} filter plugin: {}", s.message()))
+                    .with_plugin(name);
             }
-            return s.with_plugin(p.name());
+            return s.with_plugin(name);
         }
     }
     Status::success()
@@ -349,18 +396,33 @@ pub fn run_filters_with_nominated_pods(
     node: &NodeInfo,
     nominated: &[Arc<Pod>],
 ) -> Status {
+    let filters: Vec<ActiveFilter<'_>> = active_filters(fw, state).collect();
+    filters_with_nominated_pods(fw, &filters, state, pod, node, nominated)
+}
+
+/// [`run_filters_with_nominated_pods`] with the cycle's active filters
+/// resolved by the caller. A clone of the state made for nominated pods has
+/// the same skip set, so the same list serves both runs.
+fn filters_with_nominated_pods(
+    fw: &Framework,
+    filters: &[ActiveFilter<'_>],
+    state: &CycleState,
+    pod: &Pod,
+    node: &NodeInfo,
+    nominated: &[Arc<Pod>],
+) -> Status {
     let added = match add_ge_nominated_pods(fw, state, pod, node, nominated) {
         Ok(a) => a,
         Err(s) => return s,
     };
     let status = match &added {
-        Some((st, ni)) => run_filters(fw, st, pod, ni),
-        None => run_filters(fw, state, pod, node),
+        Some((st, ni)) => run_filter_list(fw, filters.iter().copied(), st, pod, ni),
+        None => run_filter_list(fw, filters.iter().copied(), state, pod, node),
     };
     if added.is_none() || !status.is_success() {
         return status;
     }
-    run_filters(fw, state, pod, node)
+    run_filter_list(fw, filters.iter().copied(), state, pod, node)
 }
 
 /// The framework as a PostFilter plugin sees it: one profile, the cycle's
@@ -431,6 +493,20 @@ pub fn run_score(
     snapshot: &Snapshot,
     feasible: &[usize],
 ) -> Result<Vec<NodeScores>, Status> {
+    let table = pre_score_and_score(fw, state, pod, snapshot, feasible, true)?;
+    Ok(table.into_node_scores(feasible))
+}
+
+/// PreScore, then Score and NormalizeScore; `detail` keeps every plugin's
+/// raw and normalized score (for [`run_score`]), otherwise only totals.
+fn pre_score_and_score(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    snapshot: &Snapshot,
+    feasible: &[usize],
+    detail: bool,
+) -> Result<ScoreTable, Status> {
     let infos: Vec<&NodeInfo> = feasible.iter().map(|&i| &snapshot.nodes[i]).collect();
     let t0 = metrics::start(&fw.recorder);
     let sampled = state.record_plugin_metrics;
@@ -466,7 +542,7 @@ pub fn run_score(
         &Status::success(),
     );
     let t0 = metrics::start(&fw.recorder);
-    let out = score_plugins(fw, state, pod, &infos, feasible);
+    let out = score_plugins(fw, state, pod, &infos, detail);
     if fw.recorder.is_some() {
         let status = match &out {
             Ok(_) => Status::success(),
@@ -477,91 +553,225 @@ pub fn run_score(
     out
 }
 
-/// Score and NormalizeScore of every Score plugin over `infos`.
+/// A Score plugin that runs in this cycle.
+struct ActiveScore<'a> {
+    name: &'static str,
+    plugin: &'a dyn ScorePlugin,
+    weight: i64,
+}
+
+/// Nodes scored per parallel task (each task runs every Score plugin on
+/// its nodes).
+const SCORE_CHUNK: usize = 16;
+
+/// A plugin's Score error on one node: (plugin position, node position, status).
+type ScoreError = (usize, usize, Status);
+
+/// Scores of the feasible nodes: per node, the weighted total and, when
+/// kept, every plugin's raw and normalized score (node-major, one row of
+/// `plugins.len()` per node).
+struct ScoreTable {
+    plugins: Vec<(&'static str, i64)>,
+    raw: Vec<i64>,
+    normalized: Vec<i64>,
+    totals: Vec<i64>,
+}
+
+impl ScoreTable {
+    /// Per-node scores with plugin names, as `explain` shows them.
+    fn into_node_scores(self, feasible: &[usize]) -> Vec<NodeScores> {
+        let p = self.plugins.len();
+        feasible
+            .iter()
+            .enumerate()
+            .map(|(i, &node)| NodeScores {
+                node,
+                scores: self
+                    .plugins
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &(plugin, weight))| {
+                        let normalized = self.normalized[i * p + k];
+                        PluginScore {
+                            plugin,
+                            raw: self.raw[i * p + k],
+                            normalized,
+                            weight,
+                            weighted: normalized * weight,
+                        }
+                    })
+                    .collect(),
+                total: self.totals[i],
+            })
+            .collect()
+    }
+}
+
+/// Every active plugin's raw score of every node, node-major, with the
+/// errors in (node, plugin) order. One pass per chunk of nodes runs all
+/// plugins; in cycles sampled for plugin metrics each plugin runs on its
+/// own, so that it can be timed.
+fn raw_scores(
+    fw: &Framework,
+    state: &CycleState,
+    pod: &Pod,
+    infos: &[&NodeInfo],
+    plugins: &[ActiveScore<'_>],
+) -> (Vec<i64>, Vec<ScoreError>) {
+    let (n, p) = (infos.len(), plugins.len());
+    let mut raw = vec![0i64; n * p];
+    let mut errors: Vec<ScoreError> = Vec::new();
+    if p == 0 {
+        return (raw, errors);
+    }
+    if fw.recorder.is_some() && state.record_plugin_metrics {
+        for (k, a) in plugins.iter().enumerate() {
+            let column: Vec<Result<i64, Status>> = metrics::time_plugin(
+                &fw.recorder,
+                true,
+                a.name,
+                "Score",
+                |r: &Vec<Result<i64, Status>>| match r.iter().find_map(|x| x.as_ref().err()) {
+                    Some(s) => s.clone(),
+                    None => Status::success(),
+                },
+                || {
+                    if n >= PARALLEL_THRESHOLD {
+                        infos
+                            .par_iter()
+                            .map(|nd| a.plugin.score(state, pod, nd))
+                            .collect()
+                    } else {
+                        infos
+                            .iter()
+                            .map(|nd| a.plugin.score(state, pod, nd))
+                            .collect()
+                    }
+                },
+            );
+            for (i, r) in column.into_iter().enumerate() {
+                match r {
+                    Ok(v) => raw[i * p + k] = v,
+                    Err(s) => errors.push((k, i, s)),
+                }
+            }
+        }
+        return (raw, errors);
+    }
+    let score_rows = |first: usize, rows: &mut [i64]| -> Vec<ScoreError> {
+        let mut errs = Vec::new();
+        for (j, row) in rows.chunks_exact_mut(p).enumerate() {
+            let node = infos[first + j];
+            for (k, a) in plugins.iter().enumerate() {
+                match a.plugin.score(state, pod, node) {
+                    Ok(v) => row[k] = v,
+                    Err(s) => errs.push((k, first + j, s)),
+                }
+            }
+        }
+        errs
+    };
+    if n >= PARALLEL_THRESHOLD {
+        errors = raw
+            .par_chunks_mut(p * SCORE_CHUNK)
+            .enumerate()
+            .flat_map_iter(|(c, rows)| score_rows(c * SCORE_CHUNK, rows))
+            .collect();
+    } else {
+        errors = score_rows(0, &mut raw);
+    }
+    (raw, errors)
+}
+
+/// Score and NormalizeScore of every Score plugin over `infos`: the
+/// plugins' scores first, then, plugin by plugin in profile order, its
+/// errors, NormalizeScore, the range check and the weighted sum (so the
+/// error reported is the one upstream's plugin-by-plugin run reports).
 fn score_plugins(
     fw: &Framework,
     state: &CycleState,
     pod: &Pod,
     infos: &[&NodeInfo],
-    feasible: &[usize],
-) -> Result<Vec<NodeScores>, Status> {
-    let mut out: Vec<NodeScores> = feasible
+    detail: bool,
+) -> Result<ScoreTable, Status> {
+    let plugins: Vec<ActiveScore<'_>> = fw
+        .plugins(Point::Score)
         .iter()
-        .map(|&node| NodeScores {
-            node,
-            scores: Vec::new(),
-            total: 0,
+        .filter(|p| !state.skip_score.contains(p.name()))
+        .map(|p| ActiveScore {
+            name: p.name(),
+            plugin: p.as_score().expect("framework checked"),
+            weight: fw.weight(p.name()),
         })
         .collect();
-    for p in fw.plugins(Point::Score) {
-        if state.skip_score.contains(p.name()) {
-            continue;
+    let (n, p) = (infos.len(), plugins.len());
+    let (raw, errors) = raw_scores(fw, state, pod, infos, &plugins);
+    let mut totals = vec![0i64; n];
+    let mut normalized = if detail {
+        vec![0i64; n * p]
+    } else {
+        Vec::new()
+    };
+    // Built once, reused by every plugin that normalizes.
+    let mut column: Option<Vec<NodeScore>> = None;
+    for (k, a) in plugins.iter().enumerate() {
+        if let Some((_, _, s)) = errors.iter().filter(|e| e.0 == k).min_by_key(|e| e.1) {
+            return Err(Status::error(format!(
+                "plugin {:?} failed with: {}",
+                a.name,
+                s.message()
+            )));
         }
-        let sp = p.as_score().expect("framework checked");
-        let raw: Vec<Result<i64, Status>> = metrics::time_plugin(
-            &fw.recorder,
-            state.record_plugin_metrics,
-            p.name(),
-            "Score",
-            |r: &Vec<Result<i64, Status>>| match r.iter().find_map(|x| x.as_ref().err()) {
-                Some(s) => s.clone(),
-                None => Status::success(),
-            },
-            || {
-                if infos.len() >= PARALLEL_THRESHOLD {
-                    infos.par_iter().map(|n| sp.score(state, pod, n)).collect()
-                } else {
-                    infos.iter().map(|n| sp.score(state, pod, n)).collect()
-                }
-            },
-        );
-        let mut scores = Vec::with_capacity(raw.len());
-        for (i, r) in raw.into_iter().enumerate() {
-            let score = r.map_err(|s| {
-                Status::error(format!(
-                    "plugin {:?} failed with: {}",
-                    p.name(),
-                    s.message()
-                ))
-            })?;
-            scores.push(NodeScore {
-                name: infos[i].name_shared(),
-                score,
+        let normalized_column = if a.plugin.has_normalize() {
+            let col = column.get_or_insert_with(|| {
+                infos
+                    .iter()
+                    .map(|i| NodeScore {
+                        name: i.name_shared(),
+                        score: 0,
+                    })
+                    .collect()
             });
-        }
-        let raw_scores: Vec<i64> = scores.iter().map(|s| s.score).collect();
-        if sp.has_normalize() {
-            let s = sp.normalize(state, pod, &mut scores);
+            for (i, ns) in col.iter_mut().enumerate() {
+                ns.score = raw[i * p + k];
+            }
+            let s = a.plugin.normalize(state, pod, col);
             if !s.is_success() {
                 return Err(Status::error(format!(
                     "running Normalize on Score plugins: plugin {:?} failed with: {}",
-                    p.name(),
+                    a.name,
                     s.message()
                 )));
             }
-        }
-        let weight = fw.weight(p.name());
-        for (i, ns) in scores.iter().enumerate() {
-            if ns.score > MAX_NODE_SCORE || ns.score < 0 {
+            Some(col.as_slice())
+        } else {
+            None
+        };
+        for i in 0..n {
+            let score = match normalized_column {
+                Some(col) => col[i].score,
+                None => raw[i * p + k],
+            };
+            if !(0..=MAX_NODE_SCORE).contains(&score) {
                 return Err(Status::error(format!(
                     "plugin {:?} returns an invalid score {}, it should in the range of [0, {}] after normalizing",
-                    p.name(),
-                    ns.score,
+                    a.name,
+                    score,
                     MAX_NODE_SCORE
                 )));
             }
-            let weighted = ns.score * weight;
-            out[i].scores.push(PluginScore {
-                plugin: p.name(),
-                raw: raw_scores[i],
-                normalized: ns.score,
-                weight,
-                weighted,
-            });
-            out[i].total += weighted;
+            totals[i] += score * a.weight;
+            if detail {
+                normalized[i * p + k] = score;
+            }
         }
     }
-    Ok(out)
+    Ok(ScoreTable {
+        plugins: plugins.iter().map(|a| (a.name, a.weight)).collect(),
+        raw: if detail { raw } else { Vec::new() },
+        normalized,
+        totals,
+    })
 }
 
 impl Scheduler {
@@ -572,10 +782,14 @@ impl Scheduler {
 
     /// Picks the highest total; ties go to the highest seeded random key.
     pub fn select_host(&self, scores: &[NodeScores]) -> Option<usize> {
+        self.select_best(scores.iter().map(|s| (s.node, s.total)))
+    }
+
+    /// [`Self::select_host`] over `(node, total)` pairs.
+    fn select_best(&self, scores: impl Iterator<Item = (usize, i64)>) -> Option<usize> {
         scores
-            .iter()
-            .max_by_key(|s| (s.total, self.randomizer(s.node)))
-            .map(|s| s.node)
+            .max_by_key(|&(node, total)| (total, self.randomizer(node)))
+            .map(|(node, _)| node)
     }
 
     /// Schedules one pod against the snapshot (does not modify it), with no
@@ -607,7 +821,8 @@ impl Scheduler {
         }
         let mut state = CycleState::new();
         // Upstream times every plugin call in a random 10% of cycles.
-        state.record_plugin_metrics = fw.recorder.is_some() && splitmix(self.cycle ^ self.seed) % 100 < 10;
+        state.record_plugin_metrics =
+            fw.recorder.is_some() && splitmix(self.cycle ^ self.seed) % 100 < 10;
         let (restrict, with_nodes) = match run_pre_filter(fw, &mut state, pod, snapshot) {
             Ok(r) => r,
             Err(s) if s.is_rejected() => {
@@ -636,7 +851,7 @@ impl Scheduler {
                     &state,
                     pod,
                     snapshot,
-                    &[idx],
+                    NodeList::Some(&[idx]),
                     to_find,
                     &mut diagnosis,
                     nominator,
@@ -651,14 +866,16 @@ impl Scheduler {
                 }
             }
         }
-        let nodes: Vec<usize> = match &restrict {
-            None => (0..num_all).collect(),
+        let restricted: Vec<usize>;
+        let nodes = match &restrict {
+            None => NodeList::All(num_all),
             Some(names) => {
                 diagnosis.node_to_status.absent = Status::new(
                     Code::UnschedulableAndUnresolvable,
                     format!("node(s) didn't satisfy plugin(s) {}", go_list(&with_nodes)),
                 );
-                names.iter().filter_map(|n| snapshot.index_of(n)).collect()
+                restricted = names.iter().filter_map(|n| snapshot.index_of(n)).collect();
+                NodeList::Some(&restricted)
             }
         };
         let to_find = if has_scoring {
@@ -671,7 +888,7 @@ impl Scheduler {
             &state,
             pod,
             snapshot,
-            &nodes,
+            nodes,
             to_find,
             &mut diagnosis,
             nominator,
@@ -698,22 +915,15 @@ impl Scheduler {
                 feasible: 1,
             };
         }
-        let scores = if has_scoring {
-            match run_score(fw, &mut state, pod, snapshot, &feasible) {
-                Ok(s) => s,
+        let node = if has_scoring {
+            match pre_score_and_score(fw, &mut state, pod, snapshot, &feasible, false) {
+                Ok(table) => self.select_best(feasible.iter().copied().zip(table.totals)),
                 Err(s) => return Outcome::Error(s),
             }
         } else {
-            feasible
-                .iter()
-                .map(|&node| NodeScores {
-                    node,
-                    scores: Vec::new(),
-                    total: 1,
-                })
-                .collect()
-        };
-        let node = self.select_host(&scores).expect("non-empty");
+            self.select_best(feasible.iter().map(|&node| (node, 1)))
+        }
+        .expect("non-empty");
         Outcome::Scheduled {
             node,
             evaluated,
@@ -728,7 +938,7 @@ impl Scheduler {
         state: &CycleState,
         pod: &Pod,
         snapshot: &Snapshot,
-        nodes: &[usize],
+        nodes: NodeList<'_>,
         to_find: usize,
         diagnosis: &mut Diagnosis,
         nominator: &Nominator,
@@ -741,17 +951,21 @@ impl Scheduler {
         } else {
             n.max(1)
         };
+        let filters: Vec<ActiveFilter<'_>> = active_filters(fw, state).collect();
+        let no_nominations = nominator.is_empty();
         let mut offset = 0;
         while offset < n && feasible.len() < to_find {
             let end = (offset + chunk).min(n);
             let check = |i: usize| {
-                let idx = nodes[(self.next_start_node_index + i) % n];
+                let idx = nodes.get((self.next_start_node_index + i) % n);
                 let info = &snapshot.nodes[idx];
-                let nominated = nominator.pods_for_node(info.name());
-                (
-                    idx,
-                    run_filters_with_nominated_pods(fw, state, pod, info, nominated),
-                )
+                let status = if no_nominations {
+                    run_filter_list(fw, filters.iter().copied(), state, pod, info)
+                } else {
+                    let nominated = nominator.pods_for_node(info.name());
+                    filters_with_nominated_pods(fw, &filters, state, pod, info, nominated)
+                };
+                (idx, status)
             };
             let results: Vec<(usize, Status)> = if end - offset >= PARALLEL_THRESHOLD {
                 (offset..end).into_par_iter().map(check).collect()
@@ -796,9 +1010,10 @@ impl Scheduler {
         let out = self.post_filter_plugins(fw, state, pod, snapshot, diagnosis, nominator);
         if fw.recorder.is_some() {
             let status = match &out {
-                Outcome::Unschedulable { nominated_node: Some(n), .. } if !n.is_empty() => {
-                    Status::success()
-                }
+                Outcome::Unschedulable {
+                    nominated_node: Some(n),
+                    ..
+                } if !n.is_empty() => Status::success(),
                 Outcome::Error(s) => s.clone(),
                 _ => Status::new(Code::Unschedulable, ""),
             };

@@ -17,7 +17,12 @@ const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
 /// The plugin.
 pub struct ImageLocality;
 
-struct TotalNodes(usize);
+/// PreScore state: the cluster's node count and the pod's image names,
+/// normalized once per cycle instead of once per node.
+struct PreScoreState {
+    total_nodes: usize,
+    images: Vec<String>,
+}
 
 impl Plugin for ImageLocality {
     fn name(&self) -> &'static str {
@@ -63,44 +68,61 @@ pub fn calculate_priority(sum: i64, image_count: usize) -> i64 {
     MAX_NODE_SCORE * (sum - MIN_THRESHOLD) / (max_threshold - MIN_THRESHOLD)
 }
 
-/// The raw score of a node for a pod, given the cluster's node count.
-pub fn image_score(pod: &Pod, node: &NodeInfo, total_nodes: usize) -> i64 {
-    let mut sum = 0;
-    let mut count = 0;
-    let images = pod
-        .init_containers
+/// The pod's images (init containers, containers, image volumes), normalized.
+fn normalized_images(pod: &Pod) -> Vec<String> {
+    pod.init_containers
         .iter()
         .chain(pod.containers.iter())
         .map(|c| c.image.as_str())
-        .chain(pod.image_volumes.iter().map(|s| s.as_str()));
+        .chain(pod.image_volumes.iter().map(|s| s.as_str()))
+        .map(normalized_image_name)
+        .collect()
+}
+
+/// The raw score of a node for a pod, given the cluster's node count.
+pub fn image_score(pod: &Pod, node: &NodeInfo, total_nodes: usize) -> i64 {
+    normalized_images_score(&normalized_images(pod), node, total_nodes)
+}
+
+/// [`image_score`] of already normalized image names.
+fn normalized_images_score(images: &[String], node: &NodeInfo, total_nodes: usize) -> i64 {
+    let mut sum = 0;
     for image in images {
-        count += 1;
-        if let Some(state) = node.image_states.get(&normalized_image_name(image)) {
+        if let Some(state) = node.image_states.get(image) {
             sum += scaled_image_score(state.size, state.num_nodes, total_nodes);
         }
     }
-    calculate_priority(sum, count)
+    calculate_priority(sum, images.len())
 }
 
 impl PreScorePlugin for ImageLocality {
     fn pre_score(
         &self,
         state: &mut CycleState,
-        _: &Pod,
+        pod: &Pod,
         _: &[&NodeInfo],
         snapshot: &Snapshot,
     ) -> Status {
-        state.write(NAME, TotalNodes(snapshot.len()));
+        state.write(
+            NAME,
+            PreScoreState {
+                total_nodes: snapshot.len(),
+                images: normalized_images(pod),
+            },
+        );
         Status::success()
     }
 }
 
 impl ScorePlugin for ImageLocality {
-    fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-        let total = state
-            .read::<TotalNodes>(NAME)
-            .map(|t| t.0)
+    fn score(&self, state: &CycleState, _: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let s = state
+            .read::<PreScoreState>(NAME)
             .ok_or_else(|| Status::error("ImageLocality: node count not computed"))?;
-        Ok(image_score(pod, node, total.max(1)))
+        Ok(normalized_images_score(
+            &s.images,
+            node,
+            s.total_nodes.max(1),
+        ))
     }
 }

@@ -13,7 +13,7 @@ use rkube_framework::{
 };
 use rkube_model::Pod;
 
-use super::resource_allocation::{node_vectors, pod_request_list};
+use super::resource_allocation::{pod_request_list, with_node_vectors, with_scratch, ResourceKind};
 
 /// Upstream name.
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
@@ -21,6 +21,7 @@ pub const NAME: &str = "NodeResourcesBalancedAllocation";
 /// The plugin.
 pub struct BalancedAllocation {
     resources: Vec<ResourceSpec>,
+    kinds: Vec<ResourceKind>,
 }
 
 struct PodRequests(Vec<i64>);
@@ -33,13 +34,21 @@ pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, Stri
     }
     let a: NodeResourcesBalancedAllocationArgs = decode(args, path).map_err(|e| e.to_string())?;
     Ok(Arc::new(BalancedAllocation {
+        kinds: ResourceKind::of_specs(&a.resources),
         resources: a.resources,
     }))
 }
 
 /// `(1 − std) × 100` of the capped fractions `requested/allocatable`.
 pub fn balanced_resource_score(requested: &[i64], allocatable: &[i64]) -> i64 {
-    let mut fractions = Vec::with_capacity(requested.len());
+    with_scratch(requested.len(), |buf: &mut [f64]| {
+        balanced_resource_score_in(requested, allocatable, buf)
+    })
+}
+
+/// [`balanced_resource_score`] with scratch space for the fractions.
+fn balanced_resource_score_in(requested: &[i64], allocatable: &[i64], buf: &mut [f64]) -> i64 {
+    let mut len = 0;
     let mut total = 0.0;
     for i in 0..requested.len() {
         if allocatable[i] == 0 {
@@ -47,8 +56,10 @@ pub fn balanced_resource_score(requested: &[i64], allocatable: &[i64]) -> i64 {
         }
         let f = (requested[i] as f64 / allocatable[i] as f64).min(1.0);
         total += f;
-        fractions.push(f);
+        buf[len] = f;
+        len += 1;
     }
+    let fractions = &buf[..len];
     let std = match fractions.len() {
         0 | 1 => 0.0,
         2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
@@ -110,11 +121,12 @@ impl ScorePlugin for BalancedAllocation {
                 &owned
             }
         };
-        let (requested, allocated, allocatable) = node_vectors(node, &self.resources, reqs, true);
-        Ok(balanced_resource_scorer(
-            &requested,
-            &allocated,
-            &allocatable,
+        Ok(with_node_vectors(
+            node,
+            &self.kinds,
+            reqs,
+            true,
+            balanced_resource_scorer,
         ))
     }
 }

@@ -14,7 +14,7 @@ use rkube_framework::{
 use rkube_model::resources::is_extended_resource_name;
 use rkube_model::Pod;
 
-use super::resource_allocation::{node_vectors, pod_request_list};
+use super::resource_allocation::{pod_request_list, with_node_vectors, ResourceKind};
 
 /// Upstream name.
 pub const NAME: &str = "NodeResourcesFit";
@@ -36,6 +36,7 @@ pub struct Fit {
     ignored_resource_groups: HashSet<String>,
     strategy: Strategy,
     resources: Vec<ResourceSpec>,
+    kinds: Vec<ResourceKind>,
 }
 
 /// One resource the node lacks.
@@ -72,8 +73,45 @@ pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, Stri
         ignored_resources: a.ignored_resources.into_iter().collect(),
         ignored_resource_groups: a.ignored_resource_groups.into_iter().collect(),
         strategy,
+        kinds: ResourceKind::of_specs(&s.resources),
         resources: s.resources,
     }))
+}
+
+/// True when [`fits_request`] would find nothing lacking (the filter's
+/// common case, decided without building reasons).
+fn fits(
+    pod: &Pod,
+    node: &NodeInfo,
+    ignored: &HashSet<String>,
+    ignored_groups: &HashSet<String>,
+) -> bool {
+    let req = &pod.requests;
+    let alloc = &node.allocatable;
+    let used = &node.requested;
+    if node.pods.len() as i64 + 1 > alloc.allowed_pod_number {
+        return false;
+    }
+    let ok = |want: i64, alloc: i64, used: i64| !(want > 0 && want > alloc - used);
+    ok(req.milli_cpu, alloc.milli_cpu, used.milli_cpu)
+        && ok(req.memory, alloc.memory, used.memory)
+        && ok(
+            req.ephemeral_storage,
+            alloc.ephemeral_storage,
+            used.ephemeral_storage,
+        )
+        && req.scalar.iter().all(|(name, &want)| {
+            if want == 0 {
+                return true;
+            }
+            if is_extended_resource_name(name) {
+                let prefix = name.split('/').next().unwrap_or("");
+                if ignored.contains(name) || ignored_groups.contains(prefix) {
+                    return true;
+                }
+            }
+            ok(want, alloc.scalar(name), used.scalar(name))
+        })
 }
 
 /// Upstream's `fitsRequest`: what the node lacks for the pod.
@@ -226,6 +264,14 @@ impl PreFilterPlugin for Fit {
 
 impl FilterPlugin for Fit {
     fn filter(&self, _: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        if fits(
+            pod,
+            node,
+            &self.ignored_resources,
+            &self.ignored_resource_groups,
+        ) {
+            return Status::success();
+        }
         let lacks = fits_request(
             pod,
             node,
@@ -274,7 +320,12 @@ impl ScorePlugin for Fit {
                 &owned
             }
         };
-        let (requested, _, allocatable) = node_vectors(node, &self.resources, reqs, false);
-        Ok(self.strategy_score(&requested, &allocatable))
+        Ok(with_node_vectors(
+            node,
+            &self.kinds,
+            reqs,
+            false,
+            |requested, _, allocatable| self.strategy_score(requested, allocatable),
+        ))
     }
 }

@@ -12,6 +12,60 @@ pub fn pod_request_list(pod: &Pod, resources: &[ResourceSpec], use_requested: bo
     resources.iter().map(|spec| r.get(&spec.name)).collect()
 }
 
+/// Resources a scorer handles without a heap allocation (the default
+/// configurations list two).
+const INLINE: usize = 8;
+
+/// Runs `f` on a zeroed scratch slice of `n` values: on the stack for up to
+/// [`INLINE`] values, on the heap beyond.
+pub fn with_scratch<T: Copy + Default, R>(n: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+    if n <= INLINE {
+        let mut buf = [T::default(); INLINE];
+        f(&mut buf[..n])
+    } else {
+        f(&mut vec![T::default(); n])
+    }
+}
+
+/// A configured resource, resolved once when the plugin is built (the
+/// per-node code does not compare resource names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceKind {
+    /// `cpu` (milli-units).
+    Cpu,
+    /// `memory`.
+    Memory,
+    /// `ephemeral-storage`.
+    EphemeralStorage,
+    /// Any other resource, by name.
+    Other {
+        /// Resource name.
+        name: String,
+        /// `is_scalar_resource_name(name)`: ignored when the pod does not request it.
+        scalar: bool,
+    },
+}
+
+impl ResourceKind {
+    /// The kind of a resource name.
+    pub fn of(name: &str) -> Self {
+        match name {
+            names::CPU => ResourceKind::Cpu,
+            names::MEMORY => ResourceKind::Memory,
+            names::EPHEMERAL_STORAGE => ResourceKind::EphemeralStorage,
+            other => ResourceKind::Other {
+                name: other.to_string(),
+                scalar: is_scalar_resource_name(other),
+            },
+        }
+    }
+
+    /// The kinds of configured resources, in order.
+    pub fn of_specs(resources: &[ResourceSpec]) -> Vec<Self> {
+        resources.iter().map(|r| Self::of(&r.name)).collect()
+    }
+}
+
 /// `(requested-with-pod, allocated, allocatable)` per resource, as upstream's
 /// `calculateNodeAllocatableRequest`.
 pub fn node_vectors(
@@ -22,27 +76,71 @@ pub fn node_vectors(
 ) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
     let n = resources.len();
     let (mut requested, mut allocated, mut allocatable) = (vec![0; n], vec![0; n], vec![0; n]);
+    fill_node_vectors(
+        node,
+        &ResourceKind::of_specs(resources),
+        pod_requests,
+        use_requested,
+        [&mut requested, &mut allocated, &mut allocatable],
+    );
+    (requested, allocated, allocatable)
+}
+
+/// [`node_vectors`] of resolved resources, without allocating: calls
+/// `f(requested-with-pod, allocated, allocatable)` with the vectors in
+/// scratch space.
+pub fn with_node_vectors<R>(
+    node: &NodeInfo,
+    resources: &[ResourceKind],
+    pod_requests: &[i64],
+    use_requested: bool,
+    f: impl FnOnce(&[i64], &[i64], &[i64]) -> R,
+) -> R {
+    let n = resources.len();
+    with_scratch(3 * n, |buf: &mut [i64]| {
+        let (requested, rest) = buf.split_at_mut(n);
+        let (allocated, allocatable) = rest.split_at_mut(n);
+        fill_node_vectors(
+            node,
+            resources,
+            pod_requests,
+            use_requested,
+            [&mut *requested, &mut *allocated, &mut *allocatable],
+        );
+        f(requested, allocated, allocatable)
+    })
+}
+
+/// Fills zeroed `[requested, allocated, allocatable]` slices.
+fn fill_node_vectors(
+    node: &NodeInfo,
+    resources: &[ResourceKind],
+    pod_requests: &[i64],
+    use_requested: bool,
+    [requested, allocated, allocatable]: [&mut [i64]; 3],
+) {
     let base: &Resources = if use_requested {
         &node.requested
     } else {
         &node.non_zero_requested
     };
-    for (i, spec) in resources.iter().enumerate() {
-        let name = spec.name.as_str();
-        if pod_requests[i] == 0 && is_scalar_resource_name(name) {
-            continue;
-        }
-        let (alloc, used) = match name {
-            names::CPU => (node.allocatable.milli_cpu, base.milli_cpu),
-            names::MEMORY => (node.allocatable.memory, base.memory),
-            names::EPHEMERAL_STORAGE => (
+    for (i, kind) in resources.iter().enumerate() {
+        let (alloc, used) = match kind {
+            ResourceKind::Cpu => (node.allocatable.milli_cpu, base.milli_cpu),
+            ResourceKind::Memory => (node.allocatable.memory, base.memory),
+            ResourceKind::EphemeralStorage => (
                 node.allocatable.ephemeral_storage,
                 node.requested.ephemeral_storage,
             ),
-            other => match node.allocatable.scalar.get(other) {
-                Some(&a) => (a, node.requested.scalar(other)),
-                None => (0, 0),
-            },
+            ResourceKind::Other { name, scalar } => {
+                if pod_requests[i] == 0 && *scalar {
+                    continue;
+                }
+                match node.allocatable.scalar.get(name) {
+                    Some(&a) => (a, node.requested.scalar(name)),
+                    None => (0, 0),
+                }
+            }
         };
         if alloc == 0 {
             continue;
@@ -51,5 +149,4 @@ pub fn node_vectors(
         allocated[i] = used;
         requested[i] = used.wrapping_add(pod_requests[i]);
     }
-    (requested, allocated, allocatable)
 }
