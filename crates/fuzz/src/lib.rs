@@ -466,6 +466,59 @@ fn explain_with(r: &mut Rng, extremes: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// KubeletConfiguration documents: valid fields with odd values, unknown
+/// and misspelt fields, wrong types, then byte-level mutations. Errors must
+/// name the file; nothing may panic.
+fn check_kubelet_config(r: &mut Rng) -> Result<(), String> {
+    let mut m = Map::new();
+    m.insert("apiVersion".into(), json!(if r.one_in(10) { "kubelet.config.k8s.io/v1" } else { "kubelet.config.k8s.io/v1beta1" }));
+    m.insert("kind".into(), json!(if r.one_in(10) { "KubeSchedulerConfiguration" } else { "KubeletConfiguration" }));
+    let durations = ["10s", "0s", "1m30s", "-5s", "1h", "forever", "", "5"];
+    let fields: &[(&str, &dyn Fn(&mut Rng) -> Value)] = &[
+        ("port", &|r| json!(*r.pick(&[10250i64, 0, -1, 65536, i64::MAX]))),
+        ("healthzPort", &|r| json!(*r.pick(&[10248i64, 0, 70000]))),
+        ("address", &|r| json!(r.pick(&["127.0.0.1", "0.0.0.0", "::1", "not-an-ip", ""]))),
+        ("healthzBindAddress", &|r| json!(r.pick(&["127.0.0.1", "x", ""]))),
+        ("maxPods", &|r| json!(*r.pick(&[110i64, 0, -3, i32::MAX as i64]))),
+        ("nodeStatusUpdateFrequency", &|r| json!(r.pick(&durations))),
+        ("nodeStatusReportFrequency", &|r| json!(r.pick(&durations))),
+        ("nodeLeaseDurationSeconds", &|r| json!(*r.pick(&[40i64, 0, -1, i32::MAX as i64]))),
+        ("evictionHard", &|r| {
+            json!({ *r.pick(&["memory.available", "nodefs.available", "imagefs.available", "pid.available", "bogus.signal"]):
+                    r.pick(&["100Mi", "10%", "0%", "101%", "-1Gi", "1e400", "abc", ""]) })
+        }),
+        ("registerWithTaints", &|r| {
+            json!([{"key": r.pick(&["a", "", "node.kubernetes.io/x"]), "effect": r.pick(&["NoSchedule", "NoExecute", "Bogus", ""])}])
+        }),
+        ("systemReserved", &|r| json!({"cpu": quantity(r), "memory": quantity(r)})),
+        ("staticPodPath", &|r| json!(r.pick(&["/etc/kubernetes/manifests", "", "relative/path"]))),
+        ("serializeImagePulls", &|r| json!(*r.pick(&[json!(true), json!("yes"), json!(1)]))),
+        ("containerRuntimeEndpoint", &|r| json!(r.pick(&["unix:///run/containerd/containerd.sock", "tcp://x", ""]))),
+        ("cgroupDriver", &|r| json!(r.pick(&["systemd", "cgroupfs"]))),
+        ("bogusField", &|_| json!(1)),
+    ];
+    for _ in 0..r.below(8) {
+        let (k, f) = r.pick(fields);
+        m.insert((*k).into(), f(r));
+    }
+    let v = Value::Object(m);
+    let mut text = if r.one_in(2) {
+        serde_json::to_string(&v).unwrap()
+    } else {
+        serde_yaml_ng::to_string(&v).unwrap()
+    };
+    if r.one_in(3) {
+        text = mutate(r, &text);
+    }
+    match rkube_kubelet::config::load_str(FILE, &text) {
+        Ok(_) => Ok(()),
+        Err(e) if !e.to_string().starts_with(FILE) => {
+            Err(format!("kubelet config error does not start with the file: {e}"))
+        }
+        Err(_) => Ok(()),
+    }
+}
+
 /// A fuzz target: one case from a generator.
 pub type Target = (&'static str, fn(&mut Rng) -> Result<(), String>);
 
@@ -475,6 +528,7 @@ pub const TARGETS: &[Target] = &[
     ("cluster", check_cluster),
     ("config", check_config),
     ("explain", check_explain),
+    ("kubelet-config", check_kubelet_config),
 ];
 
 /// Silences the default panic message (failures are reported by `run_case`).
