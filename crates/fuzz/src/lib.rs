@@ -471,29 +471,63 @@ fn explain_with(r: &mut Rng, extremes: &[&str]) -> Result<(), String> {
 /// name the file; nothing may panic.
 fn check_kubelet_config(r: &mut Rng) -> Result<(), String> {
     let mut m = Map::new();
-    m.insert("apiVersion".into(), json!(if r.one_in(10) { "kubelet.config.k8s.io/v1" } else { "kubelet.config.k8s.io/v1beta1" }));
-    m.insert("kind".into(), json!(if r.one_in(10) { "KubeSchedulerConfiguration" } else { "KubeletConfiguration" }));
+    m.insert(
+        "apiVersion".into(),
+        json!(if r.one_in(10) {
+            "kubelet.config.k8s.io/v1"
+        } else {
+            "kubelet.config.k8s.io/v1beta1"
+        }),
+    );
+    m.insert(
+        "kind".into(),
+        json!(if r.one_in(10) {
+            "KubeSchedulerConfiguration"
+        } else {
+            "KubeletConfiguration"
+        }),
+    );
     let durations = ["10s", "0s", "1m30s", "-5s", "1h", "forever", "", "5"];
     let fields: &[(&str, &dyn Fn(&mut Rng) -> Value)] = &[
-        ("port", &|r| json!(*r.pick(&[10250i64, 0, -1, 65536, i64::MAX]))),
+        ("port", &|r| {
+            json!(*r.pick(&[10250i64, 0, -1, 65536, i64::MAX]))
+        }),
         ("healthzPort", &|r| json!(*r.pick(&[10248i64, 0, 70000]))),
-        ("address", &|r| json!(r.pick(&["127.0.0.1", "0.0.0.0", "::1", "not-an-ip", ""]))),
-        ("healthzBindAddress", &|r| json!(r.pick(&["127.0.0.1", "x", ""]))),
-        ("maxPods", &|r| json!(*r.pick(&[110i64, 0, -3, i32::MAX as i64]))),
+        ("address", &|r| {
+            json!(r.pick(&["127.0.0.1", "0.0.0.0", "::1", "not-an-ip", ""]))
+        }),
+        ("healthzBindAddress", &|r| {
+            json!(r.pick(&["127.0.0.1", "x", ""]))
+        }),
+        ("maxPods", &|r| {
+            json!(*r.pick(&[110i64, 0, -3, i32::MAX as i64]))
+        }),
         ("nodeStatusUpdateFrequency", &|r| json!(r.pick(&durations))),
         ("nodeStatusReportFrequency", &|r| json!(r.pick(&durations))),
-        ("nodeLeaseDurationSeconds", &|r| json!(*r.pick(&[40i64, 0, -1, i32::MAX as i64]))),
+        ("nodeLeaseDurationSeconds", &|r| {
+            json!(*r.pick(&[40i64, 0, -1, i32::MAX as i64]))
+        }),
         ("evictionHard", &|r| {
             json!({ *r.pick(&["memory.available", "nodefs.available", "imagefs.available", "pid.available", "bogus.signal"]):
                     r.pick(&["100Mi", "10%", "0%", "101%", "-1Gi", "1e400", "abc", ""]) })
         }),
-        ("registerWithTaints", &|r| {
-            json!([{"key": r.pick(&["a", "", "node.kubernetes.io/x"]), "effect": r.pick(&["NoSchedule", "NoExecute", "Bogus", ""])}])
+        (
+            "registerWithTaints",
+            &|r| json!([{"key": r.pick(&["a", "", "node.kubernetes.io/x"]), "effect": r.pick(&["NoSchedule", "NoExecute", "Bogus", ""])}]),
+        ),
+        (
+            "systemReserved",
+            &|r| json!({"cpu": quantity(r), "memory": quantity(r)}),
+        ),
+        ("staticPodPath", &|r| {
+            json!(r.pick(&["/etc/kubernetes/manifests", "", "relative/path"]))
         }),
-        ("systemReserved", &|r| json!({"cpu": quantity(r), "memory": quantity(r)})),
-        ("staticPodPath", &|r| json!(r.pick(&["/etc/kubernetes/manifests", "", "relative/path"]))),
-        ("serializeImagePulls", &|r| json!(*r.pick(&[json!(true), json!("yes"), json!(1)]))),
-        ("containerRuntimeEndpoint", &|r| json!(r.pick(&["unix:///run/containerd/containerd.sock", "tcp://x", ""]))),
+        ("serializeImagePulls", &|r| {
+            json!(*r.pick(&[json!(true), json!("yes"), json!(1)]))
+        }),
+        ("containerRuntimeEndpoint", &|r| {
+            json!(r.pick(&["unix:///run/containerd/containerd.sock", "tcp://x", ""]))
+        }),
         ("cgroupDriver", &|r| json!(r.pick(&["systemd", "cgroupfs"]))),
         ("bogusField", &|_| json!(1)),
     ];
@@ -512,9 +546,9 @@ fn check_kubelet_config(r: &mut Rng) -> Result<(), String> {
     }
     match rkube_kubelet::config::load_str(FILE, &text) {
         Ok(_) => Ok(()),
-        Err(e) if !e.to_string().starts_with(FILE) => {
-            Err(format!("kubelet config error does not start with the file: {e}"))
-        }
+        Err(e) if !e.to_string().starts_with(FILE) => Err(format!(
+            "kubelet config error does not start with the file: {e}"
+        )),
         Err(_) => Ok(()),
     }
 }

@@ -64,6 +64,9 @@ pub struct KubeletConfiguration {
     /// nodefs.inodesFree<5%, imagefs.available<15%, imagefs.inodesFree<5%;
     /// a given map replaces the defaults unless mergeDefaultEvictionSettings).
     pub eviction_hard: BTreeMap<String, String>,
+    /// `evictionPressureTransitionPeriod` (default 5m): how long a pressure
+    /// condition stays True after its threshold was last met.
+    pub eviction_pressure_transition_period: Duration,
     /// `serializeImagePulls` (default true).
     pub serialize_image_pulls: bool,
     /// `registerNode` (default true).
@@ -110,6 +113,7 @@ impl Default for KubeletConfiguration {
             max_pods: 110,
             pods_per_core: 0,
             eviction_hard: default_eviction_hard(),
+            eviction_pressure_transition_period: Duration::from_secs(300),
             serialize_image_pulls: true,
             register_node: true,
             register_with_taints: Vec::new(),
@@ -193,7 +197,6 @@ const IGNORED: &[&str] = &[
     "maxParallelImagePulls",
     "evictionSoft",
     "evictionSoftGracePeriod",
-    "evictionPressureTransitionPeriod",
     "evictionMaxPodGracePeriod",
     "evictionMinimumReclaim",
     "enableControllerAttachDetach",
@@ -315,6 +318,9 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "podsPerCore" => c.pods_per_core = field(file, key, v)?,
             "evictionHard" => eviction = Some(field(file, key, v)?),
             "mergeDefaultEvictionSettings" => merge_eviction = field(file, key, v)?,
+            "evictionPressureTransitionPeriod" => {
+                c.eviction_pressure_transition_period = duration(file, key, v)?;
+            }
             "serializeImagePulls" => c.serialize_image_pulls = field(file, key, v)?,
             "registerNode" => c.register_node = field(file, key, v)?,
             "registerWithTaints" => {
@@ -338,6 +344,9 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
     // Upstream defaulting: zero durations mean "default".
     if c.node_status_update_frequency.is_zero() {
         c.node_status_update_frequency = Duration::from_secs(10);
+    }
+    if c.eviction_pressure_transition_period.is_zero() {
+        c.eviction_pressure_transition_period = Duration::from_secs(300);
     }
     if !report_set {
         c.node_status_report_frequency = if update_set {
@@ -503,6 +512,10 @@ mod tests {
         assert_eq!(c.max_pods, 110);
         assert_eq!(c.eviction_hard["memory.available"], "100Mi");
         assert_eq!(c.eviction_hard["imagefs.available"], "15%");
+        assert_eq!(
+            c.eviction_pressure_transition_period,
+            Duration::from_secs(300)
+        );
         assert!(c.serialize_image_pulls);
         assert_eq!(
             c.container_runtime_endpoint,
@@ -536,6 +549,12 @@ mod tests {
                 .unwrap();
         assert_eq!(merged.config.eviction_hard.len(), 5);
         assert_eq!(merged.config.eviction_hard["memory.available"], "1Gi");
+        let short = load("evictionPressureTransitionPeriod: 15s\n").unwrap();
+        assert_eq!(
+            short.config.eviction_pressure_transition_period,
+            Duration::from_secs(15)
+        );
+        assert!(short.warnings.is_empty());
     }
 
     #[test]

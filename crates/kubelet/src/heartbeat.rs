@@ -18,6 +18,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
 use crate::config::KubeletConfiguration;
+use crate::eviction::PressureBoard;
 use crate::lease;
 use crate::metrics::Metrics;
 use crate::node::{self, NodeDesc, Registered};
@@ -96,6 +97,8 @@ pub struct Heartbeat {
     pub metrics: Arc<Metrics>,
     /// Latest node-level health (shared by all nodes of the process).
     pub health: Arc<RwLock<Health>>,
+    /// Per-node pressure conditions from the eviction manager.
+    pub pressure: Arc<PressureBoard>,
     /// Most requests in flight.
     pub concurrency: usize,
 }
@@ -190,11 +193,15 @@ impl Heartbeat {
                         }));
                     }
                     Job::Status => {
-                        let health = self
+                        let mut health = self
                             .health
                             .read()
                             .unwrap_or_else(|e| e.into_inner())
                             .clone();
+                        let p = self.pressure.get(&n.desc.name);
+                        health.memory_pressure |= p.memory;
+                        health.disk_pressure |= p.disk;
+                        health.pid_pressure |= p.pid;
                         let mut status = n.base.clone();
                         status.conditions =
                             Some(conditions(&n.conditions, &health, Timestamp::now()));
@@ -276,6 +283,15 @@ impl Heartbeat {
                                     self.metrics.record_renewal(gap, interval, lease_duration);
                                     if gap.is_some_and(|g| g > lease_duration) {
                                         tracing::warn!(node = %n.desc.name, gap = ?gap, "lease renewal missed: the lease had expired");
+                                    }
+                                    // After a long silence (process stopped, apiserver
+                                    // unreachable) kube-controller-manager may have set
+                                    // the node's conditions to Unknown: post the status
+                                    // at the next update instead of trusting what was
+                                    // reported last (upstream compares with the Node in
+                                    // the API on every update).
+                                    if gap.is_some_and(|g| g > 2 * interval) {
+                                        n.last_reported = None;
                                     }
                                     n.last_renew = Some(started);
                                     n.lease = Some(stored);

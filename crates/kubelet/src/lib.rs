@@ -15,11 +15,16 @@
 //!   [`probe`]s; [`api`]: the HTTPS kubelet API on `port`;
 //!   [`static_pods`]: pods from `staticPodPath` with mirror pods.
 //!
-//! Not yet: eviction, volumes beyond emptyDir/hostPath, exec/attach/
-//! port-forward, disk/PID pressure signals.
+//! * [`eviction`]: hard-threshold eviction (`evictionHard`): pressure
+//!   conditions and one eviction per round, signals from the machine (CRI)
+//!   or a `--sim-signals` file (sim).
+//!
+//! Not yet: soft eviction, volumes beyond emptyDir/hostPath, exec/attach/
+//! port-forward.
 
 pub mod api;
 pub mod config;
+pub mod eviction;
 pub mod heartbeat;
 pub mod lease;
 pub mod machine;
@@ -132,33 +137,20 @@ pub async fn connect_cri(opts: &Options, cfg: &KubeletConfiguration) -> Result<A
     Ok(Arc::new(rt))
 }
 
-/// Refreshes node health every `every`: runtime up, memory.available
-/// against its hard threshold (real nodes only).
-async fn probe_health(
-    runtime: Arc<dyn Runtime>,
-    health: Arc<RwLock<Health>>,
-    cfg: Arc<KubeletConfiguration>,
-    real: bool,
-    every: Duration,
-) {
+/// Refreshes node health every `every`: is the runtime up (pressure
+/// conditions come from the [`eviction`] manager).
+async fn probe_health(runtime: Arc<dyn Runtime>, health: Arc<RwLock<Health>>, every: Duration) {
+    let mut was_down = false;
     loop {
         let runtime_error = runtime.version().await.err().map(|e| e.0);
-        let memory_pressure = real
-            && match (
-                machine::memory_available(),
-                cfg.eviction_hard
-                    .get("memory.available")
-                    .and_then(|v| config::parse_threshold(v)),
-            ) {
-                (Some(avail), Some(t)) => {
-                    let total = machine::capacity(0)["memory"].value();
-                    avail < t.amount(total)
-                }
-                _ => false,
-            };
+        match (&runtime_error, was_down) {
+            (Some(e), false) => tracing::warn!(error = %e, "container runtime is down"),
+            (None, true) => tracing::info!("container runtime is up again"),
+            _ => {}
+        }
+        was_down = runtime_error.is_some();
         *health.write().unwrap_or_else(|e| e.into_inner()) = Health {
             runtime_error,
-            memory_pressure,
             ..Default::default()
         };
         tokio::time::sleep(every).await;
@@ -254,14 +246,37 @@ pub async fn run_with_metrics(
         }
     }
     let health = Arc::new(RwLock::new(Health::default()));
-    let real = opts.runtime != RuntimeKind::Sim;
     tasks.spawn(probe_health(
         runtime.clone(),
         health.clone(),
-        cfg.clone(),
-        real,
         cfg.node_status_update_frequency,
     ));
+    let active = Arc::new(pods::worker::ActivePods::default());
+    let pressure = Arc::new(eviction::PressureBoard::default());
+    let source: Option<Arc<dyn eviction::SignalSource>> = match (&cri, &opts.sim_signals) {
+        (Some(c), _) => Some(Arc::new(eviction::MachineSignals {
+            root_dir: opts.root_dir.clone(),
+            cri: Some(c.client().clone()),
+        })),
+        (None, Some(path)) => Some(Arc::new(eviction::SimSource {
+            signals: eviction::SimSignals { path: path.clone() },
+            active: active.clone(),
+        })),
+        (None, None) => None,
+    };
+    if let Some(source) = source {
+        tasks.spawn(
+            eviction::EvictionManager {
+                config: cfg.clone(),
+                nodes: descs.clone(),
+                source,
+                active: active.clone(),
+                pressure: pressure.clone(),
+                period: eviction::MONITORING_PERIOD,
+            }
+            .run(),
+        );
+    }
     let host_ips: HashMap<String, String> = descs
         .iter()
         .map(|d| (d.name.clone(), d.ip.clone()))
@@ -288,6 +303,7 @@ pub async fn run_with_metrics(
             config: cfg.clone(),
             metrics: metrics.clone(),
             health,
+            pressure,
             concurrency: opts.api_concurrency,
         }
         .run(states),
@@ -298,6 +314,7 @@ pub async fn run_with_metrics(
         writer,
         metrics: metrics.clone(),
         host_ips,
+        active,
     });
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub pod_status_errors: AtomicU64,
     /// Pods whose deletion was confirmed.
     pub pods_deleted: AtomicU64,
+    /// Pods evicted by the eviction manager.
+    pub pods_evicted: AtomicU64,
 }
 
 impl Metrics {
@@ -54,7 +56,7 @@ impl Metrics {
 
     /// Prometheus text exposition.
     pub fn render(&self) -> String {
-        let rows: [(&str, &str, &AtomicU64, &str); 11] = [
+        let rows: [(&str, &str, &AtomicU64, &str); 12] = [
             (
                 "rkube_kubelet_nodes_registered",
                 "gauge",
@@ -120,6 +122,12 @@ impl Metrics {
                 "counter",
                 &self.pods_deleted,
                 "Pod deletions confirmed.",
+            ),
+            (
+                "rkube_kubelet_evictions_total",
+                "counter",
+                &self.pods_evicted,
+                "Pods evicted under node pressure.",
             ),
         ];
         let mut out = String::new();

@@ -42,6 +42,9 @@ pub struct Options {
     pub pod_start_delay: Duration,
     /// `--pod-run-time` (sim): Running → Succeeded for restartPolicy Never/OnFailure.
     pub pod_run_time: Duration,
+    /// `--sim-signals FILE` (sim): eviction signals and pod usage, a JSON
+    /// file read every eviction round (see [`crate::eviction`]).
+    pub sim_signals: Option<PathBuf>,
     /// `--api-concurrency`: most lease/status/registration requests in flight.
     pub api_concurrency: usize,
     /// `-v`/`--v` log verbosity.
@@ -65,6 +68,7 @@ impl Default for Options {
             node_template: None,
             pod_start_delay: Duration::from_secs(1),
             pod_run_time: Duration::from_secs(10),
+            sim_signals: None,
             api_concurrency: 64,
             verbosity: 0,
             warnings: Vec::new(),
@@ -102,6 +106,9 @@ Sim runtime (--runtime sim): nothing runs; one process hosts many nodes.
       --pod-start-delay D         Pending → Running after D (default 1s)
       --pod-run-time D            pods with restartPolicy Never/OnFailure exit 0 D after
                                   starting → Succeeded (default 10s; 0: run until deleted)
+      --sim-signals FILE          eviction signals and pod usage, a JSON file read every
+                                  10s (signals / nodes / pods; see the eviction module
+                                  docs); without it the sim has no eviction
       --api-concurrency N         most lease/status requests in flight (default 64)
 ";
 
@@ -215,6 +222,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
                 o.node_template = Some(PathBuf::from(value()?));
                 saw_sim_only.get_or_insert("--node-template");
             }
+            "sim-signals" => {
+                o.sim_signals = Some(PathBuf::from(value()?));
+                saw_sim_only.get_or_insert("--sim-signals");
+            }
             "pod-start-delay" => o.pod_start_delay = parse_duration(&name, &value()?)?,
             "pod-run-time" => o.pod_run_time = parse_duration(&name, &value()?)?,
             "api-concurrency" => {
@@ -300,6 +311,7 @@ mod tests {
             "--pod-start-delay=500ms",
             "--pod-run-time",
             "2m",
+            "--sim-signals=/s.json",
             "-v=4",
         ])
         .unwrap();
@@ -319,6 +331,7 @@ mod tests {
         assert_eq!(o.pod_start_delay, Duration::from_millis(500));
         assert_eq!(o.pod_run_time, Duration::from_secs(120));
         assert_eq!(o.verbosity, 4);
+        assert_eq!(o.sim_signals, Some(PathBuf::from("/s.json")));
         assert_eq!(o.node_names("h"), vec!["n-00000", "n-00001", "n-00002"]);
         assert!(o.warnings.is_empty());
     }
@@ -353,6 +366,7 @@ mod tests {
             &["--nodes=0"],
             &["--nodes=2"],
             &["--runtime=sim", "--nodes=x"],
+            &["--sim-signals=/s.json"],
             &["--node-ip=abc"],
             &["--node-labels=novalue"],
             &["--runtime=sim", "--node-name-pattern=nope"],

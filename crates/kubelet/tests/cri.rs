@@ -306,11 +306,16 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     std::fs::create_dir_all(&static_dir).unwrap();
     let port = free_port();
     let cfg = work.join("kubelet.yaml");
+    // evictionHard in absolute amounts: the test machines' disk is often
+    // more than 90% full, below the default nodefs.available<10% /
+    // imagefs.available<15%, and the kubelet would (rightly) report
+    // DiskPressure and evict every pod.
     std::fs::write(
         &cfg,
         format!(
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
              address: 127.0.0.1\nport: {port}\nhealthzPort: 0\n\
+             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
              containerRuntimeEndpoint: {}\nstaticPodPath: {}\n\
              authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
              authorization: {{mode: Webhook}}\n",

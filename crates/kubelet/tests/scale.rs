@@ -69,11 +69,13 @@ async fn stale_leases(leases: &Api<Lease>, max_age: f64) -> (usize, usize) {
     let all = leases.list(&Default::default()).await.unwrap();
     let mut total = 0;
     let mut stale = 0;
-    for l in all
-        .items
-        .iter()
-        .filter(|l| l.metadata.name.as_deref().unwrap_or("").starts_with("scale-"))
-    {
+    for l in all.items.iter().filter(|l| {
+        l.metadata
+            .name
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("scale-")
+    }) {
         total += 1;
         let renew = l.spec.as_ref().and_then(|s| s.renew_time.as_ref());
         let age = renew.map(|t| now.duration_since(t.0).as_secs_f64());
@@ -111,17 +113,14 @@ async fn scenario(cp: &ControlPlane) {
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzPort: 0\n",
     )
     .unwrap();
-    let opts = rkube_kubelet::options::parse(
-        [
-            "--runtime=sim".to_string(),
-            format!("--nodes={nodes_n}"),
-            "--node-name-pattern=scale-{}".into(),
-            format!("--kubeconfig={}", cp.kubeconfig().display()),
-            format!("--config={}", cfg.display()),
-            "--pod-start-delay=2s".into(),
-        ]
-        .into_iter(),
-    )
+    let opts = rkube_kubelet::options::parse([
+        "--runtime=sim".to_string(),
+        format!("--nodes={nodes_n}"),
+        "--node-name-pattern=scale-{}".into(),
+        format!("--kubeconfig={}", cp.kubeconfig().display()),
+        format!("--config={}", cfg.display()),
+        "--pod-start-delay=2s".into(),
+    ])
     .unwrap();
     let metrics = Arc::new(Metrics::default());
     let (stop_kubelet, kubelet_stopped) = tokio::sync::oneshot::channel::<()>();

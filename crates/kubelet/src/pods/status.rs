@@ -253,6 +253,35 @@ pub fn pod_status(
     }
 }
 
+/// The status of a pod the eviction manager killed: what `obs` shows
+/// (containers terminated), phase `Failed`, reason `Evicted`, `message`,
+/// and the condition `DisruptionTarget=True` (reason
+/// `TerminationByKubelet`, same message), as upstream's `evictPod`.
+pub fn evicted_status(
+    pod: &Pod,
+    previous: Option<&PodStatus>,
+    obs: &PodObservation,
+    host_ip: &str,
+    message: &str,
+    now: Timestamp,
+) -> PodStatus {
+    let mut s = pod_status(pod, previous, obs, host_ip, now);
+    s.phase = Some("Failed".into());
+    s.reason = Some("Evicted".into());
+    s.message = Some(message.into());
+    let mut target = condition(
+        previous,
+        "DisruptionTarget",
+        true,
+        Some("TerminationByKubelet"),
+        Some(message.into()),
+        now,
+    );
+    target.observed_generation = pod.metadata.generation;
+    s.conditions.get_or_insert_with(Vec::new).push(target);
+    s
+}
+
 /// The strategic-merge PATCH body for a status: `metadata.uid` makes the
 /// apiserver refuse it for a recreated pod of the same name, and
 /// conditions carry explicit `null` reason/message so stale ones are
@@ -447,5 +476,32 @@ mod tests {
             .unwrap();
         assert!(ready.get("reason").unwrap().is_null());
         assert!(ready.get("message").unwrap().is_null());
+    }
+
+    #[test]
+    fn evicted() {
+        let msg = "The node was low on resource: memory. ";
+        let s = evicted_status(
+            &pod("Always"),
+            None,
+            &obs(vec![c("a", exited(137)), c("b", exited(137))]),
+            "1.2.3.4",
+            msg,
+            Timestamp::now(),
+        );
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(s.reason.as_deref(), Some("Evicted"));
+        assert_eq!(s.message.as_deref(), Some(msg));
+        let d = s
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == "DisruptionTarget")
+            .unwrap();
+        assert_eq!(d.status, "True");
+        assert_eq!(d.reason.as_deref(), Some("TerminationByKubelet"));
+        assert_eq!(d.message.as_deref(), Some(msg));
+        assert!(is_terminal(s.phase.as_deref()));
     }
 }

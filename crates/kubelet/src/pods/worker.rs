@@ -5,16 +5,16 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
-use super::status::{is_terminal, pod_status, status_patch};
+use super::status::{evicted_status, is_terminal, pod_status, status_patch};
 use super::writer::{StatusUpdate, StatusWriter};
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
@@ -34,6 +34,88 @@ pub struct WorkerContext {
     pub metrics: Arc<Metrics>,
     /// Node name → InternalIP (the pods' hostIP).
     pub host_ips: HashMap<String, String>,
+    /// The pods that run (the eviction manager's candidates).
+    pub active: Arc<ActivePods>,
+}
+
+/// A request of the eviction manager to a pod worker: kill the pod within
+/// `grace`, then report it `Failed`/`Evicted` with `message`.
+#[derive(Debug)]
+pub struct EvictRequest {
+    /// The status message (upstream's "The node was low on resource: ...").
+    pub message: String,
+    /// Grace period for the kill (1 s for hard thresholds, as upstream).
+    pub grace: Duration,
+    /// Answered once the pod is killed and its status queued (`true`), or
+    /// `false` when the worker could not evict it (already terminal, kill
+    /// failed).
+    pub done: oneshot::Sender<bool>,
+}
+
+/// A pod whose worker runs it (not terminal, not being deleted).
+#[derive(Debug, Clone)]
+pub struct ActivePod {
+    /// The latest pod object.
+    pub pod: Arc<Pod>,
+    /// Whether its containers were seen running (upstream only evicts pods
+    /// that had anything running).
+    pub running: bool,
+    /// Where to send an eviction.
+    pub evict: mpsc::Sender<EvictRequest>,
+}
+
+/// The active pods of the process, keyed by uid; kept by the workers.
+#[derive(Debug, Default)]
+pub struct ActivePods {
+    pods: Mutex<HashMap<String, ActivePod>>,
+}
+
+impl ActivePods {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ActivePod>> {
+        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, uid: &str, pod: ActivePod) {
+        self.lock().insert(uid.to_string(), pod);
+    }
+
+    fn remove(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    /// The active pods bound to `node`.
+    pub fn on_node(&self, node: &str) -> Vec<ActivePod> {
+        self.lock()
+            .values()
+            .filter(|a| {
+                a.pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| n == node)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Number of active pods.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no pod is active.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+}
+
+/// Removes the pod from [`ActivePods`] when the worker ends.
+struct Deregister<'a>(&'a ActivePods, String);
+
+impl Drop for Deregister<'_> {
+    fn drop(&mut self) {
+        self.0.remove(&self.1);
+    }
 }
 
 /// The latest pod object, or `None` once it is gone from the API.
@@ -48,6 +130,13 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
     let mut last: Option<PodStatus> = None;
     let mut current: Option<Arc<Pod>> = None;
     let mut error_backoff = Duration::from_millis(500);
+    let (evict_tx, mut evict_rx) = mpsc::channel::<EvictRequest>(1);
+    let uid = rx
+        .borrow()
+        .as_ref()
+        .and_then(|p| p.metadata.uid.clone())
+        .unwrap_or_default();
+    let _deregister = Deregister(&ctx.active, uid.clone());
     loop {
         let latest = rx.borrow_and_update().clone();
         let Some(pod) = latest else {
@@ -65,18 +154,36 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             last = pod.status.clone();
         }
         if pod.metadata.deletion_timestamp.is_some() {
+            ctx.active.remove(&uid);
             terminate(&ctx, &pod, last.as_ref()).await;
             return;
         }
         let mut resync = None;
         let terminal = is_terminal(last.as_ref().and_then(|s| s.phase.as_deref()));
-        if !terminal {
+        if terminal {
+            ctx.active.remove(&uid);
+        } else {
             match ctx.runtime.sync_pod(&pod).await {
                 Ok(obs) => {
                     error_backoff = Duration::from_millis(500);
+                    let running =
+                        obs.containers.iter().chain(&obs.init_containers).any(|c| {
+                            matches!(c.state, crate::runtime::ContainerState::Running { .. })
+                        });
+                    ctx.active.set(
+                        &uid,
+                        ActivePod {
+                            pod: pod.clone(),
+                            running,
+                            evict: evict_tx.clone(),
+                        },
+                    );
                     let host_ip = node_ip(&ctx, &pod);
                     let status = pod_status(&pod, last.as_ref(), &obs, &host_ip, Timestamp::now());
-                    if last.as_ref() != Some(&status) {
+                    // Also when the API shows something else than what was
+                    // written last: kube-controller-manager sets Ready=False on
+                    // the pods of a node it marks Unknown (MarkPodsNotReady).
+                    if last.as_ref() != Some(&status) || !api_agrees(&pod, &status) {
                         tracing::debug!(pod = %key(&pod), phase = ?status.phase, "pod status changed");
                         ctx.writer.push(StatusUpdate {
                             namespace: pod.namespace().unwrap_or_default(),
@@ -95,20 +202,86 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 }
             }
         }
-        match resync {
-            Some(d) => {
-                tokio::select! {
-                    r = rx.changed() => if r.is_err() { return },
-                    _ = tokio::time::sleep(d) => {}
-                }
+        let sleep = async {
+            match resync {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
             }
-            None => {
-                if rx.changed().await.is_err() {
-                    return;
+        };
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { return },
+            _ = sleep => {}
+            Some(req) = evict_rx.recv() => {
+                let ok = !terminal && evict(&ctx, &pod, &mut last, &req).await;
+                if ok {
+                    ctx.active.remove(&uid);
                 }
+                let _ = req.done.send(ok);
             }
         }
     }
+}
+
+/// Kills the pod for the eviction manager and queues its final status:
+/// phase `Failed`, reason `Evicted`, the message, and a `DisruptionTarget`
+/// condition (`TerminationByKubelet`), as upstream's `evictPod`.
+async fn evict(
+    ctx: &WorkerContext,
+    pod: &Pod,
+    last: &mut Option<PodStatus>,
+    req: &EvictRequest,
+) -> bool {
+    tracing::info!(pod = %key(pod), message = %req.message, "evicting pod");
+    let obs = match tokio::time::timeout(
+        req.grace + Duration::from_secs(10),
+        ctx.runtime.kill_pod(pod, req.grace),
+    )
+    .await
+    {
+        Ok(Ok(obs)) => obs,
+        Ok(Err(e)) => {
+            tracing::warn!(pod = %key(pod), error = %e, "evicting pod: kill failed");
+            return false;
+        }
+        Err(_) => {
+            tracing::warn!(pod = %key(pod), "evicting pod: kill timed out");
+            return false;
+        }
+    };
+    let status = evicted_status(
+        pod,
+        last.as_ref(),
+        &obs,
+        &node_ip(ctx, pod),
+        &req.message,
+        Timestamp::now(),
+    );
+    ctx.writer.push(StatusUpdate {
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        uid: pod.uid().unwrap_or_default(),
+        patch: status_patch(&pod.uid().unwrap_or_default(), &status),
+    });
+    ctx.metrics.pods_evicted.fetch_add(1, Ordering::Relaxed);
+    *last = Some(status);
+    true
+}
+
+/// True when the pod's status in the API shows `status`'s phase and the
+/// status of each of its conditions.
+pub fn api_agrees(pod: &Pod, status: &PodStatus) -> bool {
+    let Some(api) = pod.status.as_ref() else {
+        return false;
+    };
+    if api.phase != status.phase {
+        return false;
+    }
+    let api_conds = api.conditions.as_deref().unwrap_or_default();
+    status.conditions.iter().flatten().all(|c| {
+        api_conds
+            .iter()
+            .any(|a| a.type_ == c.type_ && a.status == c.status)
+    })
 }
 
 fn node_ip(ctx: &WorkerContext, pod: &Pod) -> String {
@@ -162,8 +335,10 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
             }
         }
     };
-    // The final status (containers terminated), written before the delete.
-    if let Some(obs) = obs {
+    // The final status (containers terminated), written before the delete;
+    // a terminal phase (Succeeded, Failed/Evicted) is never rewritten.
+    let terminal = is_terminal(last.and_then(|s| s.phase.as_deref()));
+    if let Some(obs) = obs.filter(|_| !terminal) {
         let status = pod_status(pod, last, &obs, &node_ip(ctx, pod), Timestamp::now());
         if let Err(e) = api
             .patch_status(
@@ -208,6 +383,37 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_agreement() {
+        let status: PodStatus = serde_json::from_value(serde_json::json!({
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}))
+        .unwrap();
+        let with = |api: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p"}, "spec": {"containers": []}, "status": api}))
+            .unwrap()
+        };
+        assert!(api_agrees(
+            &with(
+                serde_json::json!({"phase": "Running", "qosClass": "BestEffort",
+                "conditions": [{"type": "Ready", "status": "True"},
+                               {"type": "Other", "status": "False"}]})
+            ),
+            &status
+        ));
+        // kube-controller-manager's MarkPodsNotReady.
+        assert!(!api_agrees(
+            &with(serde_json::json!({"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "False"}]})),
+            &status
+        ));
+        assert!(!api_agrees(
+            &with(serde_json::json!({"phase": "Pending"})),
+            &status
+        ));
+    }
 
     #[test]
     fn grace() {
