@@ -14,10 +14,10 @@ use rkube_model::{Labels, Node, Pod};
 
 use super::{
     existing_term_matches, namespace_labels, pod_matches_all_terms, AffinityTerm, InterPodAffinity,
-    TopologyCounts, ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY,
+    NodePairs, TopologyCounts, ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY,
     ERR_REASON_EXISTING_ANTI_AFFINITY, LABEL_HOSTNAME,
 };
-use crate::helper::update_pre_filter_state;
+use crate::helper::{fill_nodes, update_pre_filter_state};
 use crate::parallel::map_nodes;
 
 /// Whether the `InterPodAffinityHostnameFastPath` behaviour is on (upstream
@@ -57,11 +57,10 @@ pub(crate) struct PreFilterState {
     matching_host_affinity_pods: i64,
 }
 
-type PairList = Vec<(String, String, i64)>;
-
-fn record(list: &mut PairList, node: &Node, key: &str) {
+/// Counts one match at the node's value for `key`, if the node has it.
+fn record<'a>(list: &mut NodePairs<'a>, node: &'a Node, key: &'a str) {
     if let Some(v) = node.labels.get(key) {
-        list.push((key.to_string(), v.clone(), 1));
+        list.add(key, v, 1);
     }
 }
 
@@ -239,7 +238,7 @@ impl PreFilterPlugin for InterPodAffinity {
             .collect();
         let ns_labels = &s.ns_labels;
         let per_node = map_nodes(&with_anti, |n| {
-            let mut list = PairList::new();
+            let mut list = NodePairs::default();
             let mut has_host_scoped = false;
             for existing in &n.pods_with_required_anti_affinity {
                 for t in existing
@@ -257,8 +256,11 @@ impl PreFilterPlugin for InterPodAffinity {
             (list, has_host_scoped)
         });
         let mut must_evaluate_host_scoped_anti = false;
+        let hint = per_node.iter().filter(|(l, _)| !l.is_empty()).count();
         for (list, host_scoped) in &per_node {
-            s.existing_anti.merge(list);
+            for part in list.as_slices() {
+                s.existing_anti.merge(part, hint);
+            }
             must_evaluate_host_scoped_anti |= *host_scoped;
         }
 
@@ -266,26 +268,38 @@ impl PreFilterPlugin for InterPodAffinity {
         if !s.cluster_affinity.is_empty() || !s.cluster_anti_affinity.is_empty() {
             let all: Vec<&NodeInfo> = snapshot.nodes.iter().collect();
             let (aff, anti) = (&s.cluster_affinity, &s.cluster_anti_affinity);
-            let per_node = map_nodes(&all, |n| {
-                let mut a = PairList::new();
-                let mut x = PairList::new();
+            // Per node: pods matching all affinity terms, then pods matching
+            // each anti-affinity term.
+            let width = 1 + anti.len();
+            let per_node = fill_nodes(&all, width, 0i64, |n, row| {
                 for existing in &n.pods {
                     if pod_matches_all_terms(aff, existing) {
-                        for t in aff {
-                            record(&mut a, &n.node, &t.topology_key);
-                        }
+                        row[0] += 1;
                     }
-                    for t in anti {
+                    for (t, c) in anti.iter().zip(&mut row[1..]) {
                         if t.matches(existing) {
-                            record(&mut x, &n.node, &t.topology_key);
+                            *c += 1;
                         }
                     }
                 }
-                (a, x)
             });
-            for (a, x) in &per_node {
-                s.affinity.merge(a);
-                s.anti_affinity.merge(x);
+            let hint = per_node
+                .chunks(width)
+                .filter(|row| row.iter().any(|&c| c > 0))
+                .count();
+            for (n, row) in all.iter().zip(per_node.chunks(width)) {
+                if row[0] > 0 {
+                    for t in &s.cluster_affinity {
+                        s.affinity
+                            .update_hinted(&n.node.labels, &t.topology_key, row[0], hint);
+                    }
+                }
+                for (t, &c) in s.cluster_anti_affinity.iter().zip(&row[1..]) {
+                    if c > 0 {
+                        s.anti_affinity
+                            .update_hinted(&n.node.labels, &t.topology_key, c, hint);
+                    }
+                }
             }
         }
 

@@ -7,7 +7,6 @@
 mod filtering;
 mod scoring;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rkube_config::args::{decode, InterPodAffinityArgs};
@@ -16,6 +15,8 @@ use rkube_framework::{
 };
 use rkube_model::selector::{Operator, Requirement};
 use rkube_model::{LabelSelector, Labels, Pod, PodAffinityTerm};
+
+use crate::helper::{FastMap, FastSet};
 
 /// Upstream name.
 pub const NAME: &str = "InterPodAffinity";
@@ -133,7 +134,7 @@ pub(crate) struct AffinityTerm {
     /// `None` matches nothing.
     pub selector: Option<LabelSelector>,
     /// Namespaces the term applies to.
-    pub namespaces: HashSet<String>,
+    pub namespaces: FastSet<String>,
     /// An empty namespace selector: every namespace.
     pub all_namespaces: bool,
     /// Topology key.
@@ -162,7 +163,7 @@ impl AffinityTerm {
             }
             s
         });
-        let mut namespaces: HashSet<String> = HashSet::new();
+        let mut namespaces: FastSet<String> = FastSet::default();
         let mut all_namespaces = false;
         if term.namespaces.is_empty() && term.namespace_selector.is_none() {
             namespaces.insert(pod.namespace.clone());
@@ -205,19 +206,38 @@ pub(crate) fn pod_matches_all_terms(terms: &[AffinityTerm], pod: &Pod) -> bool {
 }
 
 /// Counts per topology pair (`key`, `value`); an entry that drops to zero is
-/// removed, as upstream's `topologyToMatchedTermCount.update`.
+/// removed, as upstream's `topologyToMatchedTermCount.update`. A cycle
+/// sees a handful of topology keys, so the keys are a short list (compared
+/// by length first) and only values are hashed.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TopologyCounts {
-    map: HashMap<String, HashMap<String, i64>>,
+    map: Vec<(String, FastMap<String, i64>)>,
     pairs: usize,
 }
 
 impl TopologyCounts {
-    pub(crate) fn add(&mut self, key: &str, value: &str, delta: i64) {
-        let inner = match self.map.get_mut(key) {
-            Some(m) => m,
-            None => self.map.entry(key.to_string()).or_default(),
+    fn key_index(&self, key: &str) -> Option<usize> {
+        self.map
+            .iter()
+            .position(|(k, _)| k.len() == key.len() && k == key)
+    }
+
+    /// Adds `delta` to the pair (`key`, `value`); a key seen for the first
+    /// time gets room for `hint` values (the number of pairs about to be
+    /// merged), so that merging a walk's results does not grow the table
+    /// step by step.
+    pub(crate) fn add_hinted(&mut self, key: &str, value: &str, delta: i64, hint: usize) {
+        let ki = match self.key_index(key) {
+            Some(i) => i,
+            None => {
+                self.map.push((
+                    key.to_string(),
+                    FastMap::with_capacity_and_hasher(hint, Default::default()),
+                ));
+                self.map.len() - 1
+            }
         };
+        let inner = &mut self.map[ki].1;
         match inner.get_mut(value) {
             Some(c) => {
                 *c += delta;
@@ -225,7 +245,7 @@ impl TopologyCounts {
                     inner.remove(value);
                     self.pairs -= 1;
                     if inner.is_empty() {
-                        self.map.remove(key);
+                        self.map.swap_remove(ki);
                     }
                 }
             }
@@ -234,7 +254,7 @@ impl TopologyCounts {
                     inner.insert(value.to_string(), delta);
                     self.pairs += 1;
                 } else if inner.is_empty() {
-                    self.map.remove(key);
+                    self.map.swap_remove(ki);
                 }
             }
         }
@@ -242,15 +262,19 @@ impl TopologyCounts {
 
     /// Adds `delta` at the node's value for `key`, if the node has the label.
     pub(crate) fn update(&mut self, labels: &Labels, key: &str, delta: i64) {
+        self.update_hinted(labels, key, delta, 0);
+    }
+
+    /// [`Self::update`] with [`Self::add_hinted`]'s capacity hint.
+    pub(crate) fn update_hinted(&mut self, labels: &Labels, key: &str, delta: i64, hint: usize) {
         if let Some(v) = labels.get(key) {
-            self.add(key, v, delta);
+            self.add_hinted(key, v, delta, hint);
         }
     }
 
     pub(crate) fn get(&self, key: &str, value: &str) -> i64 {
-        self.map
-            .get(key)
-            .and_then(|m| m.get(value))
+        self.key_index(key)
+            .and_then(|i| self.map[i].1.get(value))
             .copied()
             .unwrap_or(0)
     }
@@ -259,9 +283,10 @@ impl TopologyCounts {
         self.pairs == 0
     }
 
-    pub(crate) fn merge(&mut self, other: &[(String, String, i64)]) {
+    /// Adds every entry, with [`Self::add_hinted`]'s capacity hint.
+    pub(crate) fn merge(&mut self, other: &[(&str, &str, i64)], hint: usize) {
         for (k, v, c) in other {
-            self.add(k, v, *c);
+            self.add_hinted(k, v, *c, hint);
         }
     }
 
@@ -272,6 +297,50 @@ impl TopologyCounts {
                 .get(k)
                 .is_some_and(|v| values.get(v).is_some_and(|c| *c > 0))
         })
+    }
+}
+
+/// Up to two (topology key, value, count) entries of one node inline, more
+/// on the heap: per-node results of the PreFilter / PreScore walks without
+/// an allocation per node. A node has one value per key, so entries are
+/// keyed by topology key; an entry exists once anything was added to it
+/// (even when its sum is 0).
+#[derive(Debug, Default)]
+pub(crate) struct NodePairs<'a> {
+    inline: [(&'a str, &'a str, i64); 2],
+    len: usize,
+    spill: Vec<(&'a str, &'a str, i64)>,
+}
+
+impl<'a> NodePairs<'a> {
+    /// Adds `delta` to the entry of `key` (whose value on this node is
+    /// `value`), creating it.
+    pub(crate) fn add(&mut self, key: &'a str, value: &'a str, delta: i64) {
+        let n = self.len.min(2);
+        if let Some(e) = self.inline[..n].iter_mut().find(|e| e.0 == key) {
+            e.2 += delta;
+            return;
+        }
+        if let Some(e) = self.spill.iter_mut().find(|e| e.0 == key) {
+            e.2 += delta;
+            return;
+        }
+        if self.len < 2 {
+            self.inline[self.len] = (key, value, delta);
+        } else {
+            self.spill.push((key, value, delta));
+        }
+        self.len += 1;
+    }
+
+    /// True when nothing was added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The entries, in the order their keys were first added.
+    pub(crate) fn as_slices(&self) -> [&[(&'a str, &'a str, i64)]; 2] {
+        [&self.inline[..self.len.min(2)], &self.spill]
     }
 }
 

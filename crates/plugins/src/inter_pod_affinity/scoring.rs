@@ -1,19 +1,23 @@
 //! PreScore, Score and NormalizeScore of InterPodAffinity.
 
-use std::collections::HashMap;
-
 use rkube_framework::{
     CycleState, NodeInfo, NodeScore, PreScorePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
 use rkube_model::{Labels, Pod, PodAffinityTerm};
 
-use super::{existing_term_matches, namespace_labels, AffinityTerm, InterPodAffinity};
+use super::{existing_term_matches, namespace_labels, AffinityTerm, InterPodAffinity, NodePairs};
+use crate::helper::FastMap;
 use crate::parallel::map_nodes;
 
 const PRE_SCORE_KEY: &str = "PreScoreInterPodAffinity";
 
 /// Topology key → topology value → score.
-type ScoreMap = HashMap<String, HashMap<String, i64>>;
+type ScoreMap = FastMap<String, FastMap<String, i64>>;
+
+/// One node's contributions, borrowed from the snapshot and the terms (an
+/// entry exists once any term added to it, even when its sum is 0, as in
+/// the map upstream builds).
+type NodeScores<'a> = NodePairs<'a>;
 
 /// Computed in PreScore, read in Score.
 #[derive(Debug, Clone, Default)]
@@ -21,11 +25,8 @@ pub(crate) struct PreScoreState {
     topology_score: ScoreMap,
 }
 
-fn add(m: &mut ScoreMap, key: &str, value: &str, delta: i64) {
-    *m.entry(key.to_string())
-        .or_default()
-        .entry(value.to_string())
-        .or_default() += delta;
+fn add<'a>(m: &mut NodeScores<'a>, key: &'a str, value: &'a str, delta: i64) {
+    m.add(key, value, delta);
 }
 
 struct Ctx<'a> {
@@ -38,14 +39,19 @@ struct Ctx<'a> {
 
 fn existing_terms(
     a: &Option<rkube_model::PodAffinity>,
-) -> impl Iterator<Item = (&PodAffinityTerm, i32)> {
+) -> impl Iterator<Item = (&PodAffinityTerm, i32)> + '_ {
     a.iter()
         .flat_map(|a| a.preferred.iter())
         .map(|w| (&w.term, w.weight))
 }
 
-impl Ctx<'_> {
-    fn process_existing_pod(&self, existing: &Pod, node_labels: &Labels, m: &mut ScoreMap) {
+impl<'a> Ctx<'a> {
+    fn process_existing_pod(
+        &self,
+        existing: &'a Pod,
+        node_labels: &'a Labels,
+        m: &mut NodeScores<'a>,
+    ) {
         if node_labels.is_empty() {
             return;
         }
@@ -61,7 +67,7 @@ impl Ctx<'_> {
                 }
             }
         }
-        let mut process = |t: &PodAffinityTerm, weight: i32| {
+        let mut process = |t: &'a PodAffinityTerm, weight: i32| {
             if existing_term_matches(t, existing, self.pod, self.ns_labels) {
                 if let Some(v) = node_labels.get(&t.topology_key) {
                     add(m, &t.topology_key, v, weight as i64);
@@ -135,23 +141,34 @@ impl PreScorePlugin for InterPodAffinity {
             } else {
                 &n.pods_with_affinity
             };
-            let mut m = ScoreMap::new();
+            let mut m = NodeScores::default();
             for existing in pods {
                 ctx.process_existing_pod(existing, &n.node.labels, &mut m);
             }
             m
         });
-        let mut topology_score = ScoreMap::new();
+        let mut topology_score = ScoreMap::default();
         let mut any = false;
+        // Room for one value per contributing node (hostname-like keys).
+        let hint = per_node.iter().filter(|m| !m.is_empty()).count();
         for m in per_node {
             if m.is_empty() {
                 continue;
             }
             any = true;
-            for (k, values) in m {
-                let scores = topology_score.entry(k).or_default();
-                for (v, c) in values {
-                    *scores.entry(v).or_default() += c;
+            for &(k, v, c) in m.as_slices().into_iter().flatten() {
+                if !topology_score.contains_key(k) {
+                    topology_score.insert(
+                        k.to_string(),
+                        FastMap::with_capacity_and_hasher(hint, Default::default()),
+                    );
+                }
+                let scores = topology_score.get_mut(k).expect("inserted above");
+                match scores.get_mut(v) {
+                    Some(x) => *x += c,
+                    None => {
+                        scores.insert(v.to_string(), c);
+                    }
                 }
             }
         }

@@ -1,7 +1,5 @@
 //! PreFilter, PreFilter extensions and Filter of PodTopologySpread.
 
-use std::collections::HashMap;
-
 use rkube_framework::{
     Code, CycleState, FilterPlugin, NodeInfo, PreFilterPlugin, PreFilterResult, Snapshot, Status,
 };
@@ -11,8 +9,7 @@ use super::{
     node_affinity_matches, node_has_all_keys, Constraint, PodTopologySpread,
     ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
 };
-use crate::helper::update_pre_filter_state;
-use crate::parallel::map_nodes;
+use crate::helper::{fill_nodes, update_pre_filter_state, FastMap};
 
 const PRE_FILTER_KEY: &str = "PreFilterPodTopologySpread";
 
@@ -62,7 +59,7 @@ impl CriticalPaths {
 /// paths are computed deterministically.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Domains {
-    index: HashMap<String, usize>,
+    index: FastMap<String, usize>,
     values: Vec<(String, i64)>,
 }
 
@@ -144,23 +141,27 @@ impl PreFilterPlugin for PodTopologySpread {
             return (None, Status::skip());
         }
         let all: Vec<&NodeInfo> = snapshot.nodes.iter().collect();
-        let per_node = map_nodes(&all, |n| {
+        // Per node and constraint: matching pods, or -1 when the node does
+        // not count for the constraint.
+        let width = constraints.len();
+        let per_node = fill_nodes(&all, width, -1i64, |n, row| {
             let node = &n.node;
             if !node_has_all_keys(node, &constraints) {
-                return Vec::new();
+                return;
             }
             let affinity = node_affinity_matches(pod, node);
-            constraints
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.includes(pod, node, affinity))
-                .map(|(i, c)| (i, c.count_pods(n, &pod.namespace)))
-                .collect::<Vec<_>>()
+            for (c, slot) in constraints.iter().zip(row.iter_mut()) {
+                if c.includes(pod, node, affinity) {
+                    *slot = c.count_pods(n, &pod.namespace);
+                }
+            }
         });
-        let mut counts = vec![Domains::default(); constraints.len()];
-        for (n, tp_counts) in all.iter().zip(&per_node) {
-            for &(i, count) in tp_counts {
-                counts[i].add(&n.node.labels[&constraints[i].topology_key], count);
+        let mut counts = vec![Domains::default(); width];
+        for (n, row) in all.iter().zip(per_node.chunks(width)) {
+            for (i, &count) in row.iter().enumerate() {
+                if count >= 0 {
+                    counts[i].add(&n.node.labels[&constraints[i].topology_key], count);
+                }
             }
         }
         let critical_paths = counts

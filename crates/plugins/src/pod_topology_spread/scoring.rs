@@ -1,7 +1,5 @@
 //! PreScore, Score and NormalizeScore of PodTopologySpread.
 
-use std::collections::{HashMap, HashSet};
-
 use rkube_framework::{
     CycleState, NodeInfo, NodeScore, PreScorePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
@@ -10,7 +8,7 @@ use rkube_model::Pod;
 use super::{
     node_affinity_matches, node_has_all_keys, Constraint, PodTopologySpread, LABEL_HOSTNAME,
 };
-use crate::parallel::map_nodes;
+use crate::helper::{fill_nodes, FastMap, FastSet};
 
 const PRE_SCORE_KEY: &str = "PreScorePodTopologySpread";
 const INVALID_SCORE: i64 = -1;
@@ -20,10 +18,10 @@ const INVALID_SCORE: i64 = -1;
 pub(crate) struct PreScoreState {
     constraints: Vec<Constraint>,
     /// Filtered nodes missing a constraint's topology key.
-    ignored_nodes: HashSet<String>,
+    ignored_nodes: FastSet<String>,
     /// Per constraint (hostname constraints stay empty: counted in Score):
     /// topology value → matching pods.
-    counts: Vec<HashMap<String, i64>>,
+    counts: Vec<FastMap<String, i64>>,
     /// `ln(domains + 2)` per constraint.
     weights: Vec<f64>,
 }
@@ -52,8 +50,8 @@ impl PreScorePlugin for PodTopologySpread {
         if constraints.is_empty() {
             return Status::skip();
         }
-        let mut ignored_nodes = HashSet::new();
-        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); constraints.len()];
+        let mut ignored_nodes = FastSet::default();
+        let mut counts: Vec<FastMap<String, i64>> = vec![FastMap::default(); constraints.len()];
         let mut sizes = vec![0usize; constraints.len()];
         for n in filtered {
             if require_all && !node_has_all_keys(&n.node, &constraints) {
@@ -89,11 +87,13 @@ impl PreScorePlugin for PodTopologySpread {
             .collect();
         let all: Vec<&NodeInfo> = snapshot.nodes.iter().collect();
         let (cs, cnt) = (&constraints, &counts);
-        let per_node = map_nodes(&all, |n| {
+        // Per node and constraint: matching pods, or -1 when the node does
+        // not count for the constraint.
+        let width = cs.len();
+        let per_node = fill_nodes(&all, width, -1i64, |n, row| {
             let node = &n.node;
-            let mut out: Vec<(usize, i64)> = Vec::new();
             if require_all && !node_has_all_keys(node, cs) {
-                return out;
+                return;
             }
             let affinity = node_affinity_matches(pod, node);
             for (i, c) in cs.iter().enumerate() {
@@ -104,12 +104,14 @@ impl PreScorePlugin for PodTopologySpread {
                 if !cnt[i].contains_key(value) {
                     continue;
                 }
-                out.push((i, c.count_pods(n, &pod.namespace)));
+                row[i] = c.count_pods(n, &pod.namespace);
             }
-            out
         });
-        for (n, list) in all.iter().zip(per_node) {
-            for (i, count) in list {
+        for (n, row) in all.iter().zip(per_node.chunks(width)) {
+            for (i, &count) in row.iter().enumerate() {
+                if count < 0 {
+                    continue;
+                }
                 let value = n
                     .node
                     .labels
@@ -138,7 +140,7 @@ impl ScorePlugin for PodTopologySpread {
         let s = state
             .read::<PreScoreState>(PRE_SCORE_KEY)
             .ok_or_else(state_error)?;
-        if s.ignored_nodes.contains(node.name()) {
+        if !s.ignored_nodes.is_empty() && s.ignored_nodes.contains(node.name()) {
             return Ok(0);
         }
         let mut score = 0f64;
@@ -167,7 +169,7 @@ impl ScorePlugin for PodTopologySpread {
         let mut min = i64::MAX;
         let mut max = 0i64;
         for sc in scores.iter_mut() {
-            if s.ignored_nodes.contains(&*sc.name) {
+            if !s.ignored_nodes.is_empty() && s.ignored_nodes.contains(&*sc.name) {
                 sc.score = INVALID_SCORE;
                 continue;
             }
