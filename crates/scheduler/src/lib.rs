@@ -558,22 +558,20 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
     loop {
         let qp = next_pod(&shared).await;
         let uid = qp.pod.uid.clone();
-        // The latest version of the pod, the snapshot and the nominations.
-        let (entry, snapshot, nominator) = {
+        // The latest version of the pod; the cycle runs on the cache's
+        // snapshot (kept up to date incrementally) under the lock, as
+        // upstream's cycle runs on its snapshot of the cache.
+        let entry = {
             let state = shared.lock();
-            let entry = state
+            state
                 .pods
                 .get(&uid)
                 .filter(|e| State::is_ours_pending(&shared.profiles, &e.model))
-                .cloned();
-            match entry {
-                Some(e) => (e, state.snapshot(), state.nominator.clone()),
-                None => {
-                    drop(state);
-                    shared.lock().queue.done(&uid);
-                    continue;
-                }
-            }
+                .cloned()
+        };
+        let Some(entry) = entry else {
+            shared.lock().queue.done(&uid);
+            continue;
         };
         let pod = entry.model.clone();
         let Some(fw) = shared.profiles.for_pod(&pod) else {
@@ -581,25 +579,36 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
             continue;
         };
         let started = Instant::now();
-        let outcome = tokio::task::block_in_place(|| {
-            scheduler.schedule_with(fw, &snapshot, &pod, &nominator)
-        });
+        let (outcome, chosen) = {
+            let mut state = shared.lock();
+            state.ensure_snapshot();
+            let state = &*state;
+            let snapshot = state.cached_snapshot().expect("just built");
+            let outcome = tokio::task::block_in_place(|| {
+                scheduler.schedule_with(fw, snapshot, &pod, &state.nominator)
+            });
+            if shared.explain_scores {
+                log_explanation(fw, snapshot, &pod, &outcome);
+            }
+            let chosen = match &outcome {
+                Outcome::Scheduled { node, .. } => Some(snapshot.nodes[*node].name().to_string()),
+                _ => None,
+            };
+            (outcome, chosen)
+        };
         shared.metrics.algorithm(started.elapsed().as_secs_f64());
         let profile = fw.profile_name.clone();
-        if shared.explain_scores {
-            log_explanation(fw, &snapshot, &pod, &outcome);
-        }
         let preemption = fw
             .plugins(Point::PostFilter)
             .iter()
             .any(|p| p.name() == "DefaultPreemption");
         match outcome {
             Outcome::Scheduled {
-                node,
                 evaluated,
                 feasible,
+                ..
             } => {
-                let node = snapshot.nodes[node].name().to_string();
+                let node = chosen.unwrap_or_default();
                 if let Some(f) = &shared.hooks.on_decision {
                     f(&Decision {
                         pod: pod.key(),
@@ -611,7 +620,7 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
                     let mut assumed = (*pod).clone();
                     assumed.node_name = node.clone();
                     assumed.nominated_node_name.clear();
-                    state.assumed.insert(uid.clone(), Arc::new(assumed));
+                    state.assume(uid.clone(), Arc::new(assumed));
                     state.nominator.delete(&uid);
                 }
                 tracing::debug!(pod = %pod.key(), %node, evaluated, feasible, took = ?started.elapsed(), "assumed pod on node; binding");
@@ -823,7 +832,7 @@ async fn bind(
             let retry = {
                 let mut state = shared.lock();
                 let now = Instant::now();
-                state.assumed.remove(&uid);
+                state.forget(&uid);
                 state.queue.move_pods(now, |_| true);
                 match state
                     .pods

@@ -69,6 +69,11 @@ pub struct State {
     /// Nominated pods.
     pub nominator: Nominator,
     seq: u64,
+    /// The snapshot, kept up to date pod by pod; `None` after a change that
+    /// needs a rebuild (nodes, namespaces, workloads, volumes, a relist).
+    snap: Option<Snapshot>,
+    /// What the snapshot holds per pod UID: its node index and the pod.
+    in_snap: HashMap<String, (usize, Arc<Pod>)>,
 }
 
 fn key_of<K: kube::Resource>(o: &K) -> (String, String) {
@@ -110,7 +115,82 @@ impl State {
             queue,
             nominator: Nominator::new(),
             seq: 0,
+            snap: None,
+            in_snap: HashMap::new(),
         }
+    }
+
+    /// Marks the snapshot for a rebuild.
+    fn invalidate(&mut self) {
+        self.snap = None;
+        self.in_snap.clear();
+    }
+
+    /// Where a pod belongs in the snapshot: bound and not terminated, or
+    /// assumed and not yet seen bound.
+    fn placement(&self, uid: &str) -> Option<Arc<Pod>> {
+        match self.pods.get(uid) {
+            Some(e) if !e.model.node_name.is_empty() => {
+                (!e.model.terminated).then(|| e.model.clone())
+            }
+            _ => self.assumed.get(uid).cloned(),
+        }
+    }
+
+    /// Brings one pod's place in the snapshot up to date.
+    fn resync_pod(&mut self, uid: &str) {
+        if self.snap.is_none() {
+            return;
+        }
+        let want = self.placement(uid);
+        if let (Some(w), Some((_, have))) = (&want, self.in_snap.get(uid)) {
+            if Arc::ptr_eq(w, have) {
+                return;
+            }
+        }
+        let snap = self.snap.as_mut().expect("checked");
+        if let Some((i, _)) = self.in_snap.remove(uid) {
+            snap.remove(i, uid);
+        }
+        if let Some(p) = want {
+            if let Some(i) = snap.index_of(&p.node_name) {
+                snap.nodes[i].add_pod(p.clone());
+                self.in_snap.insert(uid.to_string(), (i, p));
+            }
+        }
+    }
+
+    /// Counts a pod on its node before its binding is confirmed.
+    pub fn assume(&mut self, uid: String, pod: Arc<Pod>) {
+        self.assumed.insert(uid.clone(), pod);
+        self.resync_pod(&uid);
+    }
+
+    /// Forgets an assumed pod (its binding failed).
+    pub fn forget(&mut self, uid: &str) {
+        self.assumed.remove(uid);
+        self.resync_pod(uid);
+    }
+
+    /// Builds the snapshot if a change invalidated it.
+    pub fn ensure_snapshot(&mut self) {
+        if self.snap.is_some() {
+            return;
+        }
+        let snap = self.snapshot();
+        let mut in_snap = HashMap::new();
+        for (i, n) in snap.nodes.iter().enumerate() {
+            for p in &n.pods {
+                in_snap.insert(p.uid.clone(), (i, p.clone()));
+            }
+        }
+        self.in_snap = in_snap;
+        self.snap = Some(snap);
+    }
+
+    /// The snapshot kept by [`State::ensure_snapshot`].
+    pub fn cached_snapshot(&self) -> Option<&Snapshot> {
+        self.snap.as_ref()
     }
 
     /// The framework snapshot of the cache: nodes in name order, every
@@ -175,6 +255,12 @@ impl State {
         let Some(uid) = raw.metadata.uid.clone() else {
             return;
         };
+        self.apply_pod_inner(profiles, &uid, raw, now);
+        self.resync_pod(&uid);
+    }
+
+    fn apply_pod_inner(&mut self, profiles: &Profiles, uid: &str, raw: core::Pod, now: Instant) {
+        let uid = uid.to_string();
         let old = self.pods.get(&uid).cloned();
         let seq = match &old {
             Some(o) => o.model.seq,
@@ -241,6 +327,7 @@ impl State {
         self.queue.delete(uid);
         self.nominator.delete(uid);
         let was_assumed = self.assumed.remove(uid).is_some();
+        self.resync_pod(uid);
         if was_assumed || old.is_some_and(|o| !o.model.node_name.is_empty()) {
             self.queue.move_pods(now, |_| true);
         }
@@ -256,6 +343,7 @@ impl State {
                 }
             }
             Change::Replace(list) => {
+                self.invalidate();
                 let keep: HashSet<String> =
                     list.iter().filter_map(|p| p.metadata.uid.clone()).collect();
                 let gone: Vec<String> = self
@@ -276,6 +364,7 @@ impl State {
 
     /// Applies a node watch event.
     pub fn nodes_changed(&mut self, change: Change<core::Node>, now: Instant) {
+        self.invalidate();
         let apply = |s: &mut State, n: &core::Node| match convert::node(n) {
             Ok(m) => {
                 s.nodes.insert(m.name.clone(), Arc::new(m));
@@ -302,6 +391,7 @@ impl State {
 
     /// Applies a namespace watch event.
     pub fn namespaces_changed(&mut self, change: Change<core::Namespace>, now: Instant) {
+        self.invalidate();
         let labels = |n: &core::Namespace| n.metadata.labels.clone().unwrap_or_default();
         match change {
             Change::Apply(n) => {
@@ -321,12 +411,14 @@ impl State {
 
     /// Applies a Service watch event.
     pub fn services_changed(&mut self, change: Change<core::Service>) {
+        self.invalidate();
         let sel = |s: &core::Service| s.spec.as_ref().and_then(|s| s.selector.clone());
         replace_map(&mut self.services, change, |s| Some((key_of(s), sel(s)?)));
     }
 
     /// Applies a ReplicaSet watch event.
     pub fn replica_sets_changed(&mut self, change: Change<apps::ReplicaSet>) {
+        self.invalidate();
         replace_map(&mut self.replica_sets, change, |rs| {
             let sel = convert::label_selector(&rs.spec.selector, "spec.selector").ok()?;
             Some((key_of(rs), sel))
@@ -335,6 +427,7 @@ impl State {
 
     /// Applies a StatefulSet watch event.
     pub fn stateful_sets_changed(&mut self, change: Change<apps::StatefulSet>) {
+        self.invalidate();
         replace_map(&mut self.stateful_sets, change, |ss| {
             let sel = convert::label_selector(&ss.spec.selector, "spec.selector").ok()?;
             Some((key_of(ss), sel))
@@ -343,6 +436,7 @@ impl State {
 
     /// Applies a PodDisruptionBudget watch event.
     pub fn pdbs_changed(&mut self, change: Change<policy::PodDisruptionBudget>) {
+        self.invalidate();
         replace_map(&mut self.pdbs, change, |pdb| {
             let (namespace, name) = key_of(pdb);
             let selector = match pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {
@@ -383,6 +477,7 @@ impl State {
 
     /// Applies a PersistentVolume watch event.
     pub fn pvs_changed(&mut self, change: Change<core::PersistentVolume>, now: Instant) {
+        self.invalidate();
         match change {
             Change::Apply(o) => self.take_volume_object("PersistentVolume", &o),
             Change::Delete(o) => {
@@ -400,6 +495,7 @@ impl State {
 
     /// Applies a PersistentVolumeClaim watch event.
     pub fn pvcs_changed(&mut self, change: Change<core::PersistentVolumeClaim>, now: Instant) {
+        self.invalidate();
         match change {
             Change::Apply(o) => self.take_volume_object("PersistentVolumeClaim", &o),
             Change::Delete(o) => {
@@ -417,6 +513,7 @@ impl State {
 
     /// Applies a StorageClass watch event.
     pub fn storage_classes_changed(&mut self, change: Change<storage::StorageClass>, now: Instant) {
+        self.invalidate();
         match change {
             Change::Apply(o) => self.take_volume_object("StorageClass", &o),
             Change::Delete(o) => {
@@ -434,6 +531,7 @@ impl State {
 
     /// Applies a CSINode watch event.
     pub fn csi_nodes_changed(&mut self, change: Change<storage::CSINode>, now: Instant) {
+        self.invalidate();
         match change {
             Change::Apply(o) => {
                 self.volumes.csi_limits.remove(&o.name_any());
