@@ -559,8 +559,8 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
         let qp = next_pod(&shared).await;
         let uid = qp.pod.uid.clone();
         // The latest version of the pod; the cycle runs on the cache's
-        // snapshot (kept up to date incrementally) under the lock, as
-        // upstream's cycle runs on its snapshot of the cache.
+        // snapshot (kept up to date incrementally, shared copy-on-write) and
+        // the nominations, without holding the lock.
         let entry = {
             let state = shared.lock();
             state
@@ -579,23 +579,25 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
             continue;
         };
         let started = Instant::now();
-        let (outcome, chosen) = {
+        let (snapshot, nominator) = {
             let mut state = shared.lock();
             state.ensure_snapshot();
-            let state = &*state;
-            let snapshot = state.cached_snapshot().expect("just built");
-            let outcome = tokio::task::block_in_place(|| {
-                scheduler.schedule_with(fw, snapshot, &pod, &state.nominator)
-            });
-            if shared.explain_scores {
-                log_explanation(fw, snapshot, &pod, &outcome);
-            }
-            let chosen = match &outcome {
-                Outcome::Scheduled { node, .. } => Some(snapshot.nodes[*node].name().to_string()),
-                _ => None,
-            };
-            (outcome, chosen)
+            (
+                state.cached_snapshot().expect("just built"),
+                state.nominator.clone(),
+            )
         };
+        let outcome = tokio::task::block_in_place(|| {
+            scheduler.schedule_with(fw, &snapshot, &pod, &nominator)
+        });
+        if shared.explain_scores {
+            log_explanation(fw, &snapshot, &pod, &outcome);
+        }
+        let chosen = match &outcome {
+            Outcome::Scheduled { node, .. } => Some(snapshot.nodes[*node].name().to_string()),
+            _ => None,
+        };
+        drop(snapshot);
         shared.metrics.algorithm(started.elapsed().as_secs_f64());
         let profile = fw.profile_name.clone();
         let preemption = fw

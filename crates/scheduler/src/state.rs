@@ -71,7 +71,7 @@ pub struct State {
     seq: u64,
     /// The snapshot, kept up to date pod by pod; `None` after a change that
     /// needs a rebuild (nodes, namespaces, workloads, volumes, a relist).
-    snap: Option<Snapshot>,
+    snap: Option<Arc<Snapshot>>,
     /// What the snapshot holds per pod UID: its node index and the pod.
     in_snap: HashMap<String, (usize, Arc<Pod>)>,
 }
@@ -148,7 +148,8 @@ impl State {
                 return;
             }
         }
-        let snap = self.snap.as_mut().expect("checked");
+        // Copy-on-write: a cycle still running on the previous version keeps it.
+        let snap = Arc::make_mut(self.snap.as_mut().expect("checked"));
         if let Some((i, _)) = self.in_snap.remove(uid) {
             snap.remove(i, uid);
         }
@@ -185,12 +186,13 @@ impl State {
             }
         }
         self.in_snap = in_snap;
-        self.snap = Some(snap);
+        self.snap = Some(Arc::new(snap));
     }
 
-    /// The snapshot kept by [`State::ensure_snapshot`].
-    pub fn cached_snapshot(&self) -> Option<&Snapshot> {
-        self.snap.as_ref()
+    /// The snapshot kept by [`State::ensure_snapshot`] (shared: a cycle
+    /// runs on it without the lock; later changes copy it first).
+    pub fn cached_snapshot(&self) -> Option<Arc<Snapshot>> {
+        self.snap.clone()
     }
 
     /// The framework snapshot of the cache: nodes in name order, every
