@@ -466,6 +466,9 @@ fn explain_with(r: &mut Rng, extremes: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// Generates one field's value.
+type FieldGen = dyn Fn(&mut Rng) -> Value;
+
 /// KubeletConfiguration documents: valid fields with odd values, unknown
 /// and misspelt fields, wrong types, then byte-level mutations. Errors must
 /// name the file; nothing may panic.
@@ -487,8 +490,8 @@ fn check_kubelet_config(r: &mut Rng) -> Result<(), String> {
             "KubeletConfiguration"
         }),
     );
-    let durations = ["10s", "0s", "1m30s", "-5s", "1h", "forever", "", "5"];
-    let fields: &[(&str, &dyn Fn(&mut Rng) -> Value)] = &[
+    const DURATIONS: [&str; 8] = ["10s", "0s", "1m30s", "-5s", "1h", "forever", "", "5"];
+    let fields: &[(&str, &FieldGen)] = &[
         ("port", &|r| {
             json!(*r.pick(&[10250i64, 0, -1, 65536, i64::MAX]))
         }),
@@ -502,8 +505,8 @@ fn check_kubelet_config(r: &mut Rng) -> Result<(), String> {
         ("maxPods", &|r| {
             json!(*r.pick(&[110i64, 0, -3, i32::MAX as i64]))
         }),
-        ("nodeStatusUpdateFrequency", &|r| json!(r.pick(&durations))),
-        ("nodeStatusReportFrequency", &|r| json!(r.pick(&durations))),
+        ("nodeStatusUpdateFrequency", &|r| json!(r.pick(&DURATIONS))),
+        ("nodeStatusReportFrequency", &|r| json!(r.pick(&DURATIONS))),
         ("nodeLeaseDurationSeconds", &|r| {
             json!(*r.pick(&[40i64, 0, -1, i32::MAX as i64]))
         }),
