@@ -244,7 +244,7 @@ async fn one_run(
     let t0 = Instant::now();
     let running = start(cp, which, o, cfg)?;
     let mut bound: HashSet<String> = HashSet::new();
-    let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
+    let mut last: Option<Instant> = None;
     let deadline = t0 + o.timeout;
     while bound.len() < expect {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -266,16 +266,13 @@ async fn one_run(
                 && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
                 && bound.insert(name)
             {
-                let now = Instant::now();
-                first.get_or_insert(now);
-                last = Some(now);
+                last = Some(Instant::now());
             }
         }
     }
     stop(cp, running)?;
     let last = last.unwrap_or(t0);
     let wall = last.duration_since(t0);
-    let _ = first;
     Ok(Sample {
         bound: bound.len(),
         pods_per_second: bound.len() as f64 / wall.as_secs_f64().max(1e-6),
