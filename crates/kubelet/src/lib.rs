@@ -93,19 +93,7 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
 
 /// A client for `--kubeconfig` (in-cluster or `$KUBECONFIG` without it).
 pub async fn client(opts: &Options) -> Result<Client> {
-    let config = match &opts.kubeconfig {
-        Some(p) => {
-            let kc = kube::config::Kubeconfig::read_from(p)
-                .with_context(|| format!("reading kubeconfig {}", p.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("loading kubeconfig {}", p.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no --kubeconfig given and no in-cluster or default kubeconfig found")?,
-    };
-    Ok(Client::try_from(config)?)
+    Ok(rkube_daemon::from_kubeconfig(opts.kubeconfig.as_deref()).await?)
 }
 
 /// The runtime for the options.
@@ -337,23 +325,6 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     run_with_metrics(opts, Arc::new(Metrics::default()), shutdown).await
 }
 
-fn init_tracing(verbosity: u32) {
-    let level = match verbosity {
-        0..=1 => "info",
-        2..=5 => "debug",
-        _ => "trace",
-    };
-    let deps = if verbosity >= 6 { "debug" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("{deps},rkube_kubelet={level}"))
-    });
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}
-
 /// `rkube kubelet ARGS...`: parses the flags, runs until SIGINT/SIGTERM.
 /// Returns the exit code (0 clean stop, 1 failure, 2 bad flags or
 /// configuration).
@@ -369,7 +340,7 @@ pub fn main(args: Vec<String>) -> i32 {
             return 2;
         }
     };
-    init_tracing(opts.verbosity);
+    rkube_daemon::logging::init_tracing(opts.verbosity, &["rkube_kubelet"]);
     for w in &opts.warnings {
         tracing::warn!("{w}");
     }
@@ -394,35 +365,12 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    match rt.block_on(run(opts, shutdown_signal())) {
+    match rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal())) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e:#}");
             1
         }
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }
 

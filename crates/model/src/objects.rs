@@ -91,7 +91,7 @@ pub struct ContainerImage {
 }
 
 /// A node as the scheduler sees it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Node {
     /// Name.
     pub name: String,
@@ -122,7 +122,7 @@ pub struct HostPort {
 }
 
 /// A container (or init container).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Container {
     /// Name.
     pub name: String,
@@ -137,7 +137,7 @@ pub struct Container {
 }
 
 /// A weighted preferred node-selector term.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PreferredSchedulingTerm {
     /// Weight 1..100.
     pub weight: i32,
@@ -146,7 +146,7 @@ pub struct PreferredSchedulingTerm {
 }
 
 /// Node affinity of a pod.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodeAffinity {
     /// `requiredDuringSchedulingIgnoredDuringExecution`.
     pub required: Option<NodeSelector>,
@@ -155,7 +155,7 @@ pub struct NodeAffinity {
 }
 
 /// A pod (anti-)affinity term.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PodAffinityTerm {
     /// `labelSelector`; `None` matches no pod.
     pub selector: Option<LabelSelector>,
@@ -172,7 +172,7 @@ pub struct PodAffinityTerm {
 }
 
 /// A weighted pod (anti-)affinity term.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct WeightedPodAffinityTerm {
     /// Weight 1..100.
     pub weight: i32,
@@ -181,7 +181,7 @@ pub struct WeightedPodAffinityTerm {
 }
 
 /// Pod affinity or anti-affinity.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PodAffinity {
     /// Required terms.
     pub required: Vec<PodAffinityTerm>,
@@ -190,7 +190,7 @@ pub struct PodAffinity {
 }
 
 /// A topology spread constraint.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TopologySpreadConstraint {
     /// `maxSkew`.
     pub max_skew: i32,
@@ -211,7 +211,7 @@ pub struct TopologySpreadConstraint {
 }
 
 /// An owner reference.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OwnerRef {
     /// `apiVersion` of the owner (e.g. `apps/v1`).
     pub api_version: String,
@@ -305,7 +305,7 @@ impl Disk {
 }
 
 /// A volume of a pod, reduced to what scheduling plugins look at.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Volume {
     /// A PersistentVolumeClaim by name (also ephemeral volumes, named `<pod>-<volume>`).
     Claim {
@@ -333,7 +333,7 @@ impl Pod {
 }
 
 /// A pod as the scheduler sees it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Pod {
     /// Namespace.
     pub namespace: String,

@@ -147,19 +147,7 @@ pub async fn client(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<
     } else {
         opts.kubeconfig.clone()
     };
-    let config = match path {
-        Some(p) => {
-            let kc = kube::config::Kubeconfig::read_from(&p)
-                .with_context(|| format!("reading kubeconfig {}", p.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("loading kubeconfig {}", p.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no --kubeconfig given and no in-cluster or default kubeconfig found")?,
-    };
-    Ok(Client::try_from(config)?)
+    Ok(rkube_daemon::from_kubeconfig(path.as_deref()).await?)
 }
 
 /// The effective settings: `--config` (defaulted) with explicitly given
@@ -240,13 +228,7 @@ pub fn settings(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Sett
 }
 
 async fn kubeconfig_client(path: &Path) -> Result<Client> {
-    let kc = kube::config::Kubeconfig::read_from(path)
-        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .with_context(|| format!("loading kubeconfig {}", path.display()))?;
-    Ok(Client::try_from(config)?)
+    Ok(rkube_daemon::from_kubeconfig(Some(path)).await?)
 }
 
 /// Runs the scheduler until `shutdown` completes.
@@ -881,25 +863,6 @@ fn log_explanation(
     }
 }
 
-fn init_tracing(verbosity: u32) {
-    let level = match verbosity {
-        0..=1 => "info",
-        2..=5 => "debug",
-        _ => "trace",
-    };
-    let deps = if verbosity >= 6 { "debug" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!(
-            "{deps},rkube_scheduler={level},rkube_framework={level}"
-        ))
-    });
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}
-
 /// `rkube scheduler ARGS...`: parses the flags, runs until SIGINT/SIGTERM.
 /// Returns the process exit code (0 clean stop, 1 failure, 2 bad flags or
 /// configuration).
@@ -915,7 +878,7 @@ pub fn main(args: Vec<String>) -> i32 {
             return 2;
         }
     };
-    init_tracing(opts.verbosity);
+    rkube_daemon::logging::init_tracing(opts.verbosity, &["rkube_scheduler", "rkube_framework"]);
     for w in &opts.warnings {
         tracing::warn!("{w}");
     }
@@ -933,35 +896,12 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let result = rt.block_on(run(opts, shutdown_signal()));
+    let result = rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal()));
     match result {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e:#}");
             1
         }
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }

@@ -2,10 +2,11 @@
 //! informer event handlers): every watched object converted into the model,
 //! the assumed pods, the scheduling queue and the nominator, behind one lock.
 //!
-//! Each scheduling cycle rebuilds the framework [`Snapshot`] from this cache
-//! ([`State::snapshot`]): O(nodes + pods) per cycle, simple and correct;
-//! incremental snapshots (upstream's generation-based `UpdateSnapshot`) come
-//! later.
+//! The framework [`Snapshot`] the cycles run on is kept up to date pod by
+//! pod (assume, forget, bind, delete) and shared
+//! copy-on-write, so a cycle never holds the lock; it is rebuilt from the
+//! cache ([`State::snapshot`]) only after node, namespace, workload or
+//! volume changes and relists.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -144,9 +145,16 @@ impl State {
         }
         let want = self.placement(uid);
         if let (Some(w), Some((_, have))) = (&want, self.in_snap.get(uid)) {
-            if Arc::ptr_eq(w, have) {
+            // The same pod, or an equal one: the watch confirming an assumed
+            // pod's binding, a status update that changes nothing the
+            // scheduler reads. The snapshot keeps what it has.
+            if Arc::ptr_eq(w, have) || w == have {
                 return;
             }
+        }
+        if want.is_none() && !self.in_snap.contains_key(uid) {
+            // A pending pod: not in the snapshot, and not to be.
+            return;
         }
         // Copy-on-write: a cycle still running on the previous version keeps it.
         let snap = Arc::make_mut(self.snap.as_mut().expect("checked"));
@@ -366,7 +374,6 @@ impl State {
 
     /// Applies a node watch event.
     pub fn nodes_changed(&mut self, change: Change<core::Node>, now: Instant) {
-        self.invalidate();
         let apply = |s: &mut State, n: &core::Node| match convert::node(n) {
             Ok(m) => {
                 s.nodes.insert(m.name.clone(), Arc::new(m));
@@ -375,6 +382,16 @@ impl State {
                 tracing::warn!(node = %n.name_any(), error = %e, "ignoring node that cannot be converted")
             }
         };
+        if let Change::Apply(n) = &change {
+            if let (Ok(m), Some(old)) = (convert::node(n), self.nodes.get(&n.name_any())) {
+                if **old == m {
+                    // A heartbeat or a condition: nothing the scheduler reads
+                    // changed (upstream moves no pods for it either).
+                    return;
+                }
+            }
+        }
+        self.invalidate();
         match change {
             Change::Apply(n) => apply(self, &n),
             Change::Delete(n) => {

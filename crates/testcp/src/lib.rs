@@ -23,7 +23,16 @@ pub struct ControlPlane {
     kubeconfig: PathBuf,
 }
 
+/// The checkout whose `hack/` scripts to run: the nearest ancestor of the
+/// working directory that has `hack/control-plane` (tests and `hack/bench`
+/// run from the checkout), else the one this crate was built from (a shared
+/// target directory may hold a build from another clone).
 fn repo_root() -> PathBuf {
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Some(root) = cwd.ancestors().find(|d| script(d).is_file()) {
+            return root.to_path_buf();
+        }
+    }
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 

@@ -1,0 +1,127 @@
+//! The API server client.
+//!
+//! kube-rs's default transport speaks HTTP/1.1 only: under load every
+//! concurrent request opens its own TLS connection. A scheduler binding
+//! thousands of pods at a high QPS (or a kubelet hosting thousands of sim
+//! nodes) then makes the API server spend its CPU on handshakes. client-go
+//! multiplexes all requests, watches included, over one HTTP/2 connection
+//! with health pings (30 s read-idle, 15 s ping timeout); this client does
+//! the same, keeping kube-rs's auth and header layers.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use kube::client::{Body, ConfigExt};
+use kube::{Client, Config};
+use tower::ServiceBuilder;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// client-go's HTTP/2 read-idle timeout (`HTTP2_READ_IDLE_TIMEOUT_SECONDS`).
+const PING_INTERVAL: Duration = Duration::from_secs(30);
+/// client-go's HTTP/2 ping timeout (`HTTP2_PING_TIMEOUT_SECONDS`).
+const PING_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Why no client could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The kubeconfig file could not be read or parsed.
+    #[error("reading kubeconfig {path}: {error}")]
+    Read {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        error: kube::config::KubeconfigError,
+    },
+    /// The kubeconfig does not make a usable configuration.
+    #[error("loading kubeconfig {path}: {error}")]
+    Load {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        error: kube::config::KubeconfigError,
+    },
+    /// No kubeconfig was given and none could be inferred.
+    #[error("no --kubeconfig given and no in-cluster or default kubeconfig found: {0}")]
+    Infer(kube::config::InferConfigError),
+    /// TLS or authentication settings could not be turned into a client.
+    #[error("building the API client: {0}")]
+    Build(kube::Error),
+}
+
+/// The configuration of `kubeconfig`, or in-cluster / `$KUBECONFIG` /
+/// `~/.kube/config` without one.
+pub async fn kube_config(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {
+    match kubeconfig {
+        Some(p) => {
+            let path = p.display().to_string();
+            let kc = kube::config::Kubeconfig::read_from(p).map_err(|error| ClientError::Read {
+                path: path.clone(),
+                error,
+            })?;
+            Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|error| ClientError::Load { path, error })
+        }
+        None => Config::infer().await.map_err(ClientError::Infer),
+    }
+}
+
+/// A client for `config` over HTTP/2 (HTTP/1.1 when the server does not
+/// offer h2). Configurations this transport does not handle (a proxy, a
+/// TLS server name override) get kube-rs's own HTTP/1.1 client.
+pub fn client(config: Config) -> Result<Client, ClientError> {
+    if config.proxy_url.is_some() || config.tls_server_name.is_some() {
+        tracing::debug!("proxy or TLS server name configured: using an HTTP/1.1 client");
+        return Client::try_from(config).map_err(ClientError::Build);
+    }
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(config.connect_timeout);
+    let tls = config.rustls_client_config().map_err(ClientError::Build)?;
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_all_versions()
+        .wrap_connector(http);
+    let transport: hyper_util::client::legacy::Client<_, Body> =
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .http2_keep_alive_interval(PING_INTERVAL)
+            .http2_keep_alive_timeout(PING_TIMEOUT)
+            .http2_keep_alive_while_idle(true)
+            .build(https);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer().map_err(ClientError::Build)?)
+        .layer(config.extra_headers_layer().map_err(ClientError::Build)?)
+        .map_err(|e: hyper_util::client::legacy::Error| -> BoxError { Box::new(e) })
+        .service(transport);
+    Ok(Client::new(service, config.default_namespace))
+}
+
+/// [`kube_config`] then [`client`].
+pub async fn from_kubeconfig(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
+    client(kube_config(kubeconfig).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn unreadable_kubeconfig_names_the_file() {
+        let e = kube_config(Some(Path::new("/nonexistent/kubeconfig")))
+            .await
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("reading kubeconfig /nonexistent/kubeconfig: "),
+            "{msg}"
+        );
+    }
+}
