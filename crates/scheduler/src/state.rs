@@ -595,3 +595,6 @@ fn replace_map<K: kube::Resource, V>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
