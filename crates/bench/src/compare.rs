@@ -109,6 +109,9 @@ fn med(samples: &[Sample]) -> Sample {
 /// Runs the comparison; `Ok(false)` when the placements disagree.
 pub fn inprocess(o: &Options) -> Result<bool> {
     let w = Workload::parse(&o.workload).map_err(anyhow::Error::msg)?;
+    if w.churn() {
+        bail!("{w}: its churn is API traffic over time; it runs only live (hack/bench live)");
+    }
     let runs = o.runs.max(1);
     let (file, temp) = match &o.keep {
         Some(p) => (p.clone(), false),

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
@@ -59,6 +59,8 @@ pub struct Sample {
 }
 
 const LABEL: &str = "rkube-bench";
+/// Label on the churn's objects.
+const CHURN_LABEL: &str = "rkube-bench-churn";
 
 async fn client(path: &Path) -> Result<Client> {
     let kc = kube::config::Kubeconfig::read_from(path)?;
@@ -212,17 +214,107 @@ fn stop(cp: &ControlPlane, r: Running) -> Result<()> {
     }
 }
 
-/// One run: creates the pending pods, starts the scheduler, waits for
-/// `expect` bindings.
+/// What one run schedules.
+struct Measured<'a> {
+    /// The pending pods to create.
+    pending: &'a [Value],
+    /// How many of them can be bound.
+    expect: usize,
+    /// Churn while the scheduler runs ([`churn`]).
+    churn: bool,
+}
+
+/// `recreate` for one object: deletes it when it exists, else creates it.
+async fn recreate<K>(api: &Api<K>, current: Option<String>, object: Value) -> Option<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match current {
+        Some(name) => {
+            let _ = api
+                .delete(&name, &DeleteParams::default().grace_period(0))
+                .await;
+            None
+        }
+        None => {
+            let obj: K = serde_json::from_value(object).ok()?;
+            api.create(&PostParams::default(), &obj)
+                .await
+                .ok()
+                .map(|o| o.name_any())
+        }
+    }
+}
+
+/// scheduler_perf's `churn` op as SchedulingWithMixedChurn runs it (mode
+/// `recreate`, `number: 1`, every 1000 ms): a node that fits no pod
+/// (templates/churn/node-default.yaml), a priority-10 9-CPU pod that fits
+/// no node (pod-high-priority-large-cpu.yaml) and a Service
+/// (churn/service-default.yaml), each created on one tick and deleted on
+/// the next, until the task is aborted.
+async fn churn(c: Client) {
+    let nodes: Api<Node> = Api::all(c.clone());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let services: Api<Service> = Api::namespaced(c, "default");
+    let labels = json!({ CHURN_LABEL: "1" });
+    let node = json!({
+        "metadata": {"generateName": "node-churn-", "labels": labels},
+        "status": {"capacity": {"pods": "0"},
+                   "conditions": [{"type": "Ready", "status": "True"}], "phase": "Running"}
+    });
+    let pod = json!({
+        "metadata": {"generateName": "pod-h-", "namespace": "default", "labels": labels},
+        "spec": {"priorityClassName": "bench-high", "automountServiceAccountToken": false,
+                 "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                                 "ports": [{"containerPort": 80}],
+                                 "resources": {"requests": {"cpu": "9", "memory": "500Mi"}}}]}
+    });
+    let service = json!({
+        "metadata": {"generateName": "service-churn-", "namespace": "default", "labels": labels},
+        "spec": {"selector": {"app": "foo"},
+                 "ports": [{"protocol": "TCP", "port": 8080, "targetPort": 8080}]}
+    });
+    let (mut n, mut p, mut s) = (None, None, None);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await; // a Go ticker's first tick comes after one interval
+    loop {
+        tick.tick().await;
+        n = recreate(&nodes, n, node.clone()).await;
+        p = recreate(&pods, p, pod.clone()).await;
+        s = recreate(&services, s, service.clone()).await;
+    }
+}
+
+/// Deletes whatever the churn left.
+async fn delete_churn(c: &Client) -> Result<()> {
+    let lp = ListParams::default().labels(&format!("{CHURN_LABEL}=1"));
+    let dp = DeleteParams::default().grace_period(0);
+    let nodes: Api<Node> = Api::all(c.clone());
+    for n in nodes.list(&lp).await? {
+        let _ = nodes.delete(&n.name_any(), &dp).await;
+    }
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for p in pods.list(&lp).await? {
+        let _ = pods.delete(&p.name_any(), &dp).await;
+    }
+    let services: Api<Service> = Api::namespaced(c.clone(), "default");
+    for s in services.list(&lp).await? {
+        let _ = services.delete(&s.name_any(), &dp).await;
+    }
+    Ok(())
+}
+
+/// One run: creates the pending pods, starts the scheduler (and the churn),
+/// waits for `expect` bindings.
 async fn one_run(
     cp: &ControlPlane,
     c: &Client,
     which: &str,
     o: &Options,
     cfg: &Path,
-    pending: &[Value],
-    expect: usize,
+    m: &Measured<'_>,
 ) -> Result<Sample> {
+    let (pending, expect) = (m.pending, m.expect);
     create_pods(c, pending).await?;
     let names: HashSet<String> = pending
         .iter()
@@ -243,6 +335,7 @@ async fn one_run(
         .boxed();
     let t0 = Instant::now();
     let running = start(cp, which, o, cfg)?;
+    let churner = m.churn.then(|| tokio::spawn(churn(c.clone())));
     let mut bound: HashSet<String> = HashSet::new();
     let mut last: Option<Instant> = None;
     let deadline = t0 + o.timeout;
@@ -269,6 +362,11 @@ async fn one_run(
                 last = Some(Instant::now());
             }
         }
+    }
+    if let Some(h) = churner {
+        h.abort();
+        let _ = h.await;
+        delete_churn(c).await?;
     }
     stop(cp, running)?;
     let last = last.unwrap_or(t0);
@@ -343,9 +441,21 @@ pub async fn live(o: &Options) -> Result<bool> {
     namespaces.dedup();
     let cfg = config_file(cp.dir(), o)?;
     println!(
-        "workload {}  client qps {} burst {} (both schedulers)",
-        o.workload, o.qps, o.burst
+        "workload {}  client qps {} burst {} (both schedulers){}",
+        o.workload,
+        o.qps,
+        o.burst,
+        if w.churn() {
+            "  churn: a node, a pod and a Service recreated every second"
+        } else {
+            ""
+        }
     );
+    let measured = Measured {
+        pending: &pending,
+        expect,
+        churn: w.churn(),
+    };
     println!(
         "{:<7} {:<9} {:>7} {:>10} {:>9}",
         "RUN", "SCHEDULER", "BOUND", "PODS/S", "WALL S"
@@ -354,7 +464,7 @@ pub async fn live(o: &Options) -> Result<bool> {
     let mut ok = true;
     for run in 0..o.runs {
         for (i, which) in ["upstream", "rkube"].iter().enumerate() {
-            let s = one_run(&cp, &c, which, o, &cfg, &pending, expect).await?;
+            let s = one_run(&cp, &c, which, o, &cfg, &measured).await?;
             println!(
                 "{:<7} {:<9} {:>7} {:>10.1} {:>9.2}",
                 run + 1,

@@ -14,6 +14,10 @@
 //!   literal `spec.priority` without its class.
 //! * `Unschedulable` injects its never-fitting high-priority pods up front
 //!   (one per [`UNSCHEDULABLE_EVERY`] measured pods) instead of by a 5/s churn.
+//! * `SchedulingWithMixedChurn`'s file is its nodes and measured pods; the
+//!   churn (a node, a high-priority 9-CPU pod and a Service created and
+//!   deleted in turn every second) is API traffic over time, so only the
+//!   live benchmark runs it ([`Workload::churn`]).
 
 use std::fmt;
 
@@ -40,13 +44,16 @@ pub enum Kind {
     Unschedulable,
     /// default_preemption: high-priority pods that must preempt low-priority ones.
     PreemptionBasic,
+    /// misc: pod-default pods while a node, a large high-priority pod and a
+    /// Service are recreated every second (live only).
+    SchedulingWithMixedChurn,
 }
 
 /// One measured high-priority large-cpu pod per this many measured pods in
 /// `Unschedulable`.
 pub const UNSCHEDULABLE_EVERY: usize = 20;
 
-const ALL: [Kind; 9] = [
+const ALL: [Kind; 10] = [
     Kind::SchedulingBasic,
     Kind::SchedulingPodAntiAffinity,
     Kind::SchedulingPodAffinity,
@@ -56,6 +63,7 @@ const ALL: [Kind; 9] = [
     Kind::SchedulingNodeAffinity,
     Kind::Unschedulable,
     Kind::PreemptionBasic,
+    Kind::SchedulingWithMixedChurn,
 ];
 
 impl fmt::Display for Kind {
@@ -119,6 +127,13 @@ impl Kind {
                 ("500Nodes", 500, 2000, 500),
                 ("1000Nodes", 1000, 4000, 1000),
             ],
+            Kind::SchedulingWithMixedChurn => &[
+                ("5Nodes", 5, 0, 10),
+                ("10Nodes", 10, 0, 100),
+                ("1000Nodes", 1000, 0, 1000),
+                ("5000Nodes", 5000, 0, 2000),
+                ("5000Nodes_10000Pods", 5000, 0, 10000),
+            ],
         }
     }
 
@@ -132,6 +147,7 @@ impl Kind {
             Kind::TopologySpreading | Kind::PreferredTopologySpreading => nodes * 2,
             Kind::Unschedulable => nodes / 50,
             Kind::PreemptionBasic => nodes * 4,
+            Kind::SchedulingWithMixedChurn => 0,
         }
     }
 }
@@ -237,6 +253,11 @@ impl Workload {
         self.measure_pods + self.extra_unschedulable()
     }
 
+    /// True when the workload churns API objects while it runs (live only).
+    pub fn churn(&self) -> bool {
+        self.kind == Kind::SchedulingWithMixedChurn
+    }
+
     /// Pods expected to stay pending (`Unschedulable`'s injected pods).
     pub fn extra_unschedulable(&self) -> usize {
         if self.kind == Kind::Unschedulable {
@@ -264,7 +285,10 @@ impl Workload {
         }
         match self.kind {
             Kind::PreemptionBasic => items.push(priority_class("bench-high", 9_999_999)),
-            Kind::Unschedulable => items.push(priority_class("bench-high", 10)),
+            // The churn's pod-high-priority-large-cpu has priority 10.
+            Kind::Unschedulable | Kind::SchedulingWithMixedChurn => {
+                items.push(priority_class("bench-high", 10))
+            }
             _ => {}
         }
         let zones: &[&str] = match self.kind {
@@ -340,7 +364,9 @@ impl Workload {
 
     fn measured_shape(&self) -> Shape {
         match self.kind {
-            Kind::SchedulingBasic | Kind::Unschedulable => Shape::Default,
+            Kind::SchedulingBasic | Kind::Unschedulable | Kind::SchedulingWithMixedChurn => {
+                Shape::Default
+            }
             Kind::SchedulingPodAntiAffinity => Shape::AntiAffinity,
             Kind::SchedulingPodAffinity => Shape::Affinity,
             Kind::SchedulingPreferredPodAffinity => Shape::PreferredAffinity,
@@ -517,7 +543,10 @@ mod tests {
         assert_eq!((w.nodes, w.measure_pods), (1000, 2000));
         assert!(Workload::parse("Nope/5Nodes").is_err());
         assert!(Workload::parse("SchedulingBasic/lots").is_err());
-        assert_eq!(Workload::catalog().len(), 40);
+        assert_eq!(Workload::catalog().len(), 45);
+        assert!(Workload::parse("SchedulingWithMixedChurn/1000Nodes")
+            .unwrap()
+            .churn());
     }
 
     #[test]
