@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rkube_testcp::support::free_port;
 use rkube_testcp::ControlPlane;
 use serde_json::Value;
 
@@ -169,14 +170,6 @@ fn scheduled_events(cp: &ControlPlane) -> BTreeMap<String, Vec<(String, String)>
         }
     }
     m
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// One `rkube scheduler` process.

@@ -24,7 +24,7 @@ use crate::metrics::Metrics;
 use crate::node::{self, NodeDesc, Registered};
 use crate::runtime::BoxFuture;
 use crate::schedule::{Job, Timetable};
-use crate::status::{conditions, should_report, Health};
+use crate::status::{conditions, should_report, status_patch, Health};
 
 /// One node's lifecycle state.
 pub struct NodeState {
@@ -212,10 +212,10 @@ impl Heartbeat {
                         }
                         let client = self.client.clone();
                         let name = n.desc.name.clone();
+                        let body = status_patch(n.last_reported.as_ref(), &status);
                         busy[slot(job)] += 1;
                         inflight.push(Box::pin(async move {
                             let api: Api<Node> = Api::all(client);
-                            let body = serde_json::json!({"status": status});
                             let result = api
                                 .patch_status(
                                     &name,

@@ -241,9 +241,82 @@ pub fn should_report(
     }
 }
 
+/// The strategic merge patch body for a node status update: the whole
+/// status the first time (or after [`should_report`] lost track), else only
+/// the fields that differ from what was reported last, plus the conditions
+/// (they carry the heartbeats; merged by `type`). Upstream's kubelet sends a
+/// two-way diff the same way; a full status every time would make
+/// kube-apiserver merge and track every image and address of every node on
+/// each heartbeat.
+pub fn status_patch(last: Option<&NodeStatus>, new: &NodeStatus) -> serde_json::Value {
+    let full = || serde_json::json!({ "status": new });
+    let Some(last) = last else {
+        return full();
+    };
+    let (Ok(serde_json::Value::Object(old)), Ok(serde_json::Value::Object(cur))) =
+        (serde_json::to_value(last), serde_json::to_value(new))
+    else {
+        return full();
+    };
+    let mut out = serde_json::Map::new();
+    for (k, v) in &cur {
+        if k == "conditions" || old.get(k) != Some(v) {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    for k in old.keys() {
+        if !cur.contains_key(k) {
+            out.insert(k.clone(), serde_json::Value::Null);
+        }
+    }
+    serde_json::json!({ "status": out })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_patch_sends_conditions_and_changes_only() {
+        let status = |images: &[&str], hb: &str| -> NodeStatus {
+            serde_json::from_value(serde_json::json!({
+                "capacity": {"cpu": "4", "pods": "110"},
+                "images": images.iter().map(|i| serde_json::json!({"names": [i], "sizeBytes": 1})).collect::<Vec<_>>(),
+                "nodeInfo": {"machineID": "m", "systemUUID": "s", "bootID": "b", "kernelVersion": "k",
+                    "osImage": "o", "containerRuntimeVersion": "c", "kubeletVersion": "v",
+                    "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
+                "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": hb}]
+            }))
+            .unwrap()
+        };
+        let a = status(&["busybox"], "2026-01-01T00:00:00Z");
+        // First report: everything.
+        let p = status_patch(None, &a);
+        assert_eq!(p["status"]["capacity"]["cpu"], "4");
+        assert!(p["status"]["nodeInfo"].is_object());
+        // A heartbeat: the conditions only.
+        let b = status(&["busybox"], "2026-01-01T00:05:00Z");
+        let p = status_patch(Some(&a), &b);
+        let keys: Vec<&String> = p["status"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["conditions"]);
+        assert_eq!(
+            p["status"]["conditions"][0]["lastHeartbeatTime"],
+            "2026-01-01T00:05:00Z"
+        );
+        // A new image: conditions and images.
+        let c = status(&["busybox", "pause"], "2026-01-01T00:05:00Z");
+        let p = status_patch(Some(&b), &c);
+        let mut keys: Vec<&String> = p["status"].as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["conditions", "images"]);
+        assert_eq!(p["status"]["images"].as_array().unwrap().len(), 2);
+        // A field that went away is deleted.
+        let mut d = c.clone();
+        d.images = None;
+        let p = status_patch(Some(&c), &d);
+        assert!(p["status"]["images"].is_null());
+        assert!(p["status"].as_object().unwrap().contains_key("images"));
+    }
 
     fn caps(list: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
         list.iter()

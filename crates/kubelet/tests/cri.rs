@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use rkube_cri::{v1, CriClient};
+use rkube_testcp::support::{client, free_port, wait_for};
 use rkube_testcp::ControlPlane;
 use tokio::sync::oneshot;
 
@@ -76,37 +77,6 @@ impl Drop for Containerd {
             .status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-async fn client(path: &Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(cfg).unwrap()
-}
-
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A node name the API server can resolve (it dials the node's Hostname

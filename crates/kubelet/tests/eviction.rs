@@ -13,41 +13,18 @@
 //!
 //! Needs the binaries from hack/build-k8s; run by hack/test.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::Api;
+use rkube_testcp::support::{client, wait_for};
 use rkube_testcp::ControlPlane;
 use serde_json::json;
 use tokio::sync::oneshot;
 
 const NODE: &str = "evict-a";
 const TRANSITION: Duration = Duration::from_secs(20);
-
-async fn client(path: &Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(cfg).unwrap()
-}
-
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
 
 fn node_condition(n: &Node, t: &str) -> Option<(String, String)> {
     let c = n

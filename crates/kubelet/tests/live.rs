@@ -23,45 +23,15 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
 use rkube_kubelet::metrics::Metrics;
+use rkube_testcp::support::{client, free_port, wait_for};
 use rkube_testcp::ControlPlane;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 const SIM_NODES: usize = 200;
-
-async fn client(path: &std::path::Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(cfg).unwrap()
-}
-
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 async fn http_get(port: u16, path: &str) -> String {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))

@@ -18,8 +18,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
 use rkube_kubelet::metrics::Metrics;
+use rkube_testcp::support::client;
 use rkube_testcp::ControlPlane;
 use serde_json::json;
 
@@ -28,14 +29,6 @@ fn env_or(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-async fn client(path: &std::path::Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(cfg).unwrap()
 }
 
 fn ready(n: &Node) -> bool {

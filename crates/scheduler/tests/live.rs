@@ -23,19 +23,12 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use rkube_model::Quantity;
+use rkube_testcp::support::{client, wait_for};
 use rkube_testcp::ControlPlane;
 use serde_json::json;
 
 const NODES: usize = 20;
 const PODS: usize = 200;
-
-async fn client(path: &std::path::Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(cfg).unwrap()
-}
 
 async fn create_node(nodes: &Api<Node>, name: &str, cpu: &str, memory: &str) {
     let node: Node = serde_json::from_value(json!({
@@ -122,21 +115,6 @@ fn oracle(cluster: &std::path::Path, pod: &str) -> (Vec<String>, String) {
         })
         .unwrap_or_default();
     (top, v["message"].as_str().unwrap_or("").to_string())
-}
-
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 fn requests(p: &Pod) -> (i64, i64) {

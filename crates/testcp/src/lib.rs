@@ -11,6 +11,8 @@
 //! [`kubeconfig`]: ControlPlane::kubeconfig
 //! [`scheduler_kubeconfig`]: ControlPlane::scheduler_kubeconfig
 
+pub mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
