@@ -15,6 +15,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -56,6 +58,8 @@ pub struct Sample {
     pub pods_per_second: f64,
     /// Scheduler start → last binding.
     pub wall: Duration,
+    /// Churn objects created and deleted during the run (churn workloads).
+    pub churn: Option<(usize, usize)>,
 }
 
 const LABEL: &str = "rkube-bench";
@@ -224,24 +228,45 @@ struct Measured<'a> {
     churn: bool,
 }
 
+/// What the churn did in one run.
+#[derive(Debug, Default)]
+struct ChurnCount {
+    created: std::sync::atomic::AtomicUsize,
+    deleted: std::sync::atomic::AtomicUsize,
+}
+
 /// `recreate` for one object: deletes it when it exists, else creates it.
-async fn recreate<K>(api: &Api<K>, current: Option<String>, object: Value) -> Option<String>
+async fn recreate<K>(
+    api: &Api<K>,
+    current: Option<String>,
+    object: Value,
+    count: &ChurnCount,
+) -> Option<String>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     match current {
         Some(name) => {
-            let _ = api
+            if api
                 .delete(&name, &DeleteParams::default().grace_period(0))
-                .await;
+                .await
+                .is_ok()
+            {
+                count.deleted.fetch_add(1, Ordering::Relaxed);
+            }
             None
         }
         None => {
             let obj: K = serde_json::from_value(object).ok()?;
-            api.create(&PostParams::default(), &obj)
+            let name = api
+                .create(&PostParams::default(), &obj)
                 .await
                 .ok()
-                .map(|o| o.name_any())
+                .map(|o| o.name_any());
+            if name.is_some() {
+                count.created.fetch_add(1, Ordering::Relaxed);
+            }
+            name
         }
     }
 }
@@ -252,7 +277,7 @@ where
 /// no node (pod-high-priority-large-cpu.yaml) and a Service
 /// (churn/service-default.yaml), each created on one tick and deleted on
 /// the next, until the task is aborted.
-async fn churn(c: Client) {
+async fn churn(c: Client, count: Arc<ChurnCount>) {
     let nodes: Api<Node> = Api::all(c.clone());
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let services: Api<Service> = Api::namespaced(c, "default");
@@ -279,9 +304,9 @@ async fn churn(c: Client) {
     tick.tick().await; // a Go ticker's first tick comes after one interval
     loop {
         tick.tick().await;
-        n = recreate(&nodes, n, node.clone()).await;
-        p = recreate(&pods, p, pod.clone()).await;
-        s = recreate(&services, s, service.clone()).await;
+        n = recreate(&nodes, n, node.clone(), &count).await;
+        p = recreate(&pods, p, pod.clone(), &count).await;
+        s = recreate(&services, s, service.clone(), &count).await;
     }
 }
 
@@ -335,7 +360,10 @@ async fn one_run(
         .boxed();
     let t0 = Instant::now();
     let running = start(cp, which, o, cfg)?;
-    let churner = m.churn.then(|| tokio::spawn(churn(c.clone())));
+    let churned = Arc::new(ChurnCount::default());
+    let churner = m
+        .churn
+        .then(|| tokio::spawn(churn(c.clone(), churned.clone())));
     let mut bound: HashSet<String> = HashSet::new();
     let mut last: Option<Instant> = None;
     let deadline = t0 + o.timeout;
@@ -375,6 +403,12 @@ async fn one_run(
         bound: bound.len(),
         pods_per_second: bound.len() as f64 / wall.as_secs_f64().max(1e-6),
         wall,
+        churn: m.churn.then(|| {
+            (
+                churned.created.load(Ordering::Relaxed),
+                churned.deleted.load(Ordering::Relaxed),
+            )
+        }),
     })
 }
 
@@ -473,6 +507,11 @@ pub async fn live(o: &Options) -> Result<bool> {
                 s.pods_per_second,
                 s.wall.as_secs_f64()
             );
+            if let Some((created, deleted)) = s.churn {
+                println!(
+                    "        churn during the run: {created} objects created, {deleted} deleted"
+                );
+            }
             if s.bound < expect {
                 eprintln!(
                     "{which}: only {} of {expect} pods bound in {:?}",
