@@ -3,10 +3,11 @@
 //! the assumed pods, the scheduling queue and the nominator, behind one lock.
 //!
 //! The framework [`Snapshot`] the cycles run on is kept up to date pod by
-//! pod (assume, forget, bind, delete) and shared
-//! copy-on-write, so a cycle never holds the lock; it is rebuilt from the
-//! cache ([`State::snapshot`]) only after node, namespace, workload or
-//! volume changes and relists.
+//! pod (assume, forget, bind, delete) and shared copy-on-write, so a cycle
+//! never holds the lock. Updates that change nothing the scheduler reads (a
+//! binding confirmed by the watch, a node heartbeat) leave it alone; it is
+//! rebuilt from the cache ([`State::snapshot`]) only after node, namespace,
+//! workload or volume changes and relists.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
