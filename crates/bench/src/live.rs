@@ -364,39 +364,47 @@ async fn one_run(
     let churner = m
         .churn
         .then(|| tokio::spawn(churn(c.clone(), churned.clone())));
-    let mut bound: HashSet<String> = HashSet::new();
-    let mut last: Option<Instant> = None;
-    let deadline = t0 + o.timeout;
-    while bound.len() < expect {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ev = match tokio::time::timeout(left, stream.try_next()).await {
-            Err(_) => break,
-            Ok(Ok(Some(ev))) => ev,
-            Ok(Ok(None)) => {
-                stream = api
-                    .watch(&WatchParams::default().labels(&format!("{LABEL}=1")), "0")
-                    .await?
-                    .boxed();
-                continue;
-            }
-            Ok(Err(e)) => bail!("watching pods: {e}"),
-        };
-        if let WatchEvent::Modified(p) | WatchEvent::Added(p) = ev {
-            let name = p.name_any();
-            if names.contains(&name)
-                && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
-                && bound.insert(name)
-            {
-                last = Some(Instant::now());
+    // The watch may fail; the churn and the scheduler are stopped either way.
+    let watched = async {
+        let mut bound: HashSet<String> = HashSet::new();
+        let mut last: Option<Instant> = None;
+        let deadline = t0 + o.timeout;
+        while bound.len() < expect {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ev = match tokio::time::timeout(left, stream.try_next()).await {
+                Err(_) => break,
+                Ok(Ok(Some(ev))) => ev,
+                Ok(Ok(None)) => {
+                    stream = api
+                        .watch(&WatchParams::default().labels(&format!("{LABEL}=1")), "0")
+                        .await?
+                        .boxed();
+                    continue;
+                }
+                Ok(Err(e)) => bail!("watching pods: {e}"),
+            };
+            if let WatchEvent::Modified(p) | WatchEvent::Added(p) = ev {
+                let name = p.name_any();
+                if names.contains(&name)
+                    && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                    && bound.insert(name)
+                {
+                    last = Some(Instant::now());
+                }
             }
         }
+        Ok::<_, anyhow::Error>((bound, last))
     }
+    .await;
     if let Some(h) = churner {
         h.abort();
         let _ = h.await;
-        delete_churn(c).await?;
+        if let Err(e) = delete_churn(c).await {
+            eprintln!("warning: deleting the churn's objects: {e:#}");
+        }
     }
     stop(cp, running)?;
+    let (bound, last) = watched?;
     let last = last.unwrap_or(t0);
     let wall = last.duration_since(t0);
     Ok(Sample {

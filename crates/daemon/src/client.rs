@@ -6,15 +6,22 @@
 //! nodes) then makes the API server spend its CPU on handshakes. client-go
 //! multiplexes all requests, watches included, over one HTTP/2 connection
 //! with health pings (30 s read-idle, 15 s ping timeout); this client does
-//! the same, keeping kube-rs's auth and header layers.
+//! the same, keeping what kube-rs's default stack does around the
+//! transport: the connect/read/write timeouts on the TLS connection, the
+//! retry of 429/503/504 answers (with `Retry-After`), and the auth and
+//! extra-header layers. Not kept: kube-rs's per-request tracing spans and
+//! the expiry of exec-plugin credentials.
 
 use std::path::Path;
 use std::time::Duration;
 
+use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ConfigExt};
 use kube::{Client, Config};
+use tower::retry::RetryLayer;
 use tower::ServiceBuilder;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -80,13 +87,16 @@ pub fn client(config: Config) -> Result<Client, ClientError> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    http.set_connect_timeout(config.connect_timeout);
     let tls = config.rustls_client_config().map_err(ClientError::Build)?;
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_all_versions()
         .wrap_connector(http);
+    let mut https = TimeoutConnector::new(https);
+    https.set_connect_timeout(config.connect_timeout);
+    https.set_read_timeout(config.read_timeout);
+    https.set_write_timeout(config.write_timeout);
     let transport: hyper_util::client::legacy::Client<_, Body> =
         hyper_util::client::legacy::Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
@@ -97,6 +107,11 @@ pub fn client(config: Config) -> Result<Client, ClientError> {
             .build(https);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
+        .option_layer(
+            config
+                .default_retry
+                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+        )
         .option_layer(config.auth_layer().map_err(ClientError::Build)?)
         .layer(config.extra_headers_layer().map_err(ClientError::Build)?)
         .map_err(|e: hyper_util::client::legacy::Error| -> BoxError { Box::new(e) })

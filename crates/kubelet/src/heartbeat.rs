@@ -36,6 +36,9 @@ pub struct NodeState {
     base: NodeStatus,
     conditions: Vec<NodeCondition>,
     last_reported: Option<NodeStatus>,
+    /// Bumped when `last_reported` is dropped (after a long silence), so a
+    /// status patch in flight at that moment does not restore it.
+    report_epoch: u64,
     last_report_at: Option<Instant>,
     last_renew: Option<Instant>,
     /// The Lease as last stored (the next renewal updates it).
@@ -61,6 +64,7 @@ impl NodeState {
             desc,
             registered: None,
             last_reported: None,
+            report_epoch: 0,
             last_report_at: None,
             last_renew: None,
             lease: None,
@@ -82,6 +86,7 @@ enum Done {
     Status {
         node: usize,
         due: Instant,
+        epoch: u64,
         status: Box<NodeStatus>,
         result: Result<(), kube::Error>,
     },
@@ -213,6 +218,7 @@ impl Heartbeat {
                         let client = self.client.clone();
                         let name = n.desc.name.clone();
                         let body = status_patch(n.last_reported.as_ref(), &status);
+                        let epoch = n.report_epoch;
                         busy[slot(job)] += 1;
                         inflight.push(Box::pin(async move {
                             let api: Api<Node> = Api::all(client);
@@ -227,6 +233,7 @@ impl Heartbeat {
                             Done::Status {
                                 node: i,
                                 due,
+                                epoch,
                                 status: Box::new(status),
                                 result,
                             }
@@ -292,6 +299,7 @@ impl Heartbeat {
                                     // the API on every update).
                                     if gap.is_some_and(|g| g > 2 * interval) {
                                         n.last_reported = None;
+                                        n.report_epoch += 1;
                                     }
                                     n.last_renew = Some(started);
                                     n.lease = Some(stored);
@@ -309,14 +317,17 @@ impl Heartbeat {
                                 }
                             }
                         }
-                        Done::Status { node, due, status, result } => {
+                        Done::Status { node, due, epoch, status, result } => {
                             busy[slot(Job::Status)] -= 1;
                             let n = &mut nodes[node];
                             match result {
                                 Ok(()) => {
                                     self.metrics.node_status_patches.fetch_add(1, Ordering::Relaxed);
                                     n.conditions = status.conditions.clone().unwrap_or_default();
-                                    n.last_reported = Some(*status);
+                                    // Dropped meanwhile: the next report is a full one.
+                                    if epoch == n.report_epoch {
+                                        n.last_reported = Some(*status);
+                                    }
                                     n.last_report_at = Some(now);
                                     table.push((due + status_every).max(now), node, Job::Status);
                                 }

@@ -244,10 +244,12 @@ pub fn should_report(
 /// The strategic merge patch body for a node status update: the whole
 /// status the first time (or after [`should_report`] lost track), else only
 /// the fields that differ from what was reported last, plus the conditions
-/// (they carry the heartbeats; merged by `type`). Upstream's kubelet sends a
-/// two-way diff the same way; a full status every time would make
-/// kube-apiserver merge and track every image and address of every node on
-/// each heartbeat.
+/// (they carry the heartbeats; merged by `type`). Upstream's kubelet also
+/// sends a two-way diff, though against the Node it reads back from the API
+/// server, and computed field by field (this one compares top-level status
+/// fields and sends a changed field whole); a full status every time makes
+/// kube-apiserver merge every image and address of every node on each
+/// report.
 pub fn status_patch(last: Option<&NodeStatus>, new: &NodeStatus) -> serde_json::Value {
     let full = || serde_json::json!({ "status": new });
     let Some(last) = last else {
