@@ -227,10 +227,6 @@ pub fn settings(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Sett
     })
 }
 
-async fn kubeconfig_client(path: &Path) -> Result<Client> {
-    Ok(rkube_daemon::from_kubeconfig(Some(path)).await?)
-}
-
 /// Runs the scheduler until `shutdown` completes.
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
     run_with(opts, shutdown, Hooks::default()).await
@@ -287,7 +283,7 @@ pub async fn run_with(
             .as_ref()
             .or(opts.authentication_kubeconfig.as_ref())
         {
-            Some(p) => kubeconfig_client(p).await?,
+            Some(p) => rkube_daemon::from_kubeconfig(Some(p)).await?,
             None => client.clone(),
         };
         let addr = format!("{}:{}", opts.bind_address, opts.secure_port);
@@ -543,16 +539,26 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
         // The latest version of the pod; the cycle runs on the cache's
         // snapshot (kept up to date incrementally, shared copy-on-write) and
         // the nominations, without holding the lock.
-        let entry = {
-            let state = shared.lock();
-            state
+        let taken = {
+            let mut state = shared.lock();
+            let entry = state
                 .pods
                 .get(&uid)
                 .filter(|e| State::is_ours_pending(&shared.profiles, &e.model))
-                .cloned()
+                .cloned();
+            match entry {
+                Some(e) => {
+                    state.ensure_snapshot();
+                    let snapshot = state.cached_snapshot().expect("just built");
+                    Some((e, snapshot, state.nominator.clone()))
+                }
+                None => {
+                    state.queue.done(&uid);
+                    None
+                }
+            }
         };
-        let Some(entry) = entry else {
-            shared.lock().queue.done(&uid);
+        let Some((entry, snapshot, nominator)) = taken else {
             continue;
         };
         let pod = entry.model.clone();
@@ -561,14 +567,6 @@ async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Sched
             continue;
         };
         let started = Instant::now();
-        let (snapshot, nominator) = {
-            let mut state = shared.lock();
-            state.ensure_snapshot();
-            (
-                state.cached_snapshot().expect("just built"),
-                state.nominator.clone(),
-            )
-        };
         let outcome = tokio::task::block_in_place(|| {
             scheduler.schedule_with(fw, &snapshot, &pod, &nominator)
         });

@@ -375,33 +375,35 @@ impl State {
 
     /// Applies a node watch event.
     pub fn nodes_changed(&mut self, change: Change<core::Node>, now: Instant) {
-        let apply = |s: &mut State, n: &core::Node| match convert::node(n) {
-            Ok(m) => {
-                s.nodes.insert(m.name.clone(), Arc::new(m));
-            }
-            Err(e) => {
-                tracing::warn!(node = %n.name_any(), error = %e, "ignoring node that cannot be converted")
-            }
+        let convert = |n: &core::Node| {
+            convert::node(n)
+                .map_err(|e| tracing::warn!(node = %n.name_any(), error = %e, "ignoring node that cannot be converted"))
+                .ok()
         };
-        if let Change::Apply(n) = &change {
-            if let (Ok(m), Some(old)) = (convert::node(n), self.nodes.get(&n.name_any())) {
-                if **old == m {
-                    // A heartbeat or a condition: nothing the scheduler reads
-                    // changed (upstream moves no pods for it either).
-                    return;
+        match change {
+            Change::Apply(n) => {
+                let m = convert(&n);
+                if let Some(m) = &m {
+                    if self.nodes.get(&m.name).is_some_and(|old| **old == *m) {
+                        // A heartbeat or a condition: nothing the scheduler
+                        // reads changed (upstream moves no pods for it either).
+                        return;
+                    }
+                }
+                self.invalidate();
+                if let Some(m) = m {
+                    self.nodes.insert(m.name.clone(), Arc::new(m));
                 }
             }
-        }
-        self.invalidate();
-        match change {
-            Change::Apply(n) => apply(self, &n),
             Change::Delete(n) => {
+                self.invalidate();
                 self.nodes.remove(&n.name_any());
             }
             Change::Replace(list) => {
+                self.invalidate();
                 self.nodes.clear();
-                for n in &list {
-                    apply(self, n);
+                for m in list.iter().filter_map(convert) {
+                    self.nodes.insert(m.name.clone(), Arc::new(m));
                 }
             }
         }
