@@ -1,0 +1,145 @@
+//! The eviction manager: every [`MONITORING_PERIOD`] it observes the
+//! signals, updates each node's pressure conditions and, for a node with a
+//! threshold met, ranks its running pods and evicts at most one
+//! ([`EvictionManager`]).
+//!
+//! Upstream: `pkg/kubelet/eviction/eviction_manager.go` (`managerImpl`,
+//! `synchronize`, `evictPod`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::ranking::{is_critical, message, pod_request, rank, Candidate};
+use super::signals::{pod_key, Observations, Resource, SignalSource, Snapshot};
+use super::thresholds::{
+    hard_thresholds, thresholds_met, to_reclaim, Met, NodePressure, PressureBoard,
+};
+use crate::config::KubeletConfiguration;
+use crate::node::NodeDesc;
+use crate::pods::worker::{ActivePod, ActivePods, EvictRequest};
+
+/// How often signals are observed (upstream's `evictionMonitoringPeriod`).
+pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
+
+/// Grace period of a hard-threshold eviction (upstream's
+/// `immediateEvictionGracePeriodSeconds`).
+pub const IMMEDIATE_GRACE: Duration = Duration::from_secs(1);
+
+/// The eviction loop of the process.
+pub struct EvictionManager {
+    /// The configuration (`evictionHard`, `evictionPressureTransitionPeriod`).
+    pub config: Arc<KubeletConfiguration>,
+    /// The nodes of the process.
+    pub nodes: Vec<Arc<NodeDesc>>,
+    /// Where signals come from.
+    pub source: Arc<dyn SignalSource>,
+    /// The pods the workers run.
+    pub active: Arc<ActivePods>,
+    /// Where the pressure conditions go (read by the heartbeat).
+    pub pressure: Arc<PressureBoard>,
+    /// Time between rounds ([`MONITORING_PERIOD`]).
+    pub period: Duration,
+}
+
+impl EvictionManager {
+    /// Runs forever: one round every `period`.
+    pub async fn run(self) {
+        let thresholds = hard_thresholds(&self.config.eviction_hard);
+        if thresholds.is_empty() {
+            tracing::info!("no eviction thresholds: eviction manager not started");
+            return std::future::pending().await;
+        }
+        tracing::info!(thresholds = ?self.config.eviction_hard, "eviction manager: starting control loop");
+        let mut state: HashMap<String, NodePressure> = HashMap::new();
+        let mut tick = tokio::time::interval(self.period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let snap = self.source.observe(&self.nodes).await;
+            let now = Instant::now();
+            let mut evictions = Vec::new();
+            for desc in &self.nodes {
+                let empty = Observations::new();
+                let obs = snap.nodes.get(&desc.name).unwrap_or(&empty);
+                let met = thresholds_met(&thresholds, obs);
+                let p = state.entry(desc.name.clone()).or_default().update(
+                    &met,
+                    self.config.eviction_pressure_transition_period,
+                    now,
+                );
+                let before = self.pressure.get(&desc.name);
+                if before != p {
+                    tracing::info!(node = %desc.name, pressure = ?p, "eviction manager: node conditions changed");
+                }
+                self.pressure.set(&desc.name, p);
+                if let Some(m) = to_reclaim(&met) {
+                    evictions.push(self.evict_one(&desc.name, m, &snap));
+                }
+            }
+            futures::future::join_all(evictions).await;
+        }
+    }
+
+    /// Ranks the node's running pods for `met` and evicts the first that
+    /// can be evicted (one pod per round, as upstream).
+    async fn evict_one(&self, node: &str, met: Met, snap: &Snapshot) {
+        let r = met.signal.resource();
+        tracing::info!(%node, resource = r.name(), signal = met.signal.name(), quantity = met.quantity, available = met.available, "eviction manager: attempting to reclaim");
+        let pods: Vec<ActivePod> = self
+            .active
+            .on_node(node)
+            .into_iter()
+            .filter(|a| a.running)
+            .collect();
+        if pods.is_empty() {
+            tracing::warn!(%node, "eviction manager: thresholds met, but no pods are active to evict");
+            return;
+        }
+        let mut cands: Vec<Candidate> = pods
+            .iter()
+            .enumerate()
+            .map(|(index, a)| Candidate {
+                index,
+                priority: a.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+                request: match r {
+                    Resource::Memory | Resource::EphemeralStorage => pod_request(&a.pod, r),
+                    _ => 0,
+                },
+                usage: snap.pods.get(&pod_key(&a.pod)).and_then(|u| u.total(r)),
+            })
+            .collect();
+        rank(r, &mut cands);
+        let order: Vec<String> = cands.iter().map(|c| pod_key(&pods[c.index].pod)).collect();
+        tracing::info!(%node, pods = ?order, "eviction manager: pods ranked for eviction");
+        for c in &cands {
+            let a = &pods[c.index];
+            if is_critical(&a.pod) {
+                tracing::warn!(pod = %pod_key(&a.pod), "eviction manager: cannot evict a critical pod");
+                continue;
+            }
+            let msg = message(&met, &a.pod, snap.pods.get(&pod_key(&a.pod)));
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let req = EvictRequest {
+                message: msg,
+                grace: IMMEDIATE_GRACE,
+                done: tx,
+            };
+            if a.evict.send(req).await.is_err() {
+                continue;
+            }
+            match tokio::time::timeout(IMMEDIATE_GRACE + Duration::from_secs(30), rx).await {
+                Ok(Ok(true)) => {
+                    tracing::info!(pod = %pod_key(&a.pod), "eviction manager: pod is evicted successfully");
+                    return;
+                }
+                _ => {
+                    tracing::warn!(pod = %pod_key(&a.pod), "eviction manager: pod failed to evict");
+                    // Upstream counts a failed kill as this round's eviction too.
+                    return;
+                }
+            }
+        }
+        tracing::warn!(%node, "eviction manager: unable to evict any pods from the node");
+    }
+}

@@ -1,0 +1,351 @@
+//! Which pod to evict and what it is told: pod requests
+//! ([`pod_request`]), critical pods that are never evicted
+//! ([`is_critical`]), the ranking of candidates for a resource ([`rank`]),
+//! and the `Evicted` status message ([`message`], with Go's quantity
+//! formatting, [`format_quantity`]).
+//!
+//! Upstream: `pkg/kubelet/eviction/helpers.go` (`rankMemoryPressure`,
+//! `rankDiskPressureFunc`, `rankPIDPressure`, `exceedMemoryRequests`,
+//! `priority`, `evictionMessage`), `pkg/kubelet/types` (`IsCriticalPod`)
+//! and `k8s.io/component-helpers/resource` (`PodRequests`).
+
+use k8s_openapi::api::core::v1::Pod;
+use rkube_model::Quantity;
+
+use super::signals::{PodUsage, Resource};
+use super::thresholds::Met;
+
+/// Pods at or above this priority are critical and never evicted
+/// (`system-cluster-critical`, `system-node-critical`).
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// A pod's request of `r`: the sum over containers, or the largest init
+/// container if more, plus overhead (upstream's `GetResourceRequestQuantity`).
+pub fn pod_request(pod: &Pod, r: Resource) -> i64 {
+    let name = r.name();
+    let Some(spec) = pod.spec.as_ref() else {
+        return 0;
+    };
+    let req = |res: Option<&k8s_openapi::api::core::v1::ResourceRequirements>| -> i64 {
+        res.and_then(|r| r.requests.as_ref())
+            .and_then(|m| m.get(name))
+            .and_then(|q| Quantity::parse(&q.0).ok())
+            .map(|q| q.value())
+            .unwrap_or(0)
+    };
+    if let Some(pod_level) = spec.resources.as_ref() {
+        let v = req(Some(pod_level));
+        if v > 0 {
+            return v;
+        }
+    }
+    let sum: i64 = spec
+        .containers
+        .iter()
+        .map(|c| req(c.resources.as_ref()))
+        .sum();
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| req(c.resources.as_ref()))
+        .max()
+        .unwrap_or(0);
+    let overhead = spec
+        .overhead
+        .as_ref()
+        .and_then(|m| m.get(name))
+        .and_then(|q| Quantity::parse(&q.0).ok())
+        .map(|q| q.value())
+        .unwrap_or(0);
+    sum.max(init) + overhead
+}
+
+/// Critical pods are never evicted: static and mirror pods, and pods at
+/// system-critical priority (upstream's `IsCriticalPod`).
+pub fn is_critical(pod: &Pod) -> bool {
+    let ann = pod.metadata.annotations.as_ref();
+    let is_static = ann.is_some_and(|a| {
+        a.contains_key("kubernetes.io/config.mirror")
+            || a.get("kubernetes.io/config.source")
+                .is_some_and(|s| s != "api")
+    });
+    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+    is_static || priority >= SYSTEM_CRITICAL_PRIORITY
+}
+
+/// A pod as the ranking sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// The caller's index of the pod.
+    pub index: usize,
+    /// `spec.priority` (0 if unset).
+    pub priority: i32,
+    /// Its request of the resource to reclaim.
+    pub request: i64,
+    /// Its usage, `None` without stats.
+    pub usage: Option<i64>,
+}
+
+/// Orders `cands` for eviction of `r`, first to evict first (upstream's
+/// `rankMemoryPressure`, `rankDiskPressureFunc`, `rankPIDPressure`). Pods
+/// without stats come first in every usage comparison.
+pub fn rank(r: Resource, cands: &mut [Candidate]) {
+    use std::cmp::Ordering;
+    // true sorts first.
+    let first = |a: bool, b: bool| b.cmp(&a);
+    let exceeds = |a: &Candidate, b: &Candidate| match (a.usage, b.usage) {
+        (Some(ua), Some(ub)) => first(ua > a.request, ub > b.request),
+        (ua, ub) => first(ua.is_none(), ub.is_none()),
+    };
+    let priority = |a: &Candidate, b: &Candidate| a.priority.cmp(&b.priority);
+    let above_request = |a: &Candidate, b: &Candidate| match (a.usage, b.usage) {
+        (Some(ua), Some(ub)) => (ub - b.request).cmp(&(ua - a.request)),
+        (ua, ub) => first(ua.is_none(), ub.is_none()),
+    };
+    let most = |a: &Candidate, b: &Candidate| match (a.usage, b.usage) {
+        (Some(ua), Some(ub)) => ub.cmp(&ua),
+        (ua, ub) => first(ua.is_none(), ub.is_none()),
+    };
+    cands.sort_by(|a, b| -> Ordering {
+        match r {
+            Resource::Pids => priority(a, b).then_with(|| most(a, b)),
+            _ => exceeds(a, b)
+                .then_with(|| priority(a, b))
+                .then_with(|| above_request(a, b)),
+        }
+    });
+}
+
+/// Formats an amount as Go's `resource.Quantity` with `BinarySI` prints
+/// it: exact binary suffixes (`100Mi`), else exact decimal ones (`1500k`),
+/// else the plain number.
+pub fn format_quantity(v: i64) -> String {
+    if v.unsigned_abs() < 1024 {
+        return v.to_string();
+    }
+    for (s, shift) in [
+        ("Ei", 60),
+        ("Pi", 50),
+        ("Ti", 40),
+        ("Gi", 30),
+        ("Mi", 20),
+        ("Ki", 10),
+    ] {
+        if v % (1i64 << shift) == 0 {
+            return format!("{}{s}", v >> shift);
+        }
+    }
+    for (s, p) in [
+        ("E", 1_000_000_000_000_000_000i64),
+        ("P", 1_000_000_000_000_000),
+        ("T", 1_000_000_000_000),
+        ("G", 1_000_000_000),
+        ("M", 1_000_000),
+        ("k", 1_000),
+    ] {
+        if v % p == 0 {
+            return format!("{}{s}", v / p);
+        }
+    }
+    v.to_string()
+}
+
+/// Upstream's eviction message: `The node was low on resource: memory.
+/// Threshold quantity: 100Mi, available: 50Mi. Container app was using
+/// 20Mi, request is 0, has larger consumption of memory. `
+pub fn message(met: &Met, pod: &Pod, usage: Option<&PodUsage>) -> String {
+    let r = met.signal.resource();
+    let mut m = format!(
+        "The node was low on resource: {}. Threshold quantity: {}, available: {}. ",
+        r.name(),
+        format_quantity(met.quantity),
+        format_quantity(met.available)
+    );
+    let Some(usage) = usage else {
+        return m;
+    };
+    let per_container = match r {
+        Resource::Memory => &usage.memory,
+        Resource::EphemeralStorage => &usage.ephemeral_storage,
+        _ => return m,
+    };
+    let Some(spec) = pod.spec.as_ref() else {
+        return m;
+    };
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        let Some(&used) = per_container.get(&c.name) else {
+            continue;
+        };
+        let request = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|m| m.get(r.name()))
+            .map(|q| q.0.clone())
+            .unwrap_or_else(|| "0".into());
+        let request_value = Quantity::parse(&request).map(|q| q.value()).unwrap_or(0);
+        if used > request_value {
+            m.push_str(&format!(
+                "Container {} was using {}, request is {}, has larger consumption of {}. ",
+                c.name,
+                format_quantity(used),
+                request,
+                r.name()
+            ));
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eviction::signals::Signal;
+    use serde_json::json;
+
+    const MI: i64 = 1 << 20;
+    const GI: i64 = 1 << 30;
+
+    fn c(index: usize, priority: i32, request: i64, usage: Option<i64>) -> Candidate {
+        Candidate {
+            index,
+            priority,
+            request,
+            usage,
+        }
+    }
+
+    fn order(r: Resource, mut cands: Vec<Candidate>) -> Vec<usize> {
+        rank(r, &mut cands);
+        cands.iter().map(|c| c.index).collect()
+    }
+
+    #[test]
+    fn ranking_as_upstream() {
+        // Upstream's TestOrderedByExceedsRequestMemory / ...ByPriority
+        // shapes: best-effort (request 0) using anything exceeds its
+        // request; burstable under its request does not.
+        let best_effort = c(0, 0, 0, Some(10 * MI));
+        let burstable_under = c(1, 0, 100 * MI, Some(50 * MI));
+        let burstable_over = c(2, 0, 100 * MI, Some(150 * MI));
+        assert_eq!(
+            order(
+                Resource::Memory,
+                vec![
+                    burstable_under.clone(),
+                    burstable_over.clone(),
+                    best_effort.clone()
+                ]
+            ),
+            // Both exceeding first; among them the larger usage above
+            // request (50Mi over vs 10Mi over).
+            [2, 0, 1]
+        );
+        // Exceeding requests beats priority; then lower priority first.
+        assert_eq!(
+            order(
+                Resource::Memory,
+                vec![
+                    c(0, 100, 0, Some(MI)),
+                    c(1, -10, 100 * MI, Some(MI)),
+                    c(2, 1000, 0, Some(MI)),
+                    c(3, 5, 100 * MI, Some(MI)),
+                ]
+            ),
+            [0, 2, 1, 3]
+        );
+        // No stats: first.
+        assert_eq!(
+            order(
+                Resource::Memory,
+                vec![c(0, 0, 0, Some(GI)), c(1, 1000, 0, None)]
+            ),
+            [1, 0]
+        );
+        // Same everything but usage: the largest above request first.
+        assert_eq!(
+            order(
+                Resource::EphemeralStorage,
+                vec![
+                    c(0, 0, GI, Some(2 * GI)),
+                    c(1, 0, 0, Some(3 * GI)),
+                    c(2, 0, 0, Some(GI))
+                ]
+            ),
+            [1, 0, 2]
+        );
+        // PIDs: priority, then the most processes.
+        assert_eq!(
+            order(
+                Resource::Pids,
+                vec![
+                    c(0, 10, 0, Some(500)),
+                    c(1, 0, 0, Some(5)),
+                    c(2, 0, 0, Some(50))
+                ]
+            ),
+            [2, 1, 0]
+        );
+    }
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn requests_critical_and_message() {
+        let p = pod(json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"containers": [
+                {"name": "app", "resources": {"requests": {"memory": "100Mi"}}},
+                {"name": "side", "resources": {"requests": {"memory": "20Mi"}}}],
+                "initContainers": [{"name": "init", "resources": {"requests": {"memory": "200Mi"}}}],
+                "overhead": {"memory": "1Mi"}}
+        }));
+        assert_eq!(pod_request(&p, Resource::Memory), 201 * MI);
+        assert_eq!(pod_request(&p, Resource::EphemeralStorage), 0);
+        assert!(!is_critical(&p));
+        assert!(is_critical(&pod(json!({
+            "metadata": {"name": "c"}, "spec": {"containers": [], "priority": 2_000_001_000}}))));
+        assert!(is_critical(&pod(json!({
+            "metadata": {"name": "m", "annotations": {"kubernetes.io/config.mirror": "x"}},
+            "spec": {"containers": []}}))));
+
+        let met = Met {
+            signal: Signal::MemoryAvailable,
+            quantity: 100 * MI,
+            available: 50 * MI,
+        };
+        let usage = PodUsage {
+            memory: [("app".to_string(), 150 * MI), ("side".to_string(), 10 * MI)].into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            message(&met, &p, Some(&usage)),
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. \
+             Container app was using 150Mi, request is 100Mi, has larger consumption of memory. "
+        );
+        assert_eq!(
+            message(&met, &p, None),
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
+        );
+        let be =
+            pod(json!({"metadata": {"name": "be"}, "spec": {"containers": [{"name": "app"}]}}));
+        let u = PodUsage {
+            memory: [("app".to_string(), 20 * MI)].into(),
+            ..Default::default()
+        };
+        assert!(message(&met, &be, Some(&u)).ends_with(
+            "Container app was using 20Mi, request is 0, has larger consumption of memory. "
+        ));
+        assert_eq!(format_quantity(1500), "1500");
+        assert_eq!(format_quantity(1_500_000), "1500k");
+        assert_eq!(format_quantity(3 * GI), "3Gi");
+        assert_eq!(format_quantity(999), "999");
+    }
+}
