@@ -3,24 +3,29 @@
 //! algorithm and the FailedScheduling diagnosis. Pure: no files, no network,
 //! no async — the offline simulator and the live scheduler drive the same code.
 
+pub mod algorithm;
 pub mod cycle_state;
 pub mod diagnosis;
+pub mod explain;
 pub mod metrics;
 pub mod node_info;
 pub mod nominator;
 pub mod plugin;
+pub mod run;
 pub mod runtime;
 pub mod schedule;
 pub mod snapshot;
 pub mod status;
 
+pub use algorithm::{Outcome, Scheduler};
 pub use cycle_state::CycleState;
 pub use diagnosis::{fit_error_message, Diagnosis, NodeToStatus};
+pub use explain::{explain, Explanation};
 pub use metrics::{MetricsRecorder, Recorder};
 pub use node_info::{HostPortInfo, ImageStateSummary, NodeInfo};
 pub use nominator::Nominator;
 pub use plugin::*;
+pub use run::FrameworkHandle;
 pub use runtime::{Factory, Framework, FrameworkError, Point, Registry};
-pub use schedule::{explain, Explanation, FrameworkHandle, Outcome, Scheduler};
 pub use snapshot::Snapshot;
 pub use status::{Code, Status};
