@@ -8,6 +8,8 @@
 //! generator, so these tests pass upstream's offsets to
 //! `dry_run_preemption` directly.
 
+mod support;
+
 use std::sync::Arc;
 
 use rkube_config::{Plugin as PluginRef, PluginConfig, PluginSet, Plugins, Profile};
@@ -16,13 +18,10 @@ use rkube_framework::{
     Code, CycleState, Framework, NodeInfo, NodeToStatus, Nominator, Outcome, Plugin,
     PostFilterPlugin, PreFilterPlugin, PreFilterResult, Scheduler, Snapshot, Status,
 };
-use rkube_model::resources::ResourceList;
 use rkube_model::workloads::PodDisruptionBudget;
-use rkube_model::{
-    Container, LabelSelector, Labels, Node, Pod, PodAffinity, PodAffinityTerm, Quantity, Resources,
-    TopologySpreadConstraint,
-};
+use rkube_model::{Container, Node, Pod, PodAffinity};
 use rkube_plugins::default_preemption::{Candidate, DefaultPreemption};
+use support::{cpu_mem, labels, rl, sel, spread_constraint, term, Failures, DO_NOT_SCHEDULE};
 
 const NEG: i32 = -100;
 const LOW: i32 = 0;
@@ -34,13 +33,6 @@ const SMALL: (&str, &str) = ("100m", "100");
 const MEDIUM: (&str, &str) = ("200m", "200");
 const LARGE: (&str, &str) = ("300m", "300");
 const VERY_LARGE: (&str, &str) = ("500m", "500");
-
-fn rl(pairs: &[(&str, &str)]) -> ResourceList {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), Quantity::parse(v).expect("quantity")))
-        .collect()
-}
 
 struct P(Pod);
 
@@ -66,7 +58,7 @@ impl P {
     fn req(mut self, (cpu, mem): (&str, &str)) -> Self {
         self.0.containers.push(Container {
             name: format!("c{}", self.0.containers.len()),
-            requests: rl(&[("cpu", cpu), ("memory", mem)]),
+            requests: rl(&cpu_mem(cpu, mem)),
             ..Default::default()
         });
         self
@@ -100,29 +92,19 @@ impl P {
     /// Required anti-affinity to pods with label `key` (Exists) in `topology`.
     fn anti_affinity_exists(mut self, key: &str, topology: &str) -> Self {
         self.0.pod_anti_affinity = Some(PodAffinity {
-            required: vec![PodAffinityTerm {
-                selector: Some(exists(key)),
-                topology_key: topology.into(),
-                ..Default::default()
-            }],
+            required: vec![term(Some(sel().exists(key).obj()), topology).obj()],
             preferred: Vec::new(),
         });
         self
     }
     /// A DoNotSchedule spread constraint selecting pods with label `key`.
     fn spread(mut self, max_skew: i32, topology: &str, key: &str) -> Self {
-        self.0
-            .topology_spread_constraints
-            .push(TopologySpreadConstraint {
-                max_skew,
-                topology_key: topology.into(),
-                do_not_schedule: true,
-                selector: Some(exists(key)),
-                min_domains: None,
-                node_affinity_honor: true,
-                node_taints_honor: false,
-                match_label_keys: Vec::new(),
-            });
+        self.0.topology_spread_constraints.push(spread_constraint(
+            max_skew,
+            topology,
+            DO_NOT_SCHEDULE,
+            Some(sel().exists(key).obj()),
+        ));
         self
     }
     fn obj(mut self) -> Pod {
@@ -134,16 +116,6 @@ impl P {
         }
         rkube_model::requests::compute(&mut self.0);
         self.0
-    }
-}
-
-fn exists(key: &str) -> LabelSelector {
-    LabelSelector {
-        requirements: vec![rkube_model::selector::Requirement {
-            key: key.into(),
-            op: rkube_model::selector::Operator::Exists,
-            values: Vec::new(),
-        }],
     }
 }
 
@@ -161,35 +133,18 @@ fn topo_node(spec: &str) -> Node {
 
 /// `st.MakeNode().Name(name).Capacity(res)`: `pods: 32` plus `res`.
 fn node(name: &str, res: &[(&str, &str)]) -> Node {
-    let mut list = rl(&[("pods", "32")]);
-    list.extend(rl(res));
-    let mut labels = Labels::new();
-    labels.insert("kubernetes.io/hostname".into(), name.into());
-    Node {
-        name: name.into(),
-        labels,
-        allocatable: Resources::from_list(&list),
-        ..Default::default()
-    }
+    support::node(name)
+        .capacity(res)
+        .label("kubernetes.io/hostname", name)
+        .obj()
 }
 
-fn cap((cpu, mem): (&str, &str)) -> Vec<(&'static str, String)> {
-    vec![("cpu", cpu.to_string()), ("memory", mem.to_string())]
-}
-
-fn node_cap(name: &str, c: (&str, &str)) -> Node {
-    let v = cap(c);
-    let pairs: Vec<(&str, &str)> = v.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    node(name, &pairs)
+fn node_cap(name: &str, (cpu, mem): (&str, &str)) -> Node {
+    node(name, &cpu_mem(cpu, mem))
 }
 
 fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>, pdbs: Vec<PodDisruptionBudget>) -> Snapshot {
-    let mut snap = Snapshot::new(nodes.into_iter().map(Arc::new).collect());
-    for p in pods {
-        if let Some(i) = snap.index_of(&p.node_name) {
-            snap.assume(i, Arc::new(p));
-        }
-    }
+    let mut snap = support::snapshot(nodes, pods);
     let mut w = (*snap.workloads).clone();
     w.pdbs = pdbs;
     snap.workloads = Arc::new(w);
@@ -197,24 +152,14 @@ fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>, pdbs: Vec<PodDisruptionBudget>) ->
 }
 
 fn pdb(match_labels: &[(&str, &str)], allowed: i32, disrupted: &[&str]) -> PodDisruptionBudget {
-    let labels: Labels = match_labels
+    let selector = labels(match_labels)
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let sel = LabelSelector {
-        requirements: labels
-            .iter()
-            .map(|(k, v)| rkube_model::selector::Requirement {
-                key: k.clone(),
-                op: rkube_model::selector::Operator::In,
-                values: vec![v.clone()],
-            })
-            .collect(),
-    };
+        .fold(sel(), |s, (k, v)| s.label(k, v))
+        .obj();
     PodDisruptionBudget {
         namespace: "default".into(),
         name: "pdb".into(),
-        selector: Some(sel),
+        selector: Some(selector),
         disruptions_allowed: allowed,
         disrupted_pods: disrupted.iter().map(|s| s.to_string()).collect(),
     }
@@ -529,7 +474,7 @@ fn post_filter() {
     );
     let pl = DefaultPreemption::default();
     let nominator = Nominator::new();
-    let mut failures = Vec::new();
+    let mut f = Failures::new();
     for c in cases {
         let snap = snapshot(c.nodes, c.pods, c.pdbs);
         let state = pre_filtered(&fw, &c.pod, &snap);
@@ -549,15 +494,10 @@ fn post_filter() {
                 r.status.message(),
             );
             let want = (c.want_node, c.want_code, c.want_msg.to_string());
-            if got != want {
-                failures.push(format!(
-                    "{} (seed {seed}): got {got:?}, want {want:?}",
-                    c.name
-                ));
-            }
+            f.check(&format!("{} (seed {seed})", c.name), "result", got, want);
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    f.finish();
 }
 
 // ---- TestDryRunPreemption ----
@@ -885,7 +825,7 @@ fn dry_run_preemption() {
         },
     ];
     let nominator = Nominator::new();
-    let mut failures = Vec::new();
+    let mut f = Failures::new();
     for c in cases {
         let nodes: Vec<Node> = c.nodes.iter().map(|n| topo_node(n)).collect();
         let snap = snapshot(nodes, c.init_pods, c.pdbs.clone());
@@ -911,15 +851,15 @@ fn dry_run_preemption() {
                 .iter()
                 .map(|(n, v, k)| (n.to_string(), v.iter().map(|s| s.to_string()).collect(), *k))
                 .collect();
-            if got != want {
-                failures.push(format!(
-                    "{} (cycle {cycle}): got {got:?}, want {want:?}",
-                    c.name
-                ));
-            }
+            f.check(
+                &format!("{} (cycle {cycle})", c.name),
+                "candidates",
+                got,
+                want,
+            );
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    f.finish();
 }
 
 // ---- TestSelectBestCandidate ----
@@ -1077,7 +1017,7 @@ fn select_best_candidate() {
     let fw = fit_framework();
     let pl = DefaultPreemption::default();
     let nominator = Nominator::new();
-    let mut failures = Vec::new();
+    let mut f = Failures::new();
     for (name, nodes, preemptor, pods, expected) in cases {
         let nodes: Vec<Node> = nodes.iter().map(|n| node_cap(n, VERY_LARGE)).collect();
         let n = nodes.len();
@@ -1105,13 +1045,14 @@ fn select_best_candidate() {
                 rkube_plugins::default_preemption::pick_one_node_for_preemption(&dry.candidates)
                     .map(|i| dry.candidates[i].node.clone());
             if !got.as_deref().is_some_and(|g| expected.contains(&g)) {
-                failures.push(format!(
-                    "{name} (offset {offset}): got {got:?}, want one of {expected:?}"
-                ));
+                f.fail(
+                    &format!("{name} (offset {offset})"),
+                    format!("got {got:?}, want one of {expected:?}"),
+                );
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    f.finish();
 }
 
 // ---- TestPodEligibleToPreemptOthers ----

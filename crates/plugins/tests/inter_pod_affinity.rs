@@ -9,6 +9,7 @@ use rkube_plugins::inter_pod_affinity::{
     InterPodAffinity, ERR_REASON_AFFINITY as AFF, ERR_REASON_ANTI_AFFINITY as ANTI,
     ERR_REASON_EXISTING_ANTI_AFFINITY as EXISTING,
 };
+use support::roomy_node as node;
 use support::*;
 
 struct FilterCase {
@@ -22,16 +23,16 @@ struct FilterCase {
 
 fn run_filter_cases(cases: Vec<FilterCase>, namespaces: &[(&str, &[(&str, &str)])]) {
     let pl = InterPodAffinity::default();
-    let mut check = Check::default();
+    let mut f = Failures::new();
     for c in cases {
-        let snap = snapshot(c.nodes, c.pods, namespaces);
+        let snap = snapshot_ns(c.nodes, c.pods, namespaces);
         let (pre, got) = run_filter(&pl, &snap, &c.pod);
-        check.eq(c.name, "PreFilter", pre.clone(), c.want_pre);
+        f.check(c.name, "PreFilter", pre.clone(), c.want_pre);
         if pre.0 == "Success" {
-            check.eq(c.name, "Filter", got, c.want);
+            f.check(c.name, "Filter", got, c.want);
         }
     }
-    check.finish();
+    f.finish();
 }
 
 fn node1() -> Node {
@@ -344,18 +345,18 @@ fn required_affinity_multiple_nodes() {
     run_filter_cases(cases, &[("NS1", &[])]);
 }
 
-type Aff = fn(PodB) -> PodB;
+type Aff = fn(PodBuilder) -> PodBuilder;
 
 fn sec_in(v: &str) -> Option<rkube_model::LabelSelector> {
     Some(sel().is("security", &[v]).obj())
 }
-fn stay_with_s1_in_region(p: PodB) -> PodB {
+fn stay_with_s1_in_region(p: PodBuilder) -> PodBuilder {
     p.affinity_w(term(sec_in("S1"), "region").obj(), 5)
 }
-fn stay_with_s2_in_region(p: PodB) -> PodB {
+fn stay_with_s2_in_region(p: PodBuilder) -> PodBuilder {
     p.affinity_w(term(sec_in("S2"), "region").obj(), 6)
 }
-fn affinity3(p: PodB) -> PodB {
+fn affinity3(p: PodBuilder) -> PodBuilder {
     p.affinity_w(
         term(
             Some(
@@ -378,7 +379,7 @@ fn affinity3(p: PodB) -> PodB {
         2,
     )
 }
-fn hard_affinity(p: PodB) -> PodB {
+fn hard_affinity(p: PodBuilder) -> PodBuilder {
     p.affinity(
         term(
             Some(sel().is("security", &["S1", "value2"]).obj()),
@@ -396,20 +397,20 @@ fn hard_affinity(p: PodB) -> PodB {
         Required,
     )
 }
-fn away_from_s1_in_az(p: PodB) -> PodB {
+fn away_from_s1_in_az(p: PodBuilder) -> PodBuilder {
     p.anti_affinity_w(term(sec_in("S1"), "az").obj(), 5)
 }
-fn away_from_s2_in_az(p: PodB) -> PodB {
+fn away_from_s2_in_az(p: PodBuilder) -> PodBuilder {
     p.anti_affinity_w(term(sec_in("S2"), "az").obj(), 5)
 }
-fn stay_s1_region_away_s2_az(p: PodB) -> PodB {
+fn stay_s1_region_away_s2_az(p: PodBuilder) -> PodBuilder {
     p.affinity_w(term(sec_in("S1"), "region").obj(), 8)
         .anti_affinity_w(term(sec_in("S2"), "az").obj(), 5)
 }
 fn team1() -> rkube_model::LabelSelector {
     sel().is("team", &["team1"]).obj()
 }
-fn affinity_ns_selector(p: PodB) -> PodB {
+fn affinity_ns_selector(p: PodBuilder) -> PodBuilder {
     p.affinity_w(
         term(sec_in("S1"), "region")
             .namespaces(&["subteam2.team2"])
@@ -418,7 +419,7 @@ fn affinity_ns_selector(p: PodB) -> PodB {
         5,
     )
 }
-fn anti_affinity_ns_selector(p: PodB) -> PodB {
+fn anti_affinity_ns_selector(p: PodBuilder) -> PodBuilder {
     p.anti_affinity_w(
         term(sec_in("S1"), "region")
             .namespaces(&["subteam2.team2"])
@@ -427,7 +428,7 @@ fn anti_affinity_ns_selector(p: PodB) -> PodB {
         5,
     )
 }
-fn affinity_negative_ns_selector(p: PodB) -> PodB {
+fn affinity_negative_ns_selector(p: PodBuilder) -> PodBuilder {
     p.affinity_w(
         term(sec_in("S1"), "region")
             .ns_selector(sel().not_in("team", &["team1"]).obj())
@@ -435,7 +436,7 @@ fn affinity_negative_ns_selector(p: PodB) -> PodB {
         5,
     )
 }
-fn anti_affinity_negative_ns_selector(p: PodB) -> PodB {
+fn anti_affinity_negative_ns_selector(p: PodBuilder) -> PodBuilder {
     p.anti_affinity_w(
         term(sec_in("S1"), "region")
             .ns_selector(sel().not_in("team", &["team1"]).obj())
@@ -443,7 +444,7 @@ fn anti_affinity_negative_ns_selector(p: PodB) -> PodB {
         5,
     )
 }
-fn none(p: PodB) -> PodB {
+fn none(p: PodBuilder) -> PodBuilder {
     p
 }
 
@@ -467,16 +468,16 @@ fn on(node_name: &str, ns: &str, l: &[(&str, &str)], aff: Aff) -> Pod {
 }
 
 fn run_score_cases(pl: &InterPodAffinity, cases: Vec<ScoreCase>) {
-    let mut check = Check::default();
+    let mut f = Failures::new();
     for c in cases {
-        let snap = snapshot(c.nodes, c.pods, TEAM_NAMESPACES);
+        let snap = snapshot_ns(c.nodes, c.pods, TEAM_NAMESPACES);
         let (pre, _raw, normalized) = run_score(pl, &snap, &c.pod, None);
-        check.eq(c.name, "PreScore", pre.clone(), c.want_pre);
+        f.check(c.name, "PreScore", pre.clone(), c.want_pre);
         if pre.0 == "Success" {
-            check.eq(c.name, "scores", normalized, c.want);
+            f.check(c.name, "scores", normalized, c.want);
         }
     }
-    check.finish();
+    f.finish();
 }
 
 const CHINA: &[(&str, &str)] = &[("region", "China")];
@@ -632,7 +633,7 @@ fn preferred_affinity() {
     );
 }
 
-fn hard_pod_affinity(p: PodB) -> PodB {
+fn hard_pod_affinity(p: PodBuilder) -> PodBuilder {
     p.affinity(
         term(Some(sel().is("service", &["S1"]).obj()), "region")
             .namespaces(&["", "subteam2.team2"])
@@ -699,9 +700,7 @@ fn preferred_affinity_with_hard_pod_affinity_symmetric_weight() {
 /// and scores through `explain`.
 #[test]
 fn default_profile_scenario() {
-    let cfg = rkube_config::default_config();
-    let fw =
-        rkube_framework::Framework::new(&cfg.profiles[0], 0, &rkube_plugins::in_tree()).unwrap();
+    let fw = default_framework();
     let host = "kubernetes.io/hostname";
     let nodes = vec![
         node("n1").labels(&[(host, "n1"), ("zone", "z1")]).obj(),
@@ -731,7 +730,7 @@ fn default_profile_scenario() {
             .label("app", "cache")
             .obj(),
     ];
-    let snap = snapshot(nodes, existing, &[("default", &[])]);
+    let snap = snapshot_ns(nodes, existing, &[("default", &[])]);
     let p = pod()
         .name("web-2")
         .ns("default")
@@ -743,14 +742,7 @@ fn default_profile_scenario() {
         )
         .obj();
     let ex = rkube_framework::schedule::explain(&fw, &snap, &p).unwrap();
-    let verdict = |i: usize| {
-        ex.nodes[i]
-            .filters
-            .iter()
-            .find(|f| f.plugin == "InterPodAffinity")
-            .map(|f| (f.code.as_str(), f.reasons.clone()))
-            .unwrap()
-    };
+    let verdict = |i: usize| filter_verdict(&ex, i, "InterPodAffinity");
     assert_eq!(verdict(0), ("Unschedulable", vec![ANTI.to_string()]));
     assert_eq!(verdict(1), ("Success", vec![]));
     assert_eq!(verdict(2), ("Unschedulable", vec![EXISTING.to_string()]));
@@ -781,7 +773,6 @@ fn pre_filter_state_add_remove_pod() {
             node("nodeB").labels(&[("zone", "z1")]).obj(),
         ],
         vec![victim.clone()],
-        &[],
     );
     let p = pod()
         .pod_anti_affinity_exists("foo", "zone", Required)

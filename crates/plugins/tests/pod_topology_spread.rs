@@ -10,6 +10,7 @@ use rkube_plugins::pod_topology_spread::{
     from_args, PodTopologySpread, ERR_REASON_CONSTRAINTS_NOT_MATCH as SKEW,
     ERR_REASON_NODE_LABEL_NOT_MATCH as MISSING,
 };
+use support::roomy_node as node;
 use support::*;
 
 fn list_plugin() -> PodTopologySpread {
@@ -109,26 +110,26 @@ struct CodeCase {
 
 fn run_code_cases(cases: Vec<CodeCase>) {
     let pl = list_plugin();
-    let mut check = Check::default();
+    let mut f = Failures::new();
     for c in cases {
-        let snap = snapshot(c.nodes, c.pods, &[]);
+        let snap = snapshot(c.nodes, c.pods);
         let (pre, got) = run_filter(&pl, &snap, &c.pod);
-        check.eq(c.name, "PreFilter", pre.0.as_str(), OK);
+        f.check(c.name, "PreFilter", pre.0.as_str(), OK);
         let codes: Vec<&str> = got.iter().map(|s| s.0.as_str()).collect();
-        check.eq(c.name, "Filter codes", codes, c.want.clone());
+        f.check(c.name, "Filter codes", codes, c.want.clone());
         // Reasons are upstream's constants.
         for s in &got {
             match s.0.as_str() {
-                U => check.eq(c.name, "reason", s.1.clone(), vec![SKEW.to_string()]),
-                UR => check.eq(c.name, "reason", s.1.clone(), vec![MISSING.to_string()]),
+                U => f.check(c.name, "reason", s.1.clone(), vec![SKEW.to_string()]),
+                UR => f.check(c.name, "reason", s.1.clone(), vec![MISSING.to_string()]),
                 _ => {}
             }
         }
     }
-    check.finish();
+    f.finish();
 }
 
-fn p_foo() -> PodB {
+fn p_foo() -> PodBuilder {
     pod().name("p").label("foo", "")
 }
 
@@ -242,7 +243,7 @@ fn pre_filter_skip_without_constraints() {
     // A pod without constraints and without default constraints (List,
     // empty) skips PreFilter; with System defaults only ScheduleAnyway
     // constraints exist, so PreFilter skips too.
-    let snap = snapshot(zone_nodes(), vec![], &[]);
+    let snap = snapshot(zone_nodes(), vec![]);
     let p = pod().name("p").label("foo", "").obj();
     let (pre, _) = run_filter(&list_plugin(), &snap, &p);
     assert_eq!(pre, skip());
@@ -289,7 +290,6 @@ fn match_label_keys_filter() {
                 .labels(&[("foo", ""), ("ver", "v2")])
                 .obj(),
         ],
-        &[],
     );
     let p = pod()
         .name("p")
@@ -332,12 +332,12 @@ struct ScoreCase {
 
 fn run_score_cases(cases: Vec<ScoreCase>) {
     let pl = PodTopologySpread::default();
-    let mut check = Check::default();
+    let mut f = Failures::new();
     for c in cases {
         let n = c.nodes.len();
         let mut all = c.nodes;
         all.extend(c.failed);
-        let mut snap = snapshot(all, c.pods, &[]);
+        let mut snap = snapshot(all, c.pods);
         if c.service {
             let mut ws = rkube_model::workloads::WorkloadSelectors::default();
             ws.services
@@ -346,10 +346,10 @@ fn run_score_cases(cases: Vec<ScoreCase>) {
         }
         let filtered: Vec<usize> = (0..n).collect();
         let (pre, _raw, normalized) = run_score(&pl, &snap, &c.pod, Some(&filtered));
-        check.eq(c.name, "PreScore", pre.0.as_str(), "Success");
-        check.eq(c.name, "scores", normalized, c.want);
+        f.check(c.name, "PreScore", pre.0.as_str(), "Success");
+        f.check(c.name, "scores", normalized, c.want);
     }
-    check.finish();
+    f.finish();
 }
 
 fn on(list: &[(&str, &str)]) -> Vec<Pod> {
@@ -461,7 +461,7 @@ fn pod_topology_spread_score() {
 #[test]
 fn pre_score_skip() {
     // Upstream TestPreScoreSkip: no soft constraints and no default selector.
-    let snap = snapshot(zone_nodes(), vec![], &[]);
+    let snap = snapshot(zone_nodes(), vec![]);
     let p = pod().name("p").label("foo", "").obj();
     let (pre, _, _) = run_score(&PodTopologySpread::default(), &snap, &p, None);
     assert_eq!(
@@ -480,26 +480,16 @@ fn pre_score_skip() {
 /// scores the others.
 #[test]
 fn default_profile_scenario() {
-    let cfg = rkube_config::default_config();
-    let fw =
-        rkube_framework::Framework::new(&cfg.profiles[0], 0, &rkube_plugins::in_tree()).unwrap();
+    let fw = default_framework();
     let snap = snapshot(
         zone_nodes(),
         pods(&[("p-a1", "node-a"), ("p-a2", "node-a"), ("p-b1", "node-b")]),
-        &[],
     );
     let p = p_foo()
         .spread_simple(1, "zone", DO_NOT_SCHEDULE, foo())
         .obj();
     let ex = rkube_framework::schedule::explain(&fw, &snap, &p).unwrap();
-    let verdict = |i: usize| {
-        ex.nodes[i]
-            .filters
-            .iter()
-            .find(|f| f.plugin == "PodTopologySpread")
-            .map(|f| (f.code.as_str(), f.reasons.clone()))
-            .unwrap()
-    };
+    let verdict = |i: usize| filter_verdict(&ex, i, "PodTopologySpread");
     assert_eq!(verdict(0), ("Unschedulable", vec![SKEW.to_string()]));
     assert_eq!(verdict(1), ("Unschedulable", vec![SKEW.to_string()]));
     assert_eq!(verdict(2), ("Success", vec![]));
@@ -520,7 +510,7 @@ fn pre_filter_state_add_remove_pod() {
     use rkube_framework::CycleState;
     let pl = list_plugin();
     let existing = pods(&[("p-a1", "node-a"), ("p-a2", "node-a")]);
-    let snap = snapshot(zone_nodes(), existing.clone(), &[]);
+    let snap = snapshot(zone_nodes(), existing.clone());
     let p = p_foo()
         .spread_simple(1, "zone", DO_NOT_SCHEDULE, foo())
         .obj();

@@ -3,7 +3,7 @@
 
 use rkube_framework::schedule::explain;
 use rkube_framework::{Framework, Snapshot};
-use rkube_model::cluster::{build, parse_documents};
+use rkube_model::load::{build, parse_documents};
 
 #[test]
 fn resource_claims_are_rejected_with_a_reason() {

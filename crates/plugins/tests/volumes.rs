@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rkube_framework::schedule::explain;
 use rkube_framework::{Framework, Snapshot};
-use rkube_model::cluster::{build, parse_documents};
+use rkube_model::load::{build, parse_documents};
 use rkube_model::Cluster;
 
 fn cluster(yaml: &str) -> Cluster {

@@ -3,30 +3,15 @@
 //! best-effort pods are skipped in PreScore).
 
 use rkube_framework::Code;
-use rkube_model::resources::ResourceList;
-use rkube_model::{Node, Pod, Quantity};
+use rkube_model::{Node, Pod};
 use serde_json::{json, Value};
 
 use crate::common::*;
-
-/// Upstream's `makeNode(name, milliCPU, memory, extended)`.
-fn make_node(name: &str, milli_cpu: i64, memory: i64, extended: &[(&str, i64)]) -> Node {
-    let mut l = ResourceList::new();
-    l.insert("cpu".into(), Quantity::from_milli(milli_cpu));
-    l.insert("memory".into(), Quantity::from_units(memory));
-    for (k, v) in extended {
-        l.insert(k.to_string(), Quantity::from_units(*v));
-    }
-    node(name).allocatable(l).obj()
-}
 
 const GPU: &str = "nvidia.com/gpu";
 
 fn cpu_only(c: &str) -> Vec<(&str, &str)> {
     vec![("cpu", c)]
-}
-fn cpu_mem<'a>(c: &'a str, m: &'a str) -> Vec<(&'a str, &'a str)> {
-    vec![("cpu", c), ("memory", m)]
 }
 fn cpu_mem_gpu<'a>(c: &'a str, m: &'a str, g: &'a str) -> Vec<(&'a str, &'a str)> {
     vec![("cpu", c), ("memory", m), (GPU, g)]
@@ -184,7 +169,7 @@ fn test_node_resources_balanced_allocation() {
         )
         .expect("plugin builds");
         let snap = snapshot(nodes, existing);
-        let run = score(pl.as_ref(), &p, &snap, run_pre_score);
+        let run = score(pl.as_ref(), &p, &snap, None, run_pre_score);
         f.check(name, "prescore code", run.pre_score.code, want_pre);
         if want_pre == Code::Skip {
             continue;

@@ -5,17 +5,14 @@
 //! TaintToleration 3).
 
 use rkube_framework::schedule::explain;
-use rkube_framework::{Code, Explanation, Framework, Snapshot};
+use rkube_framework::{Code, Explanation, Snapshot};
 use rkube_model::resources::ResourceList;
 use rkube_model::{Pod, Quantity, TaintEffect};
 
 use crate::common::*;
 
 fn run(snap: &Snapshot, pod: &Pod) -> Explanation {
-    let cfg = rkube_config::default_config();
-    let fw =
-        Framework::new(&cfg.profiles[0], 0, &rkube_plugins::in_tree()).expect("default profile");
-    explain(&fw, snap, pod).expect("explain")
+    explain(&default_framework(), snap, pod).expect("explain")
 }
 
 /// `(raw, normalized, weight, weighted)` of a plugin on every node.

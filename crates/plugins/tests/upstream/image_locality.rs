@@ -130,7 +130,7 @@ fn test_image_locality_priority() {
         let snap = snapshot(nodes, vec![]);
         // Upstream's Score reads the node count from the snapshot; rkube's
         // PreScore records it (the framework always runs it first).
-        let run = score(&ImageLocality, &p, &snap, true);
+        let run = score(&ImageLocality, &p, &snap, None, true);
         f.check(name, "prescore status", run.pre_score.clone(), success());
         f.check(
             name,

@@ -3,7 +3,15 @@
 //! codes, reasons and scores are upstream's expectations. One test binary,
 //! one module per upstream plugin package.
 
-mod common;
+#[path = "../support/mod.rs"]
+mod support;
+
+/// The shared test support as these ports use it: their pods start in
+/// namespace "default".
+mod common {
+    pub use crate::support::default_ns_pod as pod;
+    pub use crate::support::*;
+}
 
 mod balanced_allocation;
 mod end_to_end;

@@ -32,7 +32,13 @@ fn test_node_ports() {
     // (name, pod, existing ports on the node, want PreFilter, want Filter)
     let sidecar_port = vec![host_port("TCP", "0.0.0.0", 8001)];
     let cases: Vec<(&str, Pod, Vec<&str>, _, _)> = vec![
-        ("skip filter", pod().obj(), vec![], skip(), success()),
+        (
+            "skip filter",
+            pod().obj(),
+            vec![],
+            status(Code::Skip, &[]),
+            success(),
+        ),
         (
             "other port",
             new_pod("m1", &["UDP/127.0.0.1/8080"]),
@@ -123,7 +129,7 @@ fn test_node_ports() {
                 .init_container_ports(false, sidecar_port.clone())
                 .obj(),
             vec!["TCP/0.0.0.0/8001"],
-            skip(),
+            status(Code::Skip, &[]),
             success(),
         ),
         (

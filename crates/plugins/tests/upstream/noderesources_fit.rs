@@ -703,10 +703,6 @@ fn cap_node(name: &str, pairs: &[(&str, &str)]) -> Node {
     node(name).capacity(pairs).obj()
 }
 
-fn cpu_mem(cpu: &str, mem: &str) -> Vec<(&'static str, String)> {
-    vec![("cpu", cpu.to_string()), ("memory", mem.to_string())]
-}
-
 /// `st.MakePod().Req(...)` chains.
 fn req_pod(containers: &[&[(&str, &str)]]) -> PodBuilder {
     containers.iter().fold(pod(), |p, c| p.req(c))
@@ -760,7 +756,7 @@ fn run_score_cases(cases: Vec<ScoreCase>) {
             }
         };
         let snap = snapshot(c.nodes, c.existing);
-        let run = score(pl.as_ref(), &c.pod, &snap, c.run_pre_score);
+        let run = score(pl.as_ref(), &c.pod, &snap, None, c.run_pre_score);
         f.check(c.name, "prescore status", run.pre_score.clone(), success());
         f.check(
             c.name,
@@ -927,9 +923,7 @@ fn p_1000_2000_2000_3000() -> Pod {
 }
 
 fn cpu_mem_pod(node_name: &str, cpu: &str, mem: &str) -> Pod {
-    let reqs = cpu_mem(cpu, mem);
-    let pairs: Vec<(&str, &str)> = reqs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    pod().node(node_name).req(&pairs).obj()
+    pod().node(node_name).req(&cpu_mem(cpu, mem)).obj()
 }
 
 fn strategy_cases(strategy: &str, want: &StrategyWants) -> Vec<ScoreCase> {
@@ -1290,17 +1284,6 @@ fn test_broken_linear_function() {
         }
     }
     f.finish();
-}
-
-/// Upstream's `makeNode(name, milliCPU, memory, extended)` (no pod count).
-fn make_node(name: &str, milli_cpu: i64, memory: i64, extended: &[(&str, i64)]) -> Node {
-    let mut l = ResourceList::new();
-    l.insert("cpu".into(), Quantity::from_milli(milli_cpu));
-    l.insert("memory".into(), Quantity::from_units(memory));
-    for (k, v) in extended {
-        l.insert(k.to_string(), Quantity::from_units(*v));
-    }
-    node(name).allocatable(l).obj()
 }
 
 fn bin_packing(

@@ -103,7 +103,7 @@ fn test_taint_toleration_score() {
     for (name, tols, nodes, want) in cases {
         let p = pod().name("pod1").tolerations(tols).obj();
         let snap = snapshot(nodes, vec![]);
-        let run = score(&TaintToleration, &p, &snap, true);
+        let run = score(&TaintToleration, &p, &snap, None, true);
         f.check(name, "prescore status", run.pre_score.clone(), success());
         f.check(name, "normalized scores", run.normalized, want);
     }
