@@ -17,8 +17,8 @@ use rkube_sim::{pending_pods, Profiles};
 
 fn cluster(name: &str) -> Cluster {
     let text = serde_json::to_string(&Workload::parse(name).unwrap().generate()).unwrap();
-    let objs = rkube_model::cluster::parse_documents("bench.json", &text).unwrap();
-    rkube_model::cluster::build(&objs, &mut |_| Ok(false)).unwrap()
+    let objs = rkube_model::load::parse_documents("bench.json", &text).unwrap();
+    rkube_model::load::build(&objs, &mut |_| Ok(false)).unwrap()
 }
 
 fn schedule(c: &mut Criterion) {
@@ -82,5 +82,11 @@ fn assume(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, schedule, quantity, assume);
+// `criterion_group!` defines an undocumented `pub fn benches`.
+mod group {
+    #![allow(missing_docs)]
+    use super::*;
+    criterion_group!(benches, schedule, quantity, assume);
+}
+use group::benches;
 criterion_main!(benches);

@@ -219,8 +219,8 @@ mod tests {
 
     fn cluster(w: &str) -> Cluster {
         let text = serde_json::to_string(&Workload::parse(w).unwrap().generate()).unwrap();
-        let objs = rkube_model::cluster::parse_documents("w.json", &text).unwrap();
-        rkube_model::cluster::build(&objs, &mut |_| Ok(false)).unwrap()
+        let objs = rkube_model::load::parse_documents("w.json", &text).unwrap();
+        rkube_model::load::build(&objs, &mut |_| Ok(false)).unwrap()
     }
 
     /// The timed loop places every pod where the simulator does.

@@ -554,8 +554,8 @@ mod tests {
         for k in Kind::all() {
             let w = Workload::parse(&format!("{k}/5Nodes")).unwrap();
             let text = serde_json::to_string(&w.generate()).unwrap();
-            let objs = rkube_model::cluster::parse_documents("w.json", &text).unwrap();
-            let cluster = rkube_model::cluster::build(&objs, &mut |_| Ok(false)).unwrap();
+            let objs = rkube_model::load::parse_documents("w.json", &text).unwrap();
+            let cluster = rkube_model::load::build(&objs, &mut |_| Ok(false)).unwrap();
             assert_eq!(cluster.nodes.len(), 5, "{w}");
             let pending = cluster
                 .pods

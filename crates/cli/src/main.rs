@@ -318,7 +318,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             let report = match &file {
                 None => rkube_sim::check::check_defaults(),
                 Some(p) => {
-                    let text = std::fs::read_to_string(p)
+                    let text = rkube_util::file::read_text(p, rkube_util::file::CONFIG_MAX_BYTES)
                         .map_err(|e| SimError::Input(format!("{}: {e}", p.display())))?;
                     rkube_sim::check::check_str(&p.display().to_string(), &text)
                 }
@@ -371,7 +371,8 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             if output.as_os_str() == "-" {
                 return Ok(text.into());
             }
-            std::fs::write(&output, text)
+            // Pod specs can carry literal env values: owner-only, as a secret.
+            rkube_util::file::write_private(&output, text.as_bytes())
                 .map_err(|e| SimError::Runtime(format!("writing {}: {e}", output.display())))?;
             Ok(String::new().into())
         }

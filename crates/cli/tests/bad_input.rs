@@ -23,6 +23,7 @@ fn root() -> PathBuf {
 
 /// Caps the child's address space (setrlimit(RLIMIT_AS) between fork and exec).
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+#[allow(unsafe_code)] // audited: one setrlimit in the child, see SAFETY below
 fn limit_memory(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     #[repr(C)]
@@ -208,6 +209,7 @@ fn cluster_needles(name: &str) -> &'static [&'static str] {
         "deep-list.json" | "deep-map.json" => &["recursion limit exceeded"],
         "billion-laughs.yaml" | "billion-laughs-in-object.yaml" => &["repetition limit exceeded"],
         "big-label-value.yaml" => &["Node n1", "metadata.labels.big", "(10485760 bytes)"],
+        "big-node-name.yaml" => &["metadata.name", "must be no more than 253 characters"],
         "big-taint-effect.yaml" => &["Node n1", "spec.taints[0].effect", "bytes elided"],
         "big-quantity.yaml" => &["Pod shop/web", "requests.cpu", "bytes elided"],
         "invalid-utf8.yaml" => &["valid UTF-8"],
@@ -227,6 +229,12 @@ fn config_needles(name: &str) -> &'static [&'static str] {
         "config-unknown-field.yaml" => &["profiles[0].pluginz", "unknown field"],
         "config-wrong-type.yaml" => &["percentageOfNodesToScore", "invalid type"],
         "config-out-of-range.yaml" => &["percentageOfNodesToScore", "Invalid value: 150"],
+        "config-duplicate-field.yaml" => &[
+            "percentageOfNodesToScore",
+            "strict decoding error",
+            "already set in map",
+        ],
+        "config-huge-duration.yaml" => &["leaderElection.leaseDuration", "time: invalid duration"],
         "config-invalid-args.yaml" => &[
             "profiles[0].pluginConfig[0].args.scoringStrategy.type",
             "MostlyAllocated",
@@ -320,6 +328,10 @@ fn generate(dir: &Path) -> Vec<PathBuf> {
         (
             "big-config-value.yaml",
             format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\npercentageOfNodesToScore: {big}\n").into(),
+        ),
+        (
+            "big-node-name.yaml",
+            format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {}}}\n", "n".repeat(BIG)).into(),
         ),
         ("invalid-utf8.yaml", b"apiVersion: v1\nkind: Node\nmetadata: {name: \xff\xfe}\n".to_vec()),
     ];
@@ -459,5 +471,105 @@ fn absurd_quantities_are_accepted_and_saturate() {
             assert!(!r.stderr.contains("panicked"), "{q}: {}", r.stderr);
             serde_json::from_str::<serde_json::Value>(&r.stdout).expect("valid JSON");
         }
+    }
+}
+
+/// Cluster paths that used to hang or grow without bound: a directory with a
+/// symlink loop is walked once (the good file in it is simulated); a FIFO or
+/// a symlink to `/dev/zero` with a cluster-file name, as a directory entry or
+/// named directly, and a FIFO as `--config`, are refused at once (exit 2).
+#[test]
+fn hostile_cluster_paths_neither_hang_nor_grow() {
+    use std::os::unix::fs::symlink;
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hostile-paths");
+    let _ = fs::remove_dir_all(&scratch);
+    fs::create_dir_all(&scratch).unwrap();
+    let mkfifo = |p: &Path| {
+        assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+    };
+
+    let looped = scratch.join("looped");
+    fs::create_dir_all(looped.join("sub")).unwrap();
+    fs::copy(root().join(GOOD_CLUSTER), looped.join("sub/cluster.yaml")).unwrap();
+    symlink("..", looped.join("sub/up")).unwrap();
+    symlink(".", looped.join("self")).unwrap();
+    let r = rkube(
+        &[
+            "simulate",
+            "--cluster",
+            looped.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        &scratch,
+    );
+    assert_eq!(r.code, Some(0), "symlink loop: {}", clip(&r.stderr));
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    assert_eq!(
+        v["summary"]["scheduled"],
+        4,
+        "each file read once: {}",
+        clip(&r.stdout)
+    );
+
+    let with_fifo = scratch.join("with-fifo");
+    fs::create_dir_all(&with_fifo).unwrap();
+    mkfifo(&with_fifo.join("nodes.yaml"));
+    let fifo = with_fifo.join("nodes.yaml");
+    let zero = scratch.join("with-zero");
+    fs::create_dir_all(&zero).unwrap();
+    symlink("/dev/zero", zero.join("zero.yaml")).unwrap();
+    for (path, file) in [
+        (with_fifo.clone(), fifo.clone()),
+        (fifo.clone(), fifo.clone()),
+        (zero.clone(), zero.join("zero.yaml")),
+        (zero.join("zero.yaml"), zero.join("zero.yaml")),
+    ] {
+        assert_rejected(
+            &["simulate", "--cluster", path.to_str().unwrap()],
+            file.to_str().unwrap(),
+            &["not a regular file"],
+            &scratch,
+        );
+    }
+    assert_rejected(
+        &[
+            "simulate",
+            "--cluster",
+            GOOD_CLUSTER,
+            "--config",
+            fifo.to_str().unwrap(),
+        ],
+        fifo.to_str().unwrap(),
+        &["not a regular file"],
+        &scratch,
+    );
+    assert_rejected(
+        &["config", "check", fifo.to_str().unwrap()],
+        fifo.to_str().unwrap(),
+        &["not a regular file"],
+        &scratch,
+    );
+}
+
+/// Duration flags of both daemons: a value past Go's range is a usage error
+/// (exit 2, Go's words), not a panic in the conversion.
+#[test]
+fn daemon_duration_flags_out_of_range_are_usage_errors() {
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("daemon-flags");
+    fs::create_dir_all(&scratch).unwrap();
+    for args in [
+        [
+            "scheduler",
+            "--leader-elect-lease-duration",
+            "99999999999999999999s",
+        ],
+        ["kubelet", "--pod-run-time", "99999999999999999999s"],
+    ] {
+        let r = rkube(&args, &scratch);
+        assert_eq!(r.code, Some(2), "rkube {args:?}: {}", clip(&r.stderr));
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+        assert!(r.stderr.contains("time: invalid duration"), "{}", r.stderr);
+        assert!(r.stderr.contains(args[1]), "names the flag: {}", r.stderr);
     }
 }

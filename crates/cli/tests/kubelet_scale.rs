@@ -5,10 +5,12 @@
 //! `rkube scheduler`) goes Running and Ready.
 //!
 //! `RKUBE_SCALE_NODES`, `RKUBE_SCALE_PODS` and `RKUBE_SCALE_SECONDS`
-//! override 2000 / 5000 / 300 for local runs. The scheduler runs with
+//! override 2000 / 5000 / 300 (`hack/test` runs 90 s, `hack/test --full`
+//! the 5 minutes). The scheduler runs with
 //! `--kube-api-qps=200 --kube-api-burst=400` (kube-scheduler's 50/100 would
 //! make binding 5,000 pods alone take 100 s). Needs hack/build-k8s; run by
-//! hack/test.
+//! hack/test. It lives in the `rkube` crate, not the kubelet's, because it
+//! runs the scheduler too.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

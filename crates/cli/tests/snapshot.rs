@@ -105,6 +105,11 @@ fn snapshot_of_a_live_cluster_simulates() {
         "--qps",
         "50",
     ]));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "a snapshot can hold secrets: owner-only");
+    }
     let items = items(&file);
     let find = |kind: &str, ns: &str, name: &str| {
         items

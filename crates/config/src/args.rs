@@ -68,11 +68,11 @@ pub struct ScoringStrategy {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeResourcesFitArgs {
+    /// `apiVersion` of the args object, when written (`kubescheduler.config.k8s.io/v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub api_version: Option<String>,
+    /// `kind` of the args object, when written (the args type's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub kind: Option<String>,
     /// Resources the filter ignores.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -89,11 +89,11 @@ pub struct NodeResourcesFitArgs {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeResourcesBalancedAllocationArgs {
+    /// `apiVersion` of the args object, when written (`kubescheduler.config.k8s.io/v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub api_version: Option<String>,
+    /// `kind` of the args object, when written (the args type's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub kind: Option<String>,
     /// Resources to balance.
     #[serde(default)]
@@ -104,11 +104,11 @@ pub struct NodeResourcesBalancedAllocationArgs {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InterPodAffinityArgs {
+    /// `apiVersion` of the args object, when written (`kubescheduler.config.k8s.io/v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub api_version: Option<String>,
+    /// `kind` of the args object, when written (the args type's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub kind: Option<String>,
     /// Weight of existing pods' required affinity terms in scoring. Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,11 +122,11 @@ pub struct InterPodAffinityArgs {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeAffinityArgs {
+    /// `apiVersion` of the args object, when written (`kubescheduler.config.k8s.io/v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub api_version: Option<String>,
+    /// `kind` of the args object, when written (the args type's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub kind: Option<String>,
     /// Node affinity added to every pod of the profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,11 +137,11 @@ pub struct NodeAffinityArgs {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PodTopologySpreadArgs {
+    /// `apiVersion` of the args object, when written (`kubescheduler.config.k8s.io/v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub api_version: Option<String>,
+    /// `kind` of the args object, when written (the args type's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub kind: Option<String>,
     /// Cluster-level default constraints (with `List`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -155,11 +155,11 @@ pub struct PodTopologySpreadArgs {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DefaultPreemptionArgs {
+    /// `apiVersion` of the args object, when written (`kubescheduler.config.k8s.io/v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub api_version: Option<String>,
+    /// `kind` of the args object, when written (the args type's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub kind: Option<String>,
     /// Default 10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,11 +173,11 @@ pub struct DefaultPreemptionArgs {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VolumeBindingArgs {
+    /// `apiVersion` of the args object, when written (`kubescheduler.config.k8s.io/v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub api_version: Option<String>,
+    /// `kind` of the args object, when written (the args type's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub kind: Option<String>,
     /// Default 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -191,11 +191,11 @@ pub struct VolumeBindingArgs {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DynamicResourcesArgs {
+    /// `apiVersion` of the args object, when written (`kubescheduler.config.k8s.io/v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub api_version: Option<String>,
+    /// `kind` of the args object, when written (the args type's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[allow(missing_docs)]
     pub kind: Option<String>,
     /// Filter timeout. Default `10s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

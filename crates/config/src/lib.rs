@@ -9,7 +9,7 @@
 
 pub mod args;
 pub mod defaults;
-pub mod duration;
+pub use rkube_util::duration;
 pub mod error;
 pub mod types;
 pub mod validate;
@@ -75,11 +75,25 @@ pub fn load_str(file: &str, text: &str) -> Result<KubeSchedulerConfiguration, Co
 /// Decodes a configuration file's text strictly (apiVersion, kind, unknown
 /// fields), without defaulting or validating: the configuration as written.
 pub fn decode_str(file: &str, text: &str) -> Result<KubeSchedulerConfiguration, ConfigError> {
-    let value: serde_json::Value =
-        serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Syntax {
+    let strict = rkube_util::strict::from_yaml_str(text).map_err(|e| ConfigError::Syntax {
+        file: file.into(),
+        message: e.to_string(),
+    })?;
+    // kube-scheduler's strict decoder refuses a field written twice in one
+    // mapping (YAMLToJSONStrict); a plain decode would keep the last.
+    if let Some(path) = strict.duplicates.first() {
+        let key = path.rsplit('.').next().unwrap_or(path);
+        return Err(ConfigError::Invalid {
             file: file.into(),
-            message: e.to_string(),
-        })?;
+            errors: FieldErrors::single(
+                path.clone(),
+                format!(
+                    "strict decoding error: yaml: unmarshal errors: key {key:?} already set in map"
+                ),
+            ),
+        });
+    }
+    let value = strict.value;
     let version_err = |message: String| ConfigError::Version {
         file: file.into(),
         message,

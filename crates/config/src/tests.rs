@@ -214,3 +214,49 @@ fn fit_args_validation() {
     a.scoring_strategy = None;
     assert!(validate::validate_fit_args(&a, "args").is_err());
 }
+
+#[test]
+fn rejects_duplicate_fields_as_strict_decoding_does() {
+    let msg = load("percentageOfNodesToScore: 10\npercentageOfNodesToScore: 50\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        msg,
+        "c.yaml: percentageOfNodesToScore: strict decoding error: yaml: unmarshal errors: key \"percentageOfNodesToScore\" already set in map"
+    );
+    let msg = load("profiles:\n- schedulerName: a\n  schedulerName: b\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("profiles[0].schedulerName: strict decoding error"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn huge_backoff_seconds_are_accepted_as_upstream_does() {
+    // kube-scheduler validates only > 0 and max >= initial; the queue caps
+    // what a Go duration cannot hold (see rkube-scheduler's queue tests).
+    let cfg = load("podInitialBackoffSeconds: 9223372036854775807\npodMaxBackoffSeconds: 9223372036854775807\n")
+        .unwrap();
+    assert_eq!(cfg.pod_initial_backoff_seconds, Some(i64::MAX));
+    let msg = load("podInitialBackoffSeconds: 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("podInitialBackoffSeconds: Invalid value: 0: must be greater than 0"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn durations_out_of_go_range_are_refused_not_panics() {
+    let msg =
+        load("leaderElection:\n  leaderElect: false\n  leaseDuration: 99999999999999999999s\n")
+            .unwrap_err()
+            .to_string();
+    assert!(
+        msg.contains("leaderElection.leaseDuration: Invalid value: \"99999999999999999999s\": time: invalid duration"),
+        "{msg}"
+    );
+}

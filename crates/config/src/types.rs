@@ -161,38 +161,53 @@ pub const EXTENSION_POINTS: [&str; 16] = [
 /// `plugins`: one [`PluginSet`] per extension point.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct Plugins {
+    /// `preEnqueue`: plugins of the PreEnqueue extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub pre_enqueue: PluginSet,
+    /// `queueSort`: plugins of the QueueSort extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub queue_sort: PluginSet,
+    /// `preFilter`: plugins of the PreFilter extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub pre_filter: PluginSet,
+    /// `filter`: plugins of the Filter extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub filter: PluginSet,
+    /// `postFilter`: plugins of the PostFilter extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub post_filter: PluginSet,
+    /// `preScore`: plugins of the PreScore extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub pre_score: PluginSet,
+    /// `score`: plugins of the Score extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub score: PluginSet,
+    /// `reserve`: plugins of the Reserve extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub reserve: PluginSet,
+    /// `permit`: plugins of the Permit extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub permit: PluginSet,
+    /// `preBind`: plugins of the PreBind extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub pre_bind: PluginSet,
+    /// `bind`: plugins of the Bind extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub bind: PluginSet,
+    /// `postBind`: plugins of the PostBind extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub post_bind: PluginSet,
+    /// `multiPoint`: plugins of the MultiPoint (every extension point a plugin implements) extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub multi_point: PluginSet,
+    /// `placementGenerate`: plugins of the PlacementGenerate (workload-aware scheduling; accepted as upstream, no v1.37 plugin uses it by default) extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub placement_generate: PluginSet,
+    /// `placementScore`: plugins of the PlacementScore (workload-aware scheduling; accepted as upstream) extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub placement_score: PluginSet,
+    /// `podGroupPostFilter`: plugins of the PodGroupPostFilter (workload-aware scheduling; accepted as upstream) extension point.
     #[serde(default, skip_serializing_if = "is_empty_set")]
     pub pod_group_post_filter: PluginSet,
 }

@@ -57,12 +57,29 @@ pub fn validate(cfg: &KubeSchedulerConfiguration) -> Result<(), FieldErrors> {
         errs.invalid("clientConnection.burst", cc.burst, "must be non-negative");
     }
     let le = &cfg.leader_election;
+    // metav1.Duration fields: kube-scheduler's decoder refuses what Go's
+    // time.ParseDuration refuses, whether or not leader election is on.
+    for (field, v) in [
+        ("leaseDuration", &le.lease_duration),
+        ("renewDeadline", &le.renew_deadline),
+        ("retryPeriod", &le.retry_period),
+    ] {
+        if let Some(Err(e)) = v.as_deref().map(crate::duration::parse) {
+            errs.invalid(
+                format!("leaderElection.{field}"),
+                rkube_util::quote(v.as_deref().unwrap_or_default()),
+                &e.to_string(),
+            );
+        }
+    }
     if le.leader_elect == Some(true) {
         let dur = |field: &str, v: &Option<String>, errs: &mut FieldErrors| match v
             .as_deref()
             .map(|s| (s, parse_duration(s)))
         {
             Some((_, Some(d))) if !d.is_zero() => Some(d),
+            // Unparseable: reported above.
+            Some((_, None)) => None,
             Some((s, _)) => {
                 errs.invalid(
                     format!("leaderElection.{field}"),

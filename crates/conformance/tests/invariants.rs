@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rkube_conformance::gen;
-use rkube_model::cluster::{build, parse_documents};
+use rkube_model::load::{build, parse_documents};
 use rkube_model::{Cluster, Node, Pod, PodAffinityTerm, TaintEffect};
 use rkube_sim::{simulate, SimulateOptions};
 

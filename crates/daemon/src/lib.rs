@@ -8,6 +8,9 @@
 //! * [`logging`]: `-v` levels onto `tracing` filters.
 //! * [`signal`]: SIGINT/SIGTERM as a future.
 
+// A daemon reports errors; it does not panic on them (tests may unwrap).
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
+
 pub mod client;
 pub mod logging;
 pub mod signal;

@@ -48,19 +48,30 @@ pub struct FrameworkError(pub String);
 
 /// Extension points in framework order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
 pub enum Point {
+    /// Gates a pod before it enters the active queue.
     PreEnqueue,
+    /// Orders the queue.
     QueueSort,
+    /// Computes per-cycle state; may restrict the nodes or skip filters.
     PreFilter,
+    /// Decides whether a pod fits one node.
     Filter,
+    /// Runs when no node fits (preemption).
     PostFilter,
+    /// Computes per-cycle state for scoring.
     PreScore,
+    /// Scores a feasible node (with NormalizeScore).
     Score,
+    /// Reserves resources on the chosen node (with Unreserve).
     Reserve,
+    /// Approves, denies or delays the binding.
     Permit,
+    /// Prepares the binding (volumes, devices).
     PreBind,
+    /// Binds the pod to the node.
     Bind,
+    /// Informational, after a successful binding.
     PostBind,
 }
 

@@ -8,7 +8,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use rkube_model::cluster::{build, parse_documents};
+use rkube_model::load::{build, parse_documents};
 use rkube_model::Quantity;
 use serde_json::{json, Map, Value};
 

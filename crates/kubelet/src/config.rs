@@ -4,7 +4,10 @@
 //!
 //! Fields rkube models are decoded and validated; other *upstream* fields
 //! (cgroupDriver, clusterDNS, ...) are accepted with a
-//! warning, as they configure parts rkube does not have; anything else is an
+//! warning, as they configure parts rkube does not have — except the
+//! security-relevant ones (`enableServer: false`, `tlsMinVersion`,
+//! `tlsCipherSuites`, `seccompDefault`, ...): a value rkube cannot honour
+//! is refused at start, never ignored (fail closed). Anything else is an
 //! error naming the file and the field, like the kubelet's strict decoder.
 //!
 //! Defaults are upstream's except `address`: the HTTPS kubelet API binds to
@@ -41,13 +44,13 @@ pub const EVICTION_SIGNALS: &[&str] = &[
 pub struct KubeletConfiguration {
     /// `address` of the HTTPS kubelet API (default `127.0.0.1`; upstream's is `0.0.0.0`).
     pub address: String,
-    /// `port` (default 10250; not served yet).
+    /// `port` of the HTTPS kubelet API (default 10250).
     pub port: u16,
     /// `healthzPort` (default 10248; 0 disables).
     pub healthz_port: u16,
     /// `healthzBindAddress` (default `127.0.0.1`).
     pub healthz_bind_address: String,
-    /// `staticPodPath` (default empty: none; not read yet).
+    /// `staticPodPath` (default empty: none).
     pub static_pod_path: String,
     /// `nodeStatusUpdateFrequency` (default 10s): how often status is computed.
     pub node_status_update_frequency: Duration,
@@ -136,9 +139,10 @@ pub struct ConfigError {
     pub message: String,
 }
 
-/// Upstream v1beta1 fields rkube accepts and ignores (with a warning).
+/// Upstream v1beta1 fields rkube accepts and ignores (with a warning): none
+/// of them makes the node less safe when ignored. Security-relevant fields
+/// rkube cannot honour are in [`security_setting`] and refused instead.
 const IGNORED: &[&str] = &[
-    "enableServer",
     "podLogsDir",
     "syncFrequency",
     "fileCheckFrequency",
@@ -146,18 +150,13 @@ const IGNORED: &[&str] = &[
     "staticPodURL",
     "staticPodURLHeader",
     "readOnlyPort",
-    "tlsCipherSuites",
-    "tlsCurvePreferences",
-    "tlsMinVersion",
     "rotateCertificates",
     "serverTLSBootstrap",
     "registryPullQPS",
     "registryBurst",
-    "imagePullCredentialsVerificationPolicy",
     "preloadedImagesVerificationAllowlist",
     "eventRecordQPS",
     "eventBurst",
-    "enableDebuggingHandlers",
     "enableContentionProfiling",
     "oomScoreAdj",
     "clusterDomain",
@@ -184,7 +183,6 @@ const IGNORED: &[&str] = &[
     "qosReserved",
     "runtimeRequestTimeout",
     "hairpinMode",
-    "podPidsLimit",
     "resolvConf",
     "runOnce",
     "cpuCFSQuota",
@@ -200,7 +198,6 @@ const IGNORED: &[&str] = &[
     "evictionMaxPodGracePeriod",
     "evictionMinimumReclaim",
     "enableControllerAttachDetach",
-    "protectKernelDefaults",
     "makeIPTablesUtilChains",
     "iptablesMasqueradeBit",
     "iptablesDropBit",
@@ -231,7 +228,6 @@ const IGNORED: &[&str] = &[
     "reservedMemory",
     "enableProfilingHandler",
     "enableDebugFlagsHandler",
-    "seccompDefault",
     "memoryThrottlingFactor",
     "memoryReservationPolicy",
     "tracing",
@@ -240,6 +236,66 @@ const IGNORED: &[&str] = &[
     "failCgroupV1",
     "userNamespaces",
 ];
+
+/// Upstream fields that make a node less safe when ignored: each value
+/// rkube does not honour is refused ([`security_setting`]).
+const SECURITY_FIELDS: &[&str] = &[
+    "enableServer",
+    "enableDebuggingHandlers",
+    "tlsMinVersion",
+    "tlsCipherSuites",
+    "tlsCurvePreferences",
+    "seccompDefault",
+    "protectKernelDefaults",
+    "podPidsLimit",
+    "imagePullCredentialsVerificationPolicy",
+];
+
+/// `Some(reason)` when a security-relevant field asks for something rkube
+/// does not do; `None` when rkube's behaviour already is what it asks.
+fn security_setting(file: &str, key: &str, v: &Value) -> Result<Option<String>, ConfigError> {
+    Ok(match key {
+        // rkube always serves the authenticated kubelet API (logs, pods).
+        "enableServer" | "enableDebuggingHandlers" => (!field::<bool>(file, key, v)?)
+            .then(|| "false would turn off the kubelet API, which rkube always serves".into()),
+        // rustls never negotiates below TLS 1.2, so a floor of 1.0–1.2 holds.
+        "tlsMinVersion" => {
+            let s: String = field(file, key, v)?;
+            match s.as_str() {
+                "" | "VersionTLS10" | "VersionTLS11" | "VersionTLS12" => None,
+                "VersionTLS13" => Some("a TLS 1.3 floor is not implemented".into()),
+                other => Some(format!(
+                    "unknown TLS version {} (want VersionTLS10..VersionTLS13)",
+                    rkube_util::quote(other)
+                )),
+            }
+        }
+        "tlsCipherSuites" | "tlsCurvePreferences" => {
+            let list: Vec<serde_yaml_ng::Value> = field(file, key, v)?;
+            (!list.is_empty())
+                .then(|| "restricting the TLS suites or curves is not implemented".into())
+        }
+        "seccompDefault" => field::<bool>(file, key, v)?
+            .then(|| "true (RuntimeDefault seccomp for every pod) is not implemented".into()),
+        "protectKernelDefaults" => field::<bool>(file, key, v)?.then(|| {
+            "true (refusing kernel tunables that differ from the kubelet's) is not implemented"
+                .into()
+        }),
+        "podPidsLimit" => (field::<i64>(file, key, v)? > 0)
+            .then(|| "a per-pod PID limit is not implemented".into()),
+        // rkube never checks image pull credentials: only NeverVerify is honoured.
+        "imagePullCredentialsVerificationPolicy" => {
+            let s: String = field(file, key, v)?;
+            (s != "NeverVerify").then(|| {
+                format!(
+                    "{} (verifying pull credentials of cached images) is not implemented; only NeverVerify",
+                    rkube_util::quote(&s)
+                )
+            })
+        }
+        _ => None,
+    })
+}
 
 /// A decoded configuration and the warnings about ignored fields.
 #[derive(Debug, Clone, PartialEq)]
@@ -259,9 +315,9 @@ fn field<T: DeserializeOwned>(file: &str, key: &str, v: &Value) -> Result<T, Con
 
 fn duration(file: &str, key: &str, v: &Value) -> Result<Duration, ConfigError> {
     let s: String = field(file, key, v)?;
-    rkube_config::duration::parse_duration(&s).ok_or_else(|| ConfigError {
+    rkube_util::duration::parse(&s).map_err(|e| ConfigError {
         file: file.into(),
-        message: format!("field {key}: invalid duration {s:?} (e.g. 10s, 5m0s)"),
+        message: format!("field {key}: {e} (e.g. 10s, 5m0s)"),
     })
 }
 
@@ -335,6 +391,13 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "providerID" => c.provider_id = field(file, key, v)?,
             // Read by the kubelet API server (crate::api::ApiSettings).
             "tlsCertFile" | "tlsPrivateKeyFile" | "authentication" | "authorization" => {}
+            k if SECURITY_FIELDS.contains(&k) => {
+                if let Some(why) = security_setting(file, k, v)? {
+                    return Err(err(format!(
+                        "field {k}: {why}; rkube kubelet cannot honour this setting and refuses to start rather than run without it (remove the field to run with its behaviour)"
+                    )));
+                }
+            }
             k if IGNORED.contains(&k) => warnings.push(format!(
                 "{file}: field {k} is not implemented by rkube kubelet and is ignored"
             )),
@@ -374,10 +437,13 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
 /// Reads and loads a configuration file.
 pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-        file: file.clone(),
-        message: format!("reading: {e}"),
-    })?;
+    let text =
+        rkube_util::file::read_text(path, rkube_util::file::CONFIG_MAX_BYTES).map_err(|e| {
+            ConfigError {
+                file: file.clone(),
+                message: format!("reading: {e}"),
+            }
+        })?;
     load_str(&file, &text)
 }
 
@@ -495,6 +561,61 @@ mod tests {
 
     fn load(body: &str) -> Result<Loaded, ConfigError> {
         load_str("k.yaml", &format!("{HEAD}{body}"))
+    }
+
+    #[test]
+    fn security_settings_rkube_cannot_honour_are_refused() {
+        for (body, needle) in [
+            (
+                "enableServer: false\n",
+                "field enableServer: false would turn off",
+            ),
+            (
+                "enableDebuggingHandlers: false\n",
+                "field enableDebuggingHandlers",
+            ),
+            (
+                "tlsMinVersion: VersionTLS13\n",
+                "a TLS 1.3 floor is not implemented",
+            ),
+            ("tlsMinVersion: VersionTLS99\n", "unknown TLS version"),
+            (
+                "tlsCipherSuites: [TLS_AES_128_GCM_SHA256]\n",
+                "field tlsCipherSuites",
+            ),
+            (
+                "tlsCurvePreferences: [X25519]\n",
+                "field tlsCurvePreferences",
+            ),
+            ("seccompDefault: true\n", "field seccompDefault"),
+            (
+                "protectKernelDefaults: true\n",
+                "field protectKernelDefaults",
+            ),
+            ("podPidsLimit: 100\n", "a per-pod PID limit"),
+            (
+                "imagePullCredentialsVerificationPolicy: AlwaysVerify\n",
+                "only NeverVerify",
+            ),
+        ] {
+            let e = load(body).unwrap_err().to_string();
+            assert!(e.contains(needle), "{body}: {e}");
+            assert!(e.contains("refuses to start"), "{body}: {e}");
+        }
+        // Strict decoding: a field written twice is an error.
+        assert!(load("maxPods: 1\nmaxPods: 2\n").is_err());
+        // What rkube already does is accepted, without a warning.
+        for body in [
+            "enableServer: true\n",
+            "tlsMinVersion: VersionTLS12\n",
+            "tlsCipherSuites: []\n",
+            "seccompDefault: false\n",
+            "podPidsLimit: -1\n",
+            "imagePullCredentialsVerificationPolicy: NeverVerify\n",
+        ] {
+            let l = load(body).unwrap_or_else(|e| panic!("{body}: {e}"));
+            assert!(l.warnings.is_empty(), "{body}: {:?}", l.warnings);
+        }
     }
 
     #[test]

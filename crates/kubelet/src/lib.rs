@@ -22,6 +22,9 @@
 //! Not yet: soft eviction, volumes beyond emptyDir/hostPath, exec/attach/
 //! port-forward.
 
+// A daemon reports errors; it does not panic on them (tests may unwrap).
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
+
 pub mod api;
 pub mod config;
 pub mod eviction;
@@ -79,7 +82,8 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
     let template = match &opts.node_template {
         Some(p) => {
             let file = p.display().to_string();
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{file}: reading: {e}"))?;
+            let text = rkube_util::file::read_text(p, rkube_util::file::CONFIG_MAX_BYTES)
+                .map_err(|e| format!("{file}: reading: {e}"))?;
             nodes::Template::parse(&file, &text, config.max_pods)?
         }
         None => nodes::Template::default_shape(config.max_pods),

@@ -128,8 +128,11 @@ fn invalid(name: &str, v: &str, why: &str) -> ParseError {
 }
 
 fn parse_duration(name: &str, v: &str) -> Result<Duration, ParseError> {
-    rkube_config::duration::parse_duration(v)
-        .ok_or_else(|| invalid(name, v, "not a duration (e.g. 1s, 500ms, 2m)"))
+    rkube_util::duration::parse(v).map_err(|e| {
+        ParseError::Invalid(format!(
+            "invalid argument for \"--{name}\" flag: {e} (e.g. 1s, 500ms, 2m)"
+        ))
+    })
 }
 
 /// Parses `k=v,k2=v2` (`--node-labels`).

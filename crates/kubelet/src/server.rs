@@ -1,7 +1,7 @@
 //! `/healthz` (and `/metrics`) in plain HTTP/1.1 on
 //! `healthzBindAddress:healthzPort`, hand-rolled on tokio like the
-//! scheduler's health endpoints. The kubelet's HTTPS API on `port` is not
-//! served.
+//! scheduler's health endpoints. The authenticated HTTPS kubelet API on
+//! `port` is [`crate::api`].
 
 use std::sync::Arc;
 

@@ -128,8 +128,12 @@ pub fn read_dir(dir: &Path, node: &str) -> HashMap<String, (PathBuf, Pod)> {
         if name.starts_with('.') || !ok_ext || !path.is_file() {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
+        let text = match rkube_util::file::read_text(&path, rkube_util::file::CONFIG_MAX_BYTES) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!("static pod ignored: {}: {e}", path.display());
+                continue;
+            }
         };
         match parse_file(&path.display().to_string(), &text, node) {
             Ok(p) => {

@@ -236,6 +236,54 @@ fn dns1123_subdomain(s: &str) -> bool {
         })
 }
 
+/// The API server's `NameIsDNSSubdomain` (node and pod names), with its
+/// messages.
+pub fn validate_subdomain_name(name: &str, path: &str) -> Result<()> {
+    if name.len() > 253 {
+        return Err(err(
+            path,
+            format!(
+                "Invalid value: {}: must be no more than 253 characters",
+                truncate_for_message(name)
+            ),
+        ));
+    }
+    if !dns1123_subdomain(name) {
+        return Err(err(
+            path,
+            format!(
+                "Invalid value: {}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                truncate_for_message(name)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The API server's `ValidateNamespaceName` (an RFC 1123 label), with its
+/// messages.
+pub fn validate_label_name(name: &str, path: &str) -> Result<()> {
+    if name.len() > 63 {
+        return Err(err(
+            path,
+            format!(
+                "Invalid value: {}: must be no more than 63 characters",
+                truncate_for_message(name)
+            ),
+        ));
+    }
+    if name.contains('.') || !dns1123_subdomain(name) {
+        return Err(err(
+            path,
+            format!(
+                "Invalid value: {}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                truncate_for_message(name)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn truncate_for_message(s: &str) -> String {
     if s.len() <= 80 {
         return format!("{s:?}");
@@ -289,6 +337,7 @@ pub fn node(n: &core::Node) -> Result<Node> {
         .clone()
         .filter(|s| !s.is_empty())
         .ok_or_else(|| err("metadata.name", "Required value"))?;
+    validate_subdomain_name(&name, "metadata.name")?;
     validate_labels(n.metadata.labels.as_ref(), "metadata.labels")?;
     let spec = n.spec.clone().unwrap_or_default();
     let status = n.status.clone().unwrap_or_default();
@@ -541,12 +590,14 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
         .clone()
         .filter(|s| !s.is_empty())
         .ok_or_else(|| err("metadata.name", "Required value"))?;
+    validate_subdomain_name(&name, "metadata.name")?;
     let namespace = p
         .metadata
         .namespace
         .clone()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "default".to_string());
+    validate_label_name(&namespace, "metadata.namespace")?;
     let spec = p
         .spec
         .as_ref()

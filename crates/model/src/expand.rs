@@ -11,9 +11,10 @@ use k8s_openapi::api::batch::v1 as batch;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
-use crate::cluster::{Cluster, LoadError, RawObject};
+use crate::cluster::Cluster;
 use crate::convert::{self, PriorityClasses};
 use crate::objects::{Node, Pod};
+use crate::raw::{LoadError, RawObject};
 use crate::selector::Labels;
 
 const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";

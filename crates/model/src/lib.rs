@@ -6,8 +6,10 @@
 pub mod cluster;
 pub mod convert;
 mod expand;
+pub mod load;
 pub mod objects;
 pub mod quantity;
+pub mod raw;
 pub mod requests;
 pub mod resources;
 pub mod selector;
@@ -15,8 +17,9 @@ pub mod version;
 pub mod volumes;
 pub mod workloads;
 
-pub use cluster::{Cluster, LoadError, Namespace, RawObject};
+pub use cluster::{Cluster, Namespace};
 pub use objects::*;
 pub use quantity::Quantity;
+pub use raw::{LoadError, RawObject};
 pub use resources::Resources;
 pub use selector::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm};

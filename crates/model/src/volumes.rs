@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::storage::v1 as storage;
 
-use crate::cluster::{LoadError, RawObject};
 use crate::convert;
 use crate::objects::Node;
 use crate::quantity::Quantity;
+use crate::raw::{LoadError, RawObject};
 use crate::selector::{LabelSelector, Labels, NodeSelector};
 
 /// `kubernetes.io/no-provisioner`: static local volumes only.

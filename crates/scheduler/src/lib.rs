@@ -15,6 +15,9 @@
 //! Not yet: PVC binding for WaitForFirstConsumer claims (PreBind writes),
 //! queueing hints per plugin.
 
+// A daemon reports errors; it does not panic on them (tests may unwrap).
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
+
 pub mod api;
 pub mod leader;
 pub mod metrics;
@@ -131,7 +134,7 @@ pub fn load_config(opts: &Options) -> Result<KubeSchedulerConfiguration> {
     match &opts.config {
         None => Ok(rkube_config::default_config()),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let text = rkube_util::file::read_text(path, rkube_util::file::CONFIG_MAX_BYTES)
                 .with_context(|| format!("reading {}", path.display()))?;
             Ok(rkube_config::load_str(&path.display().to_string(), &text)?)
         }
@@ -162,6 +165,15 @@ pub struct Settings {
     pub burst: i32,
 }
 
+/// A backoff setting as a [`Duration`]. Validation has refused values ≤ 0;
+/// kube-scheduler accepts any larger value (Go's `time.Duration` wraps past
+/// ~292 years), so a value too large for a duration is capped there instead
+/// of overflowing the queue's clock arithmetic.
+fn backoff_seconds(secs: Option<i64>, default: i64) -> Duration {
+    rkube_util::duration::from_secs_checked(secs.unwrap_or(default).max(0))
+        .unwrap_or(rkube_util::duration::MAX)
+}
+
 /// Combines the flags with the configuration; errors are bad input.
 pub fn settings(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Settings> {
     let le = &cfg.leader_election;
@@ -169,8 +181,8 @@ pub fn settings(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Sett
         flag, field,
     ) {
         (Some(d), _) => Ok(d),
-        (None, Some(s)) => rkube_config::duration::parse_duration(s)
-            .with_context(|| format!("leaderElection.{name}: invalid duration {s:?}")),
+        (None, Some(s)) => rkube_util::duration::parse(s)
+            .map_err(|e| anyhow::anyhow!("leaderElection.{name}: {e}")),
         (None, None) => Ok(Duration::from_secs(default)),
     };
     let lease_duration = dur(opts.lease_duration, &le.lease_duration, "leaseDuration", 15)?;
@@ -245,8 +257,8 @@ pub async fn run_with(
     profiles.set_recorder(metrics.clone());
     let client = client(&opts, &cfg).await?;
     let queue = Queue::new(
-        Duration::from_secs(cfg.pod_initial_backoff_seconds.unwrap_or(1).max(0) as u64),
-        Duration::from_secs(cfg.pod_max_backoff_seconds.unwrap_or(10).max(0) as u64),
+        backoff_seconds(cfg.pod_initial_backoff_seconds, 1),
+        backoff_seconds(cfg.pod_max_backoff_seconds, 10),
     );
     let shared = Arc::new(Shared {
         state: Mutex::new(State::new(queue)),

@@ -162,9 +162,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
                 .ok_or_else(|| ParseError::Invalid(format!("flag needs an argument: --{name}")))
         };
         let duration = |v: String| {
-            rkube_config::duration::parse_duration(&v).ok_or_else(|| {
+            rkube_util::duration::parse(&v).map_err(|e| {
                 ParseError::Invalid(format!(
-                    "invalid argument {v:?} for \"--{name}\" flag: time: invalid duration {v:?}"
+                    "invalid argument {} for \"--{name}\" flag: {e}",
+                    rkube_util::quote(&v)
                 ))
             })
         };

@@ -70,8 +70,11 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// An empty queue with the configured backoffs.
+    /// An empty queue with the configured backoffs (each capped at Go's
+    /// largest duration, so `now + backoff` cannot overflow).
     pub fn new(initial_backoff: Duration, max_backoff: Duration) -> Self {
+        let initial_backoff = initial_backoff.min(rkube_util::duration::MAX);
+        let max_backoff = max_backoff.min(rkube_util::duration::MAX);
         Queue {
             active: HashMap::new(),
             backoff: HashMap::new(),
@@ -364,6 +367,18 @@ mod tests {
         let q = q();
         let secs: Vec<u64> = (1..=6).map(|a| q.backoff_duration(a).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 10, 10]);
+    }
+
+    #[test]
+    fn huge_backoffs_do_not_overflow_the_clock() {
+        let t0 = Instant::now();
+        let mut q = Queue::new(Duration::MAX, Duration::MAX);
+        q.upsert(pod("a", 0), false, true, t0);
+        let p = q.pop(t0, by_priority).unwrap();
+        q.requeue_unschedulable(p.pod.clone(), t0);
+        q.move_pods(t0, |_| true);
+        assert!(q.pop(t0 + Duration::from_secs(3600), by_priority).is_none());
+        assert_eq!(q.backoff_duration(200), rkube_util::duration::MAX);
     }
 
     #[test]

@@ -249,8 +249,8 @@ mod tests {
     use super::*;
 
     fn cluster(yaml: &str) -> Cluster {
-        let objects = rkube_model::cluster::parse_documents("c.yaml", yaml).unwrap();
-        rkube_model::cluster::build(&objects, &mut |_| Ok(false)).unwrap()
+        let objects = rkube_model::load::parse_documents("c.yaml", yaml).unwrap();
+        rkube_model::load::build(&objects, &mut |_| Ok(false)).unwrap()
     }
 
     const CLUSTER: &str = r#"

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use rkube_config::KubeSchedulerConfiguration;
-use rkube_model::cluster::{build, parse_documents};
+use rkube_model::load::{build, parse_documents_noting};
 use rkube_model::{Cluster, LoadError};
 
 use crate::SimError;
@@ -12,25 +12,48 @@ fn io_error(path: &Path, e: std::io::Error) -> SimError {
     SimError::Input(format!("{}: {e}", path.display()))
 }
 
+/// Most cluster files one directory tree may hold.
+const MAX_FILES: usize = 100_000;
+
 /// Files of a cluster path: the file itself, or the `*.yaml|*.yml|*.json`
 /// files of a directory (recursively), sorted by name.
+///
+/// Symlinks are followed, but a directory is entered once (by device and
+/// inode), so a symlink loop ends the walk instead of hanging it; entries
+/// that are neither files nor directories (FIFOs, sockets, devices) are
+/// refused by [`read_input`] when they carry a cluster-file extension.
 pub fn cluster_files(path: &Path) -> Result<Vec<PathBuf>, SimError> {
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
-    if meta.is_file() {
+    if !meta.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    seen.insert((meta.dev(), meta.ino()));
     let mut stack = vec![path.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).map_err(|e| io_error(&dir, e))? {
             let p = entry.map_err(|e| io_error(&dir, e))?.path();
-            if p.is_dir() {
-                stack.push(p);
+            // A dangling symlink has no metadata: skip it like any non-file.
+            let Ok(m) = std::fs::metadata(&p) else {
+                continue;
+            };
+            if m.is_dir() {
+                if seen.insert((m.dev(), m.ino())) {
+                    stack.push(p);
+                }
             } else if matches!(
                 p.extension().and_then(|e| e.to_str()),
                 Some("yaml" | "yml" | "json")
             ) {
                 out.push(p);
+                if out.len() > MAX_FILES {
+                    return Err(SimError::Input(format!(
+                        "{}: more than {MAX_FILES} cluster files in this directory tree",
+                        path.display()
+                    )));
+                }
             }
         }
     }
@@ -44,14 +67,27 @@ pub fn cluster_files(path: &Path) -> Result<Vec<PathBuf>, SimError> {
     Ok(out)
 }
 
+/// Reads one input file: a regular file of at most 1 GiB, as UTF-8.
+pub fn read_input(path: &Path) -> Result<String, SimError> {
+    rkube_util::file::read_text(path, rkube_util::file::DEFAULT_MAX_BYTES)
+        .map_err(|e| io_error(path, e))
+}
+
 /// Loads a cluster from a file or directory.
 pub fn load_cluster(path: &Path) -> Result<Cluster, SimError> {
     let mut objects = Vec::new();
+    let mut warnings = Vec::new();
     for f in cluster_files(path)? {
-        let text = std::fs::read_to_string(&f).map_err(|e| io_error(&f, e))?;
-        objects.extend(parse_documents(&f.display().to_string(), &text).map_err(SimError::Load)?);
+        let text = read_input(&f)?;
+        objects.extend(
+            parse_documents_noting(&f.display().to_string(), &text, &mut warnings)
+                .map_err(SimError::Load)?,
+        );
     }
-    build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)
+    let mut cluster = build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
+    warnings.append(&mut cluster.warnings);
+    cluster.warnings = warnings;
+    Ok(cluster)
 }
 
 /// Loads a KubeSchedulerConfiguration, or the defaults when `path` is `None`.
@@ -59,7 +95,7 @@ pub fn load_config(path: Option<&Path>) -> Result<KubeSchedulerConfiguration, Si
     match path {
         None => Ok(rkube_config::default_config()),
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| io_error(p, e))?;
+            let text = read_input(p)?;
             let cfg = rkube_config::load_str(&p.display().to_string(), &text)
                 .map_err(SimError::Config)?;
             // Build the profiles once here too, so that plugin errors (unknown

@@ -4,23 +4,28 @@ use std::fmt::Write;
 
 use crate::PodExplanation;
 
+/// Widest a column is padded to: a longer cell is printed whole but does not
+/// widen its column, so the output stays linear in the input whatever the
+/// cells hold (a megabyte-long name must not pad every other row to it).
+const MAX_COLUMN_WIDTH: usize = 100;
+
 /// Left-aligned columns separated by two spaces; the last column is not padded.
 pub fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
     let mut widths = vec![0; cols];
     for r in rows {
         for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
+            widths[i] = widths[i].max(c.chars().count().min(MAX_COLUMN_WIDTH));
         }
     }
     let mut out = String::new();
     for r in rows {
         let mut line = String::new();
         for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                let _ = write!(line, "{c:<w$}  ", w = widths[i]);
+            line.push_str(c);
+            if i + 1 < r.len() {
+                let pad = widths[i].saturating_sub(c.chars().count()) + 2;
+                line.extend(std::iter::repeat_n(' ', pad));
             }
         }
         out.push_str(line.trim_end());
@@ -86,4 +91,30 @@ pub fn explanation(e: &PodExplanation) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{table, MAX_COLUMN_WIDTH};
+
+    #[test]
+    fn columns_are_aligned() {
+        let rows = vec![
+            vec!["NAME".to_string(), "NODE".to_string()],
+            vec!["a".to_string(), "n1".to_string()],
+        ];
+        assert_eq!(table(&rows), "NAME  NODE\na     n1\n");
+    }
+
+    #[test]
+    fn a_huge_cell_neither_panics_nor_pads_other_rows() {
+        let huge = "x".repeat(10 << 20);
+        let rows = vec![
+            vec![huge.clone(), "n1".to_string()],
+            vec!["b".to_string(), "n2".to_string()],
+        ];
+        let out = table(&rows);
+        assert!(out.len() < huge.len() + 200, "{}", out.len());
+        assert!(out.ends_with(&format!("b{}n2\n", " ".repeat(MAX_COLUMN_WIDTH + 1))));
+    }
 }

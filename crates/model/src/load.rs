@@ -1,0 +1,431 @@
+//! Cluster files: what `kubectl get nodes,pods -A -o yaml` prints. Multi-document
+//! YAML or JSON, single objects or `kind: List`, turned into a [`Cluster`].
+//!
+//! This module does no I/O: callers hand it each file's name and text.
+
+use crate::cluster::{Cluster, Namespace};
+use crate::convert::{self, PriorityClasses};
+pub use crate::raw::{parse_documents, parse_documents_noting, LoadError, RawObject};
+use crate::selector::Labels;
+
+/// Kinds that exist in Kubernetes but do not affect scheduling: read and skipped.
+const IGNORED_KINDS: &[&str] = &[
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "Endpoints",
+    "EndpointSlice",
+    "Event",
+    "Lease",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ControllerRevision",
+    "LimitRange",
+    "ResourceQuota",
+    "Ingress",
+    "IngressClass",
+    "NetworkPolicy",
+    "HorizontalPodAutoscaler",
+    "CustomResourceDefinition",
+    "APIService",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "ComponentStatus",
+    "CronJob",
+];
+
+/// Hook for kinds handled outside this module (workloads, volumes, ...): return
+/// `Ok(true)` when the object was consumed.
+pub type ExtraKinds<'a> = &'a mut dyn FnMut(&RawObject) -> Result<bool, LoadError>;
+
+/// Builds a cluster from parsed objects.
+pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, LoadError> {
+    let mut cluster = Cluster::default();
+    let mut classes = PriorityClasses::with_builtins();
+    for o in objects.iter().filter(|o| o.kind == "PriorityClass") {
+        let pc: k8s_openapi::api::scheduling::v1::PriorityClass = o.decode()?;
+        let name = pc
+            .metadata
+            .name
+            .clone()
+            .ok_or_else(|| o.error(Some("metadata.name".into()), "Required value"))?;
+        let entry = (
+            pc.value.unwrap_or(0),
+            pc.preemption_policy.as_deref() == Some("Never"),
+        );
+        if pc.global_default == Some(true) {
+            classes.global_default = Some(entry);
+        }
+        classes.by_name.insert(name, entry);
+    }
+    let mut seq = 0u64;
+    let mut workloads = crate::expand::Workloads::default();
+    for o in objects {
+        match o.kind.as_str() {
+            "PriorityClass" => {}
+            "Node" => {
+                let n: k8s_openapi::api::core::v1::Node = o.decode()?;
+                let node = convert::node(&n).map_err(|e| o.field_error(e))?;
+                if node.allocatable.milli_cpu == 0
+                    && node.allocatable.memory == 0
+                    && n.status.as_ref().is_some_and(|s| s.capacity.is_some())
+                {
+                    cluster.warnings.push(format!(
+                        "{}: {}: status.allocatable is empty (only capacity is set); the scheduler uses allocatable, so no pod fits this node",
+                        o.file,
+                        o.describe()
+                    ));
+                }
+                cluster.nodes.push(node);
+            }
+            "Pod" => {
+                let p: k8s_openapi::api::core::v1::Pod = o.decode()?;
+                convert::validate_labels(p.metadata.labels.as_ref(), "metadata.labels")
+                    .map_err(|e| o.field_error(e))?;
+                let pod = convert::pod(&p, seq, &classes).map_err(|e| o.field_error(e))?;
+                seq += 1;
+                cluster.pods.push(pod);
+            }
+            "Namespace" => {
+                let ns: k8s_openapi::api::core::v1::Namespace = o.decode()?;
+                let name = ns
+                    .metadata
+                    .name
+                    .clone()
+                    .ok_or_else(|| o.error(Some("metadata.name".into()), "Required value"))?;
+                convert::validate_label_name(&name, "metadata.name")
+                    .map_err(|e| o.field_error(e))?;
+                convert::validate_labels(ns.metadata.labels.as_ref(), "metadata.labels")
+                    .map_err(|e| o.field_error(e))?;
+                cluster.namespaces.insert(
+                    name.clone(),
+                    Namespace {
+                        name,
+                        labels: ns.metadata.labels.clone().unwrap_or_default(),
+                    },
+                );
+            }
+            k if IGNORED_KINDS.contains(&k) => {}
+            _ => {
+                if !workloads.take(o, &mut cluster)? && !cluster.volumes.take(o)? && !extra(o)? {
+                    return Err(o.error(
+                        Some("kind".into()),
+                        format!(
+                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services, storage objects (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
+                            o.kind
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    crate::expand::expand(workloads, &mut cluster, &classes, &mut seq)?;
+    let mut names = std::collections::HashSet::new();
+    for n in &cluster.nodes {
+        if !names.insert(n.name.as_str()) {
+            return Err(LoadError {
+                file: objects
+                    .iter()
+                    .find(|o| o.kind == "Node" && o.display_name == n.name)
+                    .map(|o| o.file.clone())
+                    .unwrap_or_default(),
+                object: Some(format!("Node {}", n.name)),
+                field: Some("metadata.name".into()),
+                message: "Duplicate value: a node with this name appears twice".into(),
+            });
+        }
+    }
+    let mut pod_keys = std::collections::HashSet::new();
+    for p in &cluster.pods {
+        if !pod_keys.insert((p.namespace.as_str(), p.name.as_str())) {
+            return Err(LoadError {
+                file: objects
+                    .iter()
+                    .find(|o| o.kind == "Pod" && o.display_name.ends_with(&p.name))
+                    .map(|o| o.file.clone())
+                    .unwrap_or_default(),
+                object: Some(format!("Pod {}/{}", p.namespace, p.name)),
+                field: Some("metadata.name".into()),
+                message: "Duplicate value: a pod with this name appears twice".into(),
+            });
+        }
+    }
+    for p in &cluster.pods {
+        cluster
+            .namespaces
+            .entry(p.namespace.clone())
+            .or_insert_with(|| Namespace {
+                name: p.namespace.clone(),
+                labels: Labels::from([(
+                    "kubernetes.io/metadata.name".to_string(),
+                    p.namespace.clone(),
+                )]),
+            });
+    }
+    Ok(cluster)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::Pod;
+
+    const LIST: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1, labels: {zone: a}}
+  status:
+    allocatable: {cpu: "4", memory: 8Gi, pods: "110"}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p1, namespace: default}
+  spec:
+    containers:
+    - name: c
+      image: nginx
+      resources: {requests: {cpu: 500m}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p2}
+spec:
+  nodeName: n1
+  containers: [{name: c, image: busybox}]
+"#;
+
+    fn load(text: &str) -> Result<Cluster, LoadError> {
+        let objs = parse_documents("c.yaml", text)?;
+        build(&objs, &mut |_| Ok(false))
+    }
+
+    #[test]
+    fn reads_lists_and_documents() {
+        let c = load(LIST).unwrap();
+        assert_eq!(c.nodes.len(), 1);
+        assert_eq!(c.nodes[0].allocatable.milli_cpu, 4000);
+        assert_eq!(c.pods.len(), 2);
+        assert_eq!(c.pods[0].requests.milli_cpu, 500);
+        assert_eq!(c.pods[1].namespace, "default");
+        assert_eq!(c.pods[1].node_name, "n1");
+    }
+
+    #[test]
+    fn errors_name_file_object_and_field() {
+        let bad = LIST.replace("cpu: 500m", "cpu: 5x00m");
+        let e = load(&bad).unwrap_err();
+        assert_eq!(e.file, "c.yaml");
+        assert_eq!(e.object.as_deref(), Some("Pod default/p1"));
+        assert_eq!(
+            e.field.as_deref(),
+            Some("spec.containers[0].resources.requests.cpu")
+        );
+
+        let e = load("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}\n").unwrap_err();
+        assert_eq!(e.object.as_deref(), Some("Pod x"));
+        assert!(e.to_string().contains("containers"), "{e}");
+
+        let e = load("apiVersion: v1\nkind: Gizmo\nmetadata: {name: x}\n").unwrap_err();
+        assert!(e.to_string().contains("unsupported kind \"Gizmo\""), "{e}");
+
+        let e = load("kind: [").unwrap_err();
+        assert!(e.to_string().starts_with("c.yaml: invalid YAML"), "{e}");
+
+        let e = load("apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec: {taints: [{key: k, effect: Sometimes}]}\n").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("spec.taints[0].effect"));
+    }
+
+    #[test]
+    fn names_are_validated_as_the_api_server_does() {
+        let long = "n".repeat(10 << 20);
+        let e = load(&format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: {long}}}\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("metadata.name"));
+        assert!(
+            e.message.contains("must be no more than 253 characters"),
+            "{e}"
+        );
+        assert!(e.to_string().len() < 2048, "{}", e.to_string().len());
+
+        let e = load("apiVersion: v1\nkind: Node\nmetadata: {name: Node_1}\n").unwrap_err();
+        assert!(e.message.contains("a lowercase RFC 1123 subdomain"), "{e}");
+
+        let e = load("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: a.b}\nspec: {containers: [{name: c, image: i}]}\n").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("metadata.namespace"));
+        assert!(e.message.contains("a lowercase RFC 1123 label"), "{e}");
+
+        let e = load("apiVersion: v1\nkind: Namespace\nmetadata: {name: UPPER}\n").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("metadata.name"));
+    }
+
+    #[test]
+    fn duplicate_keys_are_warnings() {
+        let text = "apiVersion: v1\nkind: Node\nmetadata: {name: n1, name: n2}\n";
+        let mut warnings = Vec::new();
+        let objects = parse_documents_noting("c.yaml", text, &mut warnings).unwrap();
+        assert_eq!(objects[0].display_name, "n2");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("c.yaml: document 1: metadata.name: duplicate key"),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn json_and_duplicate_detection() {
+        let json = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}
+{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}"#;
+        let e = load(json).unwrap_err();
+        assert!(e.to_string().contains("Duplicate value"), "{e}");
+    }
+
+    #[test]
+    fn priority_class_resolution() {
+        let text = r#"
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec: {priorityClassName: high, containers: [{name: c}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: q}
+spec: {priorityClassName: nope, containers: [{name: c}]}
+"#;
+        let e = load(text).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("spec.priorityClassName"));
+        let ok = load(&text[..text.rfind("---").unwrap()]).unwrap();
+        assert_eq!(ok.pods[0].priority, 1000);
+    }
+
+    const WORKLOADS: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: n1}}
+- {apiVersion: v1, kind: Node, metadata: {name: n2}}
+- {apiVersion: v1, kind: Node, metadata: {name: n3}, spec: {taints: [{key: gpu, effect: NoSchedule}]}}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: shop}
+  spec: {selector: {app: web}}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: web, namespace: shop}
+  spec:
+    replicas: 3
+    selector: {matchLabels: {app: web}}
+    template:
+      metadata: {labels: {app: web}}
+      spec: {containers: [{name: c, image: nginx, resources: {requests: {cpu: 100m}}}]}
+- apiVersion: apps/v1
+  kind: StatefulSet
+  metadata: {name: db, namespace: shop}
+  spec:
+    replicas: 2
+    serviceName: db
+    selector: {matchLabels: {app: db}}
+    template:
+      metadata: {labels: {app: db}}
+      spec: {containers: [{name: c, image: mysql}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: db-0, namespace: shop, labels: {app: db}}
+  spec: {nodeName: n1, containers: [{name: c, image: mysql}]}
+- apiVersion: batch/v1
+  kind: Job
+  metadata: {name: batch, namespace: shop}
+  spec:
+    parallelism: 2
+    completions: 5
+    template:
+      spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}
+- apiVersion: apps/v1
+  kind: DaemonSet
+  metadata: {name: agent, namespace: kube-system}
+  spec:
+    selector: {matchLabels: {app: agent}}
+    template:
+      metadata: {labels: {app: agent}}
+      spec: {containers: [{name: c, image: agent}]}
+"#;
+
+    #[test]
+    fn workloads_expand_into_pods() {
+        let c = load(WORKLOADS).unwrap();
+        let web: Vec<&Pod> = c
+            .pods
+            .iter()
+            .filter(|p| p.labels.get("app").map(String::as_str) == Some("web"))
+            .collect();
+        assert_eq!(web.len(), 3);
+        let hash = web[0].labels.get("pod-template-hash").unwrap().clone();
+        for p in &web {
+            assert!(p.node_name.is_empty());
+            assert_eq!(p.owners[0].kind, "ReplicaSet");
+            assert_eq!(p.owners[0].name, format!("web-{hash}"));
+            assert!(p.name.starts_with(&format!("web-{hash}-")));
+        }
+        // Default spreading selector: the Service's and the ReplicaSet's.
+        let sel = c.workloads.default_selector(web[0]);
+        assert!(sel.matches(&web[0].labels));
+        assert!(sel
+            .requirements
+            .iter()
+            .any(|r| r.key == "pod-template-hash"));
+        // StatefulSet: db-0 exists, db-1 is created.
+        let db: Vec<&str> = c
+            .pods
+            .iter()
+            .filter(|p| p.name.starts_with("db-"))
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(db, ["db-0", "db-1"]);
+        // Job: min(parallelism, completions) pods.
+        assert_eq!(
+            c.pods
+                .iter()
+                .filter(|p| p.name.starts_with("batch-"))
+                .count(),
+            2
+        );
+        // DaemonSet: one pod per node whose taints it tolerates, pinned by node affinity.
+        let agents: Vec<&Pod> = c
+            .pods
+            .iter()
+            .filter(|p| p.namespace == "kube-system")
+            .collect();
+        assert_eq!(agents.len(), 2);
+        let pinned: Vec<String> = agents
+            .iter()
+            .map(|p| {
+                p.node_affinity
+                    .as_ref()
+                    .unwrap()
+                    .required
+                    .as_ref()
+                    .unwrap()
+                    .terms[0]
+                    .match_fields[0]
+                    .values[0]
+                    .clone()
+            })
+            .collect();
+        assert_eq!(pinned, ["n1", "n2"]);
+        assert!(agents[0]
+            .tolerations
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unreachable"));
+    }
+}

@@ -1,0 +1,30 @@
+//! Small pure helpers shared by crates that must not depend on each other
+//! (the scheduler's configuration and the kubelet's): Go durations as
+//! Kubernetes configurations and flags write them, bounded reading of input
+//! files, and quoting of hostile values in messages.
+
+pub mod duration;
+pub mod file;
+pub mod strict;
+
+/// `s` quoted for a message, as Go's `%q` would (control characters
+/// escaped), clipped to 64 characters so a hostile value cannot flood a
+/// terminal or a log line.
+pub fn quote(s: &str) -> String {
+    let mut shown: String = s.chars().take(64).collect();
+    if shown.len() < s.len() {
+        shown.push('…');
+    }
+    format!("{shown:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quote_escapes_and_clips() {
+        assert_eq!(super::quote("a\u{1b}b"), "\"a\\u{1b}b\"");
+        let q = super::quote(&"x".repeat(1000));
+        assert_eq!(q.chars().count(), 64 + 3);
+        assert!(q.ends_with("…\""));
+    }
+}
