@@ -20,9 +20,21 @@ const EXIT_STATUS: &str = "Exit status:
   2  invalid input or usage (unreadable or malformed cluster or configuration
      file, a configuration kube-scheduler would refuse, bad flags)";
 
+/// What `rkube --version` and `rkube version` print: rkube's version, the
+/// commit it was built from and the Kubernetes release it follows (as
+/// `kube-scheduler --version` prints "Kubernetes vX.Y.Z").
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("RKUBE_GIT_COMMIT"),
+    ", Kubernetes v",
+    env!("RKUBE_KUBERNETES_VERSION"),
+    ")"
+);
+
 /// rkube: the Kubernetes scheduler that explains itself.
 #[derive(Parser)]
-#[command(name = "rkube", version, about, long_about = None, after_help = EXIT_STATUS)]
+#[command(name = "rkube", version = VERSION, about, long_about = None, after_help = EXIT_STATUS)]
 struct Cli {
     /// Do not print warnings (cluster-file notes, configuration warnings) on stderr.
     #[arg(short, long, global = true)]
@@ -148,6 +160,8 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print rkube's version, the git commit it was built from and the Kubernetes version it follows.
+    Version,
     /// Print the rkube(1) manual page (roff), or write one page per command to a directory.
     Man {
         /// Write rkube.1, rkube-simulate.1, ... into this directory instead.
@@ -382,6 +396,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             clap_complete::generate(shell, &mut Cli::command(), "rkube", &mut buf);
             Ok(String::from_utf8_lossy(&buf).into_owned().into())
         }
+        Command::Version => Ok(format!("rkube {VERSION}\n").into()),
         Command::Man { out_dir } => {
             let cmd = Cli::command();
             match out_dir {

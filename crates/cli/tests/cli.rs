@@ -300,3 +300,32 @@ items:
     assert_eq!(fit["reasons"][0], "Insufficient cpu");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn version_names_the_commit_and_the_kubernetes_release() {
+    let kver = std::fs::read_to_string(root().join("KUBERNETES_VERSION")).unwrap();
+    let want_k8s = format!("Kubernetes v{}", kver.trim());
+    for args in [&["--version"][..], &["version"][..]] {
+        let out = rkube(args);
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.starts_with(&format!("rkube {} (commit ", env!("CARGO_PKG_VERSION"))),
+            "{text}"
+        );
+        assert!(text.contains(&want_k8s), "{text}");
+        // A checkout's commit (12 hex digits), or "unknown" outside git.
+        let commit = text
+            .split("(commit ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap();
+        assert!(
+            commit == "unknown"
+                || (commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{text}"
+        );
+    }
+}

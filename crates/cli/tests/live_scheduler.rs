@@ -10,6 +10,8 @@
 //!   every pod without restarting;
 //! - the leader is SIGKILLed N times (short leases): every pod is bound
 //!   exactly once;
+//! - the leader's scheduling loop panics (a debug-build hook): the process
+//!   exits 1 within a second and the standby takes over;
 //! - upstream kube-scheduler and rkube run side by side with two
 //!   schedulerNames: each schedules only its own pods.
 //!
@@ -193,6 +195,15 @@ struct Replica {
 
 impl Replica {
     fn start(cp: &ControlPlane, name: &str, extra: &[&str]) -> Replica {
+        Replica::start_with_env(cp, name, extra, &[])
+    }
+
+    fn start_with_env(
+        cp: &ControlPlane,
+        name: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Replica {
         let port = free_port();
         let log = cp.dir().join(format!("logs/rkube-{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
@@ -203,6 +214,7 @@ impl Replica {
             .arg(format!("--secure-port={port}"))
             .arg("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
@@ -411,6 +423,75 @@ fn survives_apiserver_restarts() {
         "apiserver restarts: {rounds} restarts, {} pods bound, 0 lost, {with_events} with a Scheduled event, {relists} relists, {:?}",
         placed.len(),
         t0.elapsed()
+    );
+}
+
+/// The scheduling loop panics (a debug-build hook) in the leader: the process
+/// exits 1 within a second instead of keeping the lease while scheduling
+/// nothing, the standby takes the lease, and every pod is bound once.
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn a_dead_scheduling_loop_ends_the_process() {
+    let cp = ControlPlane::start().expect("control plane");
+    create_nodes(&cp, 10, "64");
+    let short = [
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=500ms",
+    ];
+    let mut a = Replica::start_with_env(
+        &cp,
+        "loop-a",
+        &short,
+        &[("RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER", "5")],
+    );
+    wait_leader(&[&a], Duration::from_secs(30));
+    let mut b = Replica::start(&cp, "loop-b", &short);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!b.is_leader());
+    create_pods(&cp, "loop", 20, "default-scheduler");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let panicked_at = loop {
+        if a.log_text().contains("injected panic") {
+            break Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no injected panic:\n{}",
+            a.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let code = loop {
+        if let Ok(Some(st)) = a.child.try_wait() {
+            break st.code();
+        }
+        assert!(
+            panicked_at.elapsed() < Duration::from_secs(5),
+            "still running 5 s after the loop died:\n{}",
+            a.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let exit_after = panicked_at.elapsed();
+    assert_eq!(code, Some(1), "{}", a.log_text());
+    assert!(
+        exit_after < Duration::from_secs(1),
+        "exit took {exit_after:?}"
+    );
+    assert!(
+        a.log_text().contains("the scheduling loop failed"),
+        "{}",
+        a.log_text()
+    );
+    wait_leader(&[&b], Duration::from_secs(30));
+    let placed = wait_all_bound(&cp, 20, Duration::from_secs(60));
+    let with_events = assert_bound_once(&cp, &placed);
+    assert!(b.alive());
+    no_panic(&b);
+    eprintln!(
+        "dead scheduling loop: exit 1 {exit_after:?} after the panic; standby took over; {} pods bound, 0 lost, {with_events} with a Scheduled event",
+        placed.len()
     );
 }
 

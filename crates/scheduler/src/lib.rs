@@ -341,7 +341,11 @@ pub async fn run_with(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    let scheduling = tokio::spawn(schedule_loop(
+    // Supervised like the other tasks: a scheduling loop that ends or
+    // panics ends the process (exit 1) instead of leaving a leader that
+    // holds the lease, reports healthy and schedules nothing. The lease is
+    // not released then: a standby takes it when it expires.
+    let mut scheduling = tokio::spawn(schedule_loop(
         shared.clone(),
         writer,
         Scheduler::new(seed, shared.profiles.percentage_of_nodes_to_score),
@@ -360,6 +364,10 @@ pub async fn run_with(
             Ok(())
         }
         _ = lost => Err(anyhow::anyhow!("leader election lost")),
+        r = &mut scheduling => match r {
+            Ok(()) => Err(anyhow::anyhow!("the scheduling loop ended unexpectedly")),
+            Err(e) => Err(anyhow::anyhow!("the scheduling loop failed: {e}")),
+        },
         Some(r) = tasks.join_next() => task_failed(r),
     };
     scheduling.abort();
@@ -545,8 +553,23 @@ async fn next_pod(shared: &Shared) -> QueuedPod {
 /// The scheduling loop (upstream's `ScheduleOne`, scheduling cycle only;
 /// binding runs in its own task).
 async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Scheduler) {
+    // Test hook, debug builds only: panic after this many pods, so tests can
+    // show that a dead loop ends the process.
+    #[cfg(debug_assertions)]
+    let mut panic_after = std::env::var("RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
     loop {
         let qp = next_pod(&shared).await;
+        #[cfg(debug_assertions)]
+        if let Some(n) = panic_after.as_mut() {
+            if *n == 0 {
+                panic!(
+                    "RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER: injected panic in the scheduling loop"
+                );
+            }
+            *n -= 1;
+        }
         let uid = qp.pod.uid.clone();
         // The latest version of the pod; the cycle runs on the cache's
         // snapshot (kept up to date incrementally, shared copy-on-write) and

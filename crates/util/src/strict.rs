@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 /// A decoded document and the paths (`spec.containers[0].name`) of keys that
@@ -77,6 +77,13 @@ impl<'de> Visitor<'de> for Collect<'_> {
     }
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
         Ok(Value::from(v))
+    }
+    // Integers past 64 bits: exactly what a plain `serde_json::Value` makes of them.
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
+        serde::Deserialize::deserialize(de::value::I128Deserializer::<E>::new(v))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
+        serde::Deserialize::deserialize(de::value::U128Deserializer::<E>::new(v))
     }
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
         Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
@@ -156,10 +163,12 @@ mod tests {
 
     #[test]
     fn same_value_as_plain_decoding() {
-        let text = "k: v\nn: 1.5\nt: true\nz: ~\nl: [1, -2, x]\n";
-        let plain: Value = serde_yaml_ng::from_str(text).unwrap();
-        let strict = from_yaml_str(text).unwrap();
-        assert_eq!(strict.value, plain);
-        assert!(strict.duplicates.is_empty());
+        let text = "k: v\nn: 1.5\nt: true\nz: ~\nl: [1, -2, x]\nbig: 99999999999999999999\nneg: -99999999999999999999\n";
+        let plain = serde_yaml_ng::from_str::<Value>(text).map_err(|e| e.to_string());
+        let strict = from_yaml_str(text).map_err(|e| e.to_string());
+        assert_eq!(strict.clone().map(|s| s.value), plain);
+        if let Ok(s) = strict {
+            assert!(s.duplicates.is_empty());
+        }
     }
 }
