@@ -160,6 +160,31 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// How many more pods of one or more shapes fit: clone each pod until a clone does not fit
+    /// (cluster-capacity's semantics), with the count per node and why each node stopped.
+    #[command(after_help = EXIT_STATUS)]
+    Capacity {
+        /// Cluster file or directory.
+        #[arg(long)]
+        cluster: PathBuf,
+        /// A file holding one pending Pod, optionally `:N` to interleave shapes by ratio
+        /// (`--pod a.yaml:3 --pod b.yaml:1`: three of a, then one of b, again). Without
+        /// ratios the shapes are filled in the order given.
+        #[arg(long = "pod", required = true, action = clap::ArgAction::Append)]
+        pods: Vec<String>,
+        /// KubeSchedulerConfiguration; defaults when omitted.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Most clones in all (a bound for shapes nothing stops).
+        #[arg(long, default_value_t = 100_000)]
+        max: usize,
+        /// Seed for breaking ties.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output format (table, json or yaml).
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Print rkube's version, the git commit it was built from and the Kubernetes version it follows.
     Version,
     /// Print the rkube(1) manual page (roff), or write one page per command to a directory.
@@ -227,6 +252,23 @@ fn warn(quiet: bool, cluster: &rkube_model::Cluster) {
             eprintln!("warning: {w}");
         }
     }
+}
+
+/// `SHAPE.yaml[:N]`: the file and its ratio (1 without one).
+fn shape_arg(s: &str) -> Result<(PathBuf, u32), SimError> {
+    if let Some((path, n)) = s.rsplit_once(':') {
+        if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
+            return match n.parse::<u32>() {
+                Ok(r) if r >= 1 => Ok((PathBuf::from(path), r)),
+                _ => Err(SimError::Input(format!(
+                    "--pod {}: the ratio after ':' must be a whole number from 1 to {}",
+                    rkube_util::quote(s),
+                    u32::MAX
+                ))),
+            };
+        }
+    }
+    Ok((PathBuf::from(s), 1))
 }
 
 fn config_label(path: Option<&Path>) -> String {
@@ -395,6 +437,42 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "rkube", &mut buf);
             Ok(String::from_utf8_lossy(&buf).into_owned().into())
+        }
+        Command::Capacity {
+            cluster,
+            pods,
+            config,
+            max,
+            seed,
+            output,
+        } => {
+            if output == Output::Html {
+                return Err(SimError::Input(
+                    "capacity: -o html is not available; use table, json or yaml".into(),
+                ));
+            }
+            let parsed = pods
+                .iter()
+                .map(|s| shape_arg(s.as_str()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let files: Vec<PathBuf> = parsed.iter().map(|(p, _)| p.clone()).collect();
+            let (cluster, shape_pods) = rkube_sim::load::load_cluster_and_shapes(&cluster, &files)?;
+            warn(quiet, &cluster);
+            let shapes: Vec<rkube_sim::capacity::Shape> = parsed
+                .iter()
+                .zip(shape_pods)
+                .map(|((path, ratio), pod)| rkube_sim::capacity::Shape {
+                    source: path.display().to_string(),
+                    pod,
+                    ratio: *ratio,
+                })
+                .collect();
+            let opts = rkube_sim::capacity::CapacityOptions { seed, max };
+            let r = rkube_sim::capacity::capacity(&cluster, &cfg, &shapes, &opts)?;
+            emit(output, &r, || render::capacity(&r), String::new)
+                .map(Done::from)
+                .map_err(wrap)
         }
         Command::Version => Ok(format!("rkube {VERSION}\n").into()),
         Command::Man { out_dir } => {

@@ -3,12 +3,59 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
+use rkube_sim::capacity::CapacityReport;
 use rkube_sim::check::{CheckReport, Finding};
 use rkube_sim::compare::{Comparison, ConfigOutcome};
 use rkube_sim::stats::Stats;
 pub use rkube_sim::text::explanation;
 use rkube_sim::text::table;
 use rkube_sim::SimulationReport;
+
+/// `rkube capacity` table: per shape the count and the message of the clone
+/// that did not fit, then per node the clones placed and why the node stopped.
+pub fn capacity(r: &CapacityReport) -> String {
+    let mut rows = vec![vec![
+        "SHAPE".to_string(),
+        "POD".into(),
+        "FIT".into(),
+        "STOPPED BY".into(),
+    ]];
+    for s in &r.shapes {
+        rows.push(vec![
+            s.shape.clone(),
+            s.pod.clone(),
+            s.count.to_string(),
+            match &s.stopped {
+                Some(stop) => stop.message.clone(),
+                None => format!("--max {} reached", r.total),
+            },
+        ]);
+    }
+    let mut out = table(&rows);
+    for s in &r.shapes {
+        let _ = writeln!(out, "\n{} ({}):", s.pod, s.shape);
+        let mut rows = vec![vec![
+            "NODE".to_string(),
+            "PODS".into(),
+            "WHY NO MORE".into(),
+        ]];
+        for n in &r.nodes {
+            let why = s
+                .stopped
+                .as_ref()
+                .and_then(|st| st.nodes.iter().find(|x| x.name == n.name))
+                .map(|x| format!("{}: {}", x.plugin, x.reasons.join("; ")))
+                .unwrap_or_default();
+            rows.push(vec![
+                n.name.clone(),
+                s.per_node.get(&n.name).copied().unwrap_or(0).to_string(),
+                why,
+            ]);
+        }
+        out.push_str(&table(&rows));
+    }
+    out
+}
 
 /// `rkube simulate` table.
 pub fn simulation(r: &SimulationReport) -> String {

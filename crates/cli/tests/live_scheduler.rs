@@ -30,6 +30,14 @@ use rkube_testcp::support::free_port;
 use rkube_testcp::ControlPlane;
 use serde_json::Value;
 
+/// Leader election with short leases (4 s / 3 s / 0.5 s), for tests that
+/// wait for takeovers.
+const SHORT_LEASE: [&str; 3] = [
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=500ms",
+];
+
 /// How many apiserver restarts and leader kills to run (see the module doc).
 fn restart_rounds() -> usize {
     std::env::var("RKUBE_RESTART_ROUNDS")
@@ -434,11 +442,7 @@ fn survives_apiserver_restarts() {
 fn a_dead_scheduling_loop_ends_the_process() {
     let cp = ControlPlane::start().expect("control plane");
     create_nodes(&cp, 10, "64");
-    let short = [
-        "--leader-elect-lease-duration=4s",
-        "--leader-elect-renew-deadline=3s",
-        "--leader-elect-retry-period=500ms",
-    ];
+    let short = SHORT_LEASE;
     let mut a = Replica::start_with_env(
         &cp,
         "loop-a",
@@ -502,11 +506,7 @@ fn leader_killed_repeatedly() {
     const PER_ROUND: usize = 20;
     let cp = ControlPlane::start().expect("control plane");
     create_nodes(&cp, 10, "64");
-    let short = [
-        "--leader-elect-lease-duration=4s",
-        "--leader-elect-renew-deadline=3s",
-        "--leader-elect-retry-period=500ms",
-    ];
+    let short = SHORT_LEASE;
     let mut replicas: Vec<Replica> = (0..2)
         .map(|i| Replica::start(&cp, &format!("k{i}"), &short))
         .collect();

@@ -309,7 +309,10 @@ fn completions_and_man_page() {
         assert_eq!(out.status.code(), Some(0));
         let s = text(&out.stdout);
         assert!(s.len() > 200, "{shell}: {s}");
-        assert!(s.contains("simulate") && s.contains("compare"), "{shell}");
+        assert!(
+            s.contains("simulate") && s.contains("compare") && s.contains("capacity"),
+            "{shell}"
+        );
     }
     let out = rkube(&["man"]);
     assert_eq!(out.status.code(), Some(0));
@@ -324,6 +327,7 @@ fn completions_and_man_page() {
         "rkube.1",
         "rkube-simulate.1",
         "rkube-compare.1",
+        "rkube-capacity.1",
         "rkube-config-check.1",
     ] {
         assert!(dir.join(page).is_file(), "{page}");

@@ -239,49 +239,41 @@ fn dns1123_subdomain(s: &str) -> bool {
 /// The API server's `NameIsDNSSubdomain` (node and pod names), with its
 /// messages.
 pub fn validate_subdomain_name(name: &str, path: &str) -> Result<()> {
-    if name.len() > 253 {
-        return Err(err(
-            path,
-            format!(
-                "Invalid value: {}: must be no more than 253 characters",
-                truncate_for_message(name)
-            ),
-        ));
-    }
-    if !dns1123_subdomain(name) {
-        return Err(err(
-            path,
-            format!(
-                "Invalid value: {}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
-                truncate_for_message(name)
-            ),
-        ));
-    }
-    Ok(())
+    validate_dns_name(
+        name,
+        path,
+        253,
+        dns1123_subdomain(name),
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+    )
 }
 
 /// The API server's `ValidateNamespaceName` (an RFC 1123 label), with its
 /// messages.
 pub fn validate_label_name(name: &str, path: &str) -> Result<()> {
-    if name.len() > 63 {
-        return Err(err(
-            path,
-            format!(
-                "Invalid value: {}: must be no more than 63 characters",
-                truncate_for_message(name)
-            ),
-        ));
-    }
-    if name.contains('.') || !dns1123_subdomain(name) {
-        return Err(err(
-            path,
-            format!(
-                "Invalid value: {}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
-                truncate_for_message(name)
-            ),
-        ));
-    }
-    Ok(())
+    validate_dns_name(
+        name,
+        path,
+        63,
+        !name.contains('.') && dns1123_subdomain(name),
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+    )
+}
+
+/// A name's length first (the API server reports both; rkube the first),
+/// then its form.
+fn validate_dns_name(name: &str, path: &str, max: usize, valid: bool, rule: &str) -> Result<()> {
+    let problem = if name.len() > max {
+        format!("must be no more than {max} characters")
+    } else if !valid {
+        rule.to_string()
+    } else {
+        return Ok(());
+    };
+    Err(err(
+        path,
+        format!("Invalid value: {}: {problem}", truncate_for_message(name)),
+    ))
 }
 
 fn truncate_for_message(s: &str) -> String {

@@ -5,6 +5,7 @@
 //!
 //! The results are plain data ([`report`]); printing is the CLI's job.
 
+pub mod capacity;
 pub mod check;
 pub mod compare;
 pub mod load;

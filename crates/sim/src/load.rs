@@ -90,6 +90,73 @@ pub fn load_cluster(path: &Path) -> Result<Cluster, SimError> {
     Ok(cluster)
 }
 
+/// Loads a cluster together with pod shapes for `rkube capacity`: each
+/// shape file holds one Pod, decoded with the cluster's objects (so its
+/// PriorityClass and namespace resolve as they would in the cluster) and
+/// then taken out of the cluster. Returns the cluster and, per shape file,
+/// the pod.
+pub fn load_cluster_and_shapes(
+    path: &Path,
+    shapes: &[PathBuf],
+) -> Result<(Cluster, Vec<rkube_model::Pod>), SimError> {
+    let mut objects = Vec::new();
+    let mut warnings = Vec::new();
+    for f in cluster_files(path)? {
+        let text = read_input(&f)?;
+        objects.extend(
+            parse_documents_noting(&f.display().to_string(), &text, &mut warnings)
+                .map_err(SimError::Load)?,
+        );
+    }
+    let mut keys = Vec::with_capacity(shapes.len());
+    for f in shapes {
+        let file = f.display().to_string();
+        let text = read_input(f)?;
+        let objs = parse_documents_noting(&file, &text, &mut warnings).map_err(SimError::Load)?;
+        let [obj] = objs.as_slice() else {
+            return Err(SimError::Input(format!(
+                "{file}: a pod shape file holds exactly one Pod, found {} objects",
+                objs.len()
+            )));
+        };
+        if obj.kind != "Pod" {
+            return Err(SimError::Input(format!(
+                "{file}: {}: kind: a pod shape file holds one Pod",
+                obj.describe()
+            )));
+        }
+        let meta = &obj.value["metadata"];
+        let ns = meta["namespace"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default");
+        let name = meta["name"].as_str().unwrap_or("");
+        keys.push((file, format!("{ns}/{name}")));
+        objects.push(obj.clone());
+    }
+    let mut cluster = build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
+    let mut pods = Vec::with_capacity(keys.len());
+    for (file, key) in keys {
+        let i = cluster
+            .pods
+            .iter()
+            .position(|p| p.key() == key)
+            .ok_or_else(|| {
+                SimError::Input(format!("{file}: Pod {key}: not found after loading"))
+            })?;
+        let pod = cluster.pods.remove(i);
+        if !pod.node_name.is_empty() {
+            return Err(SimError::Input(format!(
+                "{file}: Pod {key}: spec.nodeName: a pod shape must be pending (no nodeName)"
+            )));
+        }
+        pods.push(pod);
+    }
+    warnings.append(&mut cluster.warnings);
+    cluster.warnings = warnings;
+    Ok((cluster, pods))
+}
+
 /// Loads a KubeSchedulerConfiguration, or the defaults when `path` is `None`.
 pub fn load_config(path: Option<&Path>) -> Result<KubeSchedulerConfiguration, SimError> {
     match path {

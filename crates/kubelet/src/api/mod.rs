@@ -96,7 +96,8 @@ impl ApiSettings {
     pub fn load(config: Option<&Path>) -> Result<ApiSettings> {
         match config {
             Some(p) => ApiSettings::parse(
-                &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+                &rkube_util::file::read_text(p, rkube_util::file::CONFIG_MAX_BYTES)
+                    .with_context(|| format!("reading {}", p.display()))?,
             ),
             None => Ok(ApiSettings::default()),
         }
