@@ -254,12 +254,12 @@ fn warn(quiet: bool, cluster: &rkube_model::Cluster) {
     }
 }
 
-/// `SHAPE.yaml[:N]`: the file and its ratio (1 without one).
-fn shape_arg(s: &str) -> Result<(PathBuf, u32), SimError> {
+/// `SHAPE.yaml[:N]`: the file and its ratio, if one is given.
+fn shape_arg(s: &str) -> Result<(PathBuf, Option<u32>), SimError> {
     if let Some((path, n)) = s.rsplit_once(':') {
         if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
             return match n.parse::<u32>() {
-                Ok(r) if r >= 1 => Ok((PathBuf::from(path), r)),
+                Ok(r) if r >= 1 => Ok((PathBuf::from(path), Some(r))),
                 _ => Err(SimError::Input(format!(
                     "--pod {}: the ratio after ':' must be a whole number from 1 to {}",
                     rkube_util::quote(s),
@@ -268,7 +268,7 @@ fn shape_arg(s: &str) -> Result<(PathBuf, u32), SimError> {
             };
         }
     }
-    Ok((PathBuf::from(s), 1))
+    Ok((PathBuf::from(s), None))
 }
 
 fn config_label(path: Option<&Path>) -> String {
@@ -465,10 +465,15 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                 .map(|((path, ratio), pod)| rkube_sim::capacity::Shape {
                     source: path.display().to_string(),
                     pod,
-                    ratio: *ratio,
+                    ratio: ratio.unwrap_or(1),
                 })
                 .collect();
-            let opts = rkube_sim::capacity::CapacityOptions { seed, max };
+            let opts = rkube_sim::capacity::CapacityOptions {
+                seed,
+                max,
+                // Ratios given: interleave; none: fill in the order given.
+                interleave: parsed.iter().any(|(_, r)| r.is_some()),
+            };
             let r = rkube_sim::capacity::capacity(&cluster, &cfg, &shapes, &opts)?;
             emit(output, &r, || render::capacity(&r), String::new)
                 .map(Done::from)

@@ -30,7 +30,7 @@ pub struct Shape {
     pub source: String,
     /// The pod to clone (its name is the clones' prefix).
     pub pod: Pod,
-    /// Clones per round when several shapes are interleaved (at least 1).
+    /// Clones per round when shapes are interleaved (at least 1).
     pub ratio: u32,
 }
 
@@ -42,6 +42,9 @@ pub struct CapacityOptions {
     /// Most clones in all (a bound for shapes nothing stops, e.g. a pod
     /// without requests on nodes that allow millions of pods).
     pub max: usize,
+    /// Interleave the shapes by their ratios; otherwise each shape is
+    /// filled until it stops before the next one starts.
+    pub interleave: bool,
 }
 
 /// Why a shape stopped on one node: the filter that rejected its last clone.
@@ -139,7 +142,13 @@ pub fn capacity(
     'rounds: while done.iter().any(|d| !d) {
         for (i, shape) in shapes.iter().enumerate() {
             let fw = frameworks[i];
-            for _ in 0..shape.ratio.max(1) {
+            // Filled in order: this shape's "round" lasts until it stops.
+            let per_round = if opts.interleave {
+                shape.ratio.max(1) as usize
+            } else {
+                usize::MAX
+            };
+            for _ in 0..per_round {
                 if done[i] {
                     break;
                 }
