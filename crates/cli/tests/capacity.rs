@@ -138,7 +138,8 @@ fn capacity_equals_what_simulate_places_before_the_first_pending_pod() {
 
 /// In order: six web pods, then 0.5-CPU / 3 GiB workers in what is left —
 /// none on node-a (no CPU left), two each on node-b and node-c (1 CPU and
-/// 8 GiB - 2 × 1 GiB = 6 GiB left: two workers use both up).
+/// 8 GiB - 2 × 1 GiB = 6 GiB left: two workers use both up). Upstream's
+/// message sorts its "N reason" strings, so "2 Insufficient memory" first.
 #[test]
 fn shapes_in_order_fill_what_the_previous_ones_left() {
     let r = json(&[
@@ -161,7 +162,7 @@ fn shapes_in_order_fill_what_the_previous_ones_left() {
     );
     let msg = worker["stopped"]["message"].as_str().unwrap();
     assert!(
-        msg.starts_with("0/3 nodes are available: 3 Insufficient cpu, 2 Insufficient memory."),
+        msg.starts_with("0/3 nodes are available: 2 Insufficient memory, 3 Insufficient cpu."),
         "{msg}"
     );
     assert_eq!(r["total"], 10);
