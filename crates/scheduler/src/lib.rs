@@ -934,6 +934,9 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e:#}");
+            // Do not wait for blocking tasks (a dead scheduler must let go
+            // at once: a standby is waiting for the lease).
+            rt.shutdown_background();
             1
         }
     }
