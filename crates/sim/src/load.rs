@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use rkube_config::KubeSchedulerConfiguration;
-use rkube_model::load::{build, parse_documents_noting};
+use rkube_model::load::{build, parse_documents_noting, RawObject};
 use rkube_model::{Cluster, LoadError};
 
 use crate::SimError;
@@ -73,17 +73,23 @@ pub fn read_input(path: &Path) -> Result<String, SimError> {
         .map_err(|e| io_error(path, e))
 }
 
-/// Loads a cluster from a file or directory.
-pub fn load_cluster(path: &Path) -> Result<Cluster, SimError> {
+/// The objects of every cluster file under `path`, noting duplicate keys.
+fn cluster_objects(path: &Path, warnings: &mut Vec<String>) -> Result<Vec<RawObject>, SimError> {
     let mut objects = Vec::new();
-    let mut warnings = Vec::new();
     for f in cluster_files(path)? {
         let text = read_input(&f)?;
         objects.extend(
-            parse_documents_noting(&f.display().to_string(), &text, &mut warnings)
+            parse_documents_noting(&f.display().to_string(), &text, warnings)
                 .map_err(SimError::Load)?,
         );
     }
+    Ok(objects)
+}
+
+/// Loads a cluster from a file or directory.
+pub fn load_cluster(path: &Path) -> Result<Cluster, SimError> {
+    let mut warnings = Vec::new();
+    let objects = cluster_objects(path, &mut warnings)?;
     let mut cluster = build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
     warnings.append(&mut cluster.warnings);
     cluster.warnings = warnings;
@@ -99,15 +105,8 @@ pub fn load_cluster_and_shapes(
     path: &Path,
     shapes: &[PathBuf],
 ) -> Result<(Cluster, Vec<rkube_model::Pod>), SimError> {
-    let mut objects = Vec::new();
     let mut warnings = Vec::new();
-    for f in cluster_files(path)? {
-        let text = read_input(&f)?;
-        objects.extend(
-            parse_documents_noting(&f.display().to_string(), &text, &mut warnings)
-                .map_err(SimError::Load)?,
-        );
-    }
+    let mut objects = cluster_objects(path, &mut warnings)?;
     let mut keys = Vec::with_capacity(shapes.len());
     for f in shapes {
         let file = f.display().to_string();
