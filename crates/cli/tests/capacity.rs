@@ -3,36 +3,16 @@
 //! by the requests (arithmetic in each test), and the single-shape count is
 //! checked against `rkube simulate` placing the same pods.
 
+mod common;
+use common::{json, rkube, root};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
 const CLUSTER: &str = "examples/capacity/cluster.yaml";
 const WEB: &str = "examples/capacity/web.yaml";
 const WORKER: &str = "examples/capacity/worker.yaml";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn rkube(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rkube"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run rkube")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = rkube(args);
-    assert!(
-        out.status.success(),
-        "rkube {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
 
 fn per_node(shape: &Value) -> Vec<(String, u64)> {
     shape["perNode"]

@@ -1,32 +1,10 @@
 //! End-to-end tests of the `rkube` binary on the bundled examples and the
 //! bad-input corpus.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
+use common::{json, rkube, root};
 
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn rkube(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rkube"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run rkube")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = rkube(args);
-    assert!(
-        out.status.success(),
-        "rkube {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
 
 const CLUSTER: &str = "examples/image-locality/cluster.yaml";
 

@@ -1,22 +1,10 @@
 //! End-to-end tests of the operator tools: `config check`, `compare`,
 //! `completions`, `man`.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
+use common::{rkube, root};
 
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn rkube(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rkube"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run rkube")
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8(b.to_vec()).expect("UTF-8 output")

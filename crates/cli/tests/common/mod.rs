@@ -1,0 +1,33 @@
+//! Helpers the `rkube` binary's end-to-end test files share (each test
+//! binary compiles its own copy and uses part of it).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The repository root (examples and the bad-input corpus are relative to it).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs the built `rkube` in the repository root.
+pub fn rkube(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run rkube")
+}
+
+/// Runs `rkube`, asserts success and parses stdout as JSON.
+pub fn json(args: &[&str]) -> Value {
+    let out = rkube(args);
+    assert!(
+        out.status.success(),
+        "rkube {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
