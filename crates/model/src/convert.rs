@@ -4,13 +4,16 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::objects::*;
 use crate::quantity::Quantity;
 use crate::requests;
 use crate::resources::{ResourceList, Resources};
 use crate::selector::{LabelSelector, NodeSelector, NodeSelectorTerm, Operator, Requirement};
+use crate::workloads::{IntOrPercent, PodDisruptionBudget};
 
 /// A field that failed validation, with its path inside the object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -550,6 +553,9 @@ fn volume(pod_name: &str, v: &core::Volume) -> Volume {
             read_only: iscsi.read_only.unwrap_or(false),
         });
     }
+    if v.empty_dir.is_some() {
+        return Volume::EmptyDir;
+    }
     Volume::Other
 }
 
@@ -573,6 +579,10 @@ impl PriorityClasses {
         pc
     }
 }
+
+/// The annotation the kubelet puts on a static pod's mirror
+/// (`corev1.MirrorPodAnnotationKey`).
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// Converts a Pod; `seq` is its position in the input.
 pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
@@ -808,6 +818,11 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
             .collect(),
         has_resource_claims: spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()),
         terminated: phase == "Succeeded" || phase == "Failed",
+        mirror: p
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION)),
         terminating: p.metadata.deletion_timestamp.is_some(),
         terminating_by_preemption: p.metadata.deletion_timestamp.is_some()
             && status
@@ -826,4 +841,77 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
     };
     requests::compute(&mut out);
     Ok(out)
+}
+
+/// `minAvailable` / `maxUnavailable`, validated as the API server does
+/// (`ValidatePositiveIntOrPercent`, `IsNotMoreThan100Percent`).
+fn int_or_percent(v: &IntOrString, path: &str) -> Result<IntOrPercent> {
+    let invalid =
+        |shown: String, detail: &str| err(path, format!("Invalid value: {shown}: {detail}"));
+    let parsed = match v {
+        IntOrString::Int(n) => IntOrPercent::Int(*n),
+        IntOrString::String(s) => {
+            let digits = s
+                .strip_suffix('%')
+                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+            let Some(p) = digits.and_then(|d| d.parse::<i32>().ok()) else {
+                return Err(invalid(
+                    format!("{s:?}"),
+                    "must be an integer or percentage (e.g '5%')",
+                ));
+            };
+            IntOrPercent::Percent(p)
+        }
+    };
+    match parsed {
+        IntOrPercent::Int(n) if n < 0 => {
+            Err(invalid(n.to_string(), "must be greater than or equal to 0"))
+        }
+        IntOrPercent::Percent(p) if p > 100 => Err(invalid(
+            format!("\"{p}%\""),
+            "must not be greater than 100%",
+        )),
+        ok => Ok(ok),
+    }
+}
+
+/// Converts a PodDisruptionBudget (spec validated as the API server does).
+pub fn pdb(p: &policy::PodDisruptionBudget) -> Result<PodDisruptionBudget> {
+    let spec = p.spec.clone().unwrap_or_default();
+    if spec.min_available.is_some() && spec.max_unavailable.is_some() {
+        return Err(err(
+            "spec",
+            "Invalid value: minAvailable and maxUnavailable cannot be both set",
+        ));
+    }
+    let selector = spec
+        .selector
+        .as_ref()
+        .map(|s| label_selector(s, "spec.selector"))
+        .transpose()?;
+    let field = |v: &Option<IntOrString>, path: &str| {
+        v.as_ref().map(|v| int_or_percent(v, path)).transpose()
+    };
+    let status = p.status.clone().unwrap_or_default();
+    Ok(PodDisruptionBudget {
+        namespace: p
+            .metadata
+            .namespace
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "default".to_string()),
+        name: p.metadata.name.clone().unwrap_or_default(),
+        selector,
+        min_available: field(&spec.min_available, "spec.minAvailable")?,
+        max_unavailable: field(&spec.max_unavailable, "spec.maxUnavailable")?,
+        disruptions_allowed: status.disruptions_allowed.unwrap_or(0),
+        status_present: status.disruptions_allowed.is_some(),
+        current_healthy: status.current_healthy.unwrap_or(0),
+        desired_healthy: status.desired_healthy.unwrap_or(0),
+        disrupted_pods: status
+            .disrupted_pods
+            .unwrap_or_default()
+            .into_keys()
+            .collect(),
+    })
 }

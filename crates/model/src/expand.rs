@@ -41,6 +41,12 @@ fn template_hash(t: &core::PodTemplateSpec) -> String {
     safe_encode(&fnv32a(&json).to_string())
 }
 
+/// The `i`th name `generateName: "<prefix>-"` would give, deterministic
+/// for a seed (the controller's uid): `<prefix>-` and 5 characters.
+pub fn generated_name(prefix: &str, seed: &str, i: usize) -> String {
+    format!("{prefix}-{}", suffix(seed, i))
+}
+
 /// A deterministic 5-character suffix, as generateName would add.
 fn suffix(seed: &str, i: usize) -> String {
     let h = fnv32a(format!("{seed}/{i}").as_bytes()) as usize;
@@ -72,25 +78,8 @@ impl Workloads {
             "DaemonSet" => self.daemon_sets.push((o.clone(), o.decode()?)),
             "PodDisruptionBudget" => {
                 let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = o.decode()?;
-                let selector = match pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {
-                    Some(s) => Some(selector_of(o, s)?),
-                    None => None,
-                };
-                let status = pdb.status.clone().unwrap_or_default();
-                cluster
-                    .workloads
-                    .pdbs
-                    .push(crate::workloads::PodDisruptionBudget {
-                        namespace: namespace(&pdb.metadata),
-                        name: pdb.metadata.name.clone().unwrap_or_default(),
-                        selector,
-                        disruptions_allowed: status.disruptions_allowed.unwrap_or(0),
-                        disrupted_pods: status
-                            .disrupted_pods
-                            .unwrap_or_default()
-                            .into_keys()
-                            .collect(),
-                    });
+                let converted = convert::pdb(&pdb).map_err(|e| o.field_error(e))?;
+                cluster.workloads.pdbs.push(converted);
             }
             "Service" => {
                 let svc: core::Service = o.decode()?;
@@ -270,7 +259,7 @@ impl Builder<'_> {
         let mut i = 0;
         let mut made = have;
         while made < replicas.max(0) as usize {
-            let pod_name = format!("{name}-{}", suffix(&uid, i));
+            let pod_name = generated_name(&name, &uid, i);
             i += 1;
             if self.pod_exists(&ns, &pod_name) {
                 continue;
@@ -595,7 +584,7 @@ pub(crate) fn expand(
             ("controller-uid".to_string(), uid.clone()),
         ]);
         for i in have..want {
-            let pod_name = format!("{name}-{}", suffix(&uid, i));
+            let pod_name = generated_name(&name, &uid, i);
             b.create(
                 o,
                 &spec.template,
@@ -654,7 +643,7 @@ pub(crate) fn expand(
             if has_pod.contains_key(&node.name) || !daemon_should_run(&probe, node) {
                 continue;
             }
-            let pod_name = format!("{name}-{}", suffix(&uid, i));
+            let pod_name = generated_name(&name, &uid, i);
             let node_name = node.name.clone();
             b.create(
                 o,

@@ -18,6 +18,7 @@ pub mod volumes;
 pub mod workloads;
 
 pub use cluster::{Cluster, Namespace};
+pub use expand::generated_name;
 pub use objects::*;
 pub use quantity::Quantity;
 pub use raw::{LoadError, RawObject};

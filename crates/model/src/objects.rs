@@ -318,7 +318,10 @@ pub enum Volume {
     },
     /// An in-tree disk with conflict rules.
     Disk(Disk),
-    /// A volume with no scheduling meaning (emptyDir, configMap, ...).
+    /// An `emptyDir` volume: local storage on the node (`kubectl drain`
+    /// refuses such pods without `--delete-emptydir-data`).
+    EmptyDir,
+    /// A volume with no scheduling meaning (configMap, secret, ...).
     Other,
 }
 
@@ -389,6 +392,9 @@ pub struct Pod {
     pub has_resource_claims: bool,
     /// Terminated (Succeeded or Failed): does not occupy its node.
     pub terminated: bool,
+    /// A static pod's mirror (annotation `kubernetes.io/config.mirror`):
+    /// the API server cannot delete it for good, so `kubectl drain` skips it.
+    pub mirror: bool,
     /// Being deleted (`metadata.deletionTimestamp` set).
     pub terminating: bool,
     /// Being deleted by scheduler preemption: `deletionTimestamp` set and a
@@ -417,6 +423,17 @@ impl Pod {
             .filter(|c| c.restartable)
             .chain(self.containers.iter())
             .flat_map(|c| c.host_ports.iter())
+    }
+
+    /// The pod has an `emptyDir` volume (kubectl drain's `hasLocalStorage`).
+    pub fn has_local_storage(&self) -> bool {
+        self.volumes.iter().any(|v| matches!(v, Volume::EmptyDir))
+    }
+
+    /// The owner reference with `controller: true`, if any
+    /// (`metav1.GetControllerOf`).
+    pub fn controller(&self) -> Option<&OwnerRef> {
+        self.owners.iter().find(|o| o.controller)
     }
 
     /// The pod has pod affinity or anti-affinity.

@@ -7,17 +7,59 @@ use std::collections::{BTreeMap, HashMap};
 use crate::objects::Pod;
 use crate::selector::{LabelSelector, Labels, Operator, Requirement};
 
-/// A PodDisruptionBudget, as preemption reads it.
+/// An int-or-string field that is a count or a percentage
+/// (`minAvailable`, `maxUnavailable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntOrPercent {
+    /// A count of pods.
+    Int(i32),
+    /// A percentage (`"25%"` is `Percent(25)`).
+    Percent(i32),
+}
+
+impl IntOrPercent {
+    /// Upstream's `intstr.GetScaledValueFromIntOrPercent`: a count as is, a
+    /// percentage of `total`, rounded up or down.
+    pub fn scaled(self, total: i32, round_up: bool) -> i32 {
+        match self {
+            IntOrPercent::Int(n) => n,
+            IntOrPercent::Percent(p) => {
+                let product = i64::from(p) * i64::from(total);
+                let v = if round_up {
+                    product.div_euclid(100) + i64::from(product.rem_euclid(100) != 0)
+                } else {
+                    product.div_euclid(100)
+                };
+                v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+            }
+        }
+    }
+}
+
+/// A PodDisruptionBudget, as preemption and eviction read it.
 #[derive(Debug, Clone, Default)]
 pub struct PodDisruptionBudget {
     /// Namespace.
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// `spec.selector`; `None` selects no pod, an empty selector every pod of the namespace.
+    /// `spec.selector`; `None` selects no pod, an empty selector every pod of
+    /// the namespace (for preemption; the eviction API ignores empty selectors).
     pub selector: Option<LabelSelector>,
-    /// `status.disruptionsAllowed`.
+    /// `spec.minAvailable`.
+    pub min_available: Option<IntOrPercent>,
+    /// `spec.maxUnavailable`.
+    pub max_unavailable: Option<IntOrPercent>,
+    /// `status.disruptionsAllowed` (0 when absent).
     pub disruptions_allowed: i32,
+    /// `status.disruptionsAllowed` was present: the disruption controller has
+    /// written a status, so `disruptions_allowed`, `current_healthy` and
+    /// `desired_healthy` are its numbers.
+    pub status_present: bool,
+    /// `status.currentHealthy`.
+    pub current_healthy: i32,
+    /// `status.desiredHealthy`.
+    pub desired_healthy: i32,
     /// Names of pods in `status.disruptedPods`.
     pub disrupted_pods: Vec<String>,
 }

@@ -162,6 +162,7 @@ fn pdb(match_labels: &[(&str, &str)], allowed: i32, disrupted: &[&str]) -> PodDi
         selector: Some(selector),
         disruptions_allowed: allowed,
         disrupted_pods: disrupted.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
     }
 }
 

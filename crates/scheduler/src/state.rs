@@ -460,26 +460,8 @@ impl State {
     pub fn pdbs_changed(&mut self, change: Change<policy::PodDisruptionBudget>) {
         self.invalidate();
         replace_map(&mut self.pdbs, change, |pdb| {
-            let (namespace, name) = key_of(pdb);
-            let selector = match pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {
-                Some(s) => Some(convert::label_selector(s, "spec.selector").ok()?),
-                None => None,
-            };
-            let status = pdb.status.clone().unwrap_or_default();
-            Some((
-                (namespace.clone(), name.clone()),
-                PodDisruptionBudget {
-                    namespace,
-                    name,
-                    selector,
-                    disruptions_allowed: status.disruptions_allowed.unwrap_or(0),
-                    disrupted_pods: status
-                        .disrupted_pods
-                        .unwrap_or_default()
-                        .into_keys()
-                        .collect(),
-                },
-            ))
+            let converted = convert::pdb(pdb).ok()?;
+            Some((key_of(pdb), converted))
         });
     }
 
