@@ -1,6 +1,6 @@
 //! `-o html`: one self-contained page (inline CSS, SVG and a few lines of
-//! JavaScript; nothing is fetched when it is viewed) for `simulate`, `explain`
-//! and `compare`. Pure data → string; every piece of text from the input is
+//! JavaScript; nothing is fetched when it is viewed) for `simulate`, `explain`,
+//! `compare` and `drain`. Pure data → string; every piece of text from the input is
 //! escaped.
 //!
 //! Elements carry `data-*` attributes (node, resource, phase, pod, total) so
@@ -8,7 +8,8 @@
 
 use std::fmt::Write;
 
-use rkube_sim::compare::{Comparison, ConfigOutcome};
+use rkube_sim::compare::{Comparison, ConfigOutcome, NodeUsage};
+use rkube_sim::drain::DrainReport;
 use rkube_sim::stats::Stats;
 use rkube_sim::{NodeSummary, PodExplanation, SimulationReport};
 
@@ -143,6 +144,8 @@ fn utilization(
     } else {
         vec![("before", before), (label_after, nodes)]
     };
+    // One row per node before (a node removed since has no "after" bar).
+    let nodes = if before.is_empty() { nodes } else { before };
     const NAME_W: f64 = 170.0;
     const GAP: f64 = 130.0;
     const BAR_H: f64 = 12.0;
@@ -616,6 +619,153 @@ pub fn comparison(c: &Comparison, cluster: &str) -> String {
             "cluster {cluster} · A: {} · B: {} · seed {}",
             c.a.config, c.b.config, c.seed
         ),
+        &out,
+    )
+}
+
+/// A node's usage as the utilization chart reads it.
+fn summary_of(u: &NodeUsage) -> NodeSummary {
+    NodeSummary {
+        name: u.name.clone(),
+        pods: u.pods,
+        requested: Default::default(),
+        allocatable: Default::default(),
+        requested_milli_cpu: u.cpu_requested_milli,
+        requested_memory: u.memory_requested_bytes,
+        allocatable_milli_cpu: u.cpu_allocatable_milli,
+        allocatable_memory: u.memory_allocatable_bytes,
+    }
+}
+
+/// A table with a class, a header and escaped rows (`data-pod` from the
+/// first cell); nothing when there are no rows.
+fn pod_table(class: &str, title: &str, header: &[&str], rows: &[Vec<String>]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<h2>{}</h2>\n<table class=\"{class}\">\n<thead><tr>",
+        esc(title)
+    );
+    for h in header {
+        let _ = write!(out, "<th>{}</th>", esc(h));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for r in rows {
+        let _ = write!(
+            out,
+            "<tr data-pod=\"{}\">",
+            esc(r.first().map_or("", String::as_str))
+        );
+        for c in r {
+            let _ = write!(out, "<td class=\"msg\">{}</td>", esc(c));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+    out
+}
+
+/// The per-pod tables of `rkube drain -o html`.
+fn drain_tables(r: &DrainReport) -> String {
+    let pending = |n: &Option<String>| n.clone().unwrap_or_else(|| "<pending>".into());
+    let evicted: Vec<Vec<String>> = r
+        .evicted
+        .iter()
+        .map(|e| {
+            let (pod, from, to) = (e.pod.clone(), e.from_node.clone(), e.replacement.clone());
+            vec![pod, from, to, pending(&e.node), e.message.clone()]
+        })
+        .collect();
+    let blocked: Vec<Vec<String>> = r
+        .blocked
+        .iter()
+        .map(|b| {
+            let message = format!("{} {}", b.message, b.cause);
+            vec![b.pod.clone(), b.node.clone(), b.pdb.clone(), message]
+        })
+        .collect();
+    let triple = |a: &String, b: &String, c: &String| vec![a.clone(), b.clone(), c.clone()];
+    let refused: Vec<Vec<String>> = r
+        .refused
+        .iter()
+        .map(|x| triple(&x.pod, &x.node, &x.message))
+        .collect();
+    let deleted: Vec<Vec<String>> = r
+        .deleted_not_recreated
+        .iter()
+        .map(|x| triple(&x.pod, &x.from_node, &x.reason))
+        .collect();
+    let skipped: Vec<Vec<String>> = r
+        .skipped
+        .iter()
+        .map(|x| triple(&x.pod, &x.node, &x.reason))
+        .collect();
+    [
+        pod_table(
+            "evicted",
+            "Evicted pods and their replacements",
+            &["pod", "from", "replacement", "node", "message"],
+            &evicted,
+        ),
+        pod_table(
+            "blocked",
+            "Blocked by a PodDisruptionBudget",
+            &["pod", "node", "PDB", "message"],
+            &blocked,
+        ),
+        pod_table("refused", "Refused", &["pod", "node", "message"], &refused),
+        pod_table(
+            "deleted",
+            "Deleted, not recreated",
+            &["pod", "from", "why"],
+            &deleted,
+        ),
+        pod_table(
+            "skipped",
+            "Left in place",
+            &["pod", "node", "why"],
+            &skipped,
+        ),
+    ]
+    .concat()
+}
+
+/// `rkube drain -o html`.
+pub fn drain(r: &DrainReport, cluster: &str) -> String {
+    let s = &r.summary;
+    let mut out = format!(
+        "<p class=\"summary\"><b>{}</b> evicted ({} rescheduled, <b class=\"{}\">{}</b> pending), <b class=\"{}\">{}</b> blocked, {} refused, {} deleted and not recreated, {} left in place</p>\n",
+        s.evicted,
+        s.rescheduled,
+        if s.pending > 0 { "bad" } else { "ok" },
+        s.pending,
+        if s.blocked > 0 { "bad" } else { "ok" },
+        s.blocked,
+        s.refused,
+        s.deleted_not_recreated,
+        s.skipped
+    );
+    let nodes: Vec<Vec<String>> = r
+        .drained_nodes
+        .iter()
+        .map(|n| vec![n.name.clone(), n.message.clone()])
+        .collect();
+    out.push_str(&pod_table(
+        "drained-nodes",
+        "Nodes",
+        &["node", "result"],
+        &nodes,
+    ));
+    out.push_str(&drain_tables(r));
+    out.push_str("<h2>Node utilization (requests)</h2>\n");
+    let before: Vec<NodeSummary> = r.nodes_before.iter().map(summary_of).collect();
+    let after: Vec<NodeSummary> = r.nodes_after.iter().map(summary_of).collect();
+    out.push_str(&utilization(300.0, &after, &before, "after"));
+    let nodes: Vec<&str> = r.drained_nodes.iter().map(|n| n.name.as_str()).collect();
+    page(
+        &format!("rkube drain {}", nodes.join(" ")),
+        &format!("cluster {cluster} · mode {}", r.mode),
         &out,
     )
 }

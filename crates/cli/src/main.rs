@@ -185,6 +185,37 @@ enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// What `kubectl drain` followed by rescheduling would do (or, with --delete, what removing
+    /// the nodes would do): kubectl's pod filters, PodDisruptionBudgets as the Eviction API
+    /// checks them, controllers' replacement pods scheduled as kube-scheduler would.
+    /// rkube always behaves as `kubectl drain --ignore-daemonsets`.
+    #[command(after_help = EXIT_STATUS)]
+    Drain {
+        /// Cluster file or directory.
+        #[arg(long)]
+        cluster: PathBuf,
+        /// A node to drain (repeat for several; drained in the order given, all cordoned first).
+        #[arg(long = "node", required = true, action = clap::ArgAction::Append)]
+        nodes: Vec<String>,
+        /// KubeSchedulerConfiguration; defaults when omitted.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Remove the nodes once drained (they stop being topology domains).
+        #[arg(long)]
+        delete: bool,
+        /// Delete pods that declare no controller (kubectl drain --force).
+        #[arg(long)]
+        force: bool,
+        /// Delete pods with emptyDir volumes (kubectl drain --delete-emptydir-data).
+        #[arg(long)]
+        delete_emptydir_data: bool,
+        /// Seed for breaking ties.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Print rkube's version, the git commit it was built from and the Kubernetes version it follows.
     Version,
     /// Print the rkube(1) manual page (roff), or write one page per command to a directory.
@@ -478,6 +509,37 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             emit(output, &r, || render::capacity(&r), String::new)
                 .map(Done::from)
                 .map_err(wrap)
+        }
+        Command::Drain {
+            cluster,
+            nodes,
+            config,
+            delete,
+            force,
+            delete_emptydir_data,
+            seed,
+            output,
+        } => {
+            let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let cluster_label = cluster.display().to_string();
+            let cluster = rkube_sim::load::load_cluster(&cluster)?;
+            warn(quiet, &cluster);
+            let opts = rkube_sim::drain::DrainOptions {
+                nodes,
+                delete,
+                force,
+                delete_emptydir_data,
+                seed,
+            };
+            let r = rkube_sim::drain::drain(&cluster, &cfg, &opts)?;
+            emit(
+                output,
+                &r,
+                || render::drain(&r),
+                || html::drain(&r, &cluster_label),
+            )
+            .map(Done::from)
+            .map_err(wrap)
         }
         Command::Version => Ok(format!("rkube {VERSION}\n").into()),
         Command::Man { out_dir } => {

@@ -1,11 +1,13 @@
-//! Human-readable output for `simulate`, `explain`, `compare` and `config check`.
+//! Human-readable output for `simulate`, `explain`, `compare`, `capacity`,
+//! `drain` and `config check`.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use rkube_sim::capacity::CapacityReport;
 use rkube_sim::check::{CheckReport, Finding};
-use rkube_sim::compare::{Comparison, ConfigOutcome};
+use rkube_sim::compare::{Comparison, ConfigOutcome, NodeUsage};
+use rkube_sim::drain::DrainReport;
 use rkube_sim::stats::Stats;
 pub use rkube_sim::text::explanation;
 use rkube_sim::text::table;
@@ -55,6 +57,146 @@ pub fn capacity(r: &CapacityReport) -> String {
         out.push_str(&table(&rows));
     }
     out
+}
+
+/// A titled table, printed only when it has rows.
+fn section(out: &mut String, title: &str, header: &[&str], rows: Vec<Vec<String>>) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{title}:");
+    let mut all = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+    all.extend(rows);
+    out.push_str(&table(&all));
+}
+
+/// `rkube drain` tables: what happened to each node, the evictions and
+/// where the replacements went, what stayed and why, then node usage
+/// before and after.
+pub fn drain(r: &DrainReport) -> String {
+    let mut out = String::new();
+    let rows = r
+        .drained_nodes
+        .iter()
+        .map(|n| vec![n.name.clone(), n.message.clone()])
+        .collect();
+    section(
+        &mut out,
+        &format!("Nodes ({})", r.mode),
+        &["NODE", "RESULT"],
+        rows,
+    );
+    if r.drained_nodes.iter().any(|n| n.cordoned_only) {
+        out.push_str(
+            "kubectl drain refuses the pods below, so it evicts nothing from their node: the node is only cordoned.\n",
+        );
+    }
+    drain_pods(&mut out, r);
+    drain_usage(&mut out, &r.nodes_before, &r.nodes_after);
+    let s = &r.summary;
+    let _ = writeln!(
+        out,
+        "\n{} evicted ({} rescheduled, {} pending), {} blocked, {} refused, {} deleted and not recreated, {} skipped",
+        s.evicted, s.rescheduled, s.pending, s.blocked, s.refused, s.deleted_not_recreated, s.skipped
+    );
+    out.trim_start().to_string()
+}
+
+/// The per-pod sections of `rkube drain`.
+fn drain_pods(out: &mut String, r: &DrainReport) {
+    let node = |n: &Option<String>| n.clone().unwrap_or_else(|| "<pending>".into());
+    let rows = r
+        .evicted
+        .iter()
+        .map(|e| {
+            vec![
+                e.pod.clone(),
+                e.from_node.clone(),
+                e.replacement.clone(),
+                node(&e.node),
+                e.message.clone(),
+            ]
+        })
+        .collect();
+    section(
+        out,
+        "Evicted (replacement placed by the scheduler)",
+        &["POD", "FROM", "REPLACEMENT", "NODE", "MESSAGE"],
+        rows,
+    );
+    let rows = r
+        .blocked
+        .iter()
+        .map(|b| {
+            vec![
+                b.pod.clone(),
+                b.node.clone(),
+                b.pdb.clone(),
+                format!("{} {}", b.message, b.cause),
+            ]
+        })
+        .collect();
+    section(
+        out,
+        "Blocked by a PodDisruptionBudget (still on its node)",
+        &["POD", "NODE", "PDB", "MESSAGE"],
+        rows,
+    );
+    let rows = r
+        .refused
+        .iter()
+        .map(|x| vec![x.pod.clone(), x.node.clone(), x.message.clone()])
+        .collect();
+    section(out, "Refused", &["POD", "NODE", "MESSAGE"], rows);
+    let rows = r
+        .deleted_not_recreated
+        .iter()
+        .map(|x| vec![x.pod.clone(), x.from_node.clone(), x.reason.clone()])
+        .collect();
+    section(out, "Deleted, not recreated", &["POD", "FROM", "WHY"], rows);
+    let rows = r
+        .skipped
+        .iter()
+        .map(|x| {
+            let mut why = x.reason.clone();
+            if x.removed_with_node {
+                why.push_str("; removed with the node");
+            }
+            vec![x.pod.clone(), x.node.clone(), why]
+        })
+        .collect();
+    section(out, "Left in place", &["POD", "NODE", "WHY"], rows);
+}
+
+/// Pods and requested CPU / memory per node, before and after.
+fn drain_usage(out: &mut String, before: &[NodeUsage], after: &[NodeUsage]) {
+    let rows = before
+        .iter()
+        .map(|b| {
+            let a = after.iter().find(|a| a.name == b.name);
+            let get = |f: fn(&NodeUsage) -> String| a.map_or_else(|| "(deleted)".into(), f);
+            vec![
+                b.name.clone(),
+                format!("{} → {}", b.pods, get(|a| a.pods.to_string())),
+                format!(
+                    "{} → {}",
+                    pct(b.cpu_utilization),
+                    get(|a| pct(a.cpu_utilization))
+                ),
+                format!(
+                    "{} → {}",
+                    pct(b.memory_utilization),
+                    get(|a| pct(a.memory_utilization))
+                ),
+            ]
+        })
+        .collect();
+    section(
+        out,
+        "Nodes before → after (requested / allocatable)",
+        &["NODE", "PODS", "CPU", "MEMORY"],
+        rows,
+    );
 }
 
 /// `rkube simulate` table.
@@ -302,5 +444,44 @@ pub fn comparison(c: &Comparison) -> String {
         }
         out.push_str(&table(&rows));
     }
+    out
+}
+
+/// `rkube replay` table: the totals, then every decision that differs from
+/// the recording (all of them agree when the list is empty).
+pub fn replay(r: &rkube_sim::replay::ReplayReport) -> String {
+    let s = &r.summary;
+    let mut out = format!(
+        "Replayed {} changes from {} under {}\n{} pods decided: {} as recorded, {} on another node, {} pending only in the replay, {} bound only in the replay\n",
+        r.changes,
+        r.recording,
+        r.config,
+        s.decisions,
+        s.same,
+        s.moved,
+        s.pending_only_in_replay,
+        s.bound_only_in_replay
+    );
+    let differ: Vec<_> = r.decisions.iter().filter(|d| !d.same).collect();
+    if differ.is_empty() {
+        return out;
+    }
+    let node = |n: &Option<String>| n.clone().unwrap_or_else(|| "<pending>".into());
+    let mut rows = vec![vec![
+        "POD".to_string(),
+        "RECORDED".into(),
+        "REPLAY".into(),
+        "MESSAGE".into(),
+    ]];
+    for d in differ {
+        rows.push(vec![
+            d.pod.clone(),
+            node(&d.recorded_node),
+            node(&d.replay_node),
+            d.message.clone(),
+        ]);
+    }
+    out.push('\n');
+    out.push_str(&rkube_sim::text::table(&rows));
     out
 }

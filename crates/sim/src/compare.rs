@@ -11,7 +11,7 @@ use rkube_model::{Cluster, Pod};
 use serde::Serialize;
 
 use crate::stats::{ratio, Stats};
-use crate::{simulate, SimError, SimulateOptions, SimulationReport};
+use crate::{simulate, NodeSummary, SimError, SimulateOptions, SimulationReport};
 
 /// A pod whose final node differs between the two configurations.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -45,6 +45,21 @@ pub struct NodeUsage {
     pub memory_allocatable_bytes: i64,
     /// Requested / allocatable memory (0..1).
     pub memory_utilization: f64,
+}
+
+impl From<&NodeSummary> for NodeUsage {
+    fn from(n: &NodeSummary) -> Self {
+        NodeUsage {
+            name: n.name.clone(),
+            pods: n.pods,
+            cpu_requested_milli: n.requested_milli_cpu,
+            cpu_allocatable_milli: n.allocatable_milli_cpu,
+            cpu_utilization: ratio(n.requested_milli_cpu, n.allocatable_milli_cpu),
+            memory_requested_bytes: n.requested_memory,
+            memory_allocatable_bytes: n.allocatable_memory,
+            memory_utilization: ratio(n.requested_memory, n.allocatable_memory),
+        }
+    }
 }
 
 /// How the running replicas of one workload are spread over nodes.
@@ -147,20 +162,7 @@ fn outcome(
     report: SimulationReport,
     nodes_of: &BTreeMap<String, Option<String>>,
 ) -> ConfigOutcome {
-    let nodes: Vec<NodeUsage> = report
-        .nodes
-        .iter()
-        .map(|n| NodeUsage {
-            name: n.name.clone(),
-            pods: n.pods,
-            cpu_requested_milli: n.requested_milli_cpu,
-            cpu_allocatable_milli: n.allocatable_milli_cpu,
-            cpu_utilization: ratio(n.requested_milli_cpu, n.allocatable_milli_cpu),
-            memory_requested_bytes: n.requested_memory,
-            memory_allocatable_bytes: n.allocatable_memory,
-            memory_utilization: ratio(n.requested_memory, n.allocatable_memory),
-        })
-        .collect();
+    let nodes: Vec<NodeUsage> = report.nodes.iter().map(NodeUsage::from).collect();
     let col = |f: fn(&NodeUsage) -> f64| nodes.iter().map(f).collect::<Vec<f64>>();
     let pods_per_node = Stats::of(&col(|n| n.pods as f64));
     let cpu_utilization = Stats::of(&col(|n| n.cpu_utilization));

@@ -8,12 +8,14 @@
 pub mod capacity;
 pub mod check;
 pub mod compare;
+pub mod drain;
 pub mod load;
+mod queue;
 pub mod report;
 pub mod stats;
 pub mod text;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rkube_config::KubeSchedulerConfiguration;
@@ -134,12 +136,19 @@ impl Profiles {
 /// Pending pods this configuration schedules, in queue order (the first
 /// profile's QueueSort; queue time = creation timestamp, then input order).
 pub fn pending_pods<'a>(cluster: &'a Cluster, profiles: &Profiles) -> Vec<&'a Pod> {
-    let mut pending: Vec<&Pod> = cluster
+    let pending: Vec<&Pod> = cluster
         .pods
         .iter()
         .filter(|p| p.node_name.is_empty() && !p.terminated && profiles.for_pod(p).is_some())
         .collect();
-    let mut arrival: Vec<(&str, u64)> = pending
+    queue_order(pending, profiles)
+}
+
+/// Sorts pods as the scheduling queue pops them: the first profile's
+/// QueueSort, with the queue time given by creation timestamp, then input
+/// order (`seq`).
+pub fn queue_order<'a>(mut pods: Vec<&'a Pod>, profiles: &Profiles) -> Vec<&'a Pod> {
+    let mut arrival: Vec<(&str, u64)> = pods
         .iter()
         .map(|p| (p.creation_timestamp.as_str(), p.seq))
         .collect();
@@ -149,27 +158,27 @@ pub fn pending_pods<'a>(cluster: &'a Cluster, profiles: &Profiles) -> Vec<&'a Po
         .enumerate()
         .map(|(i, (_, seq))| (*seq, i as u64))
         .collect();
-    if let Some(fw) = profiles.frameworks.first() {
-        let qs = fw.queue_sort().as_queue_sort().expect("framework checked");
-        pending.sort_by(|a, b| {
-            let ra = QueuedPodRef {
-                pod: a,
-                timestamp: rank[&a.seq],
-            };
-            let rb = QueuedPodRef {
-                pod: b,
-                timestamp: rank[&b.seq],
-            };
-            if qs.less(ra, rb) {
-                std::cmp::Ordering::Less
-            } else if qs.less(rb, ra) {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        });
-    }
-    pending
+    let Some(qs) = profiles
+        .frameworks
+        .first()
+        .and_then(|fw| fw.queue_sort().as_queue_sort())
+    else {
+        return pods;
+    };
+    let queued = |p: &'a Pod| QueuedPodRef {
+        pod: p,
+        timestamp: rank.get(&p.seq).copied().unwrap_or(u64::MAX),
+    };
+    pods.sort_by(|a, b| {
+        if qs.less(queued(a), queued(b)) {
+            std::cmp::Ordering::Less
+        } else if qs.less(queued(b), queued(a)) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    });
+    pods
 }
 
 /// Called with (pods done, pods in the queue) as the simulation goes, e.g.
@@ -196,10 +205,6 @@ impl std::fmt::Debug for SimulateOptions {
             .finish()
     }
 }
-
-/// Most preemptions one pod may make in a row before it is left pending
-/// (each evicts at least one pod, so this only bounds pathological inputs).
-const MAX_PREEMPTIONS_PER_POD: usize = 16;
 
 /// The nominator as upstream's queue starts it: every pending pod that
 /// carries `status.nominatedNodeName`.
@@ -233,137 +238,10 @@ pub fn simulate(
     let profiles = Profiles::new(cfg)?;
     let mut snapshot = Snapshot::from_cluster(cluster);
     let before = node_summaries(&snapshot);
-    let mut scheduler = Scheduler::new(opts.seed, profiles.percentage_of_nodes_to_score);
-    let mut placements: Vec<Placement> = Vec::new();
-    let mut preemptions: Vec<Preemption> = Vec::new();
     let pending = pending_pods(cluster, &profiles);
-    let mut nominator = initial_nominator(&pending);
-    // Nominations cleared by a preemptor before the pod's turn (by UID).
-    let mut cleared: HashSet<String> = HashSet::new();
-    // Placement index of each pod placed in this run (by UID).
-    let mut placed_at: HashMap<String, usize> = HashMap::new();
-    let total = pending.len();
-    for (done, pod) in pending.into_iter().enumerate() {
-        if let Some(progress) = &opts.progress {
-            progress(done, total);
-        }
-        let fw = profiles.for_pod(pod).expect("filtered");
-        if let Some(gate) = pre_enqueue_rejection(fw, pod) {
-            placements.push(Placement {
-                pod: pod.key(),
-                node: None,
-                message: gate,
-                nominated_node: None,
-                evicted: false,
-                preempted_by: None,
-                explain: None,
-            });
-            continue;
-        }
-        let mut current = pod.clone();
-        if cleared.contains(&current.uid) {
-            current.nominated_node_name.clear();
-        }
-        let mut preempted = 0;
-        loop {
-            let explanation = if opts.explain {
-                Some(explain_with(
-                    fw, &snapshot, &current, &scheduler, &nominator,
-                )?)
-            } else {
-                None
-            };
-            match scheduler.schedule_with(fw, &snapshot, &current, &nominator) {
-                Outcome::Scheduled { node, .. } => {
-                    nominator.delete(&current.uid);
-                    let mut placed = current.clone();
-                    placed.node_name = snapshot.nodes[node].name().to_string();
-                    placed.nominated_node_name.clear();
-                    let name = placed.node_name.clone();
-                    snapshot.assume(node, Arc::new(placed));
-                    placed_at.insert(current.uid.clone(), placements.len());
-                    placements.push(Placement {
-                        pod: current.key(),
-                        node: Some(name),
-                        message: String::new(),
-                        nominated_node: None,
-                        evicted: false,
-                        preempted_by: None,
-                        explain: explanation,
-                    });
-                    break;
-                }
-                Outcome::Unschedulable {
-                    message,
-                    nominated_node,
-                    victims,
-                    ..
-                } => {
-                    let target = nominated_node.clone().unwrap_or_default();
-                    let preempting = !victims.is_empty() && !target.is_empty();
-                    if preempting {
-                        // The executor: evict the victims, then clear the
-                        // nominations of lower-priority pods on the node.
-                        let idx = snapshot.index_of(&target).ok_or_else(|| {
-                            SimError::Runtime(format!(
-                                "preemption by {} nominated unknown node {target}",
-                                current.key()
-                            ))
-                        })?;
-                        for v in &victims {
-                            snapshot.remove(idx, &v.uid);
-                            if let Some(&i) = placed_at.get(&v.uid) {
-                                placements[i].evicted = true;
-                                placements[i].preempted_by = Some(current.key());
-                            }
-                        }
-                        let lower: Vec<Arc<Pod>> = nominator
-                            .pods_for_node(&target)
-                            .iter()
-                            .filter(|p| p.priority < current.priority)
-                            .cloned()
-                            .collect();
-                        for p in lower {
-                            nominator.delete(&p.uid);
-                            cleared.insert(p.uid.clone());
-                        }
-                        preemptions.push(Preemption {
-                            preemptor: current.key(),
-                            node: target.clone(),
-                            victims: victims.iter().map(|v| v.key()).collect(),
-                        });
-                    }
-                    // handleSchedulingFailure: record the nomination.
-                    if let Some(n) = nominated_node {
-                        current.nominated_node_name = n.clone();
-                        nominator.add(Arc::new(current.clone()), &n);
-                    }
-                    if preempting && preempted < MAX_PREEMPTIONS_PER_POD {
-                        preempted += 1;
-                        continue;
-                    }
-                    placements.push(Placement {
-                        pod: current.key(),
-                        node: None,
-                        message,
-                        nominated_node: (!current.nominated_node_name.is_empty())
-                            .then(|| current.nominated_node_name.clone()),
-                        evicted: false,
-                        preempted_by: None,
-                        explain: explanation,
-                    });
-                    break;
-                }
-                Outcome::Error(s) => {
-                    return Err(SimError::Runtime(format!(
-                        "scheduling {}: {}",
-                        pod.key(),
-                        s.message()
-                    )))
-                }
-            }
-        }
-    }
+    let mut queue = queue::Queue::new(&profiles, opts.seed, &pending);
+    let pass = queue.run(&mut snapshot, &pending, opts)?;
+    let placements = pass.placements;
     let evicted = placements.iter().filter(|p| p.evicted).count();
     let scheduled = placements.iter().filter(|p| p.node.is_some()).count() - evicted;
     let unschedulable = placements.iter().filter(|p| p.node.is_none()).count();
@@ -372,10 +250,10 @@ pub fn simulate(
             scheduled,
             unschedulable,
             evicted,
-            preemptions: preemptions.len(),
+            preemptions: pass.preemptions.len(),
         },
         placements,
-        preemptions,
+        preemptions: pass.preemptions,
         nodes: node_summaries(&snapshot),
         nodes_before: before,
     })

@@ -1,0 +1,275 @@
+//! The scheduling queue the simulator drives: pods in queue order, each
+//! scheduled with the framework (preemption included) and placed on the
+//! snapshot the next pod sees. `simulate` runs one pass over the pending
+//! pods; `drain` runs a first pass the same way and then more passes over
+//! the replacement pods it creates, with the same scheduler (tie-break
+//! sequence) and nominations carried from pass to pass.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use rkube_framework::schedule::Outcome;
+use rkube_framework::{Framework, Nominator, Scheduler, Snapshot};
+use rkube_model::Pod;
+
+use crate::{
+    explain_with, initial_nominator, pre_enqueue_rejection, Placement, Preemption, Profiles,
+    SimError, SimulateOptions,
+};
+
+/// Most preemptions one pod may make in a row before it is left pending
+/// (each evicts at least one pod, so this only bounds pathological inputs).
+const MAX_PREEMPTIONS_PER_POD: usize = 16;
+
+/// What one pass over the queue did.
+#[derive(Debug, Default)]
+pub(crate) struct Pass {
+    /// One entry per pod, in queue order (placed or left pending).
+    pub placements: Vec<Placement>,
+    /// Preemptions, in order.
+    pub preemptions: Vec<Preemption>,
+    /// Every pod preemption evicted from the snapshot, in order.
+    pub victims: Vec<Arc<Pod>>,
+}
+
+/// The scheduler, its nominations and the nominations cleared by
+/// preemptors, kept across passes.
+pub(crate) struct Queue<'p> {
+    profiles: &'p Profiles,
+    scheduler: Scheduler,
+    nominator: Nominator,
+    /// Nominations cleared by a preemptor before the pod's turn (by UID).
+    cleared: HashSet<String>,
+}
+
+/// The verdict of one scheduling attempt, once preemption has run.
+enum Attempt {
+    Placed(Placement),
+    Pending(Placement),
+    Retry,
+}
+
+impl<'p> Queue<'p> {
+    /// A queue whose nominator starts with the `status.nominatedNodeName` of
+    /// the given pending pods, as upstream's queue starts.
+    pub fn new(profiles: &'p Profiles, seed: u64, pending: &[&Pod]) -> Self {
+        Queue {
+            profiles,
+            scheduler: Scheduler::new(seed, profiles.percentage_of_nodes_to_score),
+            nominator: initial_nominator(pending),
+            cleared: HashSet::new(),
+        }
+    }
+
+    /// The profiles pods are scheduled with.
+    pub fn profiles(&self) -> &'p Profiles {
+        self.profiles
+    }
+
+    /// Schedules `pods` in the order given (callers sort them with
+    /// [`crate::queue_order`]).
+    ///
+    /// Preemption: when PostFilter (DefaultPreemption) nominates a node, the
+    /// victims are evicted from the snapshot at once, lower-priority pods
+    /// nominated to that node lose their nomination (as upstream's
+    /// preemption executor does), the preemptor is nominated to the node and
+    /// is retried right away, before the next pod in the queue. Victims are
+    /// deleted, not recreated by their controllers.
+    pub fn run(
+        &mut self,
+        snapshot: &mut Snapshot,
+        pods: &[&Pod],
+        opts: &SimulateOptions,
+    ) -> Result<Pass, SimError> {
+        let mut pass = Pass::default();
+        // Placement index of each pod placed in this pass (by UID).
+        let mut placed_at: HashMap<String, usize> = HashMap::new();
+        for (done, pod) in pods.iter().enumerate() {
+            if let Some(progress) = &opts.progress {
+                progress(done, pods.len());
+            }
+            let placement =
+                self.schedule_one(snapshot, pod, opts.explain, &mut pass, &placed_at)?;
+            if placement.node.is_some() {
+                placed_at.insert(pod.uid.clone(), pass.placements.len());
+            }
+            pass.placements.push(placement);
+        }
+        Ok(pass)
+    }
+
+    /// Schedules one pod, preempting as needed; the placement to record.
+    fn schedule_one(
+        &mut self,
+        snapshot: &mut Snapshot,
+        pod: &Pod,
+        explain: bool,
+        pass: &mut Pass,
+        placed_at: &HashMap<String, usize>,
+    ) -> Result<Placement, SimError> {
+        let Some(fw) = self.profiles.for_pod(pod) else {
+            return Ok(pending(
+                pod,
+                format!(
+                    "spec.schedulerName {:?} is not a profile of this configuration (another scheduler places this pod)",
+                    pod.scheduler_name
+                ),
+            ));
+        };
+        if let Some(gate) = pre_enqueue_rejection(fw, pod) {
+            return Ok(pending(pod, gate));
+        }
+        let mut current = pod.clone();
+        if self.cleared.contains(&current.uid) {
+            current.nominated_node_name.clear();
+        }
+        let mut preempted = 0;
+        loop {
+            let retry_allowed = preempted < MAX_PREEMPTIONS_PER_POD;
+            match self.attempt(
+                fw,
+                snapshot,
+                &mut current,
+                explain,
+                retry_allowed,
+                pass,
+                placed_at,
+            )? {
+                Attempt::Placed(p) | Attempt::Pending(p) => return Ok(p),
+                Attempt::Retry => preempted += 1,
+            }
+        }
+    }
+
+    /// One scheduling cycle for `current`; on a preemption the victims are
+    /// evicted and the pod nominated (and, if allowed, retried).
+    #[allow(clippy::too_many_arguments)]
+    fn attempt(
+        &mut self,
+        fw: &Framework,
+        snapshot: &mut Snapshot,
+        current: &mut Pod,
+        explain: bool,
+        retry_allowed: bool,
+        pass: &mut Pass,
+        placed_at: &HashMap<String, usize>,
+    ) -> Result<Attempt, SimError> {
+        let explanation = if explain {
+            Some(explain_with(
+                fw,
+                snapshot,
+                current,
+                &self.scheduler,
+                &self.nominator,
+            )?)
+        } else {
+            None
+        };
+        match self
+            .scheduler
+            .schedule_with(fw, snapshot, current, &self.nominator)
+        {
+            Outcome::Scheduled { node, .. } => {
+                self.nominator.delete(&current.uid);
+                let mut placed = current.clone();
+                placed.node_name = snapshot.nodes[node].name().to_string();
+                placed.nominated_node_name.clear();
+                let name = placed.node_name.clone();
+                snapshot.assume(node, Arc::new(placed));
+                Ok(Attempt::Placed(Placement {
+                    node: Some(name),
+                    explain: explanation,
+                    ..pending(current, String::new())
+                }))
+            }
+            Outcome::Unschedulable {
+                message,
+                nominated_node,
+                victims,
+                ..
+            } => {
+                let target = nominated_node.clone().unwrap_or_default();
+                let preempting = !victims.is_empty() && !target.is_empty();
+                if preempting {
+                    self.execute_preemption(snapshot, current, &target, victims, pass, placed_at)?;
+                }
+                // handleSchedulingFailure: record the nomination.
+                if let Some(n) = nominated_node {
+                    current.nominated_node_name = n.clone();
+                    self.nominator.add(Arc::new(current.clone()), &n);
+                }
+                if preempting && retry_allowed {
+                    return Ok(Attempt::Retry);
+                }
+                Ok(Attempt::Pending(Placement {
+                    nominated_node: (!current.nominated_node_name.is_empty())
+                        .then(|| current.nominated_node_name.clone()),
+                    explain: explanation,
+                    ..pending(current, message)
+                }))
+            }
+            Outcome::Error(s) => Err(SimError::Runtime(format!(
+                "scheduling {}: {}",
+                current.key(),
+                s.message()
+            ))),
+        }
+    }
+
+    /// The preemption executor: evicts the victims from the target node,
+    /// then clears the nominations of lower-priority pods on it.
+    fn execute_preemption(
+        &mut self,
+        snapshot: &mut Snapshot,
+        preemptor: &Pod,
+        target: &str,
+        victims: Vec<Arc<Pod>>,
+        pass: &mut Pass,
+        placed_at: &HashMap<String, usize>,
+    ) -> Result<(), SimError> {
+        let idx = snapshot.index_of(target).ok_or_else(|| {
+            SimError::Runtime(format!(
+                "preemption by {} nominated unknown node {target}",
+                preemptor.key()
+            ))
+        })?;
+        for v in &victims {
+            snapshot.remove(idx, &v.uid);
+            if let Some(&i) = placed_at.get(&v.uid) {
+                pass.placements[i].evicted = true;
+                pass.placements[i].preempted_by = Some(preemptor.key());
+            }
+        }
+        let lower: Vec<Arc<Pod>> = self
+            .nominator
+            .pods_for_node(target)
+            .iter()
+            .filter(|p| p.priority < preemptor.priority)
+            .cloned()
+            .collect();
+        for p in lower {
+            self.nominator.delete(&p.uid);
+            self.cleared.insert(p.uid.clone());
+        }
+        pass.preemptions.push(Preemption {
+            preemptor: preemptor.key(),
+            node: target.to_string(),
+            victims: victims.iter().map(|v| v.key()).collect(),
+        });
+        pass.victims.extend(victims);
+        Ok(())
+    }
+}
+
+/// A placement that leaves the pod pending with `message`.
+fn pending(pod: &Pod, message: String) -> Placement {
+    Placement {
+        pod: pod.key(),
+        node: None,
+        message,
+        nominated_node: None,
+        evicted: false,
+        preempted_by: None,
+        explain: None,
+    }
+}
