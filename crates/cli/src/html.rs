@@ -808,6 +808,7 @@ mod tests {
             selected_node: Some("n\"1".into()),
             top_nodes: vec![],
             message: String::new(),
+            live: None,
         };
         SimulationReport {
             placements: vec![

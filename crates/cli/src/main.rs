@@ -4,6 +4,7 @@
 
 mod html;
 mod progress;
+mod record;
 mod render;
 mod snapshot;
 
@@ -58,14 +59,26 @@ enum CheckOutput {
     Json,
 }
 
+/// Where a command reads the cluster: a file (or directory), or a live API server.
+#[derive(clap::Args)]
+#[group(required = true, multiple = false)]
+struct Source {
+    /// Cluster file or directory (what `kubectl get nodes,pods -A -o yaml` prints).
+    #[arg(long)]
+    cluster: Option<PathBuf>,
+    /// Read the cluster from this kubeconfig's API server instead, in memory
+    /// (the objects `rkube snapshot` would write; nothing is written).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Schedule every pending pod of a cluster file, in queue order, as kube-scheduler v1.37 would.
     #[command(after_help = EXIT_STATUS)]
     Simulate {
-        /// Cluster file or directory (what `kubectl get nodes,pods -A -o yaml` prints).
-        #[arg(long)]
-        cluster: PathBuf,
+        #[command(flatten)]
+        source: Source,
         /// KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1); defaults when omitted.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -80,11 +93,12 @@ enum Command {
         output: Output,
     },
     /// Show every node's filter verdicts and every score plugin's scores for one pending pod.
+    /// With --kubeconfig, also what the cluster's scheduler reported for it and whether
+    /// rkube agrees.
     #[command(after_help = EXIT_STATUS)]
     Explain {
-        /// Cluster file or directory.
-        #[arg(long)]
-        cluster: PathBuf,
+        #[command(flatten)]
+        source: Source,
         /// The pod, as namespace/name.
         #[arg(long)]
         pod: String,
@@ -102,9 +116,8 @@ enum Command {
     /// pods and requests per node, replicas of each workload per node.
     #[command(after_help = EXIT_STATUS)]
     Compare {
-        /// Cluster file or directory.
-        #[arg(long)]
-        cluster: PathBuf,
+        #[command(flatten)]
+        source: Source,
         /// Configuration A, then configuration B. Given once, A is kube-scheduler's
         /// defaults (no --config) and B the file.
         #[arg(long = "config", required = true, action = clap::ArgAction::Append)]
@@ -143,8 +156,23 @@ enum Command {
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
         /// The file to write (YAML when it ends in .yaml/.yml, else JSON; `-`: stdout, JSON).
-        #[arg(short = 'o', long = "output")]
-        output: PathBuf,
+        #[arg(
+            short = 'o',
+            long = "output",
+            required_unless_present = "watch",
+            conflicts_with = "watch"
+        )]
+        output: Option<PathBuf>,
+        /// Record the cluster's changes into --out DIR for `rkube replay` (base.json, then
+        /// events.jsonl) until SIGINT/SIGTERM or --for has passed.
+        #[arg(long, requires = "out")]
+        watch: bool,
+        /// With --watch: the recording's directory (created owner-only).
+        #[arg(long, requires = "watch")]
+        out: Option<PathBuf>,
+        /// With --watch: stop after this long (a Go duration such as 10m).
+        #[arg(long = "for", requires = "watch", value_parser = go_duration)]
+        for_: Option<std::time::Duration>,
         /// Client-side rate limit: API requests per second.
         #[arg(long, default_value_t = 5.0)]
         qps: f64,
@@ -164,9 +192,8 @@ enum Command {
     /// (cluster-capacity's semantics), with the count per node and why each node stopped.
     #[command(after_help = EXIT_STATUS)]
     Capacity {
-        /// Cluster file or directory.
-        #[arg(long)]
-        cluster: PathBuf,
+        #[command(flatten)]
+        source: Source,
         /// A file holding one pending Pod, optionally `:N` to interleave shapes by ratio
         /// (`--pod a.yaml:3 --pod b.yaml:1`: three of a, then one of b, again). Without
         /// ratios the shapes are filled in the order given.
@@ -213,6 +240,23 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Re-run the scheduler over a recorded history (`rkube snapshot --watch --out DIR`):
+    /// where each pod would have gone under a configuration, next to where it went.
+    #[command(after_help = EXIT_STATUS)]
+    Replay {
+        /// The recording's directory (base.json and events.jsonl).
+        #[arg(long)]
+        from: PathBuf,
+        /// KubeSchedulerConfiguration; defaults when omitted.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Seed for breaking ties the recording does not decide.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output format (table, json or yaml).
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -302,6 +346,76 @@ fn shape_arg(s: &str) -> Result<(PathBuf, Option<u32>), SimError> {
     Ok((PathBuf::from(s), None))
 }
 
+/// A [`Source`] ready to load: a path, or a live cluster's objects read now.
+struct Input {
+    label: String,
+    path: Option<PathBuf>,
+    /// A live cluster's objects, as one `List` text.
+    text: String,
+    /// A live cluster's objects (for the pods' conditions).
+    items: Vec<serde_json::Value>,
+}
+
+/// Requests per second when reading a live cluster in memory.
+const LIVE_QPS: f64 = 20.0;
+
+impl Input {
+    fn read(source: Source, quiet: bool) -> Result<Input, SimError> {
+        let Some(kubeconfig) = source.kubeconfig else {
+            let path = source.cluster.unwrap_or_default();
+            return Ok(Input {
+                label: path.display().to_string(),
+                path: Some(path),
+                text: String::new(),
+                items: Vec::new(),
+            });
+        };
+        let label = format!("kubeconfig {}", kubeconfig.display());
+        let bar = progress::spinner(quiet);
+        let items = snapshot::read_live(&kubeconfig, LIVE_QPS, bar.as_ref())
+            .map_err(|e| SimError::Runtime(format!("reading the cluster ({label}): {e:#}")))?;
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        let text = snapshot::list_text(items.clone())
+            .map_err(|e| SimError::Runtime(format!("{label}: {e:#}")))?;
+        Ok(Input {
+            label,
+            path: None,
+            text,
+            items,
+        })
+    }
+
+    fn cluster(&self) -> rkube_sim::load::ClusterInput<'_> {
+        match &self.path {
+            Some(p) => rkube_sim::load::ClusterInput::Path(p),
+            None => rkube_sim::load::ClusterInput::Text {
+                label: &self.label,
+                text: &self.text,
+            },
+        }
+    }
+
+    /// For a live cluster: what its scheduler reported for `namespace/name`.
+    fn observed(&self, key: &str) -> Option<rkube_sim::live::Observed> {
+        let (ns, name) = key.split_once('/')?;
+        self.items
+            .iter()
+            .find(|o| {
+                o["kind"] == "Pod"
+                    && o["metadata"]["namespace"] == ns
+                    && o["metadata"]["name"] == name
+            })
+            .map(rkube_sim::live::Observed::from_pod)
+    }
+}
+
+/// A Go duration flag value (`90s`, `10m`), within Go's range.
+fn go_duration(s: &str) -> Result<std::time::Duration, String> {
+    rkube_util::duration::parse(s).map_err(|e| e.to_string())
+}
+
 fn config_label(path: Option<&Path>) -> String {
     path.map_or_else(|| "<defaults>".to_string(), |p| p.display().to_string())
 }
@@ -311,15 +425,16 @@ fn run(cli: Cli) -> Result<Done, SimError> {
     let quiet = cli.quiet;
     match cli.command {
         Command::Simulate {
-            cluster,
+            source,
             config,
             seed,
             explain,
             output,
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
-            let cluster_label = cluster.display().to_string();
-            let cluster = rkube_sim::load::load_cluster(&cluster)?;
+            let input = Input::read(source, quiet)?;
+            let cluster_label = input.label.clone();
+            let cluster = rkube_sim::load::load_cluster_from(input.cluster())?;
             warn(quiet, &cluster);
             let bar = progress::bar(quiet, "scheduling");
             let opts = SimulateOptions {
@@ -341,17 +456,21 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             .map_err(wrap)
         }
         Command::Explain {
-            cluster,
+            source,
             pod,
             config,
             seed,
             output,
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
-            let cluster_label = cluster.display().to_string();
-            let cluster = rkube_sim::load::load_cluster(&cluster)?;
+            let input = Input::read(source, quiet)?;
+            let cluster_label = input.label.clone();
+            let cluster = rkube_sim::load::load_cluster_from(input.cluster())?;
             warn(quiet, &cluster);
-            let e = rkube_sim::explain(&cluster, &cfg, &pod, seed)?;
+            let mut e = rkube_sim::explain(&cluster, &cfg, &pod, seed)?;
+            if let Some(observed) = input.observed(&pod) {
+                e.live = Some(rkube_sim::live::compare(&e, observed));
+            }
             emit(
                 output,
                 &e,
@@ -362,7 +481,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             .map_err(wrap)
         }
         Command::Compare {
-            cluster,
+            source,
             configs,
             seed,
             output,
@@ -379,8 +498,9 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             };
             let cfg_a = rkube_sim::load::load_config(a)?;
             let cfg_b = rkube_sim::load::load_config(Some(b))?;
-            let cluster_label = cluster.display().to_string();
-            let cluster = rkube_sim::load::load_cluster(&cluster)?;
+            let input = Input::read(source, quiet)?;
+            let cluster_label = input.label.clone();
+            let cluster = rkube_sim::load::load_cluster_from(input.cluster())?;
             warn(quiet, &cluster);
             let la = config_label(a);
             let lb = config_label(Some(b));
@@ -447,8 +567,20 @@ fn run(cli: Cli) -> Result<Done, SimError> {
         Command::Snapshot {
             kubeconfig,
             output,
+            watch: _,
+            out,
+            for_,
             qps,
         } => {
+            if let Some(dir) = out {
+                let n = record::record(kubeconfig.as_deref(), &dir, for_)
+                    .map_err(|e| SimError::Runtime(format!("snapshot --watch: {e:#}")))?;
+                if !quiet {
+                    eprintln!("recorded {n} changes to {}", dir.display());
+                }
+                return Ok(String::new().into());
+            }
+            let output = output.unwrap_or_default();
             let bar = progress::spinner(quiet);
             let text = snapshot::snapshot(kubeconfig.as_deref(), &output, qps, bar.as_ref())
                 .map_err(|e| SimError::Runtime(format!("snapshot: {e:#}")))?;
@@ -470,7 +602,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             Ok(String::from_utf8_lossy(&buf).into_owned().into())
         }
         Command::Capacity {
-            cluster,
+            source,
             pods,
             config,
             max,
@@ -488,7 +620,9 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                 .collect::<Result<Vec<_>, _>>()?;
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
             let files: Vec<PathBuf> = parsed.iter().map(|(p, _)| p.clone()).collect();
-            let (cluster, shape_pods) = rkube_sim::load::load_cluster_and_shapes(&cluster, &files)?;
+            let input = Input::read(source, quiet)?;
+            let (cluster, shape_pods) =
+                rkube_sim::load::load_cluster_and_shapes(input.cluster(), &files)?;
             warn(quiet, &cluster);
             let shapes: Vec<rkube_sim::capacity::Shape> = parsed
                 .iter()
@@ -540,6 +674,26 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             )
             .map(Done::from)
             .map_err(wrap)
+        }
+        Command::Replay {
+            from,
+            config,
+            seed,
+            output,
+        } => {
+            if output == Output::Html {
+                return Err(SimError::Input(
+                    "replay: -o html is not available; use table, json or yaml".into(),
+                ));
+            }
+            let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let profiles = rkube_sim::Profiles::new(&cfg)?;
+            let rec = rkube_sim::replay::Recording::read(&from)?;
+            let r =
+                rkube_sim::replay::replay(&rec, &profiles, &config_label(config.as_deref()), seed)?;
+            emit(output, &r, || render::replay(&r), String::new)
+                .map(Done::from)
+                .map_err(wrap)
         }
         Command::Version => Ok(format!("rkube {VERSION}\n").into()),
         Command::Man { out_dir } => {

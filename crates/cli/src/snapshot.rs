@@ -54,11 +54,18 @@ impl Limiter {
 
 /// Drops what the API server adds and no scheduling decision reads.
 pub fn strip(obj: &mut Value) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    strip_keeping_version(obj);
+}
+
+/// [`strip`], keeping `metadata.resourceVersion` (recordings order changes by it).
+pub fn strip_keeping_version(obj: &mut Value) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
     meta.remove("managedFields");
-    meta.remove("resourceVersion");
     meta.remove("selfLink");
     if let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
         ann.remove("kubectl.kubernetes.io/last-applied-configuration");
@@ -112,7 +119,8 @@ struct List {
     items: Vec<Value>,
 }
 
-async fn collect(kubeconfig: Option<&Path>, qps: f64, bar: Option<&ProgressBar>) -> Result<List> {
+/// A client for `--kubeconfig`, or in-cluster / `$KUBECONFIG` / `~/.kube/config`.
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client> {
     let config = match kubeconfig {
         Some(p) => {
             let kc = kube::config::Kubeconfig::read_from(p)
@@ -125,7 +133,13 @@ async fn collect(kubeconfig: Option<&Path>, qps: f64, bar: Option<&ProgressBar>)
             .await
             .context("no --kubeconfig given and no in-cluster or default kubeconfig found")?,
     };
-    let client = Client::try_from(config)?;
+    Ok(Client::try_from(config)?)
+}
+
+/// Every object scheduling reads, stripped of server noise, in the order
+/// `rkube snapshot` writes them.
+pub async fn collect(client: &Client, qps: f64, bar: Option<&ProgressBar>) -> Result<Vec<Value>> {
+    let client = client.clone();
     let mut limiter = Limiter::new(qps);
     let mut items = Vec::new();
     let l = &mut limiter;
@@ -142,11 +156,32 @@ async fn collect(kubeconfig: Option<&Path>, qps: f64, bar: Option<&ProgressBar>)
     list::<StatefulSet>(&client, l, it, bar).await?;
     list::<Node>(&client, l, it, bar).await?;
     list::<Pod>(&client, l, it, bar).await?;
-    Ok(List {
+    Ok(items)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Reads a live cluster in memory as one JSON `List` (what `snapshot` would
+/// write), for commands given `--kubeconfig` instead of `--cluster`.
+pub fn read_live(kubeconfig: &Path, qps: f64, bar: Option<&ProgressBar>) -> Result<Vec<Value>> {
+    runtime()?.block_on(async {
+        let client = client(Some(kubeconfig)).await?;
+        collect(&client, qps, bar).await
+    })
+}
+
+/// The items as the text of one `v1` `List`.
+pub fn list_text(items: Vec<Value>) -> Result<String> {
+    Ok(serde_json::to_string(&List {
         api_version: "v1",
         kind: "List",
         items,
-    })
+    })?)
 }
 
 /// Reads the cluster and renders the `List` as YAML when `out` ends in
@@ -157,11 +192,15 @@ pub fn snapshot(
     qps: f64,
     bar: Option<&ProgressBar>,
 ) -> Result<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let list = rt.block_on(collect(kubeconfig, qps, bar))?;
+    let items = runtime()?.block_on(async {
+        let client = client(kubeconfig).await?;
+        collect(&client, qps, bar).await
+    })?;
+    let list = List {
+        api_version: "v1",
+        kind: "List",
+        items,
+    };
     let yaml = out
         .extension()
         .and_then(|e| e.to_str())

@@ -9,8 +9,10 @@ pub mod capacity;
 pub mod check;
 pub mod compare;
 pub mod drain;
+pub mod live;
 pub mod load;
 mod queue;
+pub mod replay;
 pub mod report;
 pub mod stats;
 pub mod text;
@@ -115,6 +117,11 @@ impl Profiles {
             by_name,
             percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score.unwrap_or(0),
         })
+    }
+
+    /// True when a profile schedules pods with this `schedulerName`.
+    pub fn has_profile(&self, scheduler_name: &str) -> bool {
+        self.by_name.contains_key(scheduler_name)
     }
 
     /// The framework for a pod's `schedulerName`.
@@ -302,6 +309,17 @@ pub fn explain(
     pod_key: &str,
     seed: u64,
 ) -> Result<PodExplanation, SimError> {
+    explain_with_profiles(cluster, &Profiles::new(cfg)?, pod_key, seed)
+}
+
+/// [`explain`] with the profiles already built (for callers that explain
+/// many pods under one configuration).
+pub fn explain_with_profiles(
+    cluster: &Cluster,
+    profiles: &Profiles,
+    pod_key: &str,
+    seed: u64,
+) -> Result<PodExplanation, SimError> {
     let pod = cluster
         .pods
         .iter()
@@ -311,7 +329,6 @@ pub fn explain(
                 "pod {pod_key}: not found in the cluster file (give it as namespace/name)"
             ))
         })?;
-    let profiles = Profiles::new(cfg)?;
     let fw = profiles.for_pod(pod).ok_or_else(|| {
         SimError::Input(format!(
             "pod {pod_key}: spec.schedulerName {:?} matches no profile of the configuration",
@@ -329,7 +346,7 @@ pub fn explain(
         Snapshot::from_cluster(&c)
     };
     let scheduler = Scheduler::new(seed, profiles.percentage_of_nodes_to_score);
-    let nominator = initial_nominator(&pending_pods(cluster, &profiles));
+    let nominator = initial_nominator(&pending_pods(cluster, profiles));
     if let Some(gate) = pre_enqueue_rejection(fw, &unbound) {
         return Ok(PodExplanation {
             pod: pod_key.to_string(),
@@ -338,6 +355,7 @@ pub fn explain(
             selected_node: None,
             top_nodes: Vec::new(),
             message: gate,
+            live: None,
         });
     }
     explain_with(fw, &snapshot, &unbound, &scheduler, &nominator)

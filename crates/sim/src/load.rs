@@ -73,8 +73,43 @@ pub fn read_input(path: &Path) -> Result<String, SimError> {
         .map_err(|e| io_error(path, e))
 }
 
-/// The objects of every cluster file under `path`, noting duplicate keys.
-fn cluster_objects(path: &Path, warnings: &mut Vec<String>) -> Result<Vec<RawObject>, SimError> {
+/// Where a cluster comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum ClusterInput<'a> {
+    /// A cluster file or a directory of them.
+    Path(&'a Path),
+    /// Objects already read, as one JSON or YAML text (a `List`, e.g. what
+    /// `rkube snapshot` would write for a live cluster); `label` names it in
+    /// messages.
+    Text {
+        /// What messages call the source (e.g. `kubeconfig admin.conf`).
+        label: &'a str,
+        /// The text.
+        text: &'a str,
+    },
+}
+
+impl ClusterInput<'_> {
+    /// How messages and reports name the source.
+    pub fn label(&self) -> String {
+        match self {
+            ClusterInput::Path(p) => p.display().to_string(),
+            ClusterInput::Text { label, .. } => label.to_string(),
+        }
+    }
+}
+
+/// The objects of a cluster input, noting duplicate keys.
+fn cluster_objects(
+    input: ClusterInput<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<RawObject>, SimError> {
+    let path = match input {
+        ClusterInput::Text { label, text } => {
+            return parse_documents_noting(label, text, warnings).map_err(SimError::Load)
+        }
+        ClusterInput::Path(path) => path,
+    };
     let mut objects = Vec::new();
     for f in cluster_files(path)? {
         let text = read_input(&f)?;
@@ -88,8 +123,13 @@ fn cluster_objects(path: &Path, warnings: &mut Vec<String>) -> Result<Vec<RawObj
 
 /// Loads a cluster from a file or directory.
 pub fn load_cluster(path: &Path) -> Result<Cluster, SimError> {
+    load_cluster_from(ClusterInput::Path(path))
+}
+
+/// Loads a cluster from any [`ClusterInput`].
+pub fn load_cluster_from(input: ClusterInput<'_>) -> Result<Cluster, SimError> {
     let mut warnings = Vec::new();
-    let objects = cluster_objects(path, &mut warnings)?;
+    let objects = cluster_objects(input, &mut warnings)?;
     let mut cluster = build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
     warnings.append(&mut cluster.warnings);
     cluster.warnings = warnings;
@@ -102,11 +142,11 @@ pub fn load_cluster(path: &Path) -> Result<Cluster, SimError> {
 /// then taken out of the cluster. Returns the cluster and, per shape file,
 /// the pod.
 pub fn load_cluster_and_shapes(
-    path: &Path,
+    input: ClusterInput<'_>,
     shapes: &[PathBuf],
 ) -> Result<(Cluster, Vec<rkube_model::Pod>), SimError> {
     let mut warnings = Vec::new();
-    let mut objects = cluster_objects(path, &mut warnings)?;
+    let mut objects = cluster_objects(input, &mut warnings)?;
     let mut keys = Vec::with_capacity(shapes.len());
     for f in shapes {
         let file = f.display().to_string();

@@ -65,6 +65,10 @@ pub struct PodExplanation {
     pub top_nodes: Vec<String>,
     /// Upstream's FailedScheduling message when no node fits, else empty.
     pub message: String,
+    /// With `--kubeconfig`: what the cluster's scheduler reported, and
+    /// whether rkube agrees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<crate::live::LiveVerdict>,
 }
 
 impl PodExplanation {
@@ -119,6 +123,7 @@ impl PodExplanation {
             selected_node,
             top_nodes,
             message: e.message.clone(),
+            live: None,
         }
     }
 }

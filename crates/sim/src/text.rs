@@ -90,6 +90,30 @@ pub fn explanation(e: &PodExplanation) -> String {
             let _ = writeln!(out, "No node selected: {}", e.message);
         }
     }
+    if let Some(live) = &e.live {
+        let o = &live.observed;
+        match (&o.node, &o.condition) {
+            (Some(n), _) => {
+                let _ = writeln!(out, "\nIn the cluster: bound to {n}");
+            }
+            (None, Some(c)) => {
+                let _ = writeln!(
+                    out,
+                    "\nIn the cluster: PodScheduled={} {}: {}",
+                    c.status, c.reason, c.message
+                );
+            }
+            (None, None) => {
+                let _ = writeln!(out, "\nIn the cluster: not scheduled yet");
+            }
+        }
+        let verdict = match live.agrees {
+            Some(true) => "rkube agrees",
+            Some(false) => "rkube disagrees",
+            None => "nothing to compare",
+        };
+        let _ = writeln!(out, "{verdict}: {}", live.note);
+    }
     out
 }
 

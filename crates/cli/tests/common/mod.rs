@@ -2,6 +2,8 @@
 //! binary compiles its own copy and uses part of it).
 #![allow(dead_code)]
 
+pub mod live;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

@@ -1,0 +1,231 @@
+//! Helpers for end-to-end tests against a genuine control plane
+//! (rkube-testcp): the real `kubectl`, fake nodes, `rkube scheduler`
+//! processes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rkube_testcp::support::free_port;
+use rkube_testcp::ControlPlane;
+use serde_json::Value;
+
+pub fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
+    let out = cp.kubectl(args).expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// kubectl that may fail (the API server may be restarting).
+pub fn try_kubectl(cp: &ControlPlane, args: &[&str]) -> Option<String> {
+    let out = cp.kubectl(args).ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+pub fn apply(cp: &ControlPlane, name: &str, yaml: &str) {
+    let file = cp.dir().join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    // Retried: right after an API server restart a request can fail.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if try_kubectl(cp, &["apply", "-f", file.to_str().unwrap()]).is_some() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl apply {name} kept failing"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+pub fn create_nodes(cp: &ControlPlane, n: usize, cpu: &str) {
+    let mut yaml = String::new();
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: node-{i:02}, labels: {{kubernetes.io/hostname: node-{i:02}}}}}\n---\n"
+        ));
+    }
+    apply(cp, "nodes", &yaml);
+    for i in 0..n {
+        let status = format!(
+            r#"{{"status":{{"capacity":{{"cpu":"{cpu}","memory":"64Gi","pods":"110"}},"allocatable":{{"cpu":"{cpu}","memory":"64Gi","pods":"110"}},"conditions":[{{"type":"Ready","status":"True","reason":"KubeletReady","message":"fake node","lastHeartbeatTime":null}}]}}}}"#
+        );
+        kubectl(
+            cp,
+            &[
+                "patch",
+                "node",
+                &format!("node-{i:02}"),
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &status,
+            ],
+        );
+    }
+}
+
+/// `count` pods named `{prefix}-{i}` for `scheduler`.
+pub fn create_pods(cp: &ControlPlane, prefix: &str, count: usize, scheduler: &str) {
+    let mut yaml = String::new();
+    for i in 0..count {
+        yaml.push_str(&format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {prefix}-{i:03}, namespace: default, labels: {{app: {prefix}}}}}
+spec:
+  schedulerName: {scheduler}
+  automountServiceAccountToken: false
+  tolerations: [{{operator: Exists}}]
+  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}}}]
+---
+"#
+        ));
+    }
+    apply(cp, prefix, &yaml);
+}
+
+/// pod name → node name ("" when pending).
+pub fn placements(cp: &ControlPlane) -> Option<BTreeMap<String, String>> {
+    let out = try_kubectl(cp, &["get", "pods", "-n", "default", "-o", "json"])?;
+    let v: Value = serde_json::from_str(&out).ok()?;
+    Some(
+        v["items"]
+            .as_array()?
+            .iter()
+            .map(|p| {
+                (
+                    p["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                    p["spec"]["nodeName"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Waits until `expected` pods exist and all are bound.
+pub fn wait_all_bound(
+    cp: &ControlPlane,
+    expected: usize,
+    timeout: Duration,
+) -> BTreeMap<String, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(p) = placements(cp) {
+            if p.len() == expected && p.values().all(|n| !n.is_empty()) {
+                return p;
+            }
+            if Instant::now() >= deadline {
+                let pending: Vec<&String> = p
+                    .iter()
+                    .filter(|(_, n)| n.is_empty())
+                    .map(|(k, _)| k)
+                    .collect();
+                panic!("timed out: {} pods, pending: {pending:?}", p.len());
+            }
+        }
+        assert!(Instant::now() < deadline, "timed out listing pods");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// One `rkube scheduler` process.
+pub struct Replica {
+    /// The process.
+    pub child: Child,
+    /// Its secure port.
+    pub port: u16,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+impl Replica {
+    pub fn start(cp: &ControlPlane, name: &str, extra: &[&str]) -> Replica {
+        Replica::start_with_env(cp, name, extra, &[])
+    }
+
+    pub fn start_with_env(
+        cp: &ControlPlane,
+        name: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Replica {
+        let port = free_port();
+        let log = cp.dir().join(format!("logs/rkube-{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_rkube"))
+            .arg("scheduler")
+            .arg("--kubeconfig")
+            .arg(cp.scheduler_kubeconfig())
+            .arg(format!("--secure-port={port}"))
+            .arg("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
+            .args(extra)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start rkube scheduler");
+        Replica { child, port, log }
+    }
+
+    pub fn metrics(&self) -> Option<String> {
+        let out = Command::new("curl")
+            .args(["-sk", "--max-time", "3"])
+            .arg(format!("https://127.0.0.1:{}/metrics", self.port))
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.metrics()
+            .is_some_and(|m| m.contains("leader_election_master_status{name=\"kube-scheduler\"} 1"))
+    }
+
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then the exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,323 @@
+//! The what-if commands against a genuine control plane (rkube-testcp)
+//! under `rkube scheduler`, driven with the real `kubectl`:
+//!
+//! - `rkube explain --kubeconfig` reaches the FailedScheduling message the
+//!   live scheduler wrote into the pod's `PodScheduled` condition, and says
+//!   it agrees; for a bound pod, that its node is among rkube's best;
+//! - `rkube snapshot --watch` records a run of `RKUBE_REPLAY_SECONDS`
+//!   (hack/test: 120 s; `--full`: 600 s) of pods arriving in bursts, pods
+//!   deleted, nodes added, an unschedulable pod that a later node lets in;
+//!   `rkube replay` with the same configuration reproduces every binding
+//!   the scheduler made.
+//!
+//! Needs hack/build-k8s; hack/test runs these (`--ignored`).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rkube_testcp::ControlPlane;
+use serde_json::Value;
+
+mod common;
+use common::live::*;
+
+fn rkube_json(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(args)
+        .output()
+        .expect("run rkube");
+    assert!(
+        out.status.success(),
+        "rkube {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn pod_yaml(name: &str, cpu: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default, labels: {{app: {name}}}}}
+spec:
+  automountServiceAccountToken: false
+  tolerations: [{{operator: Exists}}]
+  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: "{cpu}", memory: 64Mi}}}}}}]
+---
+"#
+    )
+}
+
+/// The pod's PodScheduled condition message, once the scheduler set one.
+fn wait_condition(cp: &ControlPlane, pod: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(m) = try_kubectl(
+            cp,
+            &[
+                "get",
+                "pod",
+                pod,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}",
+            ],
+        )
+        .filter(|m| !m.is_empty())
+        {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{pod}: no PodScheduled condition"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn live_explain_agrees_with_the_running_scheduler() {
+    let cp = ControlPlane::start().expect("control plane starts");
+    create_nodes(&cp, 3, "2");
+    let sched = Replica::start(&cp, "explain", &["--leader-elect=false"]);
+    let mut yaml = pod_yaml("fits", "1500m");
+    yaml.push_str(&pod_yaml("too-big", "3"));
+    apply(&cp, "explain-pods", &yaml);
+    let message = wait_condition(&cp, "too-big");
+    wait_all_bound_but(&cp, &["too-big"]);
+    let kc = cp.kubeconfig().to_str().unwrap();
+
+    let e = rkube_json(&[
+        "explain",
+        "--kubeconfig",
+        kc,
+        "--pod",
+        "default/too-big",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        e["live"]["observed"]["condition"]["message"],
+        message.as_str()
+    );
+    assert_eq!(e["message"], message.as_str(), "rkube's own message");
+    assert_eq!(e["live"]["agrees"], true, "{e:#}");
+    assert!(message.starts_with("0/3 nodes are available: 3 Insufficient cpu."));
+
+    let e = rkube_json(&[
+        "explain",
+        "--kubeconfig",
+        kc,
+        "--pod",
+        "default/fits",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(e["live"]["agrees"], true, "{e:#}");
+    assert!(e["live"]["observed"]["node"].is_string());
+
+    let table = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(["explain", "--kubeconfig", kc, "--pod", "default/too-big"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("rkube agrees: pending with the same message"),
+        "{text}"
+    );
+
+    // simulate and capacity read the same live cluster.
+    let s = rkube_json(&["simulate", "--kubeconfig", kc, "-o", "json"]);
+    assert_eq!(s["summary"]["unschedulable"], 1, "{s:#}");
+    drop(sched);
+}
+
+/// Waits until every pod but `except` is bound.
+fn wait_all_bound_but(cp: &ControlPlane, except: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(p) = placements(cp) {
+            if p.iter()
+                .all(|(k, n)| !n.is_empty() || except.contains(&k.as_str()))
+            {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "pods left pending");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn replay_seconds() -> u64 {
+    std::env::var("RKUBE_REPLAY_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(600)
+}
+
+fn add_node(cp: &ControlPlane, name: &str, cpu: &str) {
+    apply(
+        cp,
+        name,
+        &format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}\n"
+        ),
+    );
+    let status = format!(
+        r#"{{"status":{{"capacity":{{"cpu":"{cpu}","memory":"64Gi","pods":"110"}},"allocatable":{{"cpu":"{cpu}","memory":"64Gi","pods":"110"}},"conditions":[{{"type":"Ready","status":"True","reason":"KubeletReady","message":"fake node"}}]}}}}"#
+    );
+    kubectl(
+        cp,
+        &[
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status,
+        ],
+    );
+}
+
+/// Pods created in bursts of mixed sizes and spreading rules.
+fn burst(cp: &ControlPlane, round: usize) {
+    let mut yaml = String::new();
+    for i in 0..(3 + round % 4) {
+        let cpu = ["100m", "250m", "500m", "700m"][(round + i) % 4];
+        let name = format!("r{round:03}-{i}");
+        if i % 3 == 2 {
+            // Spread a workload across hostnames (PodTopologySpread scoring).
+            yaml.push_str(&format!(
+                r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default, labels: {{app: spread}}}}
+spec:
+  automountServiceAccountToken: false
+  tolerations: [{{operator: Exists}}]
+  topologySpreadConstraints:
+  - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {{matchLabels: {{app: spread}}}}}}
+  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: "{cpu}", memory: 128Mi}}}}}}]
+---
+"#
+            ));
+        } else {
+            yaml.push_str(&pod_yaml(&name, cpu));
+        }
+    }
+    apply(cp, &format!("burst-{round}"), &yaml);
+}
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn replay_of_a_recorded_run_reproduces_every_binding() {
+    let seconds = replay_seconds();
+    let cp = ControlPlane::start().expect("control plane starts");
+    create_nodes(&cp, 4, "4");
+    let sched = Replica::start(&cp, "replay", &["--leader-elect=false"]);
+    let dir = cp.dir().join("recording");
+    let log = std::fs::File::create(cp.dir().join("logs/rkube-record.log")).unwrap();
+    let mut recorder = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(["snapshot", "--watch", "--out"])
+        .arg(&dir)
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start the recorder");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.join("events.jsonl").exists() {
+        assert!(Instant::now() < deadline, "the recorder wrote no base");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let start = Instant::now();
+    let mut round = 0;
+    let mut extra_nodes = 0;
+    while start.elapsed() < Duration::from_secs(seconds) {
+        burst(&cp, round);
+        if round >= 3 {
+            // Delete the burst of three rounds ago: room frees up.
+            let old = round - 3;
+            for i in 0..(3 + old % 4) {
+                let _ = try_kubectl(
+                    &cp,
+                    &["delete", "pod", &format!("r{old:03}-{i}"), "--wait=false"],
+                );
+            }
+        }
+        match round % 7 {
+            // A pod nothing fits until the next node arrives...
+            3 => apply(&cp, "big", &pod_yaml(&format!("big-{round:03}"), "6")),
+            5 => {
+                extra_nodes += 1;
+                add_node(&cp, &format!("extra-{extra_nodes:02}"), "8");
+            }
+            // ... and it goes again before the next one.
+            1 if round > 7 => {
+                let _ = try_kubectl(
+                    &cp,
+                    &[
+                        "delete",
+                        "pod",
+                        &format!("big-{:03}", round - 5),
+                        "--wait=false",
+                    ],
+                );
+            }
+            _ => {}
+        }
+        round += 1;
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    wait_all_bound_but(&cp, &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = Command::new("kill")
+        .args(["-TERM", &recorder.id().to_string()])
+        .status();
+    let status = recorder.wait().unwrap();
+    assert!(status.success(), "recorder exited {status}");
+    drop(sched);
+
+    let bound = placements(&cp).unwrap();
+    let r = rkube_json(&["replay", "--from", dir.to_str().unwrap(), "-o", "json"]);
+    let decisions = r["decisions"].as_array().unwrap();
+    let differ: Vec<&Value> = decisions.iter().filter(|d| d["same"] != true).collect();
+    assert!(
+        differ.is_empty(),
+        "replay differs from the recording: {differ:#?}"
+    );
+    // Every pod still there was bound by the scheduler, and replayed.
+    for (pod, node) in &bound {
+        let d = decisions
+            .iter()
+            .find(|d| d["pod"] == format!("default/{pod}").as_str())
+            .unwrap_or_else(|| panic!("default/{pod} not replayed"));
+        assert_eq!(d["recordedNode"], node.as_str());
+        assert_eq!(d["replayNode"], node.as_str());
+    }
+    assert!(
+        decisions.len() >= 30 && !bound.is_empty(),
+        "{} decisions",
+        decisions.len()
+    );
+    eprintln!(
+        "replayed {} changes, {} decisions, all as recorded ({} rounds in {} s)",
+        r["changes"],
+        decisions.len(),
+        round,
+        seconds
+    );
+    assert_private(&dir);
+}
+
+fn assert_private(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for f in ["base.json", "events.jsonl"] {
+        let mode = std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{f}");
+    }
+}
