@@ -218,9 +218,8 @@ enum Command {
     /// rkube always behaves as `kubectl drain --ignore-daemonsets`.
     #[command(after_help = EXIT_STATUS)]
     Drain {
-        /// Cluster file or directory.
-        #[arg(long)]
-        cluster: PathBuf,
+        #[command(flatten)]
+        source: Source,
         /// A node to drain (repeat for several; drained in the order given, all cordoned first).
         #[arg(long = "node", required = true, action = clap::ArgAction::Append)]
         nodes: Vec<String>,
@@ -645,7 +644,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                 .map_err(wrap)
         }
         Command::Drain {
-            cluster,
+            source,
             nodes,
             config,
             delete,
@@ -655,8 +654,9 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             output,
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
-            let cluster_label = cluster.display().to_string();
-            let cluster = rkube_sim::load::load_cluster(&cluster)?;
+            let input = Input::read(source, quiet)?;
+            let cluster_label = input.label.clone();
+            let cluster = rkube_sim::load::load_cluster_from(input.cluster())?;
             warn(quiet, &cluster);
             let opts = rkube_sim::drain::DrainOptions {
                 nodes,

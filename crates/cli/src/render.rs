@@ -96,7 +96,7 @@ pub fn drain(r: &DrainReport) -> String {
     let s = &r.summary;
     let _ = writeln!(
         out,
-        "\n{} evicted ({} rescheduled, {} pending), {} blocked, {} refused, {} deleted and not recreated, {} skipped",
+        "\n{} evicted ({} rescheduled, {} pending), {} blocked, {} refused, {} deleted and not recreated, {} left in place",
         s.evicted, s.rescheduled, s.pending, s.blocked, s.refused, s.deleted_not_recreated, s.skipped
     );
     out.trim_start().to_string()
@@ -120,7 +120,7 @@ fn drain_pods(out: &mut String, r: &DrainReport) {
         .collect();
     section(
         out,
-        "Evicted (replacement placed by the scheduler)",
+        "Evicted, and where each replacement goes",
         &["POD", "FROM", "REPLACEMENT", "NODE", "MESSAGE"],
         rows,
     );

@@ -40,6 +40,13 @@ fn pod(name: &str, app: &str, node: &str, owner: &str, spec: &str) -> String {
     )
 }
 
+/// Bound replicas `(name, node)` of one workload, as [`pod`] writes them.
+fn replicas(app: &str, owner: &str, spec: &str, on: &[(&str, &str)]) -> Vec<String> {
+    on.iter()
+        .map(|(name, node)| pod(name, app, node, owner, spec))
+        .collect()
+}
+
 /// A PodDisruptionBudget over `app=<app>` with one `spec` field.
 fn pdb(name: &str, app: &str, field: &str) -> String {
     format!(
@@ -111,17 +118,17 @@ fn budget_with_no_room_blocks_the_eviction() {
 #[test]
 fn zone_spread_replacement_waits_for_the_cordoned_zone_unless_it_is_deleted() {
     let spread = ", topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}]";
-    let path = cluster(
-        "spread",
-        &[
-            node("node-a", "zone-a"),
-            node("node-b", "zone-b"),
-            node("node-c", "zone-c"),
-            pod("web-a", "web", "node-a", "ReplicaSet/web-1", spread),
-            pod("web-b", "web", "node-b", "ReplicaSet/web-1", spread),
-            pod("web-c", "web", "node-c", "ReplicaSet/web-1", spread),
-        ],
-    );
+    let on = [
+        ("web-a", "node-a"),
+        ("web-b", "node-b"),
+        ("web-c", "node-c"),
+    ];
+    let mut items: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|z| node(&format!("node-{z}"), &format!("zone-{z}")))
+        .collect();
+    items.extend(replicas("web", "ReplicaSet/web-1", spread, &on));
+    let path = cluster("spread", &items);
     let r = drain(&path, &["--node", "node-c"]);
     let e = &r["evicted"][0];
     assert_eq!(e["pod"], "d/web-c", "{r:#}");
@@ -152,18 +159,13 @@ fn zone_spread_replacement_waits_for_the_cordoned_zone_unless_it_is_deleted() {
 #[test]
 fn anti_affinity_statefulset_replica_moves_to_the_spare_node() {
     let anti = ", affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: db}}}]}}";
-    let path = cluster(
-        "anti",
-        &[
-            node("n1", "z"),
-            node("n2", "z"),
-            node("n3", "z"),
-            node("spare", "z"),
-            pod("db-0", "db", "n1", "StatefulSet/db", anti),
-            pod("db-1", "db", "n2", "StatefulSet/db", anti),
-            pod("db-2", "db", "n3", "StatefulSet/db", anti),
-        ],
-    );
+    let on = [("db-0", "n1"), ("db-1", "n2"), ("db-2", "n3")];
+    let mut items: Vec<String> = ["n1", "n2", "n3", "spare"]
+        .iter()
+        .map(|n| node(n, "z"))
+        .collect();
+    items.extend(replicas("db", "StatefulSet/db", anti, &on));
+    let path = cluster("anti", &items);
     let r = drain(&path, &["--node", "n3"]);
     let e = &r["evicted"][0];
     assert_eq!(e["pod"], "d/db-2", "{r:#}");
@@ -275,17 +277,11 @@ fn forced_drain_deletes_the_bare_pod_and_keeps_the_daemonset_pod() {
 /// eviction at a time, each after the previous replacement is running.
 #[test]
 fn budget_retries_evict_the_replicas_one_after_another() {
-    let path = cluster(
-        "retry",
-        &[
-            node("n1", "z"),
-            node("n2", "z"),
-            pod("web-a", "web", "n1", "ReplicaSet/web-1", ""),
-            pod("web-b", "web", "n1", "ReplicaSet/web-1", ""),
-            pod("web-c", "web", "n1", "ReplicaSet/web-1", ""),
-            pdb("web-pdb", "web", "maxUnavailable: 1"),
-        ],
-    );
+    let on = [("web-a", "n1"), ("web-b", "n1"), ("web-c", "n1")];
+    let mut items = vec![node("n1", "z"), node("n2", "z")];
+    items.extend(replicas("web", "ReplicaSet/web-1", "", &on));
+    items.push(pdb("web-pdb", "web", "maxUnavailable: 1"));
+    let path = cluster("retry", &items);
     let r = drain(&path, &["--node", "n1"]);
     assert_eq!(r["blocked"], serde_json::json!([]), "{r:#}");
     assert_eq!(

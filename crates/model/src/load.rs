@@ -171,6 +171,7 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
 mod tests {
     use super::*;
     use crate::objects::Pod;
+    use crate::workloads::IntOrPercent;
 
     const LIST: &str = r#"
 apiVersion: v1
@@ -201,6 +202,92 @@ spec:
     fn load(text: &str) -> Result<Cluster, LoadError> {
         let objs = parse_documents("c.yaml", text)?;
         build(&objs, &mut |_| Ok(false))
+    }
+
+    /// PodDisruptionBudgets: spec fields as int or percent, validated as
+    /// the API server does; whether the controller wrote a status.
+    #[test]
+    fn disruption_budgets() {
+        let pdb = |spec: &str, status: &str| {
+            format!("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: b, namespace: d}}\nspec: {spec}\n{status}")
+        };
+        let c = load(&pdb(
+            "{maxUnavailable: '25%', selector: {matchLabels: {app: a}}}",
+            "status: {disruptionsAllowed: 2, currentHealthy: 5, desiredHealthy: 3}",
+        ))
+        .unwrap();
+        let b = &c.workloads.pdbs[0];
+        assert_eq!(b.max_unavailable, Some(IntOrPercent::Percent(25)));
+        assert_eq!(b.min_available, None);
+        assert!(b.status_present);
+        assert_eq!(
+            (b.disruptions_allowed, b.current_healthy, b.desired_healthy),
+            (2, 5, 3)
+        );
+        let c = load(&pdb("{minAvailable: 2}", "")).unwrap();
+        let b = &c.workloads.pdbs[0];
+        assert_eq!(b.min_available, Some(IntOrPercent::Int(2)));
+        assert!(!b.status_present && b.selector.is_none());
+        for (spec, field, message) in [
+            (
+                "{minAvailable: 1, maxUnavailable: 1}",
+                "spec",
+                "minAvailable and maxUnavailable cannot be both set",
+            ),
+            (
+                "{minAvailable: -1}",
+                "spec.minAvailable",
+                "Invalid value: -1: must be greater than or equal to 0",
+            ),
+            (
+                "{maxUnavailable: '101%'}",
+                "spec.maxUnavailable",
+                "Invalid value: \"101%\": must not be greater than 100%",
+            ),
+            (
+                "{maxUnavailable: 'half'}",
+                "spec.maxUnavailable",
+                "must be an integer or percentage (e.g '5%')",
+            ),
+            (
+                "{maxUnavailable: '5'}",
+                "spec.maxUnavailable",
+                "must be an integer or percentage (e.g '5%')",
+            ),
+        ] {
+            let e = load(&pdb(spec, "")).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(field), "{spec}");
+            assert!(e.message.contains(message), "{spec}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn percentages_scale_as_upstream() {
+        // intstr.GetScaledValueFromIntOrPercent
+        assert_eq!(IntOrPercent::Percent(30).scaled(4, true), 2);
+        assert_eq!(IntOrPercent::Percent(30).scaled(4, false), 1);
+        assert_eq!(IntOrPercent::Percent(50).scaled(4, true), 2);
+        assert_eq!(IntOrPercent::Percent(100).scaled(0, true), 0);
+        assert_eq!(IntOrPercent::Int(3).scaled(10, true), 3);
+    }
+
+    #[test]
+    fn empty_dir_and_mirror_pods() {
+        let c = load(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {kubernetes.io/config.mirror: abc}}\nspec: {containers: [{name: c}], volumes: [{name: t, emptyDir: {}}, {name: s, secret: {secretName: x}}]}\n",
+        )
+        .unwrap();
+        let p = &c.pods[0];
+        assert!(p.mirror && p.has_local_storage());
+        assert_eq!(
+            p.volumes,
+            [
+                crate::objects::Volume::EmptyDir,
+                crate::objects::Volume::Other
+            ]
+        );
+        let c = load(LIST).unwrap();
+        assert!(!c.pods[0].mirror && !c.pods[0].has_local_storage());
     }
 
     #[test]

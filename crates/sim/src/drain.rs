@@ -773,3 +773,265 @@ fn node_outcome(node: &str, blocked: usize, refused: usize) -> DrainedNode {
         message,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rkube_model::OwnerRef;
+
+    fn owned(kind: &str) -> Pod {
+        Pod {
+            namespace: "d".into(),
+            name: "p".into(),
+            owners: vec![OwnerRef {
+                api_version: "apps/v1".into(),
+                kind: kind.into(),
+                name: "owner".into(),
+                uid: "uid-owner".into(),
+                controller: true,
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn bare() -> Pod {
+        Pod {
+            owners: Vec::new(),
+            ..owned("")
+        }
+    }
+
+    /// kubectl's filter chain, case by case (filters.go: daemonSet, mirror,
+    /// localStorage, unreplicated; finished pods pass the last three).
+    #[test]
+    fn kubectl_filters_in_kubectl_order() {
+        let with = |mut p: Pod, f: fn(&mut Pod)| {
+            f(&mut p);
+            p
+        };
+        let empty_dir = |p: &mut Pod| p.volumes.push(rkube_model::Volume::EmptyDir);
+        let mirror = |p: &mut Pod| p.mirror = true;
+        let finished = |p: &mut Pod| p.terminated = true;
+        let none = DrainOptions::default();
+        let force = DrainOptions {
+            force: true,
+            ..Default::default()
+        };
+        let emptydir = DrainOptions {
+            delete_emptydir_data: true,
+            ..Default::default()
+        };
+        let cases: Vec<(&str, Pod, &DrainOptions, Filtered)> = vec![
+            ("replicaset", owned("ReplicaSet"), &none, Filtered::Delete),
+            (
+                "daemonset",
+                owned("DaemonSet"),
+                &force,
+                Filtered::Skip(DAEMONSET_IGNORED),
+            ),
+            (
+                "finished daemonset",
+                with(owned("DaemonSet"), finished),
+                &none,
+                Filtered::Delete,
+            ),
+            (
+                "daemonset before mirror",
+                with(owned("DaemonSet"), mirror),
+                &none,
+                Filtered::Skip(DAEMONSET_IGNORED),
+            ),
+            (
+                "mirror",
+                with(bare(), mirror),
+                &none,
+                Filtered::Skip(MIRROR_SKIPPED),
+            ),
+            (
+                "finished mirror",
+                with(with(bare(), mirror), finished),
+                &none,
+                Filtered::Skip(MIRROR_SKIPPED),
+            ),
+            (
+                "finished bare",
+                with(bare(), finished),
+                &none,
+                Filtered::Delete,
+            ),
+            (
+                "finished emptyDir",
+                with(with(bare(), empty_dir), finished),
+                &none,
+                Filtered::Delete,
+            ),
+            (
+                "emptyDir",
+                with(owned("Job"), empty_dir),
+                &force,
+                Filtered::Refuse(LOCAL_STORAGE_REFUSED),
+            ),
+            (
+                "emptyDir before controller",
+                with(bare(), empty_dir),
+                &emptydir,
+                Filtered::Refuse(NO_CONTROLLER_REFUSED),
+            ),
+            (
+                "emptyDir allowed",
+                with(owned("Job"), empty_dir),
+                &emptydir,
+                Filtered::Delete,
+            ),
+            (
+                "bare",
+                bare(),
+                &none,
+                Filtered::Refuse(NO_CONTROLLER_REFUSED),
+            ),
+            ("bare forced", bare(), &force, Filtered::Delete),
+        ];
+        for (name, pod, opts, want) in cases {
+            assert_eq!(kubectl_filter(&pod, opts), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn controllers_that_recreate() {
+        let terminating = |mut p: Pod| {
+            p.terminating = true;
+            p
+        };
+        for kind in ["ReplicaSet", "ReplicationController", "StatefulSet", "Job"] {
+            assert_eq!(not_recreated(&owned(kind)), None, "{kind}");
+        }
+        // A StatefulSet recreates the name once the old pod is gone; the
+        // others replaced a terminating pod already.
+        assert_eq!(not_recreated(&terminating(owned("StatefulSet"))), None);
+        assert!(not_recreated(&terminating(owned("ReplicaSet"))).is_some());
+        assert!(not_recreated(&bare()).is_some());
+        assert!(
+            not_recreated(&owned("Rollout")).is_some_and(|r| r.contains("controller kind Rollout"))
+        );
+    }
+
+    fn cluster(items: &[&str]) -> Cluster {
+        let yaml = format!(
+            "apiVersion: v1\nkind: List\nitems:\n- {}\n",
+            items.join("\n- ")
+        );
+        let objects = rkube_model::load::parse_documents("c.yaml", &yaml).unwrap();
+        rkube_model::load::build(&objects, &mut |_| Ok(false)).unwrap()
+    }
+
+    const N1: &str = "{apiVersion: v1, kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: '4', pods: '10'}}}";
+    const N2: &str = "{apiVersion: v1, kind: Node, metadata: {name: n2}, status: {allocatable: {cpu: '4', pods: '10'}}}";
+
+    fn run(c: &Cluster, nodes: &[&str], f: impl FnOnce(&mut DrainOptions)) -> DrainReport {
+        let mut opts = DrainOptions {
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            ..Default::default()
+        };
+        f(&mut opts);
+        drain(c, &rkube_config::default_config(), &opts).unwrap()
+    }
+
+    /// Two budgets over one pod: the API's 500, the pod stays, the other
+    /// pods of the node are still evicted, the node is not drained.
+    #[test]
+    fn two_budgets_refuse_one_pod_not_the_node() {
+        let c = cluster(&[
+            N1,
+            N2,
+            "{apiVersion: v1, kind: Pod, metadata: {name: a, namespace: d, labels: {app: a}, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: rs-a, uid: u1, controller: true}]}, spec: {nodeName: n1, containers: [{name: c}]}}",
+            "{apiVersion: v1, kind: Pod, metadata: {name: b, namespace: d, labels: {app: b}, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: rs-b, uid: u2, controller: true}]}, spec: {nodeName: n1, containers: [{name: c}]}}",
+            "{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: one, namespace: d}, spec: {maxUnavailable: 5, selector: {matchLabels: {app: a}}}}",
+            "{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: two, namespace: d}, spec: {maxUnavailable: '50%', selector: {matchLabels: {app: a}}}}",
+        ]);
+        let r = run(&c, &["n1"], |_| {});
+        assert_eq!(r.refused.len(), 1, "{r:#?}");
+        assert_eq!(r.refused[0].pod, "d/a");
+        assert_eq!(r.refused[0].message, MORE_THAN_ONE_BUDGET);
+        assert_eq!(r.refused[0].pdbs, ["one", "two"]);
+        assert_eq!(r.evicted.len(), 1);
+        assert_eq!(r.evicted[0].pod, "d/b");
+        assert_eq!(r.evicted[0].node.as_deref(), Some("n2"));
+        assert!(!r.drained_nodes[0].drained && !r.drained_nodes[0].cordoned_only);
+        assert!(!r.complete);
+    }
+
+    /// Finished pods are deleted (not recreated), mirror pods stay, a taken
+    /// generated name is skipped, and a refused node does not stop the next.
+    #[test]
+    fn finished_mirror_names_and_several_nodes() {
+        let taken = rkube_model::generated_name("rs", "u1", 0);
+        let web = format!("{{apiVersion: v1, kind: Pod, metadata: {{name: {taken}, namespace: d, ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: rs, uid: u1, controller: true}}]}}, spec: {{nodeName: n2, containers: [{{name: c}}]}}}}");
+        let c = cluster(&[
+            N1,
+            N2,
+            "{apiVersion: v1, kind: Node, metadata: {name: n3}, status: {allocatable: {cpu: '4', pods: '10'}}}",
+            "{apiVersion: v1, kind: Pod, metadata: {name: done, namespace: d}, spec: {nodeName: n1, containers: [{name: c}]}, status: {phase: Succeeded}}",
+            "{apiVersion: v1, kind: Pod, metadata: {name: static, namespace: d, annotations: {kubernetes.io/config.mirror: x}}, spec: {nodeName: n1, containers: [{name: c}]}}",
+            "{apiVersion: v1, kind: Pod, metadata: {name: bare, namespace: d}, spec: {nodeName: n3, containers: [{name: c}]}}",
+            &web,
+        ]);
+        let r = run(&c, &["n3", "n1", "n2", "n1"], |_| {});
+        let nodes: Vec<(&str, bool, bool)> = r
+            .drained_nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.drained, n.cordoned_only))
+            .collect();
+        assert_eq!(
+            nodes,
+            [
+                ("n3", false, true),
+                ("n1", true, false),
+                ("n2", true, false)
+            ]
+        );
+        assert_eq!(r.refused[0].pod, "d/bare");
+        assert_eq!(r.deleted_not_recreated[0].pod, "d/done");
+        assert_eq!(r.skipped[0].pod, "d/static");
+        assert_eq!(r.skipped[0].reason, MIRROR_SKIPPED);
+        // Every node is cordoned, so the replacement stays pending, under a
+        // name no pod has.
+        let e = &r.evicted[0];
+        assert_eq!(e.pod, format!("d/{taken}"));
+        assert_eq!(
+            e.replacement,
+            format!("d/{}", rkube_model::generated_name("rs", "u1", 1))
+        );
+        assert_eq!(e.node, None);
+        assert!(
+            e.message.contains("3 node(s) were unschedulable"),
+            "{}",
+            e.message
+        );
+    }
+
+    /// The steady state first: a pending pod of the file is placed before
+    /// the drain and counts in "before".
+    #[test]
+    fn pending_pods_are_placed_before_the_drain() {
+        let c = cluster(&[
+            N1,
+            "{apiVersion: v1, kind: Pod, metadata: {name: waiting, namespace: d}, spec: {containers: [{name: c}]}}",
+        ]);
+        let r = run(&c, &["n1"], |o| o.force = true);
+        assert_eq!(r.nodes_before[0].pods, 1);
+        assert_eq!(r.deleted_not_recreated[0].pod, "d/waiting");
+        assert_eq!(r.nodes_after[0].pods, 0);
+    }
+
+    #[test]
+    fn unknown_node_is_an_input_error() {
+        let c = cluster(&[N1]);
+        let opts = DrainOptions {
+            nodes: vec!["n9".into()],
+            ..Default::default()
+        };
+        let err = drain(&c, &rkube_config::default_config(), &opts).unwrap_err();
+        assert!(err.is_input());
+        assert!(err.to_string().contains("n9"), "{err}");
+    }
+}
