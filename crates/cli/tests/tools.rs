@@ -301,6 +301,9 @@ fn completions_and_man_page() {
             s.contains("simulate") && s.contains("compare") && s.contains("capacity"),
             "{shell}"
         );
+        for what in ["drain", "replay", "--kubeconfig", "--watch", "--delete-emptydir-data"] {
+            assert!(s.contains(what), "{shell}: no {what}");
+        }
     }
     let out = rkube(&["man"]);
     assert_eq!(out.status.code(), Some(0));
@@ -316,6 +319,9 @@ fn completions_and_man_page() {
         "rkube-simulate.1",
         "rkube-compare.1",
         "rkube-capacity.1",
+        "rkube-drain.1",
+        "rkube-replay.1",
+        "rkube-snapshot.1",
         "rkube-config-check.1",
     ] {
         assert!(dir.join(page).is_file(), "{page}");

@@ -8,7 +8,11 @@
 //!   (hack/test: 120 s; `--full`: 600 s) of pods arriving in bursts, pods
 //!   deleted, nodes added, an unschedulable pod that a later node lets in;
 //!   `rkube replay` with the same configuration reproduces every binding
-//!   the scheduler made.
+//!   the scheduler made;
+//! - `rkube drain` predicts, from a snapshot taken just before, where the
+//!   real `kubectl drain` sends a Deployment's evicted pods (three
+//!   `rkube kubelet --runtime sim` nodes, a PodDisruptionBudget allowing
+//!   one disruption at a time), and `--kubeconfig` reads the same cluster.
 //!
 //! Needs hack/build-k8s; hack/test runs these (`--ignored`).
 
@@ -320,4 +324,203 @@ fn assert_private(dir: &Path) {
         let mode = std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{f}");
     }
+}
+
+/// Three sim nodes of 4 CPUs from one `rkube kubelet --runtime sim`.
+fn sim_nodes(cp: &ControlPlane) -> std::process::Child {
+    let cfg = cp.dir().join("drain-kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzPort: 0\n",
+    )
+    .unwrap();
+    let template = cp.dir().join("drain-node.yaml");
+    std::fs::write(
+        &template,
+        "apiVersion: v1\nkind: Node\nmetadata: {name: t}\nstatus:\n  capacity: {cpu: \"4\", memory: 16Gi, pods: \"110\"}\n  allocatable: {cpu: \"4\", memory: 16Gi, pods: \"110\"}\n",
+    )
+    .unwrap();
+    let log = std::fs::File::create(cp.dir().join("logs/rkube-kubelet-sim.log")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args([
+            "kubelet",
+            "--runtime=sim",
+            "--nodes=3",
+            "--node-name-pattern=drain-{}",
+        ])
+        .arg(format!("--kubeconfig={}", cp.kubeconfig().display()))
+        .arg(format!("--config={}", cfg.display()))
+        .arg(format!("--node-template={}", template.display()))
+        .arg(format!(
+            "--root-dir={}",
+            cp.dir().join("kubelet-root").display()
+        ))
+        .args(["--pod-start-delay=200ms", "--pod-run-time=0"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start the sim kubelet")
+}
+
+/// `web` pods: name → node.
+fn web_pods(cp: &ControlPlane) -> std::collections::BTreeMap<String, String> {
+    placements(cp)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("web-"))
+        .collect()
+}
+
+fn wait_web_running(cp: &ControlPlane, n: usize) -> std::collections::BTreeMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let out = try_kubectl(
+            cp,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "app=web",
+                "--field-selector=status.phase=Running",
+                "-o",
+                "name",
+            ],
+        )
+        .unwrap_or_default();
+        let running = out.lines().count();
+        let pods = web_pods(cp);
+        if running == n && pods.len() == n && pods.values().all(|v| !v.is_empty()) {
+            return pods;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "web: {running} of {n} Running: {pods:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+const WEB: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 0
+      containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 1500m, memory: 64Mi}}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  maxUnavailable: 1
+  selector: {matchLabels: {app: web}}
+"#;
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn drain_predicts_where_kubectl_drain_sends_the_pods() {
+    let cp = ControlPlane::start().expect("control plane starts");
+    let mut kubelet = sim_nodes(&cp);
+    let sched = Replica::start(&cp, "drain", &["--leader-elect=false"]);
+    apply(&cp, "web", WEB);
+    // 1.5 CPU each on 4-CPU nodes: two fit a node, and LeastAllocated
+    // spreads four as 2/1/1. Draining the node with two leaves exactly one
+    // free slot on each other node: the outcome is forced.
+    let before = wait_web_running(&cp, 4);
+    let mut per_node: std::collections::BTreeMap<&str, usize> = Default::default();
+    for n in before.values() {
+        *per_node.entry(n).or_default() += 1;
+    }
+    let (target, _) = per_node
+        .iter()
+        .find(|(_, c)| **c == 2)
+        .expect("a node with two web pods");
+    let target = target.to_string();
+
+    // The PDB's status is written by the disruption controller: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while try_kubectl(
+        &cp,
+        &[
+            "get",
+            "pdb",
+            "web",
+            "-o",
+            "jsonpath={.status.disruptionsAllowed}",
+        ],
+    )
+    .as_deref()
+        != Some("1")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the PDB never allowed a disruption"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let snap = cp.dir().join("before-drain.json");
+    let kc = cp.kubeconfig().to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(["snapshot", "--kubeconfig", kc, "-o"])
+        .arg(&snap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let predicted = rkube_json(&[
+        "drain",
+        "--cluster",
+        snap.to_str().unwrap(),
+        "--node",
+        &target,
+        "-o",
+        "json",
+    ]);
+    let live = rkube_json(&["drain", "--kubeconfig", kc, "--node", &target, "-o", "json"]);
+    assert_eq!(
+        predicted["evicted"], live["evicted"],
+        "--cluster and --kubeconfig differ"
+    );
+    assert_eq!(predicted["summary"]["evicted"], 2, "{predicted:#}");
+    assert_eq!(predicted["summary"]["blocked"], 0, "{predicted:#}");
+    let mut want: Vec<String> = predicted["evicted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"].as_str().unwrap_or("<pending>").to_string())
+        .collect();
+    want.sort();
+
+    let out = cp
+        .kubectl(&["drain", &target, "--ignore-daemonsets", "--timeout=120s"])
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl drain: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = wait_web_running(&cp, 4);
+    let mut got: Vec<String> = after
+        .iter()
+        .filter(|(name, _)| !before.contains_key(*name))
+        .map(|(_, node)| node.clone())
+        .collect();
+    got.sort();
+    assert_eq!(
+        got, want,
+        "rkube drain predicted {want:?}, kubectl drain gave {got:?}"
+    );
+    assert!(!got.contains(&target));
+    eprintln!("drained {target}: replacements on {got:?}, as predicted");
+    drop(sched);
+    let _ = kubelet.kill();
+    let _ = kubelet.wait();
 }
