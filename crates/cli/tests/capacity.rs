@@ -231,3 +231,39 @@ fn bad_shapes_are_usage_errors() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// cluster-capacity's own README example, cluster and shape written here
+/// from its description: 4 nodes of 2 CPUs / 4 GB, a 150m / 100Mi pod. Its
+/// documented output is 52 instances, 13 on each node, and every node
+/// failing with "Insufficient cpu".
+#[test]
+fn cluster_capacity_readme_example_gives_its_documented_answer() {
+    let dir = "examples/capacity/cluster-capacity-readme";
+    let v = json(&[
+        "capacity",
+        "--cluster",
+        &format!("{dir}/cluster.yaml"),
+        "--pod",
+        &format!("{dir}/small-pod.yaml"),
+        "-o",
+        "json",
+    ]);
+    let shape = &v["shapes"][0];
+    assert_eq!(shape["count"], 52, "{v:#}");
+    let expected: Vec<(String, u64)> = (1..=4).map(|i| (format!("kube-node-{i}"), 13)).collect();
+    assert_eq!(per_node(shape), expected);
+    for (node, plugin, reasons) in stop_plugins(shape) {
+        assert_eq!(
+            (plugin.as_str(), reasons.as_str()),
+            ("NodeResourcesFit", "Insufficient cpu"),
+            "{node}"
+        );
+    }
+    assert!(
+        shape["stopped"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("0/4 nodes are available: 4 Insufficient cpu."),
+        "{v:#}"
+    );
+}
