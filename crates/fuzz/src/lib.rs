@@ -466,6 +466,112 @@ fn explain_with(r: &mut Rng, extremes: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// A pod for [`check_drain`]: on a random node (or pending), with a random
+/// controller, budget labels, emptyDir, mirror annotation, phase and
+/// deletion.
+fn drain_pod(r: &mut Rng, i: usize, nodes: usize) -> Value {
+    let kind = *r.pick(&[
+        "ReplicaSet",
+        "StatefulSet",
+        "DaemonSet",
+        "Job",
+        "Rollout",
+        "",
+    ]);
+    let owners = if kind.is_empty() {
+        json!([])
+    } else {
+        json!([{"apiVersion": "apps/v1", "kind": kind, "name": "o", "uid": "u", "controller": true}])
+    };
+    let mut meta = json!({"name": format!("p{i}"), "namespace": "default",
+        "labels": {"app": r.pick(&["a", "b"])}, "ownerReferences": owners});
+    if r.one_in(8) {
+        meta["annotations"] = json!({"kubernetes.io/config.mirror": "x"});
+    }
+    if r.one_in(8) {
+        meta["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+    }
+    let mut spec = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": r.pick(&["0", "1", "3"])}}}]});
+    if !r.one_in(4) {
+        spec["nodeName"] = json!(format!("n{}", r.below(nodes)));
+    }
+    if r.one_in(4) {
+        spec["volumes"] = json!([{"name": "t", "emptyDir": {}}]);
+    }
+    if r.one_in(3) {
+        spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "a"}}}]);
+    }
+    let phase = *r.pick(&["Running", "Running", "Succeeded", "Failed"]);
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}})
+}
+
+/// A PodDisruptionBudget for [`check_drain`], with odd numbers.
+fn drain_pdb(r: &mut Rng, i: usize) -> Value {
+    let n = |r: &mut Rng| json!(*r.pick(&[0i64, 1, 2, i32::MAX as i64]));
+    let amount = if r.one_in(2) {
+        n(r)
+    } else {
+        json!(r.pick(&["0%", "50%", "100%"]))
+    };
+    let mut spec = json!({"selector": if r.one_in(6) { json!({}) } else { json!({"matchLabels": {"app": r.pick(&["a", "b"])}}) }});
+    match r.below(3) {
+        0 => spec["minAvailable"] = amount,
+        1 => spec["maxUnavailable"] = amount,
+        _ => {}
+    }
+    let mut pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": format!("b{i}"), "namespace": "default"}, "spec": spec});
+    if r.one_in(2) {
+        let extreme =
+            |r: &mut Rng| json!(*r.pick(&[0i64, 1, -1, i32::MAX as i64, i32::MIN as i64]));
+        pdb["status"] = json!({"disruptionsAllowed": extreme(r), "currentHealthy": extreme(r),
+            "desiredHealthy": extreme(r), "expectedPods": 0, "observedGeneration": 0});
+    }
+    pdb
+}
+
+/// `rkube drain` on random clusters: every controller kind, budgets with
+/// extreme numbers, finished, mirror and terminating pods, random flags.
+/// Nothing may panic or fail at run time, and the counts must add up.
+fn check_drain(r: &mut Rng) -> Result<(), String> {
+    let nodes = 1 + r.below(5);
+    let mut docs: Vec<Value> = (0..nodes)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("n{i}"), "labels": {"zone": r.pick(&["a", "b", "c"])}},
+            "status": {"allocatable": {"cpu": r.pick(&["4", "1", "0"]), "pods": "110"}}})
+        })
+        .collect();
+    for i in 0..r.below(25) {
+        docs.push(drain_pod(r, i, nodes));
+    }
+    for i in 0..r.below(4) {
+        docs.push(drain_pdb(r, i));
+    }
+    let text =
+        serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": docs})).unwrap();
+    let cluster = parse_documents(FILE, &text)
+        .and_then(|o| build(&o, &mut |_| Ok(false)))
+        .map_err(|e| format!("valid cluster rejected: {e}"))?;
+    let opts = rkube_sim::drain::DrainOptions {
+        nodes: (0..1 + r.below(2))
+            .map(|_| format!("n{}", r.below(nodes)))
+            .collect(),
+        delete: r.one_in(2),
+        force: r.one_in(2),
+        delete_emptydir_data: r.one_in(2),
+        seed: r.next_u64(),
+    };
+    let report = rkube_sim::drain::drain(&cluster, &rkube_config::default_config(), &opts)
+        .map_err(|e| format!("drain {opts:?}: {e}"))?;
+    let s = &report.summary;
+    if s.rescheduled + s.pending != s.evicted || s.evicted != report.evicted.len() {
+        return Err(format!("drain {opts:?}: counts do not add up: {s:?}"));
+    }
+    Ok(())
+}
+
 /// Generates one field's value.
 type FieldGen = dyn Fn(&mut Rng) -> Value;
 
@@ -566,6 +672,7 @@ pub const TARGETS: &[Target] = &[
     ("config", check_config),
     ("explain", check_explain),
     ("kubelet-config", check_kubelet_config),
+    ("drain", check_drain),
 ];
 
 /// Silences the default panic message (failures are reported by `run_case`).

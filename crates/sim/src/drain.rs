@@ -37,9 +37,12 @@
 //!    pod. Pods without a controller (`--force`) and finished pods are deleted
 //!    and not recreated; so are pods of controllers rkube does not know.
 //! 6. **Schedule** the replacements with the same framework, queue and
-//!    preemption as `simulate` (one scheduler for the whole run). Pods the
-//!    steady state left pending stay pending: a drain frees no room on the
-//!    nodes they could use.
+//!    preemption as `simulate` (one scheduler for the whole run; a pending
+//!    replacement keeps its nomination for the next pass). Pods the steady
+//!    state left pending stay pending: a drain frees no room on the nodes
+//!    they could use. Pods a replacement preempts are deleted, not
+//!    recreated, as in `simulate`; a placed replacement that is preempted
+//!    later is reported pending with its preemptor.
 //! 7. With `delete`, every node whose drain finished is then removed with
 //!    whatever it still runs (DaemonSet and mirror pods simply disappear),
 //!    so it is no longer a topology domain, and the replacements still
@@ -662,6 +665,9 @@ impl<'a> Drainer<'a> {
             .map(|(i, r)| (r.pod.uid.as_str(), i))
             .collect();
         let mut arrived = Vec::new();
+        // The next pass tries a pending pod's nominated node first, as the
+        // queue would.
+        let mut nominated = Vec::new();
         for (pod, placement) in ordered.iter().zip(&pass.placements) {
             let Some(&i) = by_uid.get(pod.uid.as_str()) else {
                 continue;
@@ -671,7 +677,12 @@ impl<'a> Drainer<'a> {
             entry.message = placement.message.clone();
             if placement.node.is_some() {
                 arrived.push(i);
+            } else {
+                nominated.push((i, placement.nominated_node.clone().unwrap_or_default()));
             }
+        }
+        for (i, node) in nominated {
+            self.replacements[i].pod.nominated_node_name = node;
         }
         for i in arrived {
             self.replacements[i].placed = true;

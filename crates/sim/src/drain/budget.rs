@@ -21,6 +21,8 @@
 //! Ready) unless it is being deleted; `status.disruptedPods` is not
 //! subtracted again (the controller already did when it wrote the status).
 
+use std::collections::HashMap;
+
 use rkube_model::workloads::PodDisruptionBudget;
 use rkube_model::Pod;
 
@@ -32,24 +34,25 @@ pub const VIOLATES_BUDGET: &str =
 pub const MORE_THAN_ONE_BUDGET: &str =
     "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
 
-/// One budget and the healthy pods it covers now.
+/// One budget and the healthy pods it covers now (counts in `i64`: a
+/// status from the file may hold any `i32`).
 #[derive(Debug, Clone)]
 struct Budget {
     pdb: PodDisruptionBudget,
     /// Covered pods that are bound and not being deleted, now.
-    healthy: i32,
+    healthy: i64,
     /// `healthy` when the drain started.
-    healthy_at_start: i32,
+    healthy_at_start: i64,
     /// `expectedPods` (computed budgets).
-    expected: i32,
+    expected: i64,
     /// `desiredHealthy` (computed budgets).
-    desired: i32,
+    desired: i64,
 }
 
 impl Budget {
-    fn disruptions_allowed(&self) -> i32 {
+    fn disruptions_allowed(&self) -> i64 {
         if self.pdb.status_present {
-            let given = self.pdb.disruptions_allowed;
+            let given = i64::from(self.pdb.disruptions_allowed);
             if given < 0 {
                 return given;
             }
@@ -61,10 +64,11 @@ impl Budget {
         (self.healthy - self.desired).max(0)
     }
 
-    fn current_and_desired(&self) -> (i32, i32) {
+    fn current_and_desired(&self) -> (i64, i64) {
         if self.pdb.status_present {
-            let current = self.pdb.current_healthy + self.healthy - self.healthy_at_start;
-            (current, self.pdb.desired_healthy)
+            let current =
+                i64::from(self.pdb.current_healthy) + self.healthy - self.healthy_at_start;
+            (current, i64::from(self.pdb.desired_healthy))
         } else {
             (self.healthy, self.desired)
         }
@@ -115,25 +119,34 @@ fn healthy(pod: &Pod) -> bool {
 
 impl Budgets {
     /// The budgets of `pdbs` that can cover a pod, counted over `pods`
-    /// (every non-terminated pod of the cluster, bound or pending).
-    pub fn new<'a>(
-        pdbs: &[PodDisruptionBudget],
-        pods: impl Iterator<Item = &'a Pod> + Clone,
-    ) -> Self {
+    /// (every pod of the cluster, bound or pending; finished ones are left
+    /// out).
+    pub fn new<'a>(pdbs: &[PodDisruptionBudget], pods: impl IntoIterator<Item = &'a Pod>) -> Self {
+        let mut by_namespace: HashMap<&str, Vec<&Pod>> = HashMap::new();
+        for p in pods.into_iter().filter(|p| !p.terminated) {
+            by_namespace
+                .entry(p.namespace.as_str())
+                .or_default()
+                .push(p);
+        }
         let budgets = pdbs
             .iter()
             .filter(|p| p.selector.as_ref().is_some_and(|s| !s.is_empty()))
             .map(|pdb| {
-                let covered = pods.clone().filter(|p| !p.terminated && covers(pdb, p));
-                let expected = covered.clone().count() as i32;
-                let healthy = covered.filter(|p| healthy(p)).count() as i32;
+                let covered: Vec<&Pod> = by_namespace
+                    .get(pdb.namespace.as_str())
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .filter(|p| covers(pdb, p))
+                    .collect();
+                let expected = covered.len() as i64;
+                let healthy = covered.iter().filter(|p| healthy(p)).count() as i64;
+                let specified = pdb.min_available.is_some() || pdb.max_unavailable.is_some();
                 Budget {
                     desired: desired_healthy(pdb, expected),
-                    expected: if pdb.min_available.is_none() && pdb.max_unavailable.is_none() {
-                        0
-                    } else {
-                        expected
-                    },
+                    // Neither field: the controller expects no pod.
+                    expected: if specified { expected } else { 0 },
                     healthy,
                     healthy_at_start: healthy,
                     pdb: pdb.clone(),
@@ -143,20 +156,20 @@ impl Budgets {
         Budgets { budgets }
     }
 
-    fn covering(&self, pod: &Pod) -> impl Iterator<Item = usize> + '_ {
-        let pod = pod.clone();
+    fn covering(&self, pod: &Pod) -> Vec<usize> {
         self.budgets
             .iter()
             .enumerate()
-            .filter(move |(_, b)| covers(&b.pdb, &pod))
+            .filter(|(_, b)| covers(&b.pdb, pod))
             .map(|(i, _)| i)
+            .collect()
     }
 
     /// Asks the Eviction API to evict a running pod: the verdict of
     /// `checkAndDecrement`. An allowed eviction is not counted here; the
     /// caller reports the pod gone with [`Budgets::left`].
     pub fn check(&self, pod: &Pod) -> Verdict {
-        let covering: Vec<usize> = self.covering(pod).collect();
+        let covering = self.covering(pod);
         let names = || -> Vec<String> {
             covering
                 .iter()
@@ -205,9 +218,8 @@ impl Budgets {
         self.adjust(pod, 1);
     }
 
-    fn adjust(&mut self, pod: &Pod, by: i32) {
-        let covering: Vec<usize> = self.covering(pod).collect();
-        for i in covering {
+    fn adjust(&mut self, pod: &Pod, by: i64) {
+        for i in self.covering(pod) {
             self.budgets[i].healthy += by;
         }
     }
@@ -215,12 +227,13 @@ impl Budgets {
 
 /// `desiredHealthy` as the disruption controller's `getExpectedPodCount`
 /// computes it, with `expected` pods.
-fn desired_healthy(pdb: &PodDisruptionBudget, expected: i32) -> i32 {
+fn desired_healthy(pdb: &PodDisruptionBudget, expected: i64) -> i64 {
+    let total = i32::try_from(expected).unwrap_or(i32::MAX);
     if let Some(max) = pdb.max_unavailable {
-        return (expected - max.scaled(expected, true)).max(0);
+        return (expected - i64::from(max.scaled(total, true))).max(0);
     }
     pdb.min_available
-        .map_or(0, |min| min.scaled(expected, true))
+        .map_or(0, |min| i64::from(min.scaled(total, true)))
 }
 
 #[cfg(test)]
@@ -254,7 +267,7 @@ mod tests {
         }
     }
 
-    fn allowed(b: &Budgets) -> i32 {
+    fn allowed(b: &Budgets) -> i64 {
         b.budgets[0].disruptions_allowed()
     }
 
@@ -321,6 +334,12 @@ mod tests {
         let mut b = Budgets::new(&[p.clone()], pods.iter());
         assert!(matches!(b.check(&pods[0]), Verdict::Blocked { .. }));
         b.arrived(&pod("c", "web", "n2"));
+        assert_eq!(b.check(&pods[0]), Verdict::Allowed);
+        // Any i32 from the file: no overflow when replacements arrive.
+        p.disruptions_allowed = i32::MAX;
+        p.current_healthy = i32::MAX;
+        let mut b = Budgets::new(&[p.clone()], pods.iter());
+        b.arrived(&pod("d", "web", "n2"));
         assert_eq!(b.check(&pods[0]), Verdict::Allowed);
         p.disruptions_allowed = -1;
         let b = Budgets::new(&[p], pods.iter());
