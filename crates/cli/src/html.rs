@@ -875,6 +875,59 @@ mod tests {
     }
 
     #[test]
+    fn drain_page_escapes_and_keeps_deleted_nodes() {
+        use rkube_sim::drain::{DrainReport, DrainSummary, DrainedNode, EvictedPod};
+        let usage = |name: &str| NodeUsage {
+            name: name.into(),
+            pods: 1,
+            cpu_requested_milli: 1000,
+            cpu_allocatable_milli: 4000,
+            cpu_utilization: 0.25,
+            memory_requested_bytes: 0,
+            memory_allocatable_bytes: 1 << 30,
+            memory_utilization: 0.0,
+        };
+        let r = DrainReport {
+            mode: "delete".into(),
+            drained_nodes: vec![DrainedNode {
+                name: "gone<".into(),
+                drained: true,
+                cordoned_only: false,
+                deleted: true,
+                message: "cordoned, drained and deleted".into(),
+            }],
+            evicted: vec![EvictedPod {
+                pod: "ns/<img src=x>".into(),
+                from_node: "gone<".into(),
+                replacement: "ns/r".into(),
+                node: None,
+                message: "0/1 nodes & <b>".into(),
+                attempt: 1,
+            }],
+            skipped: vec![],
+            refused: vec![],
+            blocked: vec![],
+            deleted_not_recreated: vec![],
+            nodes_before: vec![usage("gone<"), usage("kept")],
+            nodes_after: vec![usage("kept")],
+            summary: DrainSummary::default(),
+            complete: true,
+        };
+        let html = drain(&r, "c.yaml");
+        assert!(!html.contains("<img") && !html.contains("& <b>") && !html.contains("gone<"));
+        assert!(html.contains("0/1 nodes &amp; &lt;b&gt;"));
+        assert!(html.contains("data-pod=\"ns/&lt;img src=x&gt;\""));
+        assert!(html.contains("&lt;pending&gt;"));
+        // The deleted node keeps its "before" bar; the kept node has both.
+        assert_eq!(
+            html.matches("data-node=\"gone&lt;\" data-resource").count(),
+            2
+        );
+        assert_eq!(html.matches("data-node=\"kept\" data-resource").count(), 4);
+        assert_eq!(html.matches("<script").count(), 1);
+    }
+
+    #[test]
     fn formats_quantities() {
         assert_eq!(fmt_cpu(2000), "2");
         assert_eq!(fmt_cpu(1500), "1500m");
