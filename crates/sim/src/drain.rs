@@ -406,10 +406,13 @@ impl<'a> Drainer<'a> {
         snapshot: Snapshot,
         steady: &Pass,
     ) -> Self {
-        let still_pending: HashSet<&str> = steady
+        // Budgets count every pod they select: the bound ones of the steady
+        // state, and those still waiting (for this profile or another
+        // scheduler); pods placed and then preempted are gone.
+        let placed: HashSet<&str> = steady
             .placements
             .iter()
-            .filter(|p| p.node.is_none())
+            .filter(|p| p.node.is_some())
             .map(|p| p.pod.as_str())
             .collect();
         let bound = snapshot
@@ -419,7 +422,7 @@ impl<'a> Drainer<'a> {
         let waiting = cluster
             .pods
             .iter()
-            .filter(|p| p.node_name.is_empty() && still_pending.contains(p.key().as_str()));
+            .filter(|p| p.node_name.is_empty() && !placed.contains(p.key().as_str()));
         let budgets = Budgets::new(&cluster.workloads.pdbs, bound.chain(waiting));
         let nodes_before = usage(&snapshot);
         Drainer {
@@ -1032,6 +1035,27 @@ mod tests {
         assert_eq!(r.nodes_before[0].pods, 1);
         assert_eq!(r.deleted_not_recreated[0].pod, "d/waiting");
         assert_eq!(r.nodes_after[0].pods, 0);
+    }
+
+    /// A Deployment in the file: its replicas are pending until the steady
+    /// state places them, and the budget counts them there (3 healthy, 3
+    /// wanted: nothing may go).
+    #[test]
+    fn budgets_count_the_steady_state() {
+        let c = cluster(&[
+            N1,
+            N2,
+            "{apiVersion: apps/v1, kind: Deployment, metadata: {name: web, namespace: d}, spec: {replicas: 3, selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}, spec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}}}}",
+            "{apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: web, namespace: d}, spec: {minAvailable: '100%', selector: {matchLabels: {app: web}}}}",
+        ]);
+        let r = run(&c, &["n1", "n2"], |_| {});
+        assert!(r.evicted.is_empty(), "{r:#?}");
+        assert_eq!(r.blocked.len(), 3);
+        assert!(r.blocked.iter().all(
+            |b| b.cause == "The disruption budget web needs 3 healthy pods and has 3 currently"
+        ));
+        let before: usize = r.nodes_before.iter().map(|n| n.pods).sum();
+        assert_eq!(before, 3);
     }
 
     #[test]
