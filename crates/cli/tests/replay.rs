@@ -51,7 +51,10 @@ fn a_missing_or_broken_recording_is_a_usage_error() {
     let out = rkube(&["replay", "--from", "examples/no-such-recording"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("examples/no-such-recording/base.json"), "{err}");
+    assert!(
+        err.contains("examples/no-such-recording/base.json"),
+        "{err}"
+    );
     let out = rkube(&["replay", "--from", FROM, "-o", "html"]);
     assert_eq!(out.status.code(), Some(2));
 }

@@ -301,7 +301,13 @@ fn completions_and_man_page() {
             s.contains("simulate") && s.contains("compare") && s.contains("capacity"),
             "{shell}"
         );
-        for what in ["drain", "replay", "--kubeconfig", "--watch", "--delete-emptydir-data"] {
+        for what in [
+            "drain",
+            "replay",
+            "--kubeconfig",
+            "--watch",
+            "--delete-emptydir-data",
+        ] {
             assert!(s.contains(what), "{shell}: no {what}");
         }
     }
