@@ -73,22 +73,8 @@ where
         .boxed()
 }
 
-/// The kinds recorded, in the order `base.json` lists them (the order
-/// `rkube snapshot` writes).
-const KINDS: [&str; 12] = [
-    "Namespace",
-    "PriorityClass",
-    "StorageClass",
-    "CSINode",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-    "Service",
-    "PodDisruptionBudget",
-    "ReplicaSet",
-    "StatefulSet",
-    "Node",
-    "Pod",
-];
+/// The kinds recorded, in the order `base.json` lists them.
+const KINDS: [&str; 12] = rkube_sim::replay::KIND_ORDER;
 
 fn streams(client: &Client) -> Vec<BoxStream<'static, Rec>> {
     vec![

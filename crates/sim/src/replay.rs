@@ -205,9 +205,9 @@ pub struct ReplayReport {
 /// every binding there, 2 missed reorders, 16 pulled backed-off pods ahead.
 const IN_FLIGHT_WINDOW: usize = 6;
 
-/// The kinds in the order the cluster is built from (priority classes
-/// first, pods last, as `rkube snapshot` lists them).
-const KIND_ORDER: [&str; 12] = [
+/// The kinds a recording holds, in the order the cluster is built from and
+/// `rkube snapshot` lists them (priority classes first, pods last).
+pub const KIND_ORDER: [&str; 12] = [
     "Namespace",
     "PriorityClass",
     "StorageClass",
