@@ -386,6 +386,14 @@ impl Input {
         })
     }
 
+    /// Reads the source and loads its cluster, printing its warnings.
+    fn load(source: Source, quiet: bool) -> Result<(Input, rkube_model::Cluster), SimError> {
+        let input = Input::read(source, quiet)?;
+        let cluster = rkube_sim::load::load_cluster_from(input.cluster())?;
+        warn(quiet, &cluster);
+        Ok((input, cluster))
+    }
+
     fn cluster(&self) -> rkube_sim::load::ClusterInput<'_> {
         match &self.path {
             Some(p) => rkube_sim::load::ClusterInput::Path(p),
@@ -431,10 +439,8 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             output,
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
-            let input = Input::read(source, quiet)?;
+            let (input, cluster) = Input::load(source, quiet)?;
             let cluster_label = input.label.clone();
-            let cluster = rkube_sim::load::load_cluster_from(input.cluster())?;
-            warn(quiet, &cluster);
             let bar = progress::bar(quiet, "scheduling");
             let opts = SimulateOptions {
                 seed,
@@ -462,10 +468,8 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             output,
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
-            let input = Input::read(source, quiet)?;
+            let (input, cluster) = Input::load(source, quiet)?;
             let cluster_label = input.label.clone();
-            let cluster = rkube_sim::load::load_cluster_from(input.cluster())?;
-            warn(quiet, &cluster);
             let mut e = rkube_sim::explain(&cluster, &cfg, &pod, seed)?;
             if let Some(observed) = input.observed(&pod) {
                 e.live = Some(rkube_sim::live::compare(&e, observed));
@@ -497,10 +501,8 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             };
             let cfg_a = rkube_sim::load::load_config(a)?;
             let cfg_b = rkube_sim::load::load_config(Some(b))?;
-            let input = Input::read(source, quiet)?;
+            let (input, cluster) = Input::load(source, quiet)?;
             let cluster_label = input.label.clone();
-            let cluster = rkube_sim::load::load_cluster_from(input.cluster())?;
-            warn(quiet, &cluster);
             let la = config_label(a);
             let lb = config_label(Some(b));
             let c = rkube_sim::compare::compare(&cluster, (&la, &cfg_a), (&lb, &cfg_b), seed)?;
@@ -654,10 +656,8 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             output,
         } => {
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
-            let input = Input::read(source, quiet)?;
+            let (input, cluster) = Input::load(source, quiet)?;
             let cluster_label = input.label.clone();
-            let cluster = rkube_sim::load::load_cluster_from(input.cluster())?;
-            warn(quiet, &cluster);
             let opts = rkube_sim::drain::DrainOptions {
                 nodes,
                 delete,
