@@ -94,15 +94,12 @@ pub fn run(
         let mut preempted = 0;
         loop {
             let t0 = Instant::now();
-            let outcome = scheduler.schedule_with(fw, &snapshot, &current, &nominator);
+            let outcome = scheduler.schedule_one(fw, &mut snapshot, &current, &nominator);
             match outcome {
                 Outcome::Scheduled { node, .. } => {
                     nominator.delete(&current.uid);
                     let name = snapshot.nodes[node].name().to_string();
-                    current.node_name = name.clone();
-                    current.nominated_node_name.clear();
                     let key = current.key();
-                    snapshot.assume(node, Arc::new(current));
                     latencies.push(t0.elapsed());
                     placements.push((key, Some(name)));
                     break;

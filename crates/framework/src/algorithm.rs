@@ -54,6 +54,8 @@ pub enum Outcome {
     Scheduled {
         /// Chosen node.
         node: usize,
+        /// The cycle's state, for Reserve, Permit and the binding cycle.
+        state: CycleState,
         /// Nodes evaluated by filters.
         evaluated: usize,
         /// Feasible nodes found.
@@ -219,6 +221,7 @@ impl Scheduler {
                     if let Some(&node) = feasible.first() {
                         return Outcome::Scheduled {
                             node,
+                            state,
                             evaluated: 1 + diagnosis.node_to_status.nodes.len(),
                             feasible: 1,
                         };
@@ -271,6 +274,7 @@ impl Scheduler {
         if feasible.len() == 1 {
             return Outcome::Scheduled {
                 node: feasible[0],
+                state,
                 evaluated,
                 feasible: 1,
             };
@@ -286,6 +290,7 @@ impl Scheduler {
         .expect("non-empty");
         Outcome::Scheduled {
             node,
+            state,
             evaluated,
             feasible: feasible.len(),
         }
@@ -470,7 +475,7 @@ mod tests {
     use crate::diagnosis::NodeToStatus;
     use crate::node_info::NodeInfo;
     use crate::plugin::{
-        BindPlugin, Binder, FilterPlugin, NodeScore, Plugin, PostFilterHandle, PostFilterPlugin,
+        BindPlugin, ClusterApi, FilterPlugin, NodeScore, Plugin, PostFilterHandle, PostFilterPlugin,
         PostFilterResult, PreFilterPlugin, PreFilterResult, QueueSortPlugin, QueuedPodRef,
         ScorePlugin, MAX_NODE_SCORE,
     };
@@ -499,7 +504,7 @@ mod tests {
     }
 
     impl BindPlugin for Required {
-        fn bind(&self, _: &mut CycleState, _: &Pod, _: &str, _: &mut dyn Binder) -> Status {
+        fn bind(&self, _: &mut CycleState, _: &Pod, _: &str, _: &mut dyn ClusterApi) -> Status {
             Status::success()
         }
     }
@@ -780,6 +785,7 @@ mod tests {
                 node,
                 evaluated,
                 feasible,
+                ..
             } => (*node, *evaluated, *feasible),
             other => panic!("expected Scheduled, got {other:?}"),
         }

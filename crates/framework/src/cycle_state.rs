@@ -55,9 +55,21 @@ pub struct CycleState {
     pub skip_filter: NameSet,
     /// Plugins whose PreScore returned Skip (their Score is not run).
     pub skip_score: NameSet,
+    /// Plugins whose PreBindPreFlight returned Skip (their PreBind is not run).
+    pub skip_pre_bind: NameSet,
     /// Time each plugin call in this cycle for the metrics recorder
     /// (upstream's `recordPluginMetrics`, set for a sample of cycles).
     pub record_plugin_metrics: bool,
+}
+
+impl std::fmt::Debug for CycleState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CycleState")
+            .field("keys", &self.data.iter().map(|(k, _)| *k).collect::<Vec<_>>())
+            .field("skip_filter", &self.skip_filter)
+            .field("skip_score", &self.skip_score)
+            .finish()
+    }
 }
 
 impl CycleState {

@@ -4,9 +4,11 @@
 //! no async — the offline simulator and the live scheduler drive the same code.
 
 pub mod algorithm;
+pub mod binding;
 pub mod cycle_state;
 pub mod diagnosis;
 pub mod explain;
+pub mod in_memory;
 pub mod metrics;
 pub mod node_info;
 pub mod nominator;
@@ -16,6 +18,7 @@ pub mod runtime;
 pub mod schedule;
 pub mod snapshot;
 pub mod status;
+pub mod waiting;
 
 pub use algorithm::{Outcome, Scheduler};
 pub use cycle_state::CycleState;
@@ -29,3 +32,4 @@ pub use run::FrameworkHandle;
 pub use runtime::{Factory, Framework, FrameworkError, Point, Registry};
 pub use snapshot::Snapshot;
 pub use status::{Code, Status};
+pub use waiting::{WaitingPod, WaitingPods};

@@ -4,9 +4,11 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rkube_model::Pod;
 
+pub use crate::binding::{AssumeCache, ClusterApi};
 use crate::cycle_state::CycleState;
 use crate::node_info::NodeInfo;
 use crate::snapshot::Snapshot;
@@ -245,43 +247,49 @@ pub struct NodeScore {
     pub score: i64,
 }
 
-/// Reserves resources for a pod on a node.
+/// Reserves resources for a pod on a node (the end of the scheduling
+/// cycle; the pod is already assumed on the node).
 pub trait ReservePlugin: Plugin {
-    /// Reserve.
-    fn reserve(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status;
-    /// Undo a reservation.
-    fn unreserve(&self, state: &mut CycleState, pod: &Pod, node: &str);
-}
-
-/// Approves, denies or delays binding.
-pub trait PermitPlugin: Plugin {
-    /// Permit.
-    fn permit(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status;
-}
-
-/// Work before binding.
-pub trait PreBindPlugin: Plugin {
-    /// PreBind.
-    fn pre_bind(&self, state: &mut CycleState, pod: &Pod, node: &str) -> Status;
-}
-
-/// The host environment that performs a binding (the simulator's snapshot
-/// update, or the live scheduler's `pods/binding` call).
-pub trait Binder {
-    /// Binds the pod to the node.
-    fn bind(&mut self, pod: &Pod, node: &str) -> Status;
-}
-
-/// Binds a pod to a node.
-pub trait BindPlugin: Plugin {
-    /// Bind through the host's binder; Skip passes to the next bind plugin.
-    fn bind(
+    /// Reserve: update the host's cache for the pod on `node`.
+    fn reserve(
         &self,
         state: &mut CycleState,
         pod: &Pod,
         node: &str,
-        binder: &mut dyn Binder,
+        cache: &mut dyn AssumeCache,
     ) -> Status;
+    /// Undo a reservation (after any later failure; must be idempotent).
+    fn unreserve(&self, state: &mut CycleState, pod: &Pod, node: &str, cache: &mut dyn AssumeCache);
+}
+
+/// Approves, denies or delays binding.
+pub trait PermitPlugin: Plugin {
+    /// Success, a rejection, or Wait with how long to wait at most.
+    fn permit(&self, state: &mut CycleState, pod: &Pod, node: &str) -> (Status, Duration);
+}
+
+/// Work before binding (the binding cycle; may block on the API).
+pub trait PreBindPlugin: Plugin {
+    /// Whether PreBind has work for the pod: Success, Skip (PreBind is not
+    /// run) or Error. Default: Success.
+    fn pre_bind_pre_flight(&self, _state: &mut CycleState, _pod: &Pod, _node: &str) -> Status {
+        Status::success()
+    }
+    /// PreBind; Skip when there is nothing to do for the pod.
+    fn pre_bind(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: &str,
+        api: &mut dyn ClusterApi,
+    ) -> Status;
+}
+
+/// Binds a pod to a node.
+pub trait BindPlugin: Plugin {
+    /// Bind through the host's API; Skip passes to the next bind plugin.
+    fn bind(&self, state: &mut CycleState, pod: &Pod, node: &str, api: &mut dyn ClusterApi)
+        -> Status;
 }
 
 /// Informational, after a successful bind.

@@ -91,6 +91,12 @@ impl Point {
         Point::PostBind,
     ];
 
+    /// Upstream's name for the point (`Reserve`, `PreBind`, ...), as in
+    /// messages and metrics labels.
+    pub fn name(&self) -> &'static str {
+        self.type_name().trim_end_matches("Plugin")
+    }
+
     /// Upstream's interface name (used in error messages).
     pub fn type_name(&self) -> &'static str {
         match self {

@@ -104,14 +104,10 @@ impl Snapshot {
         self.nodes.is_empty()
     }
 
-    /// Places a pod on a node (the simulator's "assume"), binding its
-    /// delayed PersistentVolumeClaims the way the volume binder would.
+    /// Places a pod on a node (upstream's `AssumePod`: the pod counts
+    /// there from now on). Its volumes are the binding cycle's business
+    /// ([`crate::Scheduler::schedule_one`]).
     pub fn assume(&mut self, node: usize, pod: Arc<Pod>) {
-        let claims: Vec<String> = pod.claim_names().map(str::to_string).collect();
-        if !claims.is_empty() {
-            let n = self.nodes[node].node.clone();
-            Arc::make_mut(&mut self.volumes).assume_pod(&pod.namespace, &claims, &n);
-        }
         self.nodes[node].add_pod(pod);
     }
 

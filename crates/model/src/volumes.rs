@@ -16,6 +16,13 @@ use crate::selector::{LabelSelector, Labels, NodeSelector};
 
 /// `kubernetes.io/no-provisioner`: static local volumes only.
 pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+/// The claim annotation naming the node the scheduler chose for
+/// provisioning a WaitForFirstConsumer claim.
+pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+/// The claim annotation the PV controller sets once it bound the claim.
+pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+/// The volume annotation saying the PV controller (not a user) bound it.
+pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 
 /// A PersistentVolumeClaim.
 #[derive(Debug, Clone, Default)]
@@ -43,9 +50,19 @@ pub struct Pvc {
     pub volume_mode: String,
     /// Being deleted.
     pub deleting: bool,
+    /// The `volume.kubernetes.io/selected-node` annotation (the node the
+    /// scheduler chose for provisioning; empty when unset).
+    pub selected_node: String,
+    /// `metadata.resourceVersion` (empty in cluster files).
+    pub resource_version: String,
 }
 
 impl Pvc {
+    /// `namespace/name`.
+    pub fn key(&self) -> (String, String) {
+        (self.namespace.clone(), self.name.clone())
+    }
+
     /// Fully bound: a volume name and the bind-completed annotation.
     pub fn is_bound(&self) -> bool {
         !self.volume_name.is_empty() && self.bind_completed
@@ -77,6 +94,8 @@ pub struct Pv {
     pub csi: Option<(String, String)>,
     /// Being deleted.
     pub deleting: bool,
+    /// `metadata.resourceVersion` (empty in cluster files).
+    pub resource_version: String,
 }
 
 /// A StorageClass.
@@ -158,7 +177,7 @@ impl Volumes {
                         .metadata
                         .annotations
                         .as_ref()
-                        .is_some_and(|a| a.contains_key("pv.kubernetes.io/bind-completed")),
+                        .is_some_and(|a| a.contains_key(ANN_BIND_COMPLETED)),
                     access_modes: spec.access_modes.clone().unwrap_or_default(),
                     request: storage_bytes(
                         spec.resources.as_ref().and_then(|r| r.requests.as_ref()),
@@ -173,6 +192,14 @@ impl Volumes {
                         .map_err(|e| err(o, e))?,
                     volume_mode: spec.volume_mode.unwrap_or_else(|| "Filesystem".into()),
                     deleting: c.metadata.deletion_timestamp.is_some(),
+                    selected_node: c
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(ANN_SELECTED_NODE))
+                        .cloned()
+                        .unwrap_or_default(),
+                    resource_version: c.metadata.resource_version.clone().unwrap_or_default(),
                 };
                 self.pvcs
                     .insert((pvc.namespace.clone(), pvc.name.clone()), pvc);
@@ -210,6 +237,7 @@ impl Volumes {
                         .as_ref()
                         .map(|c| (c.driver.clone(), c.volume_handle.clone())),
                     deleting: v.metadata.deletion_timestamp.is_some(),
+                    resource_version: v.metadata.resource_version.clone().unwrap_or_default(),
                 };
                 self.pvs.insert(pv.name.clone(), pv);
             }
@@ -367,53 +395,96 @@ pub fn can_provision(pvc: &Pvc, volumes: &Volumes, node: &Node) -> bool {
         .is_none_or(|t| t.matches(&node.name, &node.labels))
 }
 
+/// What a pod's delayed (WaitForFirstConsumer) claims get on the node the
+/// scheduler chose (upstream's `PodVolumes`): the claims matched to an
+/// existing volume, and the claims to be provisioned for the node. Each
+/// entry keeps the object as it was before the binding was assumed, so it
+/// can be restored.
+#[derive(Debug, Clone, Default)]
+pub struct PodVolumes {
+    /// Claims bound to an existing volume: (claim, volume).
+    pub static_bindings: Vec<(Pvc, Pv)>,
+    /// Claims to be provisioned on the chosen node.
+    pub provisions: Vec<Pvc>,
+}
+
+impl PodVolumes {
+    /// True when there is nothing to bind.
+    pub fn is_empty(&self) -> bool {
+        self.static_bindings.is_empty() && self.provisions.is_empty()
+    }
+}
+
 impl Volumes {
-    /// Assumes the bindings a pod's delayed claims get on `node` (static
-    /// match first, else a provisioned volume pinned like the class allows).
-    pub fn assume_pod(&mut self, namespace: &str, claims: &[String], node: &Node) {
-        let mut taken: Vec<String> = Vec::new();
-        for claim in claims {
-            let key = (namespace.to_string(), claim.clone());
-            let Some(pvc) = self.pvcs.get(&key).cloned() else {
-                continue;
-            };
-            if !pvc.volume_name.is_empty() {
-                continue;
+    /// Assumes the bindings (upstream's `AssumePodVolumes` on the assume
+    /// cache): each matched volume's claimRef names its claim, so no other
+    /// claim matches it; each claim to provision carries the selected node.
+    pub fn assume_bindings(&mut self, v: &PodVolumes, node: &str) {
+        for (pvc, pv) in &v.static_bindings {
+            if let Some(p) = self.pvs.get_mut(&pv.name) {
+                p.claim_ref = Some(pvc.key());
             }
-            let Some(class) = self.classes.get(&pvc.storage_class) else {
-                continue;
-            };
-            if !class.wait_for_first_consumer() {
-                continue;
-            }
-            let chosen = find_matching_volume(&pvc, self, node, &taken).map(|pv| pv.name.clone());
-            let pv_name = match chosen {
-                Some(name) => name,
-                None => {
-                    let name = format!("pvc-{}", pvc.uid.replace('/', "-"));
-                    let pv = Pv {
-                        name: name.clone(),
-                        storage_class: pvc.storage_class.clone(),
-                        capacity: pvc.request,
-                        access_modes: pvc.access_modes.clone(),
-                        node_affinity: provisioned_affinity(class, node),
-                        volume_mode: pvc.volume_mode.clone(),
-                        phase: "Bound".into(),
-                        ..Default::default()
-                    };
-                    self.pvs.insert(name.clone(), pv);
-                    name
-                }
-            };
-            if let Some(pv) = self.pvs.get_mut(&pv_name) {
-                pv.claim_ref = Some(key.clone());
-                pv.phase = "Bound".into();
-            }
-            if let Some(c) = self.pvcs.get_mut(&key) {
-                c.volume_name = pv_name.clone();
-                c.bind_completed = true;
-            }
-            taken.push(pv_name);
         }
+        for pvc in &v.provisions {
+            if let Some(c) = self.pvcs.get_mut(&pvc.key()) {
+                c.selected_node = node.to_string();
+            }
+        }
+    }
+
+    /// Undoes [`Volumes::assume_bindings`] (upstream's
+    /// `RevertAssumedPodVolumes`): every object still at the version it was
+    /// assumed from is restored; a newer one (the informer's) stays.
+    pub fn revert_bindings(&mut self, v: &PodVolumes) {
+        for (_, pv) in &v.static_bindings {
+            if let Some(p) = self.pvs.get_mut(&pv.name) {
+                if p.resource_version == pv.resource_version {
+                    *p = pv.clone();
+                }
+            }
+        }
+        for pvc in &v.provisions {
+            if let Some(c) = self.pvcs.get_mut(&pvc.key()) {
+                if c.resource_version == pvc.resource_version {
+                    *c = pvc.clone();
+                }
+            }
+        }
+    }
+
+    /// The simulator's PV controller binding `pvc` to the volume `pv_name`
+    /// at once: the volume is Bound with the claim's claimRef, the claim
+    /// has the volume name and the bind-completed annotation.
+    pub fn complete_static_binding(&mut self, pvc: &Pvc, pv_name: &str) {
+        if let Some(pv) = self.pvs.get_mut(pv_name) {
+            pv.claim_ref = Some(pvc.key());
+            pv.phase = "Bound".into();
+        }
+        if let Some(c) = self.pvcs.get_mut(&pvc.key()) {
+            c.volume_name = pv_name.to_string();
+            c.bind_completed = true;
+        }
+    }
+
+    /// The simulator's provisioner and PV controller for a claim whose
+    /// selected node is `node`: a volume `pvc-<uid>` of the claim's size,
+    /// reachable as the class allows, bound to the claim at once.
+    pub fn complete_provisioning(&mut self, pvc: &Pvc, node: &Node) {
+        let Some(class) = self.classes.get(&pvc.storage_class) else {
+            return;
+        };
+        let name = format!("pvc-{}", pvc.uid.replace('/', "-"));
+        let pv = Pv {
+            name: name.clone(),
+            storage_class: pvc.storage_class.clone(),
+            capacity: pvc.request,
+            access_modes: pvc.access_modes.clone(),
+            node_affinity: provisioned_affinity(class, node),
+            volume_mode: pvc.volume_mode.clone(),
+            phase: "Bound".into(),
+            ..Default::default()
+        };
+        self.pvs.insert(name.clone(), pv);
+        self.complete_static_binding(pvc, &name);
     }
 }

@@ -1,7 +1,7 @@
-//! DefaultBinder: binds through the host's [`Binder`] (the simulator's
-//! snapshot, or the API server's `pods/binding` subresource).
+//! DefaultBinder: binds through the host's API ([`ClusterApi::bind`]: the
+//! API server's `pods/binding` subresource, or the simulator's snapshot).
 
-use rkube_framework::{BindPlugin, Binder, CycleState, Plugin, Status};
+use rkube_framework::{BindPlugin, ClusterApi, CycleState, Plugin, Status};
 use rkube_model::Pod;
 
 /// Upstream name.
@@ -20,21 +20,55 @@ impl Plugin for DefaultBinder {
 }
 
 impl BindPlugin for DefaultBinder {
-    fn bind(&self, _: &mut CycleState, pod: &Pod, node: &str, binder: &mut dyn Binder) -> Status {
-        binder.bind(pod, node)
+    fn bind(&self, _: &mut CycleState, pod: &Pod, node: &str, api: &mut dyn ClusterApi) -> Status {
+        match api.bind(pod, node) {
+            Ok(()) => Status::success(),
+            Err(e) => Status::error(e),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use rkube_model::volumes::{Pv, Pvc};
+
     use super::*;
 
+    /// Records bindings; fails for node "bad".
+    #[derive(Default)]
     struct Recorder(Vec<(String, String)>);
 
-    impl Binder for Recorder {
-        fn bind(&mut self, pod: &Pod, node: &str) -> Status {
+    impl ClusterApi for Recorder {
+        fn bind(&mut self, pod: &Pod, node: &str) -> Result<(), String> {
+            if node == "bad" {
+                return Err("nodes \"bad\" not found".into());
+            }
             self.0.push((pod.key(), node.to_string()));
-            Status::success()
+            Ok(())
+        }
+        fn bind_pv(&mut self, _: &Pv, _: &Pvc) -> Result<Pv, String> {
+            unreachable!()
+        }
+        fn select_node(&mut self, _: &Pvc, _: &str) -> Result<Pvc, String> {
+            unreachable!()
+        }
+        fn node(&self, _: &str) -> Option<std::sync::Arc<rkube_model::Node>> {
+            None
+        }
+        fn pod_exists(&self, _: &Pod) -> bool {
+            true
+        }
+        fn pvc(&self, _: &str, _: &str) -> Option<Pvc> {
+            None
+        }
+        fn pv(&self, _: &str) -> Option<Pv> {
+            None
+        }
+        fn sleep(&mut self, _: Duration) {}
+        fn elapsed(&self) -> Duration {
+            Duration::ZERO
         }
     }
 
@@ -45,9 +79,12 @@ mod tests {
             name: "p".into(),
             ..Default::default()
         };
-        let mut host = Recorder(Vec::new());
+        let mut host = Recorder::default();
         let s = DefaultBinder.bind(&mut CycleState::new(), &pod, "n1", &mut host);
         assert!(s.is_success());
         assert_eq!(host.0, [("ns/p".to_string(), "n1".to_string())]);
+        let s = DefaultBinder.bind(&mut CycleState::new(), &pod, "bad", &mut host);
+        assert_eq!(s.code, rkube_framework::Code::Error);
+        assert_eq!(s.message(), "nodes \"bad\" not found");
     }
 }

@@ -129,8 +129,8 @@ impl PreEnqueuePlugin for SkipUnless {
 }
 
 impl PermitPlugin for SkipUnless {
-    fn permit(&self, _: &mut CycleState, _: &Pod, _: &str) -> Status {
-        Status::success()
+    fn permit(&self, _: &mut CycleState, _: &Pod, _: &str) -> (Status, std::time::Duration) {
+        (Status::success(), std::time::Duration::ZERO)
     }
 }
 

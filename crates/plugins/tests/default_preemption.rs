@@ -1194,6 +1194,7 @@ fn nominated_node_is_evaluated_first() {
             node,
             evaluated,
             feasible,
+            ..
         } => {
             assert_eq!(snap.nodes[node].name(), "node1");
             assert_eq!((evaluated, feasible), (1, 1));

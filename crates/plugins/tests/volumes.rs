@@ -1,10 +1,9 @@
 //! Volume plugins (VolumeBinding, VolumeZone, VolumeRestrictions,
 //! NodeVolumeLimits) through the default profile, with upstream's reasons.
 
-use std::sync::Arc;
 
 use rkube_framework::schedule::explain;
-use rkube_framework::{Framework, Snapshot};
+use rkube_framework::{Framework, Nominator, Outcome, Scheduler, Snapshot};
 use rkube_model::load::{build, parse_documents};
 use rkube_model::Cluster;
 
@@ -130,9 +129,16 @@ fn wait_for_first_consumer_binds_static_local_volume() {
     // After p1 takes the only local volume on b, p2 fits nowhere.
     let mut snap = Snapshot::from_cluster(&c);
     let p1 = c.pods.iter().find(|p| p.name == "p1").unwrap().clone();
-    let b = snap.index_of("b").unwrap();
-    snap.assume(b, Arc::new(p1));
+    // The whole attempt: Reserve assumes l1 for c1, PreBind binds it.
+    let fw = framework();
+    let placed = Scheduler::new(0, 0).schedule_one(&fw, &mut snap, &p1, &Nominator::new());
+    assert!(
+        matches!(placed, Outcome::Scheduled { node, .. } if snap.nodes[node].name() == "b"),
+        "{placed:?}"
+    );
     assert_eq!(snap.volumes.pvc("ns", "c1").unwrap().volume_name, "l1");
+    assert!(snap.volumes.pvc("ns", "c1").unwrap().is_bound());
+    assert_eq!(snap.volumes.pvs["l1"].phase, "Bound");
     let p2 = c.pods.iter().find(|p| p.name == "p2").unwrap();
     let e = explain(&framework(), &snap, p2).unwrap();
     assert!(e.nodes.iter().all(|n| !n.feasible));

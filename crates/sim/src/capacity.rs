@@ -11,7 +11,6 @@
 //! evicting pods counts as not fitting.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use rkube_config::KubeSchedulerConfiguration;
 use rkube_framework::schedule::{explain as explain_pod, Outcome};
@@ -166,12 +165,9 @@ pub fn capacity(
                     done[i] = true;
                     break;
                 }
-                match scheduler.schedule_with(fw, &snapshot, &clone, &nominator) {
+                match scheduler.schedule_one(fw, &mut snapshot, &clone, &nominator) {
                     Outcome::Scheduled { node, .. } => {
                         let name = snapshot.nodes[node].name().to_string();
-                        let mut placed = clone;
-                        placed.node_name = name.clone();
-                        snapshot.assume(node, Arc::new(placed));
                         results[i].count += 1;
                         *results[i].per_node.entry(name).or_default() += 1;
                         total += 1;

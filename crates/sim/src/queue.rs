@@ -165,17 +165,15 @@ impl<'p> Queue<'p> {
         } else {
             None
         };
+        // The whole attempt: scheduling cycle, Reserve, Permit and the
+        // binding cycle on the snapshot (the pod ends up on its node).
         match self
             .scheduler
-            .schedule_with(fw, snapshot, current, &self.nominator)
+            .schedule_one(fw, snapshot, current, &self.nominator)
         {
             Outcome::Scheduled { node, .. } => {
                 self.nominator.delete(&current.uid);
-                let mut placed = current.clone();
-                placed.node_name = snapshot.nodes[node].name().to_string();
-                placed.nominated_node_name.clear();
-                let name = placed.node_name.clone();
-                snapshot.assume(node, Arc::new(placed));
+                let name = snapshot.nodes[node].name().to_string();
                 Ok(Attempt::Placed(Placement {
                     node: Some(name),
                     explain: explanation,

@@ -177,9 +177,68 @@ pub fn from_secs_checked(secs: i64) -> Option<Duration> {
     (d <= MAX).then_some(d)
 }
 
+/// Go's `time.Duration.String()`: `1h2m3.5s`, `1m0s`, `1.5s`, `500ms`,
+/// `2µs`, `0s` (durations in messages read as kube-scheduler writes them).
+pub fn format(d: Duration) -> String {
+    let nanos = d.as_nanos().min(i64::MAX as u128) as u64;
+    if nanos == 0 {
+        return "0s".to_string();
+    }
+    // Below a second: one unit with a fraction.
+    let fraction = |value: u64, unit_nanos: u64, unit: &str| {
+        let whole = value / unit_nanos;
+        let rest = value % unit_nanos;
+        if rest == 0 {
+            format!("{whole}{unit}")
+        } else {
+            let digits = unit_nanos.ilog10() as usize;
+            let frac = format!("{rest:0digits$}");
+            format!("{whole}.{}{unit}", frac.trim_end_matches('0'))
+        }
+    };
+    if nanos < 1_000 {
+        return format!("{nanos}ns");
+    }
+    if nanos < 1_000_000 {
+        return fraction(nanos, 1_000, "\u{b5}s");
+    }
+    if nanos < 1_000_000_000 {
+        return fraction(nanos, 1_000_000, "ms");
+    }
+    let hours = nanos / 3_600_000_000_000;
+    let minutes = nanos / 60_000_000_000 % 60;
+    let seconds = fraction(nanos % 60_000_000_000, 1_000_000_000, "s");
+    match (hours, minutes) {
+        (0, 0) => seconds,
+        (0, m) => format!("{m}m{seconds}"),
+        (h, m) => format!("{h}h{m}m{seconds}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_as_go() {
+        for (d, want) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_nanos(7), "7ns"),
+            (Duration::from_nanos(1_500), "1.5\u{b5}s"),
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_micros(2_250), "2.25ms"),
+            (Duration::from_secs(1), "1s"),
+            (Duration::from_millis(1_500), "1.5s"),
+            (Duration::from_secs(60), "1m0s"),
+            (Duration::from_secs(90), "1m30s"),
+            (Duration::from_secs(15 * 60), "15m0s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+            (Duration::new(3723, 500_000_000), "1h2m3.5s"),
+        ] {
+            assert_eq!(format(d), want, "{d:?}");
+        }
+        assert_eq!(format(MAX), "2562047h47m16.854775807s");
+    }
 
     #[test]
     fn parses_go_durations() {

@@ -1,0 +1,394 @@
+//! What happens once a node is chosen, as upstream's `schedule_one.go`
+//! splits it: the end of the scheduling cycle (the pod is assumed on the
+//! node by the caller, then Reserve and Permit run) and the binding cycle
+//! (WaitOnPermit, PreBind, Bind, PostBind), with Unreserve on every failure.
+//!
+//! The framework does no I/O: the plugins reach the host through two
+//! traits. [`AssumeCache`] is the host's cache as Reserve and Unreserve
+//! change it (upstream's assume caches over the informers), [`ClusterApi`]
+//! the API server as PreBind and Bind write to it (upstream's clientset).
+//! The live scheduler implements them over the API server and runs the
+//! binding cycle off the scheduling loop; the simulator implements them over
+//! its snapshot ([`crate::in_memory`]) and runs everything in one go.
+//!
+//! Messages and codes are upstream's: a plugin's rejection is returned as
+//! it is (with the plugin name), any other failure becomes an Error status
+//! `running <Point> plugin "<name>": <message>`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rkube_model::volumes::{PodVolumes, Pv, Pvc};
+use rkube_model::{Node, Pod};
+
+use crate::cycle_state::CycleState;
+use crate::diagnosis::{fit_error_message, Diagnosis};
+use crate::metrics;
+use crate::runtime::{Framework, Point};
+use crate::status::{Code, Status};
+use crate::waiting::{WaitingPod, WaitingPods};
+
+/// The longest a Permit plugin may make a pod wait (upstream's
+/// `maxTimeout`): longer timeouts are cut to it.
+pub const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// The host's cache as Reserve and Unreserve change it.
+pub trait AssumeCache {
+    /// Counts the pod's volume bindings on `node` for later cycles
+    /// (upstream's `AssumePodVolumes`).
+    fn assume_volumes(&mut self, pod: &Pod, node: &str, volumes: &PodVolumes);
+    /// Restores what [`AssumeCache::assume_volumes`] changed
+    /// (`RevertAssumedPodVolumes`).
+    fn revert_volumes(&mut self, pod: &Pod, volumes: &PodVolumes);
+}
+
+/// The API server as the binding cycle's plugins write to and read from
+/// it. Every call may block (the live scheduler runs the binding cycle on
+/// a thread of its own); errors are the API's message.
+pub trait ClusterApi {
+    /// `POST pods/NAME/binding` (DefaultBinder).
+    fn bind(&mut self, pod: &Pod, node: &str) -> Result<(), String>;
+    /// Writes `pv`'s claimRef to name `pvc` and marks it bound by the
+    /// controller (a static binding; `pv` is the volume as it was read, for
+    /// the update's optimistic concurrency). Returns the volume as written.
+    fn bind_pv(&mut self, pv: &Pv, pvc: &Pvc) -> Result<Pv, String>;
+    /// Sets the claim's `volume.kubernetes.io/selected-node` annotation to
+    /// `node` (asks the provisioner for a volume reachable from it; `pvc` as
+    /// it was read). Returns the claim as written.
+    fn select_node(&mut self, pvc: &Pvc, node: &str) -> Result<Pvc, String>;
+    /// The claim as the host last saw it (informer cache); `None` if gone.
+    fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc>;
+    /// The volume as the host last saw it; `None` if gone.
+    fn pv(&self, name: &str) -> Option<Pv>;
+    /// The node as the host last saw it; `None` if gone.
+    fn node(&self, name: &str) -> Option<Arc<Node>>;
+    /// True while the pod (by namespace, name and UID) still exists.
+    fn pod_exists(&self, pod: &Pod) -> bool;
+    /// Waits (the simulator's clock only moves on).
+    fn sleep(&mut self, d: Duration);
+    /// Time since the binding cycle started, on the host's clock.
+    fn elapsed(&self) -> Duration;
+}
+
+fn failed(point: Point, plugin: &'static str, s: Status) -> Status {
+    if s.is_rejected() {
+        return s.with_plugin(plugin);
+    }
+    Status::error(format!(
+        "running {} plugin {plugin:?}: {}",
+        point.name(),
+        s.message()
+    ))
+    .with_plugin(plugin)
+}
+
+/// Runs every Reserve plugin in order (upstream's
+/// `RunReservePluginsReserve`). On the first failure every Reserve plugin's
+/// Unreserve runs (in reverse order, as the scheduling cycle does right
+/// after) and the failure is returned; the caller forgets the assumed pod.
+pub fn reserve(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    node: &str,
+    cache: &mut dyn AssumeCache,
+) -> Status {
+    let t0 = metrics::start(&fw.recorder);
+    let mut status = Status::success();
+    let sampled = state.record_plugin_metrics;
+    for p in fw.plugins(Point::Reserve) {
+        let r = p.as_reserve().expect("framework checked");
+        let s = metrics::time_plugin(
+            &fw.recorder,
+            sampled,
+            p.name(),
+            "Reserve",
+            Status::clone,
+            || r.reserve(state, pod, node, cache),
+        );
+        if !s.is_success() {
+            status = failed(Point::Reserve, p.name(), s);
+            break;
+        }
+    }
+    metrics::point_done(&fw.recorder, t0, &fw.profile_name, "Reserve", &status);
+    if !status.is_success() {
+        unreserve(fw, state, pod, node, cache);
+    }
+    status
+}
+
+/// Runs every Reserve plugin's Unreserve in reverse order (upstream's
+/// `RunReservePluginsUnreserve`; Unreserve cannot fail).
+pub fn unreserve(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    node: &str,
+    cache: &mut dyn AssumeCache,
+) {
+    let t0 = metrics::start(&fw.recorder);
+    for p in fw.plugins(Point::Reserve).iter().rev() {
+        p.as_reserve()
+            .expect("framework checked")
+            .unreserve(state, pod, node, cache);
+    }
+    metrics::point_done(
+        &fw.recorder,
+        t0,
+        &fw.profile_name,
+        "Unreserve",
+        &Status::success(),
+    );
+}
+
+/// Runs every Permit plugin (upstream's `RunPermitPlugins`). Success: bind.
+/// Wait: some plugins asked to wait (each for its timeout, at most
+/// [`MAX_PERMIT_TIMEOUT`]) and none rejected; the pod is now in `waiting`
+/// and the binding cycle waits for it. Otherwise a rejection or error.
+pub fn permit(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    node: &str,
+    waiting: &WaitingPods,
+) -> Status {
+    let t0 = metrics::start(&fw.recorder);
+    let mut waits: Vec<(&'static str, Duration)> = Vec::new();
+    let mut status = Status::success();
+    let sampled = state.record_plugin_metrics;
+    for p in fw.plugins(Point::Permit) {
+        let pp = p.as_permit().expect("framework checked");
+        let (s, timeout) = metrics::time_plugin(
+            &fw.recorder,
+            sampled,
+            p.name(),
+            "Permit",
+            |(s, _): &(Status, Duration)| s.clone(),
+            || pp.permit(state, pod, node),
+        );
+        match s.code {
+            Code::Success => {}
+            Code::Wait => waits.push((p.name(), timeout.min(MAX_PERMIT_TIMEOUT))),
+            _ => {
+                status = failed(Point::Permit, p.name(), s);
+                break;
+            }
+        }
+    }
+    if status.is_success() && !waits.is_empty() {
+        waiting.add(WaitingPod::new(pod, node, &waits));
+        status = Status::new(
+            Code::Wait,
+            format!(
+                "one or more plugins asked to wait and no plugin rejected pod {:?}",
+                pod.name
+            ),
+        );
+    }
+    metrics::point_done(&fw.recorder, t0, &fw.profile_name, "Permit", &status);
+    status
+}
+
+/// Runs every PreBind plugin's PreBindPreFlight (upstream's
+/// `RunPreBindPreFlights`): Success when some plugin has work to do in
+/// PreBind, Skip when none has (their PreBind is then not run), or an
+/// Error. With upstream's default `NominatedNodeNameForExpectation`, a
+/// Success (or a pod waiting on Permit) makes the caller write the chosen
+/// node as the pod's `status.nominatedNodeName` before PreBind.
+pub fn pre_bind_pre_flight(fw: &Framework, state: &mut CycleState, pod: &Pod, node: &str) -> Status {
+    let t0 = metrics::start(&fw.recorder);
+    let mut status = Status::skip();
+    let sampled = state.record_plugin_metrics;
+    for p in fw.plugins(Point::PreBind) {
+        let pb = p.as_pre_bind().expect("framework checked");
+        let s = metrics::time_plugin(
+            &fw.recorder,
+            sampled,
+            p.name(),
+            "PreBindPreFlight",
+            Status::clone,
+            || pb.pre_bind_pre_flight(state, pod, node),
+        );
+        match s.code {
+            Code::Success => status = Status::success(),
+            Code::Skip => state.skip_pre_bind.insert(p.name()),
+            Code::Error => {
+                status = Status::error(format!(
+                    "running PreBindPreFlight {:?}: {}",
+                    p.name(),
+                    s.message()
+                ))
+                .with_plugin(p.name());
+                break;
+            }
+            code => {
+                status = Status::error(format!(
+                    "PreBindPreFlight {} returned {:?}, which is unsupported. It is supposed to return Success, Skip, or Error status",
+                    p.name(),
+                    code.as_str()
+                ))
+                .with_plugin(p.name());
+                break;
+            }
+        }
+    }
+    metrics::point_done(&fw.recorder, t0, &fw.profile_name, "PreBindPreFlight", &status);
+    status
+}
+
+/// The binding cycle from WaitOnPermit on (upstream's `bindingCycle`
+/// after the pre-flight, which the caller runs first with
+/// [`pre_bind_pre_flight`] to write the nominated node): waits for the
+/// pod's Permit verdict if it is waiting, then PreBind, Bind and PostBind.
+/// A failure is returned for the caller's failure handling (Unreserve,
+/// forget the assumed pod, requeue).
+pub fn binding_cycle(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    node: &str,
+    waiting: &WaitingPods,
+    api: &mut dyn ClusterApi,
+) -> Status {
+    let s = waiting.wait_on_permit(&pod.uid);
+    if !s.is_success() {
+        return if s.is_rejected() {
+            rejection_as_fit_error(node, s)
+        } else {
+            Status::error(format!("waiting on permit for pod: {}", s.message())).with_plugin(s.plugin)
+        };
+    }
+    let s = pre_bind(fw, state, pod, node, api);
+    if !s.is_success() {
+        return s;
+    }
+    let s = bind(fw, state, pod, node, api);
+    if !s.is_success() {
+        return s;
+    }
+    post_bind(fw, state, pod, node);
+    Status::success()
+}
+
+/// Runs every PreBind plugin in order (upstream's `RunPreBindPlugins`).
+pub fn pre_bind(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    node: &str,
+    api: &mut dyn ClusterApi,
+) -> Status {
+    let t0 = metrics::start(&fw.recorder);
+    let mut status = Status::success();
+    let sampled = state.record_plugin_metrics;
+    for p in fw.plugins(Point::PreBind) {
+        if state.skip_pre_bind.contains(p.name()) {
+            continue;
+        }
+        let pb = p.as_pre_bind().expect("framework checked");
+        let s = metrics::time_plugin(
+            &fw.recorder,
+            sampled,
+            p.name(),
+            "PreBind",
+            Status::clone,
+            || pb.pre_bind(state, pod, node, api),
+        );
+        if s.code == Code::Skip {
+            continue;
+        }
+        if !s.is_success() {
+            status = failed(Point::PreBind, p.name(), s);
+            break;
+        }
+    }
+    metrics::point_done(&fw.recorder, t0, &fw.profile_name, "PreBind", &status);
+    status
+}
+
+/// Runs the Bind plugins until one does not skip (upstream's
+/// `RunBindPlugins`); every plugin skipping is a Skip status, which the
+/// binding cycle treats as a failure, as upstream does.
+pub fn bind(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    node: &str,
+    api: &mut dyn ClusterApi,
+) -> Status {
+    let t0 = metrics::start(&fw.recorder);
+    let mut status = Status::skip();
+    let sampled = state.record_plugin_metrics;
+    for p in fw.plugins(Point::Bind) {
+        let b = p.as_bind().expect("framework checked");
+        let s = metrics::time_plugin(
+            &fw.recorder,
+            sampled,
+            p.name(),
+            "Bind",
+            Status::clone,
+            || b.bind(state, pod, node, api),
+        );
+        if s.code == Code::Skip {
+            continue;
+        }
+        status = if s.is_success() {
+            s
+        } else {
+            failed(Point::Bind, p.name(), s)
+        };
+        break;
+    }
+    metrics::point_done(&fw.recorder, t0, &fw.profile_name, "Bind", &status);
+    status
+}
+
+/// Runs every PostBind plugin (informational; cannot fail).
+pub fn post_bind(fw: &Framework, state: &mut CycleState, pod: &Pod, node: &str) {
+    let t0 = metrics::start(&fw.recorder);
+    for p in fw.plugins(Point::PostBind) {
+        p.as_post_bind()
+            .expect("framework checked")
+            .post_bind(state, pod, node);
+    }
+    metrics::point_done(
+        &fw.recorder,
+        t0,
+        &fw.profile_name,
+        "PostBind",
+        &Status::success(),
+    );
+}
+
+/// A rejection at Reserve, Permit or WaitOnPermit as upstream reports it:
+/// a FitError over the one chosen node, whose status is the rejection
+/// (`0/1 nodes are available: 1 <reason>.`), and its diagnosis.
+pub fn fit_error(node: &str, status: &Status) -> (Diagnosis, String) {
+    let mut diagnosis = Diagnosis::default();
+    diagnosis.add_plugin_status(status);
+    diagnosis
+        .node_to_status
+        .nodes
+        .insert(node.to_string(), status.clone());
+    let message = fit_error_message(1, &diagnosis);
+    (diagnosis, message)
+}
+
+/// [`fit_error`] as a status: the rejection's code and plugin, the
+/// FitError's message.
+pub fn rejection_as_fit_error(node: &str, status: Status) -> Status {
+    let (_, message) = fit_error(node, &status);
+    Status::new(status.code, message).with_plugin(status.plugin)
+}
+
+/// The condition reason of a failed attempt (upstream's
+/// `handleSchedulingFailure`): `Unschedulable` for a rejection,
+/// `SchedulerError` for anything else.
+pub fn failure_reason(status: &Status) -> &'static str {
+    if status.is_rejected() {
+        "Unschedulable"
+    } else {
+        "SchedulerError"
+    }
+}

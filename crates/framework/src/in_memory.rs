@@ -1,0 +1,204 @@
+//! The whole scheduling attempt on an in-memory cluster: the scheduling
+//! cycle, then assume, Reserve, Permit and the binding cycle against the
+//! snapshot, with the host traits implemented over it ([`SnapshotHost`]).
+//! `rkube simulate` and every offline driver place pods this way, so they
+//! run the same binding cycle as the live scheduler; only the host differs.
+//!
+//! In memory the API server's controllers act at once: a volume bound by
+//! PreBind is bound (the PV controller), a claim given a selected node gets
+//! a provisioned volume (the provisioner), the Bind call has nothing left
+//! to do (the pod was assumed on its node). Time is the host's own: a
+//! Permit plugin that asks a pod to wait times out at once, since nothing
+//! else runs in between to allow it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rkube_model::volumes::{PodVolumes, Pv, Pvc};
+use rkube_model::{Node, Pod};
+
+use crate::algorithm::{Outcome, Scheduler};
+use crate::binding::{self, AssumeCache, ClusterApi};
+use crate::diagnosis::Diagnosis;
+use crate::nominator::Nominator;
+use crate::runtime::Framework;
+use crate::snapshot::Snapshot;
+use crate::status::{Code, Status};
+use crate::waiting::WaitingPods;
+
+/// The binding cycle's host over a snapshot.
+pub struct SnapshotHost<'a> {
+    snapshot: &'a mut Snapshot,
+    clock: Duration,
+}
+
+impl<'a> SnapshotHost<'a> {
+    /// A host over `snapshot`.
+    pub fn new(snapshot: &'a mut Snapshot) -> Self {
+        SnapshotHost {
+            snapshot,
+            clock: Duration::ZERO,
+        }
+    }
+}
+
+impl AssumeCache for SnapshotHost<'_> {
+    fn assume_volumes(&mut self, _: &Pod, node: &str, volumes: &PodVolumes) {
+        Arc::make_mut(&mut self.snapshot.volumes).assume_bindings(volumes, node);
+    }
+
+    fn revert_volumes(&mut self, _: &Pod, volumes: &PodVolumes) {
+        Arc::make_mut(&mut self.snapshot.volumes).revert_bindings(volumes);
+    }
+}
+
+impl ClusterApi for SnapshotHost<'_> {
+    fn bind(&mut self, _: &Pod, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn bind_pv(&mut self, pv: &Pv, pvc: &Pvc) -> Result<Pv, String> {
+        let volumes = Arc::make_mut(&mut self.snapshot.volumes);
+        volumes.complete_static_binding(pvc, &pv.name);
+        volumes
+            .pvs
+            .get(&pv.name)
+            .cloned()
+            .ok_or_else(|| format!("persistentvolumes {:?} not found", pv.name))
+    }
+
+    fn select_node(&mut self, pvc: &Pvc, node: &str) -> Result<Pvc, String> {
+        let n = self
+            .node(node)
+            .ok_or_else(|| format!("nodes {node:?} not found"))?;
+        let volumes = Arc::make_mut(&mut self.snapshot.volumes);
+        volumes.complete_provisioning(pvc, &n);
+        volumes.pvc(&pvc.namespace, &pvc.name).cloned().ok_or_else(|| {
+            format!(
+                "persistentvolumeclaims \"{}/{}\" not found",
+                pvc.namespace, pvc.name
+            )
+        })
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.snapshot.get(name).map(|i| i.node.clone())
+    }
+
+    fn pod_exists(&self, _: &Pod) -> bool {
+        true
+    }
+
+    fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
+        self.snapshot.volumes.pvc(namespace, name).cloned()
+    }
+
+    fn pv(&self, name: &str) -> Option<Pv> {
+        self.snapshot.volumes.pvs.get(name).cloned()
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        self.clock = self.clock.saturating_add(d);
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.clock
+    }
+}
+
+/// A rejection at the end of the scheduling cycle (Reserve, Permit) as
+/// upstream reports it: a FitError over the chosen node, the nomination
+/// cleared.
+pub fn rejected_after_filter(node: &str, status: Status) -> Outcome {
+    let (diagnosis, message) = binding::fit_error(node, &status);
+    Outcome::Unschedulable {
+        message,
+        diagnosis,
+        nominated_node: Some(String::new()),
+        victims: Vec::new(),
+    }
+}
+
+/// A failed binding cycle: rejections keep their message (the pod is
+/// unschedulable, the nomination cleared), anything else is an error.
+pub fn binding_failed(status: Status) -> Outcome {
+    if status.is_rejected() {
+        Outcome::Unschedulable {
+            message: status.message(),
+            diagnosis: Diagnosis::default(),
+            nominated_node: Some(String::new()),
+            victims: Vec::new(),
+        }
+    } else {
+        Outcome::Error(status)
+    }
+}
+
+impl Scheduler {
+    /// Schedules and binds one pod on the snapshot. On success the pod is
+    /// on its node in the snapshot (with `node_name` set and its
+    /// nomination cleared) and its volumes are bound; on any failure the
+    /// snapshot is as it was.
+    pub fn schedule_one(
+        &mut self,
+        fw: &Framework,
+        snapshot: &mut Snapshot,
+        pod: &Pod,
+        nominator: &Nominator,
+    ) -> Outcome {
+        let outcome = self.schedule_with(fw, snapshot, pod, nominator);
+        let Outcome::Scheduled {
+            node,
+            mut state,
+            evaluated,
+            feasible,
+        } = outcome
+        else {
+            return outcome;
+        };
+        let name = snapshot.nodes[node].name().to_string();
+        let mut placed = pod.clone();
+        placed.node_name = name.clone();
+        placed.nominated_node_name.clear();
+        let placed = Arc::new(placed);
+        snapshot.assume(node, placed.clone());
+        let waiting = WaitingPods::new();
+        let mut host = SnapshotHost::new(snapshot);
+        let s = binding::reserve(fw, &mut state, &placed, &name, &mut host);
+        if !s.is_success() {
+            snapshot.remove(node, &placed.uid);
+            return if s.is_rejected() {
+                rejected_after_filter(&name, s)
+            } else {
+                Outcome::Error(s)
+            };
+        }
+        let s = binding::permit(fw, &mut state, &placed, &name, &waiting);
+        if s.code == Code::Wait {
+            // Nothing else runs in memory to allow it: the earliest timeout.
+            if let Some(w) = waiting.get(&placed.uid) {
+                w.expire();
+            }
+        } else if !s.is_success() {
+            binding::unreserve(fw, &mut state, &placed, &name, &mut host);
+            snapshot.remove(node, &placed.uid);
+            return if s.is_rejected() {
+                rejected_after_filter(&name, s)
+            } else {
+                Outcome::Error(s)
+            };
+        }
+        let s = binding::binding_cycle(fw, &mut state, &placed, &name, &waiting, &mut host);
+        if !s.is_success() {
+            binding::unreserve(fw, &mut state, &placed, &name, &mut host);
+            snapshot.remove(node, &placed.uid);
+            return binding_failed(s);
+        }
+        Outcome::Scheduled {
+            node,
+            state,
+            evaluated,
+            feasible,
+        }
+    }
+}
