@@ -13,7 +13,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use rkube_bench::workload::Workload;
 use rkube_framework::{Scheduler, Snapshot};
 use rkube_model::{Cluster, Quantity};
-use rkube_sim::{pending_pods, Profiles};
+use rkube_sim::pending_pods;
 
 fn cluster(name: &str) -> Cluster {
     let text = serde_json::to_string(&Workload::parse(name).unwrap().generate()).unwrap();
@@ -23,7 +23,7 @@ fn cluster(name: &str) -> Cluster {
 
 fn schedule(c: &mut Criterion) {
     let cfg = rkube_config::default_config();
-    let profiles = Profiles::new(&cfg).unwrap();
+    let profiles = rkube_sim::profiles(&cfg).unwrap();
     let mut group = c.benchmark_group("schedule");
     group.sample_size(30);
     for w in [
@@ -65,7 +65,7 @@ fn assume(c: &mut Criterion) {
     let snapshot = Snapshot::from_cluster(&cluster);
     let mut pod = pending_pods(
         &cluster,
-        &Profiles::new(&rkube_config::default_config()).unwrap(),
+        &rkube_sim::profiles(&rkube_config::default_config()).unwrap(),
     )[0]
     .clone();
     pod.node_name = snapshot.nodes[42].name().to_string();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use rkube_config::KubeSchedulerConfiguration;
 use rkube_framework::{Nominator, Outcome, Point, Scheduler, Snapshot};
 use rkube_model::{Cluster, Pod};
-use rkube_sim::{pending_pods, Profiles, SimError};
+use rkube_sim::{pending_pods, SimError};
 use serde::Serialize;
 
 /// Same most-preemptions-per-pod bound as the simulator.
@@ -57,7 +57,7 @@ pub fn run(
     seed: u64,
     keep_latencies: bool,
 ) -> Result<RunResult, SimError> {
-    let profiles = Profiles::new(cfg)?;
+    let profiles = rkube_sim::profiles(cfg)?;
     let mut snapshot = Snapshot::from_cluster(cluster);
     let pending = pending_pods(cluster, &profiles);
     let mut nominator = Nominator::new();
@@ -119,20 +119,12 @@ pub fn run(
                             snapshot.remove(idx, &v.uid);
                             evicted.insert(v.key());
                         }
-                        let lower: Vec<Arc<Pod>> = nominator
-                            .pods_for_node(&target)
-                            .iter()
-                            .filter(|p| p.priority < current.priority)
-                            .cloned()
-                            .collect();
-                        for p in lower {
-                            nominator.delete(&p.uid);
-                            cleared.insert(p.uid.clone());
-                        }
                     }
+                    let lower =
+                        nominator.record_failure(&current, nominated_node.as_deref(), preempting);
+                    cleared.extend(lower.iter().map(|p| p.uid.clone()));
                     if let Some(n) = nominated_node {
-                        current.nominated_node_name = n.clone();
-                        nominator.add(Arc::new(current.clone()), &n);
+                        current.nominated_node_name = n;
                     }
                     latencies.push(t0.elapsed());
                     if preempting && preempted < MAX_PREEMPTIONS_PER_POD {

@@ -687,7 +687,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                 ));
             }
             let cfg = rkube_sim::load::load_config(config.as_deref())?;
-            let profiles = rkube_sim::Profiles::new(&cfg)?;
+            let profiles = rkube_sim::profiles(&cfg)?;
             let rec = rkube_sim::replay::Recording::read(&from)?;
             let r =
                 rkube_sim::replay::replay(&rec, &profiles, &config_label(config.as_deref()), seed)?;

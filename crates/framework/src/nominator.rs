@@ -35,6 +35,39 @@ impl Nominator {
         self.by_node.entry(node.to_string()).or_default().push(pod);
     }
 
+    /// What a failed attempt does to the nominations, the same in the
+    /// simulator and the live scheduler: when preemption chose a node
+    /// (`preempting`), every lower-priority pod nominated to it loses its
+    /// nomination (upstream's preemption executor; they are returned so the
+    /// caller can clear their `status.nominatedNodeName`); then the pod's own
+    /// nomination is set (`Some(node)`), cleared (`Some("")`) or left as it
+    /// is (`None`), as `handleSchedulingFailure` does.
+    pub fn record_failure(
+        &mut self,
+        pod: &Pod,
+        nominated_node: Option<&str>,
+        preempting: bool,
+    ) -> Vec<Arc<Pod>> {
+        let mut cleared = Vec::new();
+        if let Some(target) = nominated_node.filter(|n| preempting && !n.is_empty()) {
+            cleared = self
+                .pods_for_node(target)
+                .iter()
+                .filter(|p| p.priority < pod.priority && p.uid != pod.uid)
+                .cloned()
+                .collect();
+            for p in &cleared {
+                self.delete(&p.uid);
+            }
+        }
+        if let Some(n) = nominated_node {
+            let mut p = pod.clone();
+            p.nominated_node_name = n.to_string();
+            self.add(Arc::new(p), n);
+        }
+        cleared
+    }
+
     /// Removes a pod's nomination (by UID), if any.
     pub fn delete(&mut self, uid: &str) {
         let Some(node) = self.node_of.remove(uid) else {

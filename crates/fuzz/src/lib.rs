@@ -384,7 +384,7 @@ fn check_config(r: &mut Rng) -> Result<(), String> {
     match rkube_config::load_str(FILE, &text) {
         Ok(cfg) => {
             // What `simulate` does next: build every profile (errors allowed, panics not).
-            let _ = rkube_sim::Profiles::new(&cfg);
+            let _ = rkube_sim::profiles(&cfg);
             let _ = rkube_sim::check::check_str(FILE, &text);
             Ok(())
         }

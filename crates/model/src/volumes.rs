@@ -419,17 +419,35 @@ impl Volumes {
     /// Assumes the bindings (upstream's `AssumePodVolumes` on the assume
     /// cache): each matched volume's claimRef names its claim, so no other
     /// claim matches it; each claim to provision carries the selected node.
+    /// Only objects still at the version they were assumed from change: a
+    /// newer one (the informer's) wins, as in upstream's assume cache.
     pub fn assume_bindings(&mut self, v: &PodVolumes, node: &str) {
         for (pvc, pv) in &v.static_bindings {
             if let Some(p) = self.pvs.get_mut(&pv.name) {
-                p.claim_ref = Some(pvc.key());
+                if p.resource_version == pv.resource_version {
+                    p.claim_ref = Some(pvc.key());
+                }
             }
         }
         for pvc in &v.provisions {
             if let Some(c) = self.pvcs.get_mut(&pvc.key()) {
-                c.selected_node = node.to_string();
+                if c.resource_version == pvc.resource_version {
+                    c.selected_node = node.to_string();
+                }
             }
         }
+    }
+
+    /// One converted PersistentVolume or PersistentVolumeClaim object
+    /// (e.g. an API server's answer to an update); `None` for other kinds
+    /// or objects that do not convert.
+    pub fn convert_one(o: &RawObject) -> Option<(Option<Pv>, Option<Pvc>)> {
+        let mut v = Volumes::default();
+        v.take(o).ok()?;
+        Some((
+            v.pvs.into_values().next(),
+            v.pvcs.into_values().next(),
+        ))
     }
 
     /// Undoes [`Volumes::assume_bindings`] (upstream's

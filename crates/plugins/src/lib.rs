@@ -25,3 +25,11 @@ pub mod volume_restrictions;
 pub mod volume_zone;
 
 pub use registry::in_tree;
+
+/// Every profile of `cfg` built with the in-tree plugins (what
+/// kube-scheduler runs; the live scheduler and the simulator both start here).
+pub fn profiles(
+    cfg: &rkube_config::KubeSchedulerConfiguration,
+) -> Result<rkube_framework::Profiles, rkube_framework::FrameworkError> {
+    rkube_framework::Profiles::new(cfg, &in_tree())
+}

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
+use rkube_model::volumes::{Pv, Pvc, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE};
 use serde_json::json;
 
 /// Upstream's `validation.NoteLengthLimit`.
@@ -205,6 +206,83 @@ impl Writer {
         Ok(())
     }
 
+    /// Writes `node` as the pod's `nominatedNodeName` unless it is already
+    /// (the binding cycle's pre-flight, upstream's
+    /// NominatedNodeNameForExpectation: the node is claimed while PreBind
+    /// or Permit wait).
+    pub async fn nominate(&self, pod: &core::Pod, node: &str) -> kube::Result<()> {
+        let current = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref());
+        if current == Some(node) {
+            return Ok(());
+        }
+        let patch = json!({ "status": { "nominatedNodeName": node } });
+        self.limiter.acquire().await;
+        self.pods(&pod.namespace().unwrap_or_else(|| "default".into()))
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Binds a PersistentVolume to a claim as the volume binder does: its
+    /// `spec.claimRef` names the claim (with its UID and resourceVersion)
+    /// and, unless the volume already named the claim, it is marked
+    /// `pv.kubernetes.io/bound-by-controller`. The update carries the
+    /// volume's resourceVersion, so a concurrent change is a conflict.
+    pub async fn bind_pv(&self, pv: &Pv, pvc: &Pvc) -> kube::Result<core::PersistentVolume> {
+        let mut metadata = json!({ "resourceVersion": pv.resource_version });
+        let already = pv
+            .claim_ref
+            .as_ref()
+            .is_some_and(|(ns, n)| ns == &pvc.namespace && n == &pvc.name);
+        if !already {
+            let mut a = serde_json::Map::new();
+            a.insert(ANN_BOUND_BY_CONTROLLER.into(), json!("yes"));
+            metadata["annotations"] = serde_json::Value::Object(a);
+        }
+        let patch = json!({
+            "metadata": metadata,
+            "spec": { "claimRef": {
+                "kind": "PersistentVolumeClaim",
+                "apiVersion": "v1",
+                "namespace": pvc.namespace,
+                "name": pvc.name,
+                "uid": pvc.uid,
+                "resourceVersion": pvc.resource_version,
+            }},
+        });
+        let api: Api<core::PersistentVolume> = Api::all(self.client.clone());
+        self.limiter.acquire().await;
+        api.patch(&pv.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+    }
+
+    /// Sets a claim's `volume.kubernetes.io/selected-node` (provisioning
+    /// for a WaitForFirstConsumer claim), at the claim's resourceVersion.
+    pub async fn select_node(
+        &self,
+        pvc: &Pvc,
+        node: &str,
+    ) -> kube::Result<core::PersistentVolumeClaim> {
+        let mut a = serde_json::Map::new();
+        a.insert(ANN_SELECTED_NODE.into(), json!(node));
+        let patch = json!({ "metadata": {
+            "resourceVersion": pvc.resource_version,
+            "annotations": a,
+        }});
+        let api: Api<core::PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &pvc.namespace);
+        self.limiter.acquire().await;
+        api.patch(&pvc.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+    }
+
     /// Clears a pod's `nominatedNodeName`.
     pub async fn clear_nomination(&self, pod: &core::Pod) -> kube::Result<()> {
         let patch = json!({ "status": { "nominatedNodeName": null } });
@@ -273,6 +351,15 @@ impl Writer {
         )
         .await;
         Ok(())
+    }
+}
+
+/// The API server's own message for an API error (what upstream prints,
+/// e.g. `pods "p" not found`), else the client's error text.
+pub fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        e => e.to_string(),
     }
 }
 

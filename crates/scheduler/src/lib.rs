@@ -12,8 +12,10 @@
 //! ([`serve`]). Replicas elect a leader on a Lease ([`leader`]); only the
 //! leader schedules.
 //!
-//! Not yet: PVC binding for WaitForFirstConsumer claims (PreBind writes),
-//! queueing hints per plugin.
+//! Each attempt is [`schedule_one`]'s: the scheduling cycle on the loop,
+//! the binding cycle (PreBind, Bind) on a thread of its own.
+//!
+//! Not yet: queueing hints per plugin.
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
@@ -24,6 +26,7 @@ pub mod metrics;
 pub mod options;
 pub mod queue;
 pub mod ratelimit;
+mod schedule_one;
 pub mod serve;
 pub mod state;
 
@@ -41,18 +44,17 @@ use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::storage::v1 as storage;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use rkube_config::KubeSchedulerConfiguration;
 use rkube_framework::schedule::Outcome;
-use rkube_framework::{Point, QueuedPodRef, Scheduler};
-use rkube_sim::Profiles;
+use rkube_framework::{Profiles, Scheduler};
 use serde::de::DeserializeOwned;
 
-use crate::api::{truncate_message, Writer};
+use crate::api::Writer;
 use crate::leader::{Elector, LeaderConfig};
 use crate::metrics::Metrics;
 use crate::options::Options;
-use crate::queue::{Queue, QueuedPod};
+use crate::queue::Queue;
 use crate::state::{Change, State};
 
 /// Number of kinds watched (see [`spawn_informers`]).
@@ -252,7 +254,7 @@ pub async fn run_with(
 ) -> Result<()> {
     let cfg = load_config(&opts)?;
     let settings = settings(&opts, &cfg)?;
-    let mut profiles = Profiles::new(&cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut profiles = rkube_plugins::profiles(&cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
     let metrics = Arc::new(Metrics::new());
     profiles.set_recorder(metrics.clone());
     let client = client(&opts, &cfg).await?;
@@ -345,7 +347,7 @@ pub async fn run_with(
     // panics ends the process (exit 1) instead of leaving a leader that
     // holds the lease, reports healthy and schedules nothing. The lease is
     // not released then: a standby takes it when it expires.
-    let mut scheduling = tokio::spawn(schedule_loop(
+    let mut scheduling = tokio::spawn(schedule_one::schedule_loop(
         shared.clone(),
         writer,
         Scheduler::new(seed, shared.profiles.percentage_of_nodes_to_score),
@@ -504,380 +506,9 @@ where
     }
 }
 
-fn queue_less(profiles: &Profiles) -> impl Fn(&QueuedPod, &QueuedPod) -> bool + '_ {
-    move |a, b| {
-        let Some(fw) = profiles.for_pod(&a.pod) else {
-            return false;
-        };
-        let qs = fw.queue_sort().as_queue_sort().expect("framework checked");
-        qs.less(
-            QueuedPodRef {
-                pod: &a.pod,
-                timestamp: a.timestamp,
-            },
-            QueuedPodRef {
-                pod: &b.pod,
-                timestamp: b.timestamp,
-            },
-        )
-    }
-}
-
-/// Waits for the next pod to schedule.
-async fn next_pod(shared: &Shared) -> QueuedPod {
-    loop {
-        let wait = {
-            if shared.is_synced() {
-                let mut state = shared.lock();
-                let now = Instant::now();
-                if let Some(qp) = state.queue.pop(now, queue_less(&shared.profiles)) {
-                    return qp;
-                }
-                state
-                    .queue
-                    .next_wakeup()
-                    .map(|t| t.saturating_duration_since(now))
-                    .unwrap_or(Duration::from_secs(1))
-                    .min(Duration::from_secs(1))
-            } else {
-                Duration::from_millis(100)
-            }
-        };
-        tokio::select! {
-            _ = shared.wake.notified() => {}
-            _ = tokio::time::sleep(wait) => {}
-        }
-    }
-}
-
-/// The scheduling loop (upstream's `ScheduleOne`, scheduling cycle only;
-/// binding runs in its own task).
-async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Scheduler) {
-    // Test hook, debug builds only: panic after this many pods, so tests can
-    // show that a dead loop ends the process.
-    #[cfg(debug_assertions)]
-    let mut panic_after = std::env::var("RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok());
-    loop {
-        let qp = next_pod(&shared).await;
-        #[cfg(debug_assertions)]
-        if let Some(n) = panic_after.as_mut() {
-            if *n == 0 {
-                panic!(
-                    "RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER: injected panic in the scheduling loop"
-                );
-            }
-            *n -= 1;
-        }
-        let uid = qp.pod.uid.clone();
-        // The latest version of the pod; the cycle runs on the cache's
-        // snapshot (kept up to date incrementally, shared copy-on-write) and
-        // the nominations, without holding the lock.
-        let taken = {
-            let mut state = shared.lock();
-            let entry = state
-                .pods
-                .get(&uid)
-                .filter(|e| State::is_ours_pending(&shared.profiles, &e.model))
-                .cloned();
-            match entry {
-                Some(e) => {
-                    state.ensure_snapshot();
-                    let snapshot = state.cached_snapshot().expect("just built");
-                    Some((e, snapshot, state.nominator.clone()))
-                }
-                None => {
-                    state.queue.done(&uid);
-                    None
-                }
-            }
-        };
-        let Some((entry, snapshot, nominator)) = taken else {
-            continue;
-        };
-        let pod = entry.model.clone();
-        let Some(fw) = shared.profiles.for_pod(&pod) else {
-            shared.lock().queue.done(&uid);
-            continue;
-        };
-        let started = Instant::now();
-        let outcome = tokio::task::block_in_place(|| {
-            scheduler.schedule_with(fw, &snapshot, &pod, &nominator)
-        });
-        if shared.explain_scores {
-            log_explanation(fw, &snapshot, &pod, &outcome);
-        }
-        let chosen = match &outcome {
-            Outcome::Scheduled { node, .. } => Some(snapshot.nodes[*node].name().to_string()),
-            _ => None,
-        };
-        drop(snapshot);
-        shared.metrics.algorithm(started.elapsed().as_secs_f64());
-        let profile = fw.profile_name.clone();
-        let preemption = fw
-            .plugins(Point::PostFilter)
-            .iter()
-            .any(|p| p.name() == "DefaultPreemption");
-        match outcome {
-            Outcome::Scheduled {
-                evaluated,
-                feasible,
-                ..
-            } => {
-                let node = chosen.unwrap_or_default();
-                if let Some(f) = &shared.hooks.on_decision {
-                    f(&Decision {
-                        pod: pod.key(),
-                        node: node.clone(),
-                    });
-                }
-                {
-                    let mut state = shared.lock();
-                    let mut assumed = (*pod).clone();
-                    assumed.node_name = node.clone();
-                    assumed.nominated_node_name.clear();
-                    state.assume(uid.clone(), Arc::new(assumed));
-                    state.nominator.delete(&uid);
-                }
-                tracing::debug!(pod = %pod.key(), %node, evaluated, feasible, took = ?started.elapsed(), "assumed pod on node; binding");
-                shared.in_flight.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(bind(
-                    shared.clone(),
-                    writer.clone(),
-                    entry.raw.clone(),
-                    node,
-                    profile,
-                    (started, qp.attempts),
-                ));
-            }
-            Outcome::Unschedulable {
-                message,
-                nominated_node,
-                victims,
-                ..
-            } => {
-                tracing::debug!(pod = %pod.key(), %message, "unable to schedule pod; waiting");
-                shared
-                    .metrics
-                    .attempt(&profile, "unschedulable", started.elapsed().as_secs_f64());
-                if preemption {
-                    shared.metrics.preemption(victims.len());
-                }
-                let target = nominated_node.clone().unwrap_or_default();
-                let preempting = !victims.is_empty() && !target.is_empty();
-                let (victim_pods, lower) = {
-                    let mut state = shared.lock();
-                    let latest = state
-                        .pods
-                        .get(&uid)
-                        .map(|e| e.model.clone())
-                        .unwrap_or_else(|| pod.clone());
-                    let mut lower = Vec::new();
-                    let mut victim_pods = Vec::new();
-                    if preempting {
-                        for v in &victims {
-                            if let Some(e) = state.pods.get(&v.uid) {
-                                victim_pods.push(e.raw.clone());
-                            }
-                        }
-                        let lower_uids: Vec<String> = state
-                            .nominator
-                            .pods_for_node(&target)
-                            .iter()
-                            .filter(|p| p.priority < pod.priority && p.uid != uid)
-                            .map(|p| p.uid.clone())
-                            .collect();
-                        for u in lower_uids {
-                            state.nominator.delete(&u);
-                            if let Some(e) = state.pods.get(&u) {
-                                lower.push(e.raw.clone());
-                            }
-                        }
-                    }
-                    match &nominated_node {
-                        Some(n) if n.is_empty() => state.nominator.delete(&uid),
-                        Some(n) => {
-                            let mut p = (*latest).clone();
-                            p.nominated_node_name = n.clone();
-                            state.nominator.add(Arc::new(p), n);
-                        }
-                        None => {}
-                    }
-                    state.queue.requeue_unschedulable(latest, Instant::now());
-                    (victim_pods, lower)
-                };
-                let writer = writer.clone();
-                let raw = entry.raw.clone();
-                tokio::spawn(async move {
-                    for v in &victim_pods {
-                        if let Err(e) = writer.preempt(&profile, v, &raw, &target).await {
-                            tracing::warn!(victim = %v.name_any(), error = %e, "preemption failed");
-                        }
-                    }
-                    for p in &lower {
-                        if let Err(e) = writer.clear_nomination(p).await {
-                            tracing::warn!(pod = %p.name_any(), error = %e, "clearing nomination failed");
-                        }
-                    }
-                    writer
-                        .event(
-                            &profile,
-                            &raw,
-                            None,
-                            "Warning",
-                            "FailedScheduling",
-                            "Scheduling",
-                            &truncate_message(&message),
-                        )
-                        .await;
-                    if let Err(e) = writer
-                        .update_pod_status(
-                            &raw,
-                            "Unschedulable",
-                            &message,
-                            nominated_node.as_deref(),
-                        )
-                        .await
-                    {
-                        tracing::warn!(pod = %raw.name_any(), error = %e, "updating pod status failed");
-                    }
-                });
-            }
-            Outcome::Error(s) => {
-                let message = s.message();
-                tracing::warn!(pod = %pod.key(), %message, "error scheduling pod; retrying");
-                shared
-                    .metrics
-                    .attempt(&profile, "error", started.elapsed().as_secs_f64());
-                {
-                    let mut state = shared.lock();
-                    let latest = state
-                        .pods
-                        .get(&uid)
-                        .map(|e| e.model.clone())
-                        .unwrap_or_else(|| pod.clone());
-                    state.queue.requeue_backoff(latest, Instant::now());
-                }
-                tokio::spawn(report_error(
-                    writer.clone(),
-                    entry.raw.clone(),
-                    profile,
-                    message,
-                ));
-            }
-        }
-    }
-}
-
-async fn report_error(writer: Writer, raw: Arc<core::Pod>, profile: String, message: String) {
-    writer
-        .event(
-            &profile,
-            &raw,
-            None,
-            "Warning",
-            "FailedScheduling",
-            "Scheduling",
-            &truncate_message(&message),
-        )
-        .await;
-    if let Err(e) = writer
-        .update_pod_status(&raw, "SchedulerError", &message, None)
-        .await
-    {
-        tracing::warn!(pod = %raw.name_any(), error = %e, "updating pod status failed");
-    }
-}
-
-/// Counts a binding as finished when dropped.
-struct InFlight(Arc<Shared>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.0.bound_or_failed.notify_waiters();
-    }
-}
-
-/// The binding cycle: POST the Binding; on success a `Scheduled` event, on
-/// failure forget the assumed pod and retry it after backoff. `attempt`:
-/// when the scheduling attempt started and how many attempts the pod took.
-async fn bind(
-    shared: Arc<Shared>,
-    writer: Writer,
-    raw: Arc<core::Pod>,
-    node: String,
-    profile: String,
-    attempt: (Instant, u32),
-) {
-    let _in_flight = InFlight(shared.clone());
-    let uid = raw.metadata.uid.clone().unwrap_or_default();
-    let key = format!("{}/{}", raw.namespace().unwrap_or_default(), raw.name_any());
-    let t0 = Instant::now();
-    let result = writer.bind(&raw, &node).await;
-    let bind_status = if result.is_ok() { "Success" } else { "Error" };
-    shared
-        .metrics
-        .point(&profile, "Bind", bind_status, t0.elapsed().as_secs_f64());
-    match result {
-        Ok(()) => {
-            tracing::info!(pod = %key, %node, "successfully bound pod to node");
-            shared.lock().queue.done(&uid);
-            shared
-                .metrics
-                .attempt(&profile, "scheduled", attempt.0.elapsed().as_secs_f64());
-            shared.metrics.scheduled_after(attempt.1.max(1));
-            writer
-                .event(
-                    &profile,
-                    &raw,
-                    None,
-                    "Normal",
-                    "Scheduled",
-                    "Binding",
-                    &format!("Successfully assigned {key} to {node}"),
-                )
-                .await;
-        }
-        Err(e) => {
-            let message = format!("running Bind plugin \"DefaultBinder\": {e}");
-            tracing::warn!(pod = %key, %node, error = %e, "binding failed");
-            shared
-                .metrics
-                .attempt(&profile, "error", attempt.0.elapsed().as_secs_f64());
-            let retry = {
-                let mut state = shared.lock();
-                let now = Instant::now();
-                state.forget(&uid);
-                state.queue.move_pods(now, |_| true);
-                match state
-                    .pods
-                    .get(&uid)
-                    .filter(|e| State::is_ours_pending(&shared.profiles, &e.model))
-                    .map(|e| e.model.clone())
-                {
-                    Some(p) => {
-                        state.queue.requeue_backoff(p, now);
-                        true
-                    }
-                    None => {
-                        state.queue.done(&uid);
-                        false
-                    }
-                }
-            };
-            shared.wake.notify_one();
-            if retry {
-                report_error(writer, raw, profile, message).await;
-            }
-        }
-    }
-}
-
 /// Logs the per-plugin table `rkube explain` prints (`-v=10` or
 /// `--explain-scores`).
-fn log_explanation(
+pub(crate) fn log_explanation(
     fw: &rkube_framework::Framework,
     snapshot: &rkube_framework::Snapshot,
     pod: &rkube_model::Pod,

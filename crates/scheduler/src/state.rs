@@ -18,12 +18,11 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::storage::v1 as storage;
 use kube::ResourceExt;
-use rkube_framework::{Nominator, Point, Snapshot};
+use rkube_framework::{AssumeCache, Nominator, Profiles, Snapshot, WaitingPods};
 use rkube_model::convert::{self, PriorityClasses};
-use rkube_model::volumes::Volumes;
+use rkube_model::volumes::{PodVolumes, Pv, Pvc, Volumes};
 use rkube_model::workloads::{PodDisruptionBudget, WorkloadSelectors};
 use rkube_model::{LabelSelector, Labels, Node, Pod, RawObject};
-use rkube_sim::Profiles;
 
 use crate::queue::Queue;
 
@@ -65,7 +64,15 @@ pub struct State {
     replica_sets: BTreeMap<(String, String), LabelSelector>,
     stateful_sets: BTreeMap<(String, String), LabelSelector>,
     pdbs: BTreeMap<(String, String), PodDisruptionBudget>,
+    /// Volumes, claims and classes as the informers last sent them.
     volumes: Volumes,
+    /// Volume bindings assumed by pods in their binding cycle (upstream's
+    /// assume caches), by pod UID: the node and the bindings. They count in
+    /// every snapshot while the objects are at the versions they were
+    /// assumed from; a newer version from the informer wins.
+    assumed_volumes: HashMap<String, (String, PodVolumes)>,
+    /// Pods waiting on Permit (shared with the binding cycles).
+    pub waiting: WaitingPods,
     /// The scheduling queue.
     pub queue: Queue,
     /// Nominated pods.
@@ -114,6 +121,8 @@ impl State {
             stateful_sets: BTreeMap::new(),
             pdbs: BTreeMap::new(),
             volumes: Volumes::default(),
+            assumed_volumes: HashMap::new(),
+            waiting: WaitingPods::new(),
             queue,
             nominator: Nominator::new(),
             seq: 0,
@@ -220,7 +229,11 @@ impl State {
         workloads.stateful_sets = self.stateful_sets.clone().into_iter().collect();
         workloads.pdbs = self.pdbs.values().cloned().collect();
         snap.workloads = Arc::new(workloads);
-        snap.volumes = Arc::new(self.volumes.clone());
+        let mut volumes = self.volumes.clone();
+        for (node, v) in self.assumed_volumes.values() {
+            volumes.assume_bindings(v, node);
+        }
+        snap.volumes = Arc::new(volumes);
         snap.namespaces = self.namespaces.clone();
         let mut placed: Vec<&Arc<Pod>> = self
             .pods
@@ -244,14 +257,56 @@ impl State {
 
     /// The PreEnqueue rejection of a pod, if any.
     pub fn pre_enqueue_rejection(profiles: &Profiles, pod: &Pod) -> Option<String> {
-        let fw = profiles.for_pod(pod)?;
-        fw.plugins(Point::PreEnqueue).iter().find_map(|p| {
-            let s = p
-                .as_pre_enqueue()
-                .expect("framework checked")
-                .pre_enqueue(pod);
-            (!s.is_success()).then(|| s.message())
-        })
+        rkube_framework::pre_enqueue_rejection(profiles.for_pod(pod)?, pod)
+    }
+
+    /// What a scheduling cycle for the pod `uid` runs on: its latest
+    /// version, the snapshot (built if a change invalidated it) and the
+    /// nominations; `None` (and the pod is done in the queue) when it is
+    /// no longer one of ours to schedule.
+    pub fn take_for_cycle(
+        &mut self,
+        profiles: &Profiles,
+        uid: &str,
+    ) -> Option<(PodEntry, Arc<Snapshot>, Nominator)> {
+        let entry = self
+            .pods
+            .get(uid)
+            .filter(|e| Self::is_ours_pending(profiles, &e.model))
+            .cloned();
+        let Some(entry) = entry else {
+            self.queue.done(uid);
+            return None;
+        };
+        self.ensure_snapshot();
+        let snapshot = self.snap.clone()?;
+        Some((entry, snapshot, self.nominator.clone()))
+    }
+
+    /// The latest version of a pod that is still ours to schedule.
+    pub fn pending_pod(&self, profiles: &Profiles, uid: &str) -> Option<Arc<Pod>> {
+        self.pods
+            .get(uid)
+            .filter(|e| Self::is_ours_pending(profiles, &e.model))
+            .map(|e| e.model.clone())
+    }
+
+    /// A claim as the informer last sent it.
+    pub fn informer_pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
+        self.volumes.pvc(namespace, name).cloned()
+    }
+
+    /// A volume as the informer last sent it.
+    pub fn informer_pv(&self, name: &str) -> Option<Pv> {
+        self.volumes.pvs.get(name).cloned()
+    }
+
+    /// The pod's binding cycle is over (bound, or failed and unreserved):
+    /// its assumed volume bindings no longer count.
+    pub fn drop_assumed_volumes(&mut self, uid: &str) {
+        if self.assumed_volumes.remove(uid).is_some() {
+            self.invalidate();
+        }
     }
 
     /// True when the pod is pending and one of our profiles schedules it.
@@ -334,6 +389,8 @@ impl State {
     }
 
     fn delete_pod(&mut self, uid: &str, now: Instant) {
+        // A pod waiting on Permit is rejected (upstream's RejectWaitingPod).
+        self.waiting.reject(uid, "", "removed");
         let old = self.pods.remove(uid);
         self.queue.delete(uid);
         self.nominator.delete(uid);
@@ -552,6 +609,18 @@ impl State {
             }
         }
         self.queue.move_pods(now, |p| !p.volumes.is_empty());
+    }
+}
+
+impl AssumeCache for State {
+    fn assume_volumes(&mut self, pod: &Pod, node: &str, volumes: &PodVolumes) {
+        self.assumed_volumes
+            .insert(pod.uid.clone(), (node.to_string(), volumes.clone()));
+        self.invalidate();
+    }
+
+    fn revert_volumes(&mut self, pod: &Pod, _: &PodVolumes) {
+        self.drop_assumed_volumes(&pod.uid);
     }
 }
 

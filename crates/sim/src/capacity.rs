@@ -19,7 +19,7 @@ use rkube_model::{Cluster, Pod};
 use serde::Serialize;
 
 use crate::{
-    node_summaries, pre_enqueue_rejection, NodeSummary, PodExplanation, Profiles, SimError,
+    node_summaries, pre_enqueue_rejection, NodeSummary, PodExplanation, SimError,
 };
 
 /// One pod shape to clone.
@@ -109,7 +109,7 @@ pub fn capacity(
     shapes: &[Shape],
     opts: &CapacityOptions,
 ) -> Result<CapacityReport, SimError> {
-    let profiles = Profiles::new(cfg)?;
+    let profiles = rkube_plugins::profiles(cfg)?;
     let mut frameworks = Vec::with_capacity(shapes.len());
     for s in shapes {
         let fw = profiles.for_pod(&s.pod).ok_or_else(|| {

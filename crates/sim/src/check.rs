@@ -387,7 +387,7 @@ fn framework_errors(cfg: &KubeSchedulerConfiguration) -> Vec<Finding> {
         }
     }
     if out.is_empty() {
-        if let Err(e) = crate::Profiles::new(cfg) {
+        if let Err(e) = rkube_plugins::profiles(cfg).map_err(crate::SimError::from) {
             out.push(Finding::new("profiles", e.to_string()));
         }
     }
@@ -875,7 +875,7 @@ mod tests {
             &format!("{HEAD}profiles:\n- plugins:\n    score:\n      enabled:\n      - {{name: NodeAffinity, weight: -2}}\n"),
         )
         .unwrap();
-        let err = crate::Profiles::new(&cfg).err().expect("refused");
+        let err = rkube_plugins::profiles(&cfg).map_err(crate::SimError::from).err().expect("refused");
         assert!(err.to_string().contains("could overflow"), "{err}");
         // Processed last with a positive total before it: accepted.
         let r = check(&format!(

@@ -65,7 +65,7 @@ pub use budget::{MORE_THAN_ONE_BUDGET, VIOLATES_BUDGET};
 
 use crate::compare::NodeUsage;
 use crate::queue::{Pass, Queue};
-use crate::{node_summaries, pending_pods, queue_order, Profiles, SimError, SimulateOptions};
+use crate::{node_summaries, pending_pods, queue_order, SimError, SimulateOptions};
 
 /// kubectl's error for pods with `emptyDir` volumes (`localStorageFatal`,
 /// with the "cannot delete" kubectl puts in front).
@@ -377,7 +377,7 @@ pub fn drain(
             nodes.push(n);
         }
     }
-    let profiles = Profiles::new(cfg)?;
+    let profiles = rkube_plugins::profiles(cfg)?;
     let pending = pending_pods(cluster, &profiles);
     let mut snapshot = Snapshot::from_cluster(cluster);
     let mut queue = Queue::new(&profiles, opts.seed, &pending);

@@ -22,10 +22,11 @@ use std::sync::Arc;
 
 use rkube_config::KubeSchedulerConfiguration;
 use rkube_framework::schedule::{explain as explain_pod, Outcome};
-use rkube_framework::{Framework, Nominator, Point, QueuedPodRef, Scheduler, Snapshot};
+use rkube_framework::{Framework, Nominator, QueuedPodRef, Scheduler, Snapshot};
 use rkube_model::{Cluster, LoadError, Pod};
 
 pub use report::*;
+pub use rkube_framework::Profiles;
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +48,12 @@ pub enum SimError {
     Runtime(String),
 }
 
+impl From<rkube_framework::FrameworkError> for SimError {
+    fn from(e: rkube_framework::FrameworkError) -> Self {
+        SimError::Framework(e.0)
+    }
+}
+
 impl SimError {
     /// True for errors caused by the input (exit code 2).
     pub fn is_input(&self) -> bool {
@@ -54,90 +61,9 @@ impl SimError {
     }
 }
 
-/// The frameworks of every profile, by scheduler name.
-pub struct Profiles {
-    frameworks: Vec<Framework>,
-    by_name: HashMap<String, usize>,
-    /// Global percentageOfNodesToScore.
-    pub percentage_of_nodes_to_score: i32,
-}
-
-impl Profiles {
-    /// Builds every profile of a configuration with the in-tree registry.
-    pub fn new(cfg: &KubeSchedulerConfiguration) -> Result<Self, SimError> {
-        let registry = rkube_plugins::in_tree();
-        let mut frameworks = Vec::new();
-        let mut by_name = HashMap::new();
-        // profile.NewMap's cfgValidator: one scheduling queue, so every
-        // profile must end up with the same QueueSort plugin and args.
-        let mut queue_sort: Option<(&'static str, serde_json::Value)> = None;
-        let negative_weight = cfg.profiles.iter().any(|p| {
-            p.plugins.as_ref().is_some_and(|pl| {
-                pl.sets()
-                    .iter()
-                    .any(|(_, s)| s.enabled.iter().any(|e| e.weight.unwrap_or(0) < 0))
-            })
-        });
-        let catalog = negative_weight.then(|| check::Catalog::new(&registry));
-        for (i, p) in cfg.profiles.iter().enumerate() {
-            // Negative weights: refuse as upstream's (wrapping) overflow check does.
-            if catalog
-                .as_ref()
-                .is_some_and(|c| check::score_weights_overflow(p, c))
-            {
-                return Err(SimError::Framework(format!(
-                    "profiles[{i}] (schedulerName {:?}): score plugins: total score of Score plugins could overflow",
-                    p.scheduler_name.as_deref().unwrap_or("")
-                )));
-            }
-            let fw = Framework::new(p, i, &registry).map_err(|e| SimError::Framework(e.0))?;
-            let qs = fw.queue_sort().name();
-            let args = p.plugin_args(qs);
-            match &queue_sort {
-                None => queue_sort = Some((qs, args)),
-                Some((first, _)) if *first != qs => {
-                    return Err(SimError::Framework(format!(
-                        "different queue sort plugins for profile {:?}: {qs:?}, first: {first:?}",
-                        fw.profile_name
-                    )))
-                }
-                Some((_, first_args)) if *first_args != args => {
-                    return Err(SimError::Framework(format!(
-                        "different queue sort plugin args for profile {:?}",
-                        fw.profile_name
-                    )))
-                }
-                Some(_) => {}
-            }
-            by_name.insert(fw.profile_name.clone(), i);
-            frameworks.push(fw);
-        }
-        Ok(Profiles {
-            frameworks,
-            by_name,
-            percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score.unwrap_or(0),
-        })
-    }
-
-    /// True when a profile schedules pods with this `schedulerName`.
-    pub fn has_profile(&self, scheduler_name: &str) -> bool {
-        self.by_name.contains_key(scheduler_name)
-    }
-
-    /// The framework for a pod's `schedulerName`.
-    pub fn for_pod(&self, pod: &Pod) -> Option<&Framework> {
-        self.by_name
-            .get(&pod.scheduler_name)
-            .map(|&i| &self.frameworks[i])
-    }
-
-    /// Sends every profile's extension-point and plugin durations to
-    /// `recorder` (the live scheduler's metrics).
-    pub fn set_recorder(&mut self, recorder: rkube_framework::Recorder) {
-        for fw in &mut self.frameworks {
-            fw.recorder = Some(recorder.clone());
-        }
-    }
+/// Every profile of `cfg` with the in-tree plugins.
+pub fn profiles(cfg: &KubeSchedulerConfiguration) -> Result<Profiles, SimError> {
+    Ok(rkube_plugins::profiles(cfg)?)
 }
 
 /// Pending pods this configuration schedules, in queue order (the first
@@ -166,7 +92,7 @@ pub fn queue_order<'a>(mut pods: Vec<&'a Pod>, profiles: &Profiles) -> Vec<&'a P
         .map(|(i, (_, seq))| (*seq, i as u64))
         .collect();
     let Some(qs) = profiles
-        .frameworks
+        .frameworks()
         .first()
         .and_then(|fw| fw.queue_sort().as_queue_sort())
     else {
@@ -242,7 +168,7 @@ pub fn simulate(
     cfg: &KubeSchedulerConfiguration,
     opts: &SimulateOptions,
 ) -> Result<SimulationReport, SimError> {
-    let profiles = Profiles::new(cfg)?;
+    let profiles = rkube_plugins::profiles(cfg)?;
     let mut snapshot = Snapshot::from_cluster(cluster);
     let before = node_summaries(&snapshot);
     let pending = pending_pods(cluster, &profiles);
@@ -266,15 +192,7 @@ pub fn simulate(
     })
 }
 
-fn pre_enqueue_rejection(fw: &Framework, pod: &Pod) -> Option<String> {
-    fw.plugins(Point::PreEnqueue).iter().find_map(|p| {
-        let s = p
-            .as_pre_enqueue()
-            .expect("framework checked")
-            .pre_enqueue(pod);
-        (!s.is_success()).then(|| s.message())
-    })
-}
+use rkube_framework::pre_enqueue_rejection;
 
 fn explain_with(
     fw: &Framework,
@@ -309,7 +227,7 @@ pub fn explain(
     pod_key: &str,
     seed: u64,
 ) -> Result<PodExplanation, SimError> {
-    explain_with_profiles(cluster, &Profiles::new(cfg)?, pod_key, seed)
+    explain_with_profiles(cluster, &rkube_plugins::profiles(cfg)?, pod_key, seed)
 }
 
 /// [`explain`] with the profiles already built (for callers that explain

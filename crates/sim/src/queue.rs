@@ -191,10 +191,12 @@ impl<'p> Queue<'p> {
                 if preempting {
                     self.execute_preemption(snapshot, current, &target, victims, pass, placed_at)?;
                 }
-                // handleSchedulingFailure: record the nomination.
+                let cleared =
+                    self.nominator
+                        .record_failure(current, nominated_node.as_deref(), preempting);
+                self.cleared.extend(cleared.iter().map(|p| p.uid.clone()));
                 if let Some(n) = nominated_node {
-                    current.nominated_node_name = n.clone();
-                    self.nominator.add(Arc::new(current.clone()), &n);
+                    current.nominated_node_name = n;
                 }
                 if preempting && retry_allowed {
                     return Ok(Attempt::Retry);
@@ -214,8 +216,9 @@ impl<'p> Queue<'p> {
         }
     }
 
-    /// The preemption executor: evicts the victims from the target node,
-    /// then clears the nominations of lower-priority pods on it.
+    /// The preemption executor: evicts the victims from the target node
+    /// (the nominations of lower-priority pods there are cleared by
+    /// [`Nominator::record_failure`]).
     fn execute_preemption(
         &mut self,
         snapshot: &mut Snapshot,
@@ -237,17 +240,6 @@ impl<'p> Queue<'p> {
                 pass.placements[i].evicted = true;
                 pass.placements[i].preempted_by = Some(preemptor.key());
             }
-        }
-        let lower: Vec<Arc<Pod>> = self
-            .nominator
-            .pods_for_node(target)
-            .iter()
-            .filter(|p| p.priority < preemptor.priority)
-            .cloned()
-            .collect();
-        for p in lower {
-            self.nominator.delete(&p.uid);
-            self.cleared.insert(p.uid.clone());
         }
         pass.preemptions.push(Preemption {
             preemptor: preemptor.key(),

@@ -595,7 +595,7 @@ mod tests {
     }
 
     fn run(rec: &Recording) -> ReplayReport {
-        let profiles = Profiles::new(&rkube_config::default_config()).unwrap();
+        let profiles = rkube_plugins::profiles(&rkube_config::default_config()).unwrap();
         replay(rec, &profiles, "<defaults>", 0).unwrap()
     }
 

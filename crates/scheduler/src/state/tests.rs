@@ -4,14 +4,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1 as core;
-use rkube_sim::Profiles;
+use rkube_framework::Profiles;
 use serde_json::json;
 
 use super::{Change, State};
 use crate::queue::Queue;
 
 fn state() -> (State, Profiles) {
-    let profiles = Profiles::new(&rkube_config::default_config()).expect("default profiles");
+    let profiles =
+        rkube_plugins::profiles(&rkube_config::default_config()).expect("default profiles");
     let queue = Queue::new(Duration::from_secs(1), Duration::from_secs(10));
     (State::new(queue), profiles)
 }

@@ -1,0 +1,543 @@
+//! One scheduling attempt as the live scheduler drives it (upstream's
+//! `schedule_one.go`). The framework does the scheduling work; this module
+//! supplies the cache, the API and the threads, and writes what users see.
+//!
+//! ```text
+//! schedule_loop ── next_pod (queue) ── scheduling_cycle
+//!     Scheduler::schedule_with        (PreFilter … Score, PostFilter)   framework
+//!     assume_reserve_permit           State::assume, binding::reserve/permit (State is the AssumeCache)
+//!     └─ spawn_blocking binding_cycle binding::pre_bind_pre_flight → Writer::nominate
+//!                                     binding::binding_cycle (ApiHost is the ClusterApi:
+//!                                       WaitOnPermit, PreBind → Writer::bind_pv/select_node,
+//!                                       Bind → Writer::bind, PostBind)
+//!        on failure                   binding::unreserve, State::forget, queue move
+//!     handle_failure                  Nominator::record_failure, requeue,
+//!                                     victims deleted, FailedScheduling event, PodScheduled
+//! ```
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1 as core;
+use kube::ResourceExt;
+use rkube_framework::{
+    binding, ClusterApi, Code, CycleState, Framework, Outcome, Point, Profiles,
+    QueuedPodRef, Scheduler, Status,
+};
+use rkube_model::volumes::{Pv, Pvc, Volumes};
+use rkube_model::{Node, Pod, RawObject};
+
+use crate::api::{api_message, truncate_message, Writer};
+use crate::queue::QueuedPod;
+use crate::state::PodEntry;
+use crate::{log_explanation, Decision, Shared};
+
+fn queue_less(profiles: &Profiles) -> impl Fn(&QueuedPod, &QueuedPod) -> bool + '_ {
+    move |a, b| {
+        let Some(fw) = profiles.for_pod(&a.pod) else {
+            return false;
+        };
+        let qs = fw.queue_sort().as_queue_sort().expect("framework checked");
+        qs.less(
+            QueuedPodRef {
+                pod: &a.pod,
+                timestamp: a.timestamp,
+            },
+            QueuedPodRef {
+                pod: &b.pod,
+                timestamp: b.timestamp,
+            },
+        )
+    }
+}
+
+/// Waits for the next pod to schedule.
+async fn next_pod(shared: &Shared) -> QueuedPod {
+    loop {
+        let wait = {
+            if shared.is_synced() {
+                let mut state = shared.lock();
+                let now = Instant::now();
+                if let Some(qp) = state.queue.pop(now, queue_less(&shared.profiles)) {
+                    return qp;
+                }
+                state
+                    .queue
+                    .next_wakeup()
+                    .map(|t| t.saturating_duration_since(now))
+                    .unwrap_or(Duration::from_secs(1))
+                    .min(Duration::from_secs(1))
+            } else {
+                Duration::from_millis(100)
+            }
+        };
+        tokio::select! {
+            _ = shared.wake.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// The scheduling loop: one scheduling cycle at a time; binding cycles
+/// run on threads of their own.
+pub(crate) async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut scheduler: Scheduler) {
+    // Test hook, debug builds only: panic after this many pods, so tests can
+    // show that a dead loop ends the process.
+    #[cfg(debug_assertions)]
+    let mut panic_after = std::env::var("RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    loop {
+        let qp = next_pod(&shared).await;
+        #[cfg(debug_assertions)]
+        if let Some(n) = panic_after.as_mut() {
+            if *n == 0 {
+                panic!(
+                    "RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER: injected panic in the scheduling loop"
+                );
+            }
+            *n -= 1;
+        }
+        scheduling_cycle(&shared, &writer, &mut scheduler, qp);
+    }
+}
+
+/// Why an attempt failed, as the failure handler needs it.
+struct Failure {
+    /// `Unschedulable` or `SchedulerError` (the condition's reason).
+    reason: &'static str,
+    /// The FailedScheduling message.
+    message: String,
+    /// The pod's nomination after the attempt (see
+    /// [`rkube_framework::Nominator::record_failure`]).
+    nominated_node: Option<String>,
+    /// Pods preemption chose to evict from the nominated node.
+    victims: Vec<Arc<Pod>>,
+    /// Back to the unschedulable pool (a plugin rejected the pod) rather
+    /// than to backoff.
+    unschedulable: bool,
+    /// Write the event and the condition (upstream writes neither when
+    /// every Bind plugin skipped).
+    report: bool,
+}
+
+impl Failure {
+    /// A failed status from Reserve, Permit or the binding cycle (its
+    /// message already final): the nomination is cleared.
+    fn from_status(s: &Status, unschedulable: bool) -> Self {
+        Failure {
+            reason: binding::failure_reason(s),
+            message: s.message(),
+            nominated_node: Some(String::new()),
+            victims: Vec::new(),
+            unschedulable: unschedulable && s.is_rejected(),
+            report: s.code != Code::Skip,
+        }
+    }
+}
+
+/// What an attempt started with, for metrics and the failure handler.
+struct Attempt {
+    entry: PodEntry,
+    profile: String,
+    started: Instant,
+    attempts: u32,
+}
+
+/// The scheduling cycle of one pod (upstream's `schedulingCycle`).
+fn scheduling_cycle(
+    shared: &Arc<Shared>,
+    writer: &Writer,
+    scheduler: &mut Scheduler,
+    qp: QueuedPod,
+) {
+    let uid = qp.pod.uid.clone();
+    // The latest version of the pod; the cycle runs on the cache's
+    // snapshot (kept up to date incrementally, shared copy-on-write) and
+    // the nominations, without holding the lock.
+    let taken = shared.lock().take_for_cycle(&shared.profiles, &uid);
+    let Some((entry, snapshot, nominator)) = taken else {
+        return;
+    };
+    let pod = entry.model.clone();
+    let Some(fw) = shared.profiles.for_pod(&pod) else {
+        shared.lock().queue.done(&uid);
+        return;
+    };
+    let attempt = Attempt {
+        entry,
+        profile: fw.profile_name.clone(),
+        started: Instant::now(),
+        attempts: qp.attempts,
+    };
+    let outcome =
+        tokio::task::block_in_place(|| scheduler.schedule_with(fw, &snapshot, &pod, &nominator));
+    if shared.explain_scores {
+        log_explanation(fw, &snapshot, &pod, &outcome);
+    }
+    shared
+        .metrics
+        .algorithm(attempt.started.elapsed().as_secs_f64());
+    match outcome {
+        Outcome::Scheduled {
+            node,
+            state,
+            evaluated,
+            feasible,
+        } => {
+            let node = snapshot.nodes[node].name().to_string();
+            drop(snapshot);
+            if let Some(f) = &shared.hooks.on_decision {
+                f(&Decision {
+                    pod: pod.key(),
+                    node: node.clone(),
+                });
+            }
+            tracing::debug!(pod = %pod.key(), %node, evaluated, feasible, took = ?attempt.started.elapsed(), "assuming pod on node");
+            match assume_reserve_permit(shared, fw, &pod, &node, state) {
+                Ok((state, assumed)) => {
+                    shared.in_flight.fetch_add(1, Ordering::SeqCst);
+                    let (shared, writer) = (shared.clone(), writer.clone());
+                    tokio::task::spawn_blocking(move || {
+                        binding_cycle(shared, writer, attempt, assumed, node, state)
+                    });
+                }
+                Err(failure) => handle_failure(shared, writer, &attempt, failure),
+            }
+        }
+        Outcome::Unschedulable {
+            message,
+            nominated_node,
+            victims,
+            ..
+        } => {
+            tracing::debug!(pod = %pod.key(), %message, "unable to schedule pod; waiting");
+            let preemption = fw
+                .plugins(Point::PostFilter)
+                .iter()
+                .any(|p| p.name() == "DefaultPreemption");
+            if preemption {
+                shared.metrics.preemption(victims.len());
+            }
+            let failure = Failure {
+                reason: "Unschedulable",
+                message,
+                nominated_node,
+                victims,
+                unschedulable: true,
+                report: true,
+            };
+            handle_failure(shared, writer, &attempt, failure);
+        }
+        Outcome::Error(s) => {
+            tracing::warn!(pod = %pod.key(), message = %s.message(), "error scheduling pod; retrying");
+            let failure = Failure {
+                reason: "SchedulerError",
+                message: s.message(),
+                nominated_node: None,
+                victims: Vec::new(),
+                unschedulable: false,
+                report: true,
+            };
+            handle_failure(shared, writer, &attempt, failure);
+        }
+    }
+}
+
+/// The end of the scheduling cycle: the pod is assumed on `node`, then
+/// Reserve and Permit run (upstream's `prepareForBindingCycle`). On a
+/// failure everything is undone and the failure returned.
+fn assume_reserve_permit(
+    shared: &Shared,
+    fw: &Framework,
+    pod: &Pod,
+    node: &str,
+    mut state: CycleState,
+) -> Result<(CycleState, Arc<Pod>), Failure> {
+    let mut assumed = pod.clone();
+    assumed.node_name = node.to_string();
+    assumed.nominated_node_name.clear();
+    let assumed = Arc::new(assumed);
+    let uid = pod.uid.clone();
+    let mut st = shared.lock();
+    st.assume(uid.clone(), assumed.clone());
+    st.nominator.delete(&uid);
+    let s = binding::reserve(fw, &mut state, &assumed, node, &mut *st);
+    let s = if s.is_success() {
+        let waiting = st.waiting.clone();
+        let s = binding::permit(fw, &mut state, &assumed, node, &waiting);
+        if !s.is_success() && s.code != Code::Wait {
+            binding::unreserve(fw, &mut state, &assumed, node, &mut *st);
+        }
+        s
+    } else {
+        s
+    };
+    if s.is_success() || s.code == Code::Wait {
+        return Ok((state, assumed));
+    }
+    st.forget(&uid);
+    let s = if s.is_rejected() {
+        binding::rejection_as_fit_error(node, s)
+    } else {
+        s
+    };
+    Err(Failure::from_status(&s, true))
+}
+
+/// The binding cycle (upstream's `bindingCycle`), on a blocking thread:
+/// the pre-flight (and the nominated node it writes), then the framework's
+/// WaitOnPermit, PreBind, Bind and PostBind against the API server.
+fn binding_cycle(
+    shared: Arc<Shared>,
+    writer: Writer,
+    attempt: Attempt,
+    assumed: Arc<Pod>,
+    node: String,
+    mut state: CycleState,
+) {
+    let _in_flight = InFlight(shared.clone());
+    let handle = tokio::runtime::Handle::current();
+    let uid = assumed.uid.clone();
+    let key = assumed.key();
+    let Some(fw) = shared.profiles.for_pod(&assumed) else {
+        return;
+    };
+    let raw = attempt.entry.raw.clone();
+    let waiting = shared.lock().waiting.clone();
+    let pre = binding::pre_bind_pre_flight(fw, &mut state, &assumed, &node);
+    let status = if pre.code == Code::Error {
+        pre
+    } else {
+        if pre.is_success() || waiting.get(&uid).is_some() {
+            if let Err(e) = handle.block_on(writer.nominate(&raw, &node)) {
+                tracing::warn!(pod = %key, error = %e, "could not write the nominated node in the binding cycle");
+            }
+        }
+        let mut host = ApiHost {
+            shared: &shared,
+            writer: &writer,
+            handle: &handle,
+            raw: &raw,
+            started: Instant::now(),
+        };
+        binding::binding_cycle(fw, &mut state, &assumed, &node, &waiting, &mut host)
+    };
+    if status.is_success() {
+        tracing::info!(pod = %key, %node, "successfully bound pod to node");
+        {
+            let mut st = shared.lock();
+            st.queue.done(&uid);
+            st.drop_assumed_volumes(&uid);
+        }
+        shared.metrics.attempt(
+            &attempt.profile,
+            "scheduled",
+            attempt.started.elapsed().as_secs_f64(),
+        );
+        shared.metrics.scheduled_after(attempt.attempts.max(1));
+        handle.block_on(writer.event(
+            &attempt.profile,
+            &raw,
+            None,
+            "Normal",
+            "Scheduled",
+            "Binding",
+            &format!("Successfully assigned {key} to {node}"),
+        ));
+        return;
+    }
+    tracing::warn!(pod = %key, %node, message = %status.message(), "binding cycle failed");
+    // upstream's handleBindingCycleError: Unreserve, forget the assumed
+    // pod, and move the pods its resources may help.
+    {
+        let mut st = shared.lock();
+        binding::unreserve(fw, &mut state, &assumed, &node, &mut *st);
+        st.forget(&uid);
+        let now = Instant::now();
+        if status.is_rejected() {
+            st.queue.move_pods(now, |p| p.uid != uid);
+        } else {
+            st.queue.move_pods(now, |_| true);
+        }
+    }
+    shared.wake.notify_one();
+    let _guard = handle.enter();
+    handle_failure(
+        &shared,
+        &writer,
+        &attempt,
+        Failure::from_status(&status, false),
+    );
+}
+
+/// Upstream's `handleSchedulingFailure` for any failed attempt: the
+/// nominations (preemption's and the pod's own), the queue (the
+/// unschedulable pool after a rejection, backoff after an error), then in
+/// the background the victims' eviction, the cleared nominations, the
+/// FailedScheduling event and the PodScheduled condition.
+fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failure) {
+    let result = if f.reason == "Unschedulable" {
+        "unschedulable"
+    } else {
+        "error"
+    };
+    shared.metrics.attempt(
+        &attempt.profile,
+        result,
+        attempt.started.elapsed().as_secs_f64(),
+    );
+    let uid = attempt.entry.model.uid.clone();
+    let target = f.nominated_node.clone().unwrap_or_default();
+    let preempting = !f.victims.is_empty() && !target.is_empty();
+    let (victims, cleared) = {
+        let mut st = shared.lock();
+        let Some(latest) = st.pending_pod(&shared.profiles, &uid) else {
+            // Deleted, or bound meanwhile: not requeued (upstream only logs).
+            st.queue.done(&uid);
+            return;
+        };
+        let victims: Vec<Arc<core::Pod>> = if preempting {
+            f.victims
+                .iter()
+                .filter_map(|v| st.pods.get(&v.uid).map(|e| e.raw.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let cleared: Vec<Arc<core::Pod>> = st
+            .nominator
+            .record_failure(&latest, f.nominated_node.as_deref(), preempting)
+            .iter()
+            .filter_map(|p| st.pods.get(&p.uid).map(|e| e.raw.clone()))
+            .collect();
+        let now = Instant::now();
+        if f.unschedulable {
+            st.queue.requeue_unschedulable(latest, now);
+        } else {
+            st.queue.requeue_backoff(latest, now);
+        }
+        (victims, cleared)
+    };
+    let writer = writer.clone();
+    let raw = attempt.entry.raw.clone();
+    let profile = attempt.profile.clone();
+    tokio::spawn(async move {
+        for v in &victims {
+            if let Err(e) = writer.preempt(&profile, v, &raw, &target).await {
+                tracing::warn!(victim = %v.name_any(), error = %e, "preemption failed");
+            }
+        }
+        for p in &cleared {
+            if let Err(e) = writer.clear_nomination(p).await {
+                tracing::warn!(pod = %p.name_any(), error = %e, "clearing nomination failed");
+            }
+        }
+        if !f.report {
+            return;
+        }
+        writer
+            .event(
+                &profile,
+                &raw,
+                None,
+                "Warning",
+                "FailedScheduling",
+                "Scheduling",
+                &truncate_message(&f.message),
+            )
+            .await;
+        if let Err(e) = writer
+            .update_pod_status(&raw, f.reason, &f.message, f.nominated_node.as_deref())
+            .await
+        {
+            tracing::warn!(pod = %raw.name_any(), error = %e, "updating pod status failed");
+        }
+    });
+}
+
+/// Counts a binding as finished when dropped.
+struct InFlight(Arc<Shared>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.bound_or_failed.notify_waiters();
+    }
+}
+
+/// The API server as the binding cycle's plugins reach it: writes through
+/// the rate-limited [`Writer`] (blocking this thread), reads from the
+/// informers' cache.
+struct ApiHost<'a> {
+    shared: &'a Shared,
+    writer: &'a Writer,
+    handle: &'a tokio::runtime::Handle,
+    raw: &'a Arc<core::Pod>,
+    started: Instant,
+}
+
+/// Converts the API server's answer to an update back into the model.
+fn converted<K: serde::Serialize>(kind: &str, o: &K) -> Result<(Option<Pv>, Option<Pvc>), String> {
+    let value = serde_json::to_value(o).map_err(|e| e.to_string())?;
+    let raw = RawObject {
+        file: "api".into(),
+        kind: kind.into(),
+        display_name: String::new(),
+        value,
+    };
+    Volumes::convert_one(&raw).ok_or_else(|| format!("the API server's {kind} does not convert"))
+}
+
+impl ClusterApi for ApiHost<'_> {
+    fn bind(&mut self, _: &Pod, node: &str) -> Result<(), String> {
+        self.handle
+            .block_on(self.writer.bind(self.raw, node))
+            .map_err(|e| api_message(&e))
+    }
+
+    fn bind_pv(&mut self, pv: &Pv, pvc: &Pvc) -> Result<Pv, String> {
+        let written = self
+            .handle
+            .block_on(self.writer.bind_pv(pv, pvc))
+            .map_err(|e| api_message(&e))?;
+        converted("PersistentVolume", &written)?
+            .0
+            .ok_or_else(|| format!("persistentvolumes {:?} not found", pv.name))
+    }
+
+    fn select_node(&mut self, pvc: &Pvc, node: &str) -> Result<Pvc, String> {
+        let written = self
+            .handle
+            .block_on(self.writer.select_node(pvc, node))
+            .map_err(|e| api_message(&e))?;
+        converted("PersistentVolumeClaim", &written)?
+            .1
+            .ok_or_else(|| format!("persistentvolumeclaims {:?} not found", pvc.name))
+    }
+
+    fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
+        self.shared.lock().informer_pvc(namespace, name)
+    }
+
+    fn pv(&self, name: &str) -> Option<Pv> {
+        self.shared.lock().informer_pv(name)
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.shared.lock().nodes.get(name).cloned()
+    }
+
+    fn pod_exists(&self, pod: &Pod) -> bool {
+        self.shared.lock().pods.contains_key(&pod.uid)
+    }
+
+    fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d);
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
