@@ -196,7 +196,12 @@ pub fn permit(
 /// Error. With upstream's default `NominatedNodeNameForExpectation`, a
 /// Success (or a pod waiting on Permit) makes the caller write the chosen
 /// node as the pod's `status.nominatedNodeName` before PreBind.
-pub fn pre_bind_pre_flight(fw: &Framework, state: &mut CycleState, pod: &Pod, node: &str) -> Status {
+pub fn pre_bind_pre_flight(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    node: &str,
+) -> Status {
     let t0 = metrics::start(&fw.recorder);
     let mut status = Status::skip();
     let sampled = state.record_plugin_metrics;
@@ -233,7 +238,13 @@ pub fn pre_bind_pre_flight(fw: &Framework, state: &mut CycleState, pod: &Pod, no
             }
         }
     }
-    metrics::point_done(&fw.recorder, t0, &fw.profile_name, "PreBindPreFlight", &status);
+    metrics::point_done(
+        &fw.recorder,
+        t0,
+        &fw.profile_name,
+        "PreBindPreFlight",
+        &status,
+    );
     status
 }
 
@@ -256,7 +267,8 @@ pub fn binding_cycle(
         return if s.is_rejected() {
             rejection_as_fit_error(node, s)
         } else {
-            Status::error(format!("waiting on permit for pod: {}", s.message())).with_plugin(s.plugin)
+            Status::error(format!("waiting on permit for pod: {}", s.message()))
+                .with_plugin(s.plugin)
         };
     }
     let s = pre_bind(fw, state, pod, node, api);
@@ -390,5 +402,356 @@ pub fn failure_reason(status: &Status) -> &'static str {
         "Unschedulable"
     } else {
         "SchedulerError"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The runners driven by one configurable fake plugin: its behaviour at
+    //! each point comes from its args (`reserve`, `permit`, `preBind`,
+    //! `bind`: "ok", "reject", "error", "skip", "wait"), and every call is
+    //! logged in a thread-local journal.
+
+    use std::cell::RefCell;
+
+    use rkube_config::{PluginConfig, PluginSet, Plugins, Profile};
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::in_memory::SnapshotHost;
+    use crate::plugin::{
+        BindPlugin, Plugin, PostBindPlugin, PreBindPlugin, QueueSortPlugin, QueuedPodRef,
+        ReservePlugin,
+    };
+    use crate::runtime::Registry;
+    use crate::snapshot::Snapshot;
+
+    thread_local! {
+        static JOURNAL: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn log(entry: String) {
+        JOURNAL.with(|j| j.borrow_mut().push(entry));
+    }
+
+    fn journal() -> Vec<String> {
+        JOURNAL.with(|j| std::mem::take(&mut *j.borrow_mut()))
+    }
+
+    struct Fake {
+        name: &'static str,
+        args: Value,
+    }
+
+    impl Fake {
+        fn verdict(&self, point: &str) -> Status {
+            log(format!("{} {}", point, self.name));
+            match self.args[point].as_str().unwrap_or("ok") {
+                "reject" => Status::new(Code::Unschedulable, format!("{} says no", self.name)),
+                "error" => Status::error("boom"),
+                "skip" => Status::skip(),
+                "wait" => Status::new(Code::Wait, ""),
+                _ => Status::success(),
+            }
+        }
+    }
+
+    impl Plugin for Fake {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+        fn as_queue_sort(&self) -> Option<&dyn QueueSortPlugin> {
+            Some(self)
+        }
+        fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+            Some(self)
+        }
+        fn as_permit(&self) -> Option<&dyn crate::plugin::PermitPlugin> {
+            Some(self)
+        }
+        fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+            Some(self)
+        }
+        fn as_bind(&self) -> Option<&dyn BindPlugin> {
+            Some(self)
+        }
+        fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+            Some(self)
+        }
+    }
+
+    impl QueueSortPlugin for Fake {
+        fn less(&self, _: QueuedPodRef<'_>, _: QueuedPodRef<'_>) -> bool {
+            false
+        }
+    }
+
+    impl ReservePlugin for Fake {
+        fn reserve(&self, _: &mut CycleState, _: &Pod, _: &str, _: &mut dyn AssumeCache) -> Status {
+            self.verdict("reserve")
+        }
+        fn unreserve(&self, _: &mut CycleState, _: &Pod, _: &str, _: &mut dyn AssumeCache) {
+            log(format!("unreserve {}", self.name));
+        }
+    }
+
+    impl crate::plugin::PermitPlugin for Fake {
+        fn permit(&self, _: &mut CycleState, _: &Pod, _: &str) -> (Status, Duration) {
+            let wait = self.args["timeoutMs"].as_u64().unwrap_or(3_600_000);
+            (self.verdict("permit"), Duration::from_millis(wait))
+        }
+    }
+
+    impl PreBindPlugin for Fake {
+        fn pre_bind(&self, _: &mut CycleState, _: &Pod, _: &str, _: &mut dyn ClusterApi) -> Status {
+            self.verdict("preBind")
+        }
+    }
+
+    impl BindPlugin for Fake {
+        fn bind(&self, _: &mut CycleState, _: &Pod, _: &str, _: &mut dyn ClusterApi) -> Status {
+            self.verdict("bind")
+        }
+    }
+
+    impl PostBindPlugin for Fake {
+        fn post_bind(&self, _: &mut CycleState, _: &Pod, _: &str) {
+            log(format!("postBind {}", self.name));
+        }
+    }
+
+    fn registry() -> Registry {
+        let mut r = Registry::new();
+        r.register("A", |a, _| {
+            Ok(Arc::new(Fake {
+                name: "A",
+                args: a.clone(),
+            }))
+        });
+        r.register("B", |a, _| {
+            Ok(Arc::new(Fake {
+                name: "B",
+                args: a.clone(),
+            }))
+        });
+        r.register("C", |a, _| {
+            Ok(Arc::new(Fake {
+                name: "C",
+                args: a.clone(),
+            }))
+        });
+        r
+    }
+
+    fn set(names: &[&str]) -> PluginSet {
+        PluginSet {
+            enabled: names
+                .iter()
+                .map(|n| rkube_config::Plugin {
+                    name: n.to_string(),
+                    weight: None,
+                })
+                .collect(),
+            disabled: Vec::new(),
+        }
+    }
+
+    /// A, B and C at every binding-cycle point, in that order.
+    fn framework(args: &[(&str, Value)]) -> Framework {
+        let all = ["A", "B", "C"];
+        let profile = Profile {
+            scheduler_name: Some("fake".into()),
+            plugins: Some(Plugins {
+                queue_sort: set(&["A"]),
+                reserve: set(&all),
+                permit: set(&all),
+                pre_bind: set(&all),
+                bind: set(&all),
+                post_bind: set(&all),
+                ..Default::default()
+            }),
+            plugin_config: args
+                .iter()
+                .map(|(n, a)| PluginConfig {
+                    name: n.to_string(),
+                    args: a.clone(),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        Framework::new(&profile, 0, &registry()).unwrap()
+    }
+
+    fn pod() -> Pod {
+        Pod {
+            uid: "u1".into(),
+            namespace: "ns".into(),
+            name: "p".into(),
+            ..Default::default()
+        }
+    }
+
+    fn run_reserve(fw: &Framework) -> Status {
+        let mut snap = Snapshot::default();
+        reserve(
+            fw,
+            &mut CycleState::new(),
+            &pod(),
+            "n1",
+            &mut SnapshotHost::new(&mut snap),
+        )
+    }
+
+    fn run_binding(fw: &Framework, waiting: &WaitingPods) -> Status {
+        let mut snap = Snapshot::default();
+        binding_cycle(
+            fw,
+            &mut CycleState::new(),
+            &pod(),
+            "n1",
+            waiting,
+            &mut SnapshotHost::new(&mut snap),
+        )
+    }
+
+    #[test]
+    fn a_reserve_rejection_unreserves_every_plugin_in_reverse() {
+        let fw = framework(&[("B", json!({"reserve": "reject"}))]);
+        let s = run_reserve(&fw);
+        assert_eq!(s.code, Code::Unschedulable);
+        assert_eq!(s.plugin, "B");
+        assert_eq!(
+            journal(),
+            [
+                "reserve A",
+                "reserve B",
+                "unreserve C",
+                "unreserve B",
+                "unreserve A"
+            ],
+            "C never reserved, but is unreserved too, as upstream does"
+        );
+        let (_, message) = fit_error("n1", &s);
+        assert_eq!(message, "0/1 nodes are available: 1 B says no.");
+        assert_eq!(failure_reason(&s), "Unschedulable");
+    }
+
+    #[test]
+    fn a_reserve_error_is_wrapped_with_the_plugin_name() {
+        let fw = framework(&[("A", json!({"reserve": "error"}))]);
+        let s = run_reserve(&fw);
+        assert_eq!(s.code, Code::Error);
+        assert_eq!(s.message(), "running Reserve plugin \"A\": boom");
+        assert_eq!(failure_reason(&s), "SchedulerError");
+        assert_eq!(journal()[0], "reserve A");
+    }
+
+    #[test]
+    fn permit_wait_then_allowed_binds() {
+        let fw = framework(&[
+            ("A", json!({"permit": "wait"})),
+            ("C", json!({"permit": "wait"})),
+        ]);
+        let waiting = WaitingPods::new();
+        let s = permit(&fw, &mut CycleState::new(), &pod(), "n1", &waiting);
+        assert_eq!(s.code, Code::Wait);
+        assert_eq!(
+            s.message(),
+            "one or more plugins asked to wait and no plugin rejected pod \"p\""
+        );
+        let w = waiting.get("u1").expect("waiting");
+        assert_eq!(w.pending_plugins(), ["A", "C"]);
+        let other = waiting.clone();
+        let t = std::thread::spawn(move || {
+            let w = other.get("u1").unwrap();
+            w.allow("C");
+            w.allow("A");
+        });
+        journal();
+        let s = run_binding(&fw, &waiting);
+        t.join().unwrap();
+        assert!(s.is_success(), "{s}");
+        assert_eq!(
+            journal(),
+            [
+                "preBind A",
+                "preBind B",
+                "preBind C",
+                "bind A",
+                "postBind A",
+                "postBind B",
+                "postBind C"
+            ],
+            "the first Bind plugin that does not skip binds"
+        );
+    }
+
+    #[test]
+    fn a_permit_timeout_is_a_rejection_at_the_plugin() {
+        let fw = framework(&[("B", json!({"permit": "wait", "timeoutMs": 20}))]);
+        let waiting = WaitingPods::new();
+        let s = permit(&fw, &mut CycleState::new(), &pod(), "n1", &waiting);
+        assert_eq!(s.code, Code::Wait);
+        journal();
+        let s = run_binding(&fw, &waiting);
+        assert_eq!(s.code, Code::Unschedulable);
+        assert_eq!(s.plugin, "B");
+        assert_eq!(
+            s.message(),
+            "0/1 nodes are available: 1 rejected due to timeout after waiting 20ms at plugin B."
+        );
+        assert!(journal().is_empty(), "no PreBind after a rejection");
+    }
+
+    #[test]
+    fn pre_bind_and_bind_failures() {
+        let waiting = WaitingPods::new();
+        let fw = framework(&[("B", json!({"preBind": "error"}))]);
+        let s = run_binding(&fw, &waiting);
+        assert_eq!(s.message(), "running PreBind plugin \"B\": boom");
+        assert_eq!(journal(), ["preBind A", "preBind B"]);
+
+        let fw = framework(&[("A", json!({"preBind": "reject"}))]);
+        let s = run_binding(&fw, &waiting);
+        assert_eq!(s.code, Code::Unschedulable, "a rejection passes through");
+        assert_eq!((s.plugin, s.message()), ("A", "A says no".to_string()));
+        journal();
+
+        let fw = framework(&[
+            ("A", json!({"bind": "skip"})),
+            ("B", json!({"bind": "error"})),
+        ]);
+        let s = run_binding(&fw, &waiting);
+        assert_eq!(s.message(), "running Bind plugin \"B\": boom");
+        journal();
+
+        let fw = framework(&[
+            ("A", json!({"bind": "skip"})),
+            ("B", json!({"bind": "skip"})),
+            ("C", json!({"bind": "skip"})),
+        ]);
+        let s = run_binding(&fw, &waiting);
+        assert_eq!(s.code, Code::Skip, "every Bind plugin skipped: not bound");
+        assert!(!journal().iter().any(|e| e.starts_with("postBind")));
+    }
+
+    #[test]
+    fn pre_flight_skips_pre_bind_of_plugins_with_nothing_to_do() {
+        // The fake's pre-flight is the trait default (Success): none skipped.
+        let fw = framework(&[]);
+        let mut state = CycleState::new();
+        assert!(pre_bind_pre_flight(&fw, &mut state, &pod(), "n1").is_success());
+        assert!(state.skip_pre_bind.is_empty());
+        state.skip_pre_bind.insert("B");
+        let mut snap = Snapshot::default();
+        let s = pre_bind(
+            &fw,
+            &mut state,
+            &pod(),
+            "n1",
+            &mut SnapshotHost::new(&mut snap),
+        );
+        assert!(s.is_success());
+        assert_eq!(journal(), ["preBind A", "preBind C"]);
     }
 }
