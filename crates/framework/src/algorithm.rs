@@ -475,9 +475,9 @@ mod tests {
     use crate::diagnosis::NodeToStatus;
     use crate::node_info::NodeInfo;
     use crate::plugin::{
-        BindPlugin, ClusterApi, FilterPlugin, NodeScore, Plugin, PostFilterHandle, PostFilterPlugin,
-        PostFilterResult, PreFilterPlugin, PreFilterResult, QueueSortPlugin, QueuedPodRef,
-        ScorePlugin, MAX_NODE_SCORE,
+        BindPlugin, ClusterApi, FilterPlugin, NodeScore, Plugin, PostFilterHandle,
+        PostFilterPlugin, PostFilterResult, PreFilterPlugin, PreFilterResult, QueueSortPlugin,
+        QueuedPodRef, ScorePlugin, MAX_NODE_SCORE,
     };
     use crate::run::run_score;
     use crate::runtime::Registry;

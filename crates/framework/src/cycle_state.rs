@@ -65,7 +65,10 @@ pub struct CycleState {
 impl std::fmt::Debug for CycleState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CycleState")
-            .field("keys", &self.data.iter().map(|(k, _)| *k).collect::<Vec<_>>())
+            .field(
+                "keys",
+                &self.data.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            )
             .field("skip_filter", &self.skip_filter)
             .field("skip_score", &self.skip_score)
             .finish()

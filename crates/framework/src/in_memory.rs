@@ -73,12 +73,15 @@ impl ClusterApi for SnapshotHost<'_> {
             .ok_or_else(|| format!("nodes {node:?} not found"))?;
         let volumes = Arc::make_mut(&mut self.snapshot.volumes);
         volumes.complete_provisioning(pvc, &n);
-        volumes.pvc(&pvc.namespace, &pvc.name).cloned().ok_or_else(|| {
-            format!(
-                "persistentvolumeclaims \"{}/{}\" not found",
-                pvc.namespace, pvc.name
-            )
-        })
+        volumes
+            .pvc(&pvc.namespace, &pvc.name)
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "persistentvolumeclaims \"{}/{}\" not found",
+                    pvc.namespace, pvc.name
+                )
+            })
     }
 
     fn node(&self, name: &str) -> Option<Arc<Node>> {

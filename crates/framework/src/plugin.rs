@@ -288,8 +288,13 @@ pub trait PreBindPlugin: Plugin {
 /// Binds a pod to a node.
 pub trait BindPlugin: Plugin {
     /// Bind through the host's API; Skip passes to the next bind plugin.
-    fn bind(&self, state: &mut CycleState, pod: &Pod, node: &str, api: &mut dyn ClusterApi)
-        -> Status;
+    fn bind(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        node: &str,
+        api: &mut dyn ClusterApi,
+    ) -> Status;
 }
 
 /// Informational, after a successful bind.

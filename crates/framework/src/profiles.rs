@@ -87,7 +87,6 @@ impl Profiles {
     }
 }
 
-
 /// The PreEnqueue verdict (upstream's `RunPreEnqueuePlugins`): the first
 /// plugin's rejection message, if any plugin keeps the pod out of the
 /// active queue.

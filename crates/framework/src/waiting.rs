@@ -217,7 +217,11 @@ mod tests {
     fn allowed_by_every_plugin_from_another_thread() {
         let w = WaitingPods::new();
         let long = Duration::from_secs(60);
-        w.add(WaitingPod::new(&pod("u"), "n1", &[("A", long), ("B", long)]));
+        w.add(WaitingPod::new(
+            &pod("u"),
+            "n1",
+            &[("A", long), ("B", long)],
+        ));
         let other = w.clone();
         let t = std::thread::spawn(move || {
             let p = other.get("u").unwrap();

@@ -444,10 +444,7 @@ impl Volumes {
     pub fn convert_one(o: &RawObject) -> Option<(Option<Pv>, Option<Pvc>)> {
         let mut v = Volumes::default();
         v.take(o).ok()?;
-        Some((
-            v.pvs.into_values().next(),
-            v.pvcs.into_values().next(),
-        ))
+        Some((v.pvs.into_values().next(), v.pvcs.into_values().next()))
     }
 
     /// Undoes [`Volumes::assume_bindings`] (upstream's

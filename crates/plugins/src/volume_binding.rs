@@ -19,8 +19,8 @@ use std::time::Duration;
 use rkube_config::args::{decode, VolumeBindingArgs};
 use rkube_framework::{
     AssumeCache, ClusterApi, Code, CycleState, FilterPlugin, NodeInfo, Plugin, PreBindPlugin,
-    PreFilterPlugin, PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin, Snapshot,
-    Status, MAX_NODE_SCORE,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin, Snapshot, Status,
+    MAX_NODE_SCORE,
 };
 use rkube_model::volumes::{
     can_provision, find_matching_volume, pv_fits_node, PodVolumes, Pv, Pvc,
@@ -59,7 +59,8 @@ pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, Stri
         .collect();
     // Validation refuses a negative timeout; 0 times out at once.
     let secs = a.bind_timeout_seconds.unwrap_or(600).max(0);
-    let bind_timeout = rkube_util::duration::from_secs_checked(secs).unwrap_or(rkube_util::duration::MAX);
+    let bind_timeout =
+        rkube_util::duration::from_secs_checked(secs).unwrap_or(rkube_util::duration::MAX);
     Ok(Arc::new(VolumeBinding {
         shape,
         bind_timeout,

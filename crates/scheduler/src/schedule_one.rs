@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1 as core;
 use kube::ResourceExt;
 use rkube_framework::{
-    binding, ClusterApi, Code, CycleState, Framework, Outcome, Point, Profiles,
-    QueuedPodRef, Scheduler, Status,
+    binding, ClusterApi, Code, CycleState, Framework, Outcome, Point, Profiles, QueuedPodRef,
+    Scheduler, Status,
 };
 use rkube_model::volumes::{Pv, Pvc, Volumes};
 use rkube_model::{Node, Pod, RawObject};

@@ -18,9 +18,7 @@ use rkube_framework::{Nominator, Scheduler, Snapshot};
 use rkube_model::{Cluster, Pod};
 use serde::Serialize;
 
-use crate::{
-    node_summaries, pre_enqueue_rejection, NodeSummary, PodExplanation, SimError,
-};
+use crate::{node_summaries, pre_enqueue_rejection, NodeSummary, PodExplanation, SimError};
 
 /// One pod shape to clone.
 #[derive(Debug, Clone)]

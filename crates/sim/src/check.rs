@@ -875,7 +875,10 @@ mod tests {
             &format!("{HEAD}profiles:\n- plugins:\n    score:\n      enabled:\n      - {{name: NodeAffinity, weight: -2}}\n"),
         )
         .unwrap();
-        let err = rkube_plugins::profiles(&cfg).map_err(crate::SimError::from).err().expect("refused");
+        let err = rkube_plugins::profiles(&cfg)
+            .map_err(crate::SimError::from)
+            .err()
+            .expect("refused");
         assert!(err.to_string().contains("could overflow"), "{err}");
         // Processed last with a positive total before it: accepted.
         let r = check(&format!(

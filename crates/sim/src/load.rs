@@ -206,10 +206,12 @@ pub fn load_config(path: Option<&Path>) -> Result<KubeSchedulerConfiguration, Si
                 .map_err(SimError::Config)?;
             // Build the profiles once here too, so that plugin errors (unknown
             // or removed names, invalid args) name the file like other errors.
-            rkube_plugins::profiles(&cfg).map_err(SimError::from).map_err(|e| match e {
-                SimError::Framework(m) => SimError::Framework(format!("{}: {m}", p.display())),
-                other => other,
-            })?;
+            rkube_plugins::profiles(&cfg)
+                .map_err(SimError::from)
+                .map_err(|e| match e {
+                    SimError::Framework(m) => SimError::Framework(format!("{}: {m}", p.display())),
+                    other => other,
+                })?;
             Ok(cfg)
         }
     }
