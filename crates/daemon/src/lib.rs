@@ -5,14 +5,28 @@
 //!   connection (a handshake, with a client-certificate signature, each
 //!   time the pool grows). client-go multiplexes everything over one
 //!   HTTP/2 connection; so does this client.
+//! * [`server`]: the one HTTP(S) server both daemons serve on (the
+//!   scheduler's secure port, the kubelet API and the kubelet's healthz
+//!   port): hyper with deadlines for the handshake and the request head,
+//!   size limits and a connection cap; [`tls`] makes its certificates.
+//! * [`auth`]: delegated authentication (x509 client certificates, bearer
+//!   tokens via TokenReview) and authorization (SubjectAccessReview), each
+//!   behind a bounded TTL [`cache`], as upstream's delegating
+//!   authenticator and authorizer.
 //! * [`logging`]: `-v` levels onto `tracing` filters.
 //! * [`signal`]: SIGINT/SIGTERM as a future.
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+pub mod auth;
+pub mod cache;
 pub mod client;
 pub mod logging;
+pub mod server;
 pub mod signal;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
+pub mod tls;
 
 pub use client::{client, from_kubeconfig, kube_config, ClientError};

@@ -1,12 +1,13 @@
 //! `/healthz` (and `/metrics`) in plain HTTP/1.1 on
-//! `healthzBindAddress:healthzPort`, hand-rolled on tokio like the
-//! scheduler's health endpoints. The authenticated HTTPS kubelet API on
-//! `port` is [`crate::api`].
+//! `healthzBindAddress:healthzPort`, on the daemons' shared server
+//! ([`rkube_daemon::server`], with its request-head deadline, size limits
+//! and connection cap). The authenticated HTTPS kubelet API on `port` is
+//! [`crate::api`].
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use rkube_daemon::server::{self, Body, Handler, Limits, Request, Response, StatusCode};
+use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
 
@@ -28,49 +29,26 @@ pub fn respond(path: &str, metrics: &Metrics) -> (u16, &'static str, String) {
     }
 }
 
-async fn handle(mut sock: TcpStream, metrics: Arc<Metrics>) {
-    let mut buf = vec![0u8; 4096];
-    let mut n = 0;
-    while n < buf.len() {
-        match sock.read(&mut buf[n..]).await {
-            Ok(0) | Err(_) => break,
-            Ok(k) => {
-                n += k;
-                if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-        }
+/// The healthz port's request handler.
+struct Healthz(Arc<Metrics>);
+
+impl Handler for Healthz {
+    async fn handle(&self, req: Request) -> Response {
+        let (code, ctype, body) = respond(&req.path, &self.0);
+        let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        server::respond(code, ctype, Body::whole(body))
     }
-    let head = String::from_utf8_lossy(&buf[..n]);
-    let path = head
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("/");
-    let (code, ctype, body) = respond(path, &metrics);
-    let text = if code == 200 { "OK" } else { "Not Found" };
-    let resp = format!(
-        "HTTP/1.1 {code} {text}\r\nContent-Type: {ctype}\r\nX-Content-Type-Options: nosniff\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = sock.write_all(resp.as_bytes()).await;
-    let _ = sock.shutdown().await;
 }
 
 /// Serves until the task is aborted.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    loop {
-        match listener.accept().await {
-            Ok((sock, _)) => {
-                tokio::spawn(handle(sock, metrics.clone()));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "accepting a healthz connection failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
-    }
+    server::serve(
+        listener,
+        None,
+        Limits::default(),
+        Arc::new(Healthz(metrics)),
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -86,5 +64,17 @@ mod tests {
             .2
             .contains("rkube_kubelet_lease_renewals_total 0"));
         assert_eq!(respond("/pods", &m).0, 404);
+    }
+
+    #[tokio::test]
+    async fn served_over_plain_http() {
+        let healthz = Arc::new(Healthz(Arc::new(Metrics::default())));
+        let addr = rkube_daemon::testing::start(None, Limits::default(), healthz).await;
+        let get = |p: &'static str| rkube_daemon::testing::get(addr, None, p, None);
+        assert_eq!(get("/healthz").await.unwrap(), (200, "ok".to_string()));
+        assert_eq!(get("/nope").await.unwrap().0, 404);
+        let (code, body) = get("/metrics").await.unwrap();
+        assert_eq!(code, 200);
+        assert!(body.contains("rkube_kubelet_lease_renewals_total 0"));
     }
 }

@@ -51,6 +51,9 @@ pub struct Options {
     pub tls_private_key_file: Option<PathBuf>,
     /// `--cert-dir` (where the self-signed certificate is kept).
     pub cert_dir: Option<PathBuf>,
+    /// `--client-ca-file`: client certificates signed by these CAs are
+    /// authenticated on the secure port (user CN, groups O).
+    pub client_ca_file: Option<PathBuf>,
     /// `--explain-scores` (rkube's own): log every pod's per-plugin score
     /// table, as `rkube explain` prints it (also at `-v=10`).
     pub explain_scores: bool,
@@ -81,6 +84,7 @@ impl Default for Options {
             tls_cert_file: None,
             tls_private_key_file: None,
             cert_dir: None,
+            client_ca_file: None,
             explain_scores: false,
             warnings: Vec::new(),
         }
@@ -115,6 +119,7 @@ and ignored with a warning). Flags also set in --config win when given.
       --tls-cert-file FILE               serving certificate (default: self-signed)
       --tls-private-key-file FILE        its key
       --cert-dir DIR                     where the self-signed certificate is kept
+      --client-ca-file FILE              CAs whose client certificates authenticate (user CN, groups O)
       --authentication-kubeconfig PATH   client for TokenReview (default: the scheduler's)
       --authorization-kubeconfig PATH    client for SubjectAccessReview (default: the scheduler's)
       --authorization-always-allow-paths P,...  served without auth (default /healthz,/readyz,/livez)
@@ -239,6 +244,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             "tls-cert-file" => o.tls_cert_file = Some(PathBuf::from(value()?)),
             "tls-private-key-file" => o.tls_private_key_file = Some(PathBuf::from(value()?)),
             "cert-dir" => o.cert_dir = Some(PathBuf::from(value()?)),
+            "client-ca-file" => o.client_ca_file = Some(PathBuf::from(value()?)),
             _ => {
                 // An unknown flag: its value is the next argument unless that
                 // is a flag too (kube-scheduler takes no positional arguments).
@@ -294,6 +300,8 @@ mod tests {
             "--tls-cert-file=/t.crt",
             "--tls-private-key-file=/t.key",
             "--cert-dir=/certs",
+            "--client-ca-file",
+            "/ca.crt",
         ])
         .unwrap();
         assert_eq!(o.kubeconfig, Some(PathBuf::from("/k")));
@@ -312,6 +320,7 @@ mod tests {
         assert_eq!(o.always_allow_paths, vec!["/healthz", "/metrics"]);
         assert_eq!(o.authentication_kubeconfig, Some(PathBuf::from("/a")));
         assert_eq!(o.cert_dir, Some(PathBuf::from("/certs")));
+        assert_eq!(o.client_ca_file, Some(PathBuf::from("/ca.crt")));
         assert!(o.warnings.is_empty(), "{:?}", o.warnings);
         assert_eq!(p(&["--v", "2"]).unwrap().verbosity, 2);
         assert_eq!(p(&["--leader-elect"]).unwrap().leader_elect, Some(true));

@@ -1,66 +1,29 @@
 //! Authentication and authorization of the kubelet API, as upstream's
-//! `pkg/kubelet/server/auth.go`:
+//! `pkg/kubelet/server/auth.go`, on the daemons' shared delegated
+//! authenticator and authorizer ([`rkube_daemon::auth`]):
 //!
 //! * x509 client certificates verified against
 //!   `authentication.x509.clientCAFile` (by rustls during the handshake):
 //!   the user is the subject's CN, the groups its O values;
 //! * bearer tokens reviewed by the API server (`TokenReview`) when
-//!   `authentication.webhook.enabled` (default true);
+//!   `authentication.webhook.enabled` (default true), verdicts cached for
+//!   `authentication.webhook.cacheTTL` (default 2m);
 //! * neither: 401, unless `authentication.anonymous.enabled` (default
 //!   false), then `system:anonymous`;
 //! * `authorization.mode: Webhook` (default) asks the API server with a
 //!   `SubjectAccessReview` on `nodes/<subresource>` of this node (verb from
-//!   the HTTP method); `AlwaysAllow` allows everything.
+//!   the HTTP method), verdicts cached for
+//!   `authorization.webhook.cacheAuthorizedTTL` (5m) and
+//!   `cacheUnauthorizedTTL` (30s); `AlwaysAllow` allows everything.
 
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+use std::sync::Arc;
+use std::time::Duration;
+
+use rkube_daemon::auth::{
+    resource_verb, AccessReviewer, Attributes, Authenticator, Authorizer, ResourceAttributes,
+    ReviewError, TokenReviewer, User,
 };
-use kube::api::PostParams;
-use kube::{Api, Client};
-
-/// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct User {
-    /// User name.
-    pub name: String,
-    /// Groups.
-    pub groups: Vec<String>,
-    /// UID (token users).
-    pub uid: Option<String>,
-}
-
-/// The subject of a client certificate (DER): CN as the user, O as groups.
-pub fn user_from_cert(der: &[u8]) -> Option<User> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let subject = cert.subject();
-    let name = subject
-        .iter_common_name()
-        .next()
-        .and_then(|a| a.as_str().ok())?
-        .to_string();
-    let groups = subject
-        .iter_organization()
-        .filter_map(|a| a.as_str().ok().map(str::to_string))
-        .collect();
-    Some(User {
-        name,
-        groups,
-        uid: None,
-    })
-}
-
-/// The verb of an HTTP method (upstream's mapping; others: empty).
-pub fn verb(method: &str) -> &'static str {
-    match method {
-        "POST" => "create",
-        "GET" | "HEAD" => "get",
-        "PUT" => "update",
-        "PATCH" => "patch",
-        "DELETE" => "delete",
-        _ => "",
-    }
-}
+use rkube_daemon::cache::Ttl;
 
 fn is_subpath(path: &str, prefix: &str) -> bool {
     path == prefix || path.starts_with(&format!("{}/", prefix.trim_end_matches('/')))
@@ -106,8 +69,14 @@ pub struct AuthConfig {
     pub anonymous: bool,
     /// `authentication.webhook.enabled`.
     pub webhook_authn: bool,
+    /// `authentication.webhook.cacheTTL`.
+    pub authn_cache_ttl: Duration,
     /// `authorization.mode == Webhook` (else AlwaysAllow).
     pub webhook_authz: bool,
+    /// `authorization.webhook.cacheAuthorizedTTL`.
+    pub authorized_ttl: Duration,
+    /// `authorization.webhook.cacheUnauthorizedTTL`.
+    pub unauthorized_ttl: Duration,
 }
 
 impl Default for AuthConfig {
@@ -115,7 +84,10 @@ impl Default for AuthConfig {
         AuthConfig {
             anonymous: false,
             webhook_authn: true,
+            authn_cache_ttl: Duration::from_secs(120),
             webhook_authz: true,
+            authorized_ttl: Duration::from_secs(300),
+            unauthorized_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -123,105 +95,94 @@ impl Default for AuthConfig {
 /// A refusal: status code and message.
 pub type Refusal = (u16, String);
 
-/// Who is calling: the certificate's user, else the token's, else
-/// anonymous (if allowed), else 401.
-pub async fn authenticate(
-    cfg: &AuthConfig,
-    client: &Client,
-    cert_user: Option<User>,
-    token: Option<&str>,
-) -> Result<User, Refusal> {
-    if let Some(u) = cert_user {
-        return Ok(u);
-    }
-    if let (Some(token), true) = (token, cfg.webhook_authn) {
-        let review = TokenReview {
-            spec: TokenReviewSpec {
-                token: token.to_string(),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let reviewed = Api::<TokenReview>::all(client.clone())
-            .create(&PostParams::default(), &review)
-            .await
-            .map_err(|e| (500, format!("token review failed: {e}")))?;
-        let status = reviewed.status.unwrap_or_default();
-        if status.authenticated == Some(true) {
-            let u = status.user.unwrap_or_default();
-            return Ok(User {
-                name: u.username.unwrap_or_default(),
-                groups: u.groups.unwrap_or_default(),
-                uid: u.uid,
-            });
-        }
-        return Err((401, "Unauthorized".into()));
-    }
-    if cfg.anonymous {
-        return Ok(User {
-            name: "system:anonymous".into(),
-            groups: vec!["system:unauthenticated".into()],
-            uid: None,
-        });
-    }
-    Err((401, "Unauthorized".into()))
+/// The kubelet's authenticator and authorizer.
+pub struct Auth {
+    authn: Authenticator,
+    authz: Option<Authorizer>,
 }
 
-/// May `user` do `method path` on node `node`? One SubjectAccessReview
-/// per candidate subresource until one allows.
-pub async fn authorize(
-    cfg: &AuthConfig,
-    client: &Client,
-    user: &User,
-    node: &str,
-    method: &str,
-    path: &str,
-) -> Result<(), Refusal> {
-    if !cfg.webhook_authz {
-        return Ok(());
-    }
-    let verb = verb(method);
-    let subs = subresources(path);
-    for sub in &subs {
-        let sar = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user.name.clone()),
-                groups: Some(user.groups.clone()),
-                uid: user.uid.clone(),
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some(verb.into()),
-                    group: Some(String::new()),
-                    version: Some("v1".into()),
-                    resource: Some("nodes".into()),
-                    subresource: Some(sub.to_string()),
-                    name: Some(node.into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
+impl Auth {
+    /// As `cfg` says, with `tokens` and `access` as the reviews.
+    pub fn new(
+        cfg: &AuthConfig,
+        tokens: Arc<dyn TokenReviewer>,
+        access: Arc<dyn AccessReviewer>,
+    ) -> Auth {
+        let mut authn = Authenticator::new(cfg.anonymous);
+        if cfg.webhook_authn {
+            authn = authn.with_tokens(tokens, Ttl::both(cfg.authn_cache_ttl));
+        }
+        let ttl = Ttl {
+            allowed: cfg.authorized_ttl,
+            denied: cfg.unauthorized_ttl,
         };
-        let decided = Api::<SubjectAccessReview>::all(client.clone())
-            .create(&PostParams::default(), &sar)
-            .await
-            .map_err(|e| (500, format!("subject access review failed: {e}")))?;
-        if decided.status.is_some_and(|s| s.allowed) {
-            return Ok(());
+        Auth {
+            authn,
+            authz: cfg.webhook_authz.then(|| Authorizer::new(access, ttl)),
         }
     }
-    Err((
-        403,
-        format!(
-            "Forbidden (user={}, verb={verb}, resource=nodes, subresource(s)=[{}])",
-            user.name,
-            subs.join(" ")
-        ),
-    ))
+
+    /// Who is calling: the certificate's user, else the token's, else
+    /// anonymous (if allowed), else 401.
+    pub async fn authenticate(
+        &self,
+        cert_user: Option<&User>,
+        token: Option<&str>,
+    ) -> Result<User, Refusal> {
+        self.authn
+            .authenticate(cert_user, token)
+            .await
+            .map_err(|_| (401, "Unauthorized".into()))
+    }
+
+    /// May `user` do `method path` on node `node`? One SubjectAccessReview
+    /// per candidate subresource (each cached) until one allows.
+    pub async fn authorize(
+        &self,
+        user: &User,
+        node: &str,
+        method: &str,
+        path: &str,
+    ) -> Result<(), Refusal> {
+        let Some(authz) = &self.authz else {
+            return Ok(());
+        };
+        let verb = resource_verb(method);
+        let subs = subresources(path);
+        for sub in &subs {
+            let attributes = Attributes::Resource(ResourceAttributes {
+                verb: verb.into(),
+                version: "v1".into(),
+                resource: "nodes".into(),
+                subresource: sub.to_string(),
+                name: node.into(),
+                ..Default::default()
+            });
+            match authz.allowed(user, &attributes).await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(ReviewError(e)) => {
+                    tracing::warn!(error = %e, "authorizing a kubelet API request failed");
+                    return Err((500, "Internal Server Error".into()));
+                }
+            }
+        }
+        Err((
+            403,
+            format!(
+                "Forbidden (user={}, verb={verb}, resource=nodes, subresource(s)=[{}])",
+                user.name,
+                subs.join(" ")
+            ),
+        ))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rkube_daemon::testing::{FakeAccess, FakeTokens};
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn paths_map_to_subresources() {
@@ -243,61 +204,110 @@ mod tests {
         }
     }
 
-    #[test]
-    fn verbs() {
-        assert_eq!(verb("GET"), "get");
-        assert_eq!(verb("POST"), "create");
-        assert_eq!(verb("DELETE"), "delete");
-        assert_eq!(verb("BREW"), "");
-    }
-
-    #[test]
-    fn certificate_subjects() {
-        let mut params = rcgen::CertificateParams::new(vec!["x".to_string()]).unwrap();
-        let mut dn = rcgen::DistinguishedName::new();
-        dn.push(rcgen::DnType::CommonName, "kube-apiserver-kubelet-client");
-        dn.push(rcgen::DnType::OrganizationName, "system:masters");
-        params.distinguished_name = dn;
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        let u = user_from_cert(cert.der()).unwrap();
-        assert_eq!(u.name, "kube-apiserver-kubelet-client");
-        assert_eq!(u.groups, vec!["system:masters"]);
-        assert_eq!(user_from_cert(b"junk"), None);
+    fn auth(cfg: &AuthConfig) -> (Auth, Arc<FakeTokens>, Arc<FakeAccess>) {
+        let tokens = Arc::new(FakeTokens::new(&[("t", "alice")]));
+        // alice may only use the fine-grained nodes/pods of node n
+        let access = Arc::new(FakeAccess::allow(|u, a| {
+            u.name == "alice"
+                && matches!(a, Attributes::Resource(r)
+                    if r.subresource == "pods" && r.name == "n" && r.verb == "get")
+        }));
+        (
+            Auth::new(cfg, tokens.clone(), access.clone()),
+            tokens,
+            access,
+        )
     }
 
     #[tokio::test]
     async fn no_credentials_is_401_unless_anonymous() {
-        // A client that is never used: no certificate, no token.
-        let cfg = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
-        let client = Client::try_from(cfg).unwrap();
-        let r = authenticate(&AuthConfig::default(), &client, None, None).await;
-        assert_eq!(r.unwrap_err().0, 401);
-        let anon = AuthConfig {
+        let (a, _, _) = auth(&AuthConfig::default());
+        assert_eq!(a.authenticate(None, None).await.unwrap_err().0, 401);
+        let (anon, _, _) = auth(&AuthConfig {
             anonymous: true,
             ..Default::default()
-        };
-        let u = authenticate(&anon, &client, None, None).await.unwrap();
-        assert_eq!(u.name, "system:anonymous");
+        });
+        assert_eq!(
+            anon.authenticate(None, None).await.unwrap().name,
+            "system:anonymous"
+        );
         let cert = User {
             name: "a".into(),
             ..Default::default()
         };
-        let u = authenticate(
-            &AuthConfig::default(),
-            &client,
-            Some(cert.clone()),
-            Some("t"),
-        )
-        .await
-        .unwrap();
-        assert_eq!(u, cert, "a verified certificate wins over a token");
-        let allow = AuthConfig {
+        assert_eq!(
+            a.authenticate(Some(&cert), Some("t")).await.unwrap(),
+            cert,
+            "a verified certificate wins over a token"
+        );
+        let (no_webhook, tokens, _) = auth(&AuthConfig {
+            webhook_authn: false,
+            ..Default::default()
+        });
+        assert_eq!(
+            no_webhook
+                .authenticate(None, Some("t"))
+                .await
+                .unwrap_err()
+                .0,
+            401
+        );
+        assert_eq!(
+            tokens.calls.load(Ordering::SeqCst),
+            0,
+            "webhook off: no TokenReview"
+        );
+    }
+
+    #[tokio::test]
+    async fn node_subresources_are_reviewed_in_order_and_cached() {
+        let (a, _, access) = auth(&AuthConfig::default());
+        let alice = a.authenticate(None, Some("t")).await.unwrap();
+        for _ in 0..5 {
+            assert!(a.authorize(&alice, "n", "GET", "/pods").await.is_ok());
+        }
+        assert_eq!(
+            access.calls.load(Ordering::SeqCst),
+            1,
+            "nodes/pods allowed, cached"
+        );
+        let (code, msg) = a
+            .authorize(&alice, "n", "GET", "/containerLogs/a/b/c")
+            .await
+            .unwrap_err();
+        assert_eq!(code, 403);
+        assert_eq!(
+            msg,
+            "Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[proxy])"
+        );
+        assert_eq!(
+            a.authorize(&alice, "other", "GET", "/pods")
+                .await
+                .unwrap_err()
+                .0,
+            403
+        );
+        let second = access.seen.lock().unwrap()[1].1.clone();
+        let Attributes::Resource(r) = &second else {
+            panic!("resource attributes expected")
+        };
+        assert_eq!(
+            (
+                r.resource.as_str(),
+                r.version.as_str(),
+                r.subresource.as_str(),
+                r.name.as_str()
+            ),
+            ("nodes", "v1", "proxy", "n")
+        );
+        let (always, _, access) = auth(&AuthConfig {
             webhook_authz: false,
             ..Default::default()
-        };
-        assert!(authorize(&allow, &client, &cert, "n", "GET", "/pods")
+        });
+        assert!(always
+            .authorize(&User::anonymous(), "n", "POST", "/exec/a/b/c")
             .await
             .is_ok());
+        assert_eq!(access.calls.load(Ordering::SeqCst), 0);
     }
 }

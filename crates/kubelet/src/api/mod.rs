@@ -1,6 +1,7 @@
-//! The kubelet API: HTTPS (HTTP/1.1) on `address:port` (10250), the part
-//! of upstream's `pkg/kubelet/server` that `kubectl logs` and monitoring
-//! use:
+//! The kubelet API: HTTPS (HTTP/1.1 and HTTP/2, on the daemons' shared
+//! server [`rkube_daemon::server`] with its deadlines, size limits and
+//! connection cap) on `address:port` (10250), the part of upstream's
+//! `pkg/kubelet/server` that `kubectl logs` and monitoring use:
 //!
 //! | path | |
 //! |---|---|
@@ -12,8 +13,8 @@
 //! Every request is authenticated and authorized ([`auth`]): client
 //! certificates signed by `authentication.x509.clientCAFile` (the API
 //! server's kubelet client certificate), bearer tokens via TokenReview,
-//! SubjectAccessReview on `nodes/{proxy,log,metrics,pods,...}`; no
-//! credentials → 401.
+//! SubjectAccessReview on `nodes/{proxy,log,metrics,pods,...}`, both
+//! reviews cached; no credentials → 401.
 //!
 //! The serving certificate is `tlsCertFile`/`tlsPrivateKeyFile`, or a
 //! self-signed one for the node name, host name, node IP and localhost,
@@ -33,17 +34,15 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client};
+use rkube_daemon::auth::{AccessReviewer, KubeReviewer, TokenReviewer};
+use rkube_daemon::server::{self, Body, Handler, Limits, Request, Response, StatusCode, TEXT};
+use rkube_daemon::tls::{SelfSigned, ServingTls};
 use serde_yaml_ng::Value;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::server::WebPkiClientVerifier;
-use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
-use tokio_rustls::TlsAcceptor;
 
 use crate::metrics::Metrics;
 use crate::runtime::cri::{mirror_of, CriRuntime};
-use auth::{AuthConfig, User};
+use auth::{Auth, AuthConfig};
 
 /// The API settings of a KubeletConfiguration file (read leniently; the
 /// strict decoder in [`crate::config`] validates the document).
@@ -77,6 +76,23 @@ impl ApiSettings {
         if let Some(b) = get(&["authentication", "webhook", "enabled"]).and_then(Value::as_bool) {
             auth.webhook_authn = b;
         }
+        let duration = |path: &[&str]| -> Result<Option<Duration>> {
+            match get(path).and_then(Value::as_str) {
+                Some(v) => rkube_util::duration::parse(v)
+                    .map(Some)
+                    .with_context(|| format!("{}: {v:?}", path.join("."))),
+                None => Ok(None),
+            }
+        };
+        if let Some(d) = duration(&["authentication", "webhook", "cacheTTL"])? {
+            auth.authn_cache_ttl = d;
+        }
+        if let Some(d) = duration(&["authorization", "webhook", "cacheAuthorizedTTL"])? {
+            auth.authorized_ttl = d;
+        }
+        if let Some(d) = duration(&["authorization", "webhook", "cacheUnauthorizedTTL"])? {
+            auth.unauthorized_ttl = d;
+        }
         if let Some(m) = get(&["authorization", "mode"]).and_then(Value::as_str) {
             auth.webhook_authz = match m {
                 "Webhook" => true,
@@ -104,79 +120,25 @@ impl ApiSettings {
     }
 }
 
-/// The TLS config: the serving certificate (given or self-signed in
-/// `pki_dir`) and the client-certificate verifier (optional client auth,
-/// so token users can connect too).
-pub fn tls_config(
-    settings: &ApiSettings,
-    pki_dir: &Path,
-    names: &[String],
-) -> Result<ServerConfig> {
-    let (cert_pem, key_pem) = match (&settings.tls_cert_file, &settings.tls_private_key_file) {
-        (Some(c), Some(k)) => (
-            std::fs::read(c).with_context(|| format!("reading {}", c.display()))?,
-            std::fs::read(k).with_context(|| format!("reading {}", k.display()))?,
-        ),
-        (None, None) => self_signed(pki_dir, names)?,
-        _ => anyhow::bail!("tlsCertFile and tlsPrivateKeyFile must be given together"),
-    };
-    let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut cert_pem.as_slice())
-        .collect::<Result<_, _>>()
-        .context("reading the serving certificate")?;
-    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut key_pem.as_slice())
-        .context("reading the serving key")?
-        .context("no private key in the key file")?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .context("TLS versions")?;
-    let builder = match &settings.client_ca_file {
-        Some(ca) => {
-            let pem = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
-            let mut roots = RootCertStore::empty();
-            for c in rustls_pemfile::certs(&mut pem.as_slice()) {
-                roots
-                    .add(c.context("reading the client CA")?)
-                    .context("adding the client CA")?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
-                .build()
-                .context("client certificate verifier")?;
-            builder.with_client_cert_verifier(verifier)
-        }
-        None => builder.with_no_client_auth(),
-    };
-    builder
-        .with_single_cert(certs, key)
-        .context("the serving certificate and key do not match")
-}
-
-fn self_signed(dir: &Path, names: &[String]) -> Result<(Vec<u8>, Vec<u8>)> {
-    let (c, k) = (dir.join("kubelet.crt"), dir.join("kubelet.key"));
-    if c.exists() && k.exists() {
-        return Ok((std::fs::read(&c)?, std::fs::read(&k)?));
-    }
-    let mut sans: Vec<String> = names.iter().filter(|n| !n.is_empty()).cloned().collect();
-    sans.extend(["localhost".to_string(), "127.0.0.1".to_string()]);
-    sans.sort();
-    sans.dedup();
-    let cert =
-        rcgen::generate_simple_self_signed(sans).context("generating a self-signed certificate")?;
-    let (cp, kp) = (cert.cert.pem(), cert.signing_key.serialize_pem());
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::write(&c, &cp)?;
-    write_private(&k, kp.as_bytes())?;
-    Ok((cp.into_bytes(), kp.into_bytes()))
-}
-
-fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    opts.open(path)?.write_all(data)
+/// The serving certificate (given, or self-signed for `names`, localhost
+/// and 127.0.0.1 and kept in `pki_dir/kubelet.{crt,key}`) and the client
+/// CA (optional client certificates, so token users can connect too).
+pub fn tls_config(settings: &ApiSettings, pki_dir: &Path, names: &[String]) -> Result<ServingTls> {
+    let tls = ServingTls::load_or_self_sign(
+        settings.tls_cert_file.as_deref(),
+        settings.tls_private_key_file.as_deref(),
+        SelfSigned {
+            dir: Some(pki_dir),
+            stem: "kubelet",
+            hosts: names,
+        },
+    )
+    .context("the kubelet API's certificate (tlsCertFile, tlsPrivateKeyFile)")?
+    .with_client_ca(settings.client_ca_file.as_deref())
+    .context("authentication.x509.clientCAFile")?;
+    tls.server_config(true)
+        .context("the kubelet API's TLS configuration")?;
+    Ok(tls)
 }
 
 /// What the handlers use.
@@ -191,44 +153,6 @@ pub struct ApiContext {
     pub runtime: Option<Arc<CriRuntime>>,
     /// Authentication and authorization.
     pub auth: AuthConfig,
-}
-
-/// A parsed request head.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    /// Method.
-    pub method: String,
-    /// Path without the query.
-    pub path: String,
-    /// The query (without `?`).
-    pub query: String,
-    /// Bearer token, if any.
-    pub token: Option<String>,
-}
-
-/// Parses the request head text.
-pub fn parse_head(text: &str) -> Option<Head> {
-    let mut lines = text.lines();
-    let mut first = lines.next()?.split_whitespace();
-    let method = first.next()?.to_string();
-    let target = first.next()?;
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let token = lines.find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        if !k.trim().eq_ignore_ascii_case("authorization") {
-            return None;
-        }
-        let (scheme, t) = v.trim().split_once(' ')?;
-        scheme
-            .eq_ignore_ascii_case("bearer")
-            .then(|| t.trim().to_string())
-    });
-    Some(Head {
-        method,
-        path: path.to_string(),
-        query: query.to_string(),
-        token,
-    })
 }
 
 /// Where a request goes.
@@ -278,183 +202,122 @@ pub fn route(path: &str) -> Route {
     }
 }
 
-async fn read_head<S: AsyncRead + Unpin>(sock: &mut S) -> Option<Head> {
-    let mut buf = vec![0u8; 16384];
-    let mut n = 0;
-    while n < buf.len() {
-        match tokio::time::timeout(Duration::from_secs(30), sock.read(&mut buf[n..])).await {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
-            Ok(Ok(k)) => {
-                n += k;
-                if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-        }
-    }
-    parse_head(&String::from_utf8_lossy(&buf[..n]))
+fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-fn reason(code: u16) -> &'static str {
-    match code {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Internal Server Error",
-    }
+fn text(code: u16, body: impl Into<bytes::Bytes>) -> Response {
+    server::text(status(code), body)
 }
 
-async fn respond<S: AsyncWrite + Unpin>(sock: &mut S, code: u16, ctype: &str, body: &[u8]) {
-    let head = format!(
-        "HTTP/1.1 {code} {}\r\nContent-Type: {ctype}\r\nX-Content-Type-Options: nosniff\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        reason(code),
-        body.len()
-    );
-    let _ = sock.write_all(head.as_bytes()).await;
-    let _ = sock.write_all(body).await;
-    let _ = sock.shutdown().await;
-}
-
-const TEXT: &str = "text/plain; charset=utf-8";
-
-/// Serves HTTPS until the task is aborted.
-pub async fn serve(listener: TcpListener, tls: ServerConfig, ctx: Arc<ApiContext>) {
-    let acceptor = TlsAcceptor::from(Arc::new(tls));
-    loop {
-        match listener.accept().await {
-            Ok((sock, _)) => {
-                let acceptor = acceptor.clone();
-                let ctx = ctx.clone();
-                tokio::spawn(async move {
-                    let hs = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(sock));
-                    if let Ok(Ok(tls)) = hs.await {
-                        let user = tls
-                            .get_ref()
-                            .1
-                            .peer_certificates()
-                            .and_then(|c| c.first())
-                            .and_then(|c| auth::user_from_cert(c.as_ref()));
-                        handle(tls, user, ctx).await;
-                    }
-                });
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "accepting a kubelet API connection failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
-    mut sock: S,
-    cert_user: Option<User>,
+/// The kubelet API's request handler.
+pub struct KubeletApi {
     ctx: Arc<ApiContext>,
-) {
-    let Some(head) = read_head(&mut sock).await else {
-        return;
-    };
-    let user =
-        match auth::authenticate(&ctx.auth, &ctx.client, cert_user, head.token.as_deref()).await {
-            Ok(u) => u,
-            Err((code, msg)) => return respond(&mut sock, code, TEXT, msg.as_bytes()).await,
-        };
-    if let Err((code, msg)) = auth::authorize(
-        &ctx.auth,
-        &ctx.client,
-        &user,
-        &ctx.node,
-        &head.method,
-        &head.path,
-    )
-    .await
-    {
-        return respond(&mut sock, code, TEXT, msg.as_bytes()).await;
-    }
-    tracing::debug!(user = %user.name, method = %head.method, path = %head.path, "kubelet API request");
-    if head.method != "GET" && head.method != "HEAD" {
-        return respond(&mut sock, 405, TEXT, b"405 method not allowed").await;
-    }
-    match route(&head.path) {
-        Route::Healthz => respond(&mut sock, 200, TEXT, b"ok").await,
-        Route::Metrics => {
-            let body = ctx.metrics.render();
-            respond(
-                &mut sock,
-                200,
-                "text/plain; version=0.0.4; charset=utf-8",
-                body.as_bytes(),
-            )
-            .await
-        }
-        Route::Pods => {
-            let api: Api<Pod> = Api::all(ctx.client.clone());
-            let lp = ListParams::default().fields(&format!("spec.nodeName={}", ctx.node));
-            match api.list(&lp).await {
-                Ok(list) => {
-                    let body = serde_json::json!({
-                        "kind": "PodList", "apiVersion": "v1", "metadata": {},
-                        "items": list.items,
-                    });
-                    respond(
-                        &mut sock,
-                        200,
-                        "application/json",
-                        body.to_string().as_bytes(),
-                    )
-                    .await
-                }
-                Err(e) => {
-                    respond(
-                        &mut sock,
-                        500,
-                        TEXT,
-                        format!("listing pods: {e}").as_bytes(),
-                    )
-                    .await
-                }
-            }
-        }
-        Route::ContainerLogs {
-            namespace,
-            pod,
-            container,
-        } => container_logs(&mut sock, &ctx, &namespace, &pod, &container, &head.query).await,
-        Route::NotFound => respond(&mut sock, 404, TEXT, b"404 page not found").await,
+    auth: Auth,
+}
+
+impl KubeletApi {
+    /// Serves `ctx`, reviewing tokens with `tokens` and access with
+    /// `access` as `ctx.auth` says.
+    pub fn new(
+        ctx: Arc<ApiContext>,
+        tokens: Arc<dyn TokenReviewer>,
+        access: Arc<dyn AccessReviewer>,
+    ) -> KubeletApi {
+        let auth = Auth::new(&ctx.auth, tokens, access);
+        KubeletApi { ctx, auth }
     }
 }
 
-async fn container_logs<S: AsyncWrite + Unpin>(
-    sock: &mut S,
-    ctx: &ApiContext,
+impl Handler for KubeletApi {
+    async fn handle(&self, req: Request) -> Response {
+        let ctx = &self.ctx;
+        let user = match self
+            .auth
+            .authenticate(req.cert_user(), req.bearer_token())
+            .await
+        {
+            Ok(u) => u,
+            Err((code, msg)) => return text(code, msg),
+        };
+        let method = req.method.as_str();
+        if let Err((code, msg)) = self
+            .auth
+            .authorize(&user, &ctx.node, method, &req.path)
+            .await
+        {
+            return text(code, msg);
+        }
+        tracing::debug!(user = %user.name, %method, path = %req.path, "kubelet API request");
+        if method != "GET" && method != "HEAD" {
+            return text(405, "405 method not allowed");
+        }
+        match route(&req.path) {
+            Route::Healthz => text(200, "ok"),
+            Route::Metrics => server::respond(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                Body::whole(ctx.metrics.render()),
+            ),
+            Route::Pods => {
+                let api: Api<Pod> = Api::all(ctx.client.clone());
+                let lp = ListParams::default().fields(&format!("spec.nodeName={}", ctx.node));
+                match api.list(&lp).await {
+                    Ok(list) => {
+                        let body = serde_json::json!({
+                            "kind": "PodList", "apiVersion": "v1", "metadata": {},
+                            "items": list.items,
+                        });
+                        server::respond(
+                            StatusCode::OK,
+                            "application/json",
+                            Body::whole(body.to_string()),
+                        )
+                    }
+                    Err(e) => text(500, format!("listing pods: {e}")),
+                }
+            }
+            Route::ContainerLogs {
+                namespace,
+                pod,
+                container,
+            } => container_logs(ctx, &namespace, &pod, &container, &req.query).await,
+            Route::NotFound => text(404, "404 page not found"),
+        }
+    }
+}
+
+/// Serves HTTPS until the task is aborted (it ends only if the TLS
+/// configuration cannot be built, which [`tls_config`] already checked).
+pub async fn serve(listener: TcpListener, tls: ServingTls, ctx: Arc<ApiContext>) {
+    let reviewer = Arc::new(KubeReviewer(ctx.client.clone()));
+    let api = KubeletApi::new(ctx, reviewer.clone(), reviewer);
+    let limits = Limits::default();
+    match tls.server_config(limits.http2) {
+        Ok(config) => server::serve(listener, Some(config), limits, Arc::new(api)).await,
+        Err(e) => tracing::error!(error = %e, "the kubelet API's TLS configuration"),
+    }
+}
+
+async fn container_logs(
+    ctx: &Arc<ApiContext>,
     ns: &str,
     name: &str,
     container: &str,
     query: &str,
-) {
+) -> Response {
     let q = match logs::LogQuery::parse(query) {
         Ok(q) => q,
-        Err(e) => return respond(sock, 400, TEXT, e.as_bytes()).await,
+        Err(e) => return text(400, e),
     };
     let Some(rt) = &ctx.runtime else {
-        return respond(sock, 404, TEXT, b"container logs need the CRI runtime").await;
+        return text(404, "container logs need the CRI runtime");
     };
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let pod = match api.get_opt(name).await {
         Ok(Some(p)) => p,
-        Ok(None) => {
-            return respond(
-                sock,
-                404,
-                TEXT,
-                format!("pod {ns}/{name} not found").as_bytes(),
-            )
-            .await
-        }
-        Err(e) => return respond(sock, 500, TEXT, format!("getting pod: {e}").as_bytes()).await,
+        Ok(None) => return text(404, format!("pod {ns}/{name} not found")),
+        Err(e) => return text(500, format!("getting pod: {e}")),
     };
     let uid = mirror_of(&pod).unwrap_or_else(|| pod.metadata.uid.clone().unwrap_or_default());
     let dir = rt.dirs().pod_logs(ns, name, &uid).join(container);
@@ -467,70 +330,97 @@ async fn container_logs<S: AsyncWrite + Unpin>(
                 ""
             }
         );
-        return respond(sock, 400, TEXT, msg.as_bytes()).await;
+        return text(400, msg);
     };
     let bytes = match tokio::fs::read(&file).await {
         Ok(b) => b,
-        Err(e) => return respond(sock, 500, TEXT, format!("reading logs: {e}").as_bytes()).await,
+        Err(e) => return text(500, format!("reading logs: {e}")),
     };
     let now = k8s_openapi::jiff::Timestamp::now().as_nanosecond();
-    let (out, mut offset) = logs::render(&bytes, &q, now);
+    let (out, offset) = logs::render(&bytes, &q, now);
     if !q.follow {
-        return respond(sock, 200, TEXT, &out).await;
+        return text(200, out);
     }
-    // follow: chunked, until the container stops or the client goes away
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: {TEXT}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-    );
-    if sock.write_all(head.as_bytes()).await.is_err() || !write_chunk(sock, &out).await {
-        return;
-    }
-    let follow_q = logs::LogQuery {
+    // follow: streamed until the container stops or the client goes away
+    let (tx, body) = Body::channel(16);
+    let follow = Follow {
+        runtime: rt.clone(),
+        dir,
+        file,
+        uid,
+        container: container.to_string(),
         timestamps: q.timestamps,
-        ..Default::default()
+        offset,
+        now,
     };
-    let mut idle_checks = 0u32;
-    loop {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let bytes = tokio::fs::read(&file).await.unwrap_or_default();
-        if bytes.len() > offset {
-            let (out, used) = logs::render(&bytes[offset..], &follow_q, now);
-            offset += used;
-            if !out.is_empty() && !write_chunk(sock, &out).await {
-                return;
-            }
-            continue;
+    tokio::spawn(async move {
+        if out.is_empty() || tx.send(out.into()).await.is_ok() {
+            follow.run(tx).await;
         }
-        // about every 1.2 s of silence: is the container still running?
-        idle_checks += 1;
-        if idle_checks >= 4 {
-            idle_checks = 0;
-            if rt.container_running(&uid, container).await != Some(true) {
-                break;
-            }
-        }
-        // a newer attempt started: this instance is done
-        if logs::pick(&dir, false).as_ref() != Some(&file) {
-            break;
-        }
-    }
-    let _ = sock.write_all(b"0\r\n\r\n").await;
-    let _ = sock.shutdown().await;
+    });
+    server::respond(StatusCode::OK, TEXT, body)
 }
 
-async fn write_chunk<S: AsyncWrite + Unpin>(sock: &mut S, data: &[u8]) -> bool {
-    if data.is_empty() {
-        return true;
+/// A followed container log.
+struct Follow {
+    runtime: Arc<CriRuntime>,
+    dir: PathBuf,
+    file: PathBuf,
+    uid: String,
+    container: String,
+    timestamps: bool,
+    offset: usize,
+    now: i128,
+}
+
+impl Follow {
+    /// Sends what the file gains until the container stops, a newer
+    /// attempt starts or the client goes away.
+    async fn run(mut self, tx: tokio::sync::mpsc::Sender<bytes::Bytes>) {
+        let q = logs::LogQuery {
+            timestamps: self.timestamps,
+            ..Default::default()
+        };
+        let mut idle_checks = 0u32;
+        loop {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let bytes = tokio::fs::read(&self.file).await.unwrap_or_default();
+            if bytes.len() > self.offset {
+                let (out, used) = logs::render(&bytes[self.offset..], &q, self.now);
+                self.offset += used;
+                if !out.is_empty() && tx.send(out.into()).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            if tx.is_closed() {
+                return;
+            }
+            // about every 1.2 s of silence: is the container still running?
+            idle_checks += 1;
+            if idle_checks >= 4 {
+                idle_checks = 0;
+                if self
+                    .runtime
+                    .container_running(&self.uid, &self.container)
+                    .await
+                    != Some(true)
+                {
+                    return;
+                }
+            }
+            // a newer attempt started: this instance is done
+            if logs::pick(&self.dir, false).as_ref() != Some(&self.file) {
+                return;
+            }
+        }
     }
-    let mut buf = format!("{:x}\r\n", data.len()).into_bytes();
-    buf.extend_from_slice(data);
-    buf.extend_from_slice(b"\r\n");
-    sock.write_all(&buf).await.is_ok() && sock.flush().await.is_ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rkube_daemon::testing::{self, Ca, ClientConfig, FakeAccess, FakeTokens};
 
     #[test]
     fn routes() {
@@ -550,17 +440,117 @@ mod tests {
         assert_eq!(route("/exec/default/p/c"), Route::NotFound);
     }
 
-    #[test]
-    fn heads() {
-        let h = parse_head(
-            "GET /containerLogs/a/b/c?tailLines=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer abc\r\n\r\n",
-        )
-        .unwrap();
-        assert_eq!(h.method, "GET");
-        assert_eq!(h.path, "/containerLogs/a/b/c");
-        assert_eq!(h.query, "tailLines=1");
-        assert_eq!(h.token.as_deref(), Some("abc"));
-        assert_eq!(parse_head(""), None);
+    /// The API on 127.0.0.1 with a client CA: token `t` is `alice`; the
+    /// API server's client certificate user may use `nodes/proxy` and
+    /// `nodes/healthz` of node `n`, alice only `nodes/healthz`.
+    async fn start(auth: AuthConfig) -> (std::net::SocketAddr, ServingTls, Ca, Arc<FakeAccess>) {
+        let ca = Ca::new("kubelet-client-ca");
+        let dir = std::env::temp_dir().join(format!(
+            "rkube-kubelet-api-{}-{}",
+            std::process::id(),
+            auth.anonymous
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ca.crt"), ca.pem()).unwrap();
+        let settings = ApiSettings {
+            client_ca_file: Some(dir.join("ca.crt")),
+            auth: auth.clone(),
+            ..Default::default()
+        };
+        let tls = tls_config(&settings, &dir, &["n".into()]).unwrap();
+        assert!(tls.has_client_ca());
+        let client =
+            Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap();
+        let ctx = Arc::new(ApiContext {
+            node: "n".into(),
+            client,
+            metrics: Arc::new(Metrics::default()),
+            runtime: None,
+            auth,
+        });
+        let access = Arc::new(FakeAccess::allow(|u, a| {
+            let rkube_daemon::auth::Attributes::Resource(r) = a else {
+                return false;
+            };
+            r.name == "n"
+                && match u.name.as_str() {
+                    "kube-apiserver-kubelet-client" => {
+                        ["proxy", "healthz"].contains(&r.subresource.as_str())
+                    }
+                    "alice" => r.subresource == "healthz",
+                    _ => false,
+                }
+        }));
+        let api = KubeletApi::new(
+            ctx,
+            Arc::new(FakeTokens::new(&[("t", "alice")])),
+            access.clone(),
+        );
+        let config = tls.server_config(true).unwrap();
+        let addr = testing::start(Some(config), Limits::default(), Arc::new(api)).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        (addr, tls, ca, access)
+    }
+
+    #[tokio::test]
+    async fn requests_are_authenticated_authorized_and_routed() {
+        let (addr, tls, ca, access) = start(AuthConfig::default()).await;
+        let (cert, key) = ca.issue("kube-apiserver-kubelet-client", &["system:masters"]);
+        let apiserver =
+            testing::client_config(tls.certificates(), Some((&cert, &key)), &[b"http/1.1"]);
+        let plain = testing::client_config(tls.certificates(), None, &[b"http/1.1"]);
+        let get = |c: &Arc<ClientConfig>, path: &'static str, token: Option<&'static str>| {
+            let c = c.clone();
+            async move { testing::get(addr, Some(c), path, token).await.unwrap() }
+        };
+        assert_eq!(get(&apiserver, "/healthz", None).await, (200, "ok".into()));
+        let (code, body) = get(&apiserver, "/metrics", None).await;
+        assert_eq!(code, 403, "nodes/metrics is not allowed: {body}");
+        assert_eq!(
+            get(&apiserver, "/exec/a/b/c", None).await.0,
+            404,
+            "allowed (proxy), not served"
+        );
+        assert_eq!(
+            get(&plain, "/healthz", None).await,
+            (401, "Unauthorized".into())
+        );
+        assert_eq!(
+            get(&plain, "/healthz", Some("wrong")).await,
+            (401, "Unauthorized".into())
+        );
+        assert_eq!(get(&plain, "/healthz", Some("t")).await, (200, "ok".into()));
+        assert_eq!(
+            get(&plain, "/containerLogs/a/b/c", Some("t")).await,
+            (
+                403,
+                "Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[proxy])".into()
+            )
+        );
+        // the same question twice is one review
+        let before = access.calls.load(std::sync::atomic::Ordering::SeqCst);
+        get(&apiserver, "/healthz", None).await;
+        assert_eq!(
+            access.calls.load(std::sync::atomic::Ordering::SeqCst),
+            before
+        );
+    }
+
+    #[tokio::test]
+    async fn anonymous_requests_when_enabled() {
+        let (addr, tls, _, _) = start(AuthConfig {
+            anonymous: true,
+            ..AuthConfig::default()
+        })
+        .await;
+        let plain = testing::client_config(tls.certificates(), None, &[b"http/1.1"]);
+        // system:anonymous is authenticated, then refused by the authorizer
+        let (code, body) = testing::get(addr, Some(plain), "/healthz", None)
+            .await
+            .unwrap();
+        assert_eq!(code, 403);
+        assert!(body.contains("user=system:anonymous"), "{body}");
     }
 
     #[test]
@@ -568,13 +558,17 @@ mod tests {
         let s = ApiSettings::parse(
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
              tlsCertFile: /a.crt\ntlsPrivateKeyFile: /a.key\n\
-             authentication: {x509: {clientCAFile: /ca.crt}, webhook: {enabled: false}, anonymous: {enabled: true}}\n\
-             authorization: {mode: AlwaysAllow}\n",
+             authentication: {x509: {clientCAFile: /ca.crt}, webhook: {enabled: false, cacheTTL: 10s}, anonymous: {enabled: true}}\n\
+             authorization: {mode: AlwaysAllow, webhook: {cacheAuthorizedTTL: 1m, cacheUnauthorizedTTL: 0s}}\n",
         )
         .unwrap();
         assert_eq!(s.tls_cert_file, Some(PathBuf::from("/a.crt")));
         assert_eq!(s.client_ca_file, Some(PathBuf::from("/ca.crt")));
         assert!(s.auth.anonymous && !s.auth.webhook_authn && !s.auth.webhook_authz);
+        assert_eq!(s.auth.authn_cache_ttl, Duration::from_secs(10));
+        assert_eq!(s.auth.authorized_ttl, Duration::from_secs(60));
+        assert_eq!(s.auth.unauthorized_ttl, Duration::ZERO);
+        assert!(ApiSettings::parse("authentication: {webhook: {cacheTTL: soon}}\n").is_err());
         let d = ApiSettings::parse("kind: KubeletConfiguration\n").unwrap();
         assert_eq!(d, ApiSettings::default());
         assert!(d.auth.webhook_authz && d.auth.webhook_authn && !d.auth.anonymous);
