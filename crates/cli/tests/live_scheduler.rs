@@ -13,7 +13,9 @@
 //! - the leader's scheduling loop panics (a debug-build hook): the process
 //!   exits 1 within a second and the standby takes over;
 //! - upstream kube-scheduler and rkube run side by side with two
-//!   schedulerNames: each schedules only its own pods.
+//!   schedulerNames: each schedules only its own pods;
+//! - a pod that fails the same way on every retry has one FailedScheduling
+//!   Event whose `series` counts the repeats (client-go's aggregation).
 //!
 //! N is `RKUBE_RESTART_ROUNDS` (hack/test sets 3, `hack/test --full` 10,
 //! the count RELIABILITY.md reports; 10 when unset).
@@ -411,4 +413,86 @@ fn wait_leader_named(r: &Replica, lease: &str) {
         assert!(Instant::now() < deadline, "rkube never led {lease}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The FailedScheduling events about one pod.
+fn failed_scheduling_events(cp: &ControlPlane, pod: &str) -> Vec<Value> {
+    let out = kubectl(
+        cp,
+        &["get", "events.events.k8s.io", "-n", "default", "-o", "json"],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "FailedScheduling" && e["regarding"]["name"] == pod)
+        .cloned()
+        .collect()
+}
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn repeated_failures_are_one_event_with_a_series() {
+    let cp = ControlPlane::start().expect("control plane");
+    create_nodes(&cp, 1, "4");
+    let r = Replica::start(&cp, "series", &[]);
+    wait_leader(&[&r], Duration::from_secs(30));
+    apply(
+        &cp,
+        "big",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: big, namespace: default}\nspec:\n  automountServiceAccountToken: false\n  tolerations: [{operator: Exists}]\n  containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: \"8\"}}}]\n",
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while failed_scheduling_events(&cp, "big").is_empty() {
+        assert!(Instant::now() < deadline, "no FailedScheduling event");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Each deletion of an assigned pod that requested CPU may make room, so
+    // the pending pod is retried (and fails the same way) each time.
+    for i in 0..3 {
+        let filler = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: filler-{i}, namespace: default}}\nspec:\n  nodeName: node-00\n  automountServiceAccountToken: false\n  tolerations: [{{operator: Exists}}]\n  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: 100m}}}}}}]\n"
+        );
+        apply(&cp, &format!("filler-{i}"), &filler);
+        kubectl(
+            &cp,
+            &[
+                "delete",
+                "pod",
+                &format!("filler-{i}"),
+                "--grace-period=0",
+                "--force",
+            ],
+        );
+        std::thread::sleep(Duration::from_secs(11));
+    }
+    let events = failed_scheduling_events(&cp, "big");
+    assert_eq!(events.len(), 1, "one Event object: {events:#?}");
+    let count = events[0]["series"]["count"].as_i64().unwrap_or(1);
+    assert!(
+        count >= 2,
+        "repeats counted in the series: {:#?}",
+        events[0]
+    );
+    assert!(
+        events[0]["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("0/1 nodes are available: 1 Insufficient cpu."),
+        "{:#?}",
+        events[0]
+    );
+    let m = r.metrics().unwrap();
+    let attempts: f64 = m
+        .lines()
+        .find(|l| l.starts_with("scheduler_schedule_attempts_total{result=\"unschedulable\""))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0.0);
+    assert!(
+        attempts >= count as f64,
+        "{attempts} attempts, series {count}"
+    );
+    no_panic(&r);
 }

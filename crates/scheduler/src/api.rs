@@ -6,11 +6,13 @@
 //! patch of `pods/status`), and preemption (a `DisruptionTarget` condition,
 //! then delete).
 
+use std::collections::HashMap;
+
 use k8s_openapi::api::core::v1 as core;
-use k8s_openapi::api::events::v1 as events;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, ResourceExt};
 use rkube_model::volumes::{Pv, Pvc, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE};
 use serde_json::json;
@@ -53,6 +55,8 @@ pub struct Writer {
     /// Events have their own (kube-scheduler makes a second client for
     /// its event broadcaster, with its own QPS/burst).
     pub event_limiter: std::sync::Arc<crate::ratelimit::RateLimiter>,
+    /// One event recorder per profile (they aggregate repeats).
+    pub recorders: std::sync::Arc<std::sync::Mutex<HashMap<String, Recorder>>>,
 }
 
 fn reference(pod: &core::Pod) -> core::ObjectReference {
@@ -96,7 +100,12 @@ impl Writer {
         Ok(())
     }
 
-    /// Records an events.k8s.io/v1 Event about a pod. Failures are logged.
+    /// Records an events.k8s.io/v1 Event about a pod through kube-runtime's
+    /// recorder, one per profile: a repeat of the same event (same pod
+    /// version, reason, action, related object) within six minutes updates
+    /// the first one's `series` (count, last observed time) instead of
+    /// creating another object, as client-go's event recorder aggregates.
+    /// Failures are logged.
     #[allow(clippy::too_many_arguments)]
     pub async fn event(
         &self,
@@ -108,34 +117,40 @@ impl Writer {
         action: &str,
         note: &str,
     ) {
-        let ns = regarding.namespace().unwrap_or_else(|| "default".into());
-        let now = Timestamp::now();
-        let ev = events::Event {
-            metadata: meta::ObjectMeta {
-                name: Some(format!(
-                    "{}.{:x}",
-                    regarding.name_any(),
-                    now.as_nanosecond()
-                )),
-                namespace: Some(ns.clone()),
-                ..Default::default()
+        let recorder = self.recorder(scheduler_name);
+        let ev = Event {
+            type_: if type_ == "Warning" {
+                EventType::Warning
+            } else {
+                EventType::Normal
             },
-            event_time: Some(meta::MicroTime(now)),
-            reporting_controller: Some(scheduler_name.into()),
-            reporting_instance: Some(format!("{scheduler_name}-{}", self.hostname)),
-            action: Some(action.into()),
-            reason: Some(reason.into()),
-            regarding: Some(reference(regarding)),
-            related: related.map(reference),
+            reason: reason.into(),
             note: Some(note.into()),
-            type_: Some(type_.into()),
-            ..Default::default()
+            action: action.into(),
+            secondary: related.map(reference),
         };
-        let api: Api<events::Event> = Api::namespaced(self.client.clone(), &ns);
         self.event_limiter.acquire().await;
-        if let Err(e) = api.create(&PostParams::default(), &ev).await {
+        if let Err(e) = recorder.publish(&ev, &reference(regarding)).await {
+            let ns = regarding.namespace().unwrap_or_default();
             tracing::warn!(pod = %format!("{ns}/{}", regarding.name_any()), reason, error = %e, "could not record event");
         }
+    }
+
+    /// The profile's event recorder (`reportingController` is the
+    /// schedulerName, `reportingInstance` `<schedulerName>-<hostname>`).
+    fn recorder(&self, scheduler_name: &str) -> Recorder {
+        let mut map = self.recorders.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(scheduler_name.to_string())
+            .or_insert_with(|| {
+                Recorder::new(
+                    self.client.clone(),
+                    Reporter {
+                        controller: scheduler_name.into(),
+                        instance: Some(format!("{scheduler_name}-{}", self.hostname)),
+                    },
+                )
+            })
+            .clone()
     }
 
     /// Sets `PodScheduled` to False with `reason` and `message`, and the

@@ -279,6 +279,7 @@ pub async fn run_with(
         hostname: api::hostname(),
         limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
         event_limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
+        recorders: Arc::default(),
     };
     tracing::info!(
         qps = settings.qps,
