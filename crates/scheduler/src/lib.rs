@@ -521,8 +521,9 @@ pub(crate) fn log_explanation(
     };
     match rkube_framework::explain(fw, snapshot, pod) {
         Ok(e) => {
-            let report = rkube_sim::PodExplanation::from_framework(pod, fw, snapshot, &e, selected);
-            tracing::info!(pod = %pod.key(), "scores\n{}", rkube_sim::text::explanation(&report));
+            let report =
+                rkube_report::PodExplanation::from_framework(pod, fw, snapshot, &e, selected);
+            tracing::info!(pod = %pod.key(), "scores\n{}", rkube_report::text::explanation(&report));
         }
         Err(s) => tracing::info!(pod = %pod.key(), status = %s.message(), "no score table"),
     }

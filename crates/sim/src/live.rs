@@ -2,69 +2,9 @@
 //! cluster's scheduler last reported for it (the pod's `PodScheduled`
 //! condition, or the node it is bound to).
 
-use serde::Serialize;
+pub use rkube_report::{Condition, LiveVerdict, Observed};
 
 use crate::PodExplanation;
-
-/// The pod's `PodScheduled` condition as the API server holds it.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    /// `True` or `False`.
-    pub status: String,
-    /// E.g. `Unschedulable`, `SchedulingGated`.
-    pub reason: String,
-    /// The scheduler's message (FailedScheduling's text).
-    pub message: String,
-}
-
-/// What the cluster says about a pod's scheduling.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Observed {
-    /// `spec.nodeName`, when the pod is bound.
-    pub node: Option<String>,
-    /// The `PodScheduled` condition, when the scheduler has set one.
-    pub condition: Option<Condition>,
-}
-
-impl Observed {
-    /// Reads `spec.nodeName` and the `PodScheduled` condition of a Pod as
-    /// the API server returns it.
-    pub fn from_pod(pod: &serde_json::Value) -> Self {
-        let node = pod["spec"]["nodeName"]
-            .as_str()
-            .filter(|n| !n.is_empty())
-            .map(str::to_string);
-        let condition = pod["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == "PodScheduled")
-            .map(|c| {
-                let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-                Condition {
-                    status: s("status"),
-                    reason: s("reason"),
-                    message: s("message"),
-                }
-            });
-        Observed { node, condition }
-    }
-}
-
-/// rkube's verdict set against the cluster's.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct LiveVerdict {
-    /// What the cluster says.
-    pub observed: Observed,
-    /// `true` when rkube reaches the same verdict, `false` when it does not,
-    /// `null` when the cluster's scheduler has not decided yet.
-    pub agrees: Option<bool>,
-    /// One sentence saying why.
-    pub note: String,
-}
 
 /// Compares an explanation computed from the cluster's current state with
 /// what the cluster's scheduler reported:

@@ -1,0 +1,193 @@
+//! What rkube shows about a scheduling decision, in the shapes other tools
+//! read: a pod's explanation as `rkube explain -o json` prints it (filter
+//! verdicts and per-plugin scores per node, the selected node, upstream's
+//! FailedScheduling message, and with `--kubeconfig` the cluster's own
+//! verdict), and the plain-text tables the CLI prints and the live
+//! scheduler logs at `-v=10`. Data and rendering only; no I/O.
+
+pub mod text;
+
+use rkube_framework::schedule::Explanation;
+use rkube_framework::{Framework, Snapshot};
+use rkube_model::Pod;
+use serde::Serialize;
+
+/// One filter plugin's verdict on a node.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FilterResult {
+    /// Plugin name.
+    pub plugin: String,
+    /// `Success`, `Unschedulable`, `UnschedulableAndUnresolvable` or `Skip`.
+    pub code: String,
+    /// Reasons (empty on success).
+    pub reasons: Vec<String>,
+}
+
+/// One score plugin's result on a node.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ScoreResult {
+    /// Plugin name.
+    pub plugin: String,
+    /// Score().
+    pub raw: i64,
+    /// After NormalizeScore.
+    pub normalized: i64,
+    /// Profile weight.
+    pub weight: i64,
+    /// normalized × weight.
+    pub weighted: i64,
+}
+
+/// Everything explained for one node.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct NodeExplanation {
+    /// Node name.
+    pub name: String,
+    /// Passed every filter.
+    pub feasible: bool,
+    /// Filter verdicts in profile order.
+    pub filters: Vec<FilterResult>,
+    /// Scores (feasible nodes; plugins that skipped at PreScore are absent).
+    pub scores: Vec<ScoreResult>,
+    /// Sum of weighted scores.
+    pub total: i64,
+}
+
+/// `rkube explain -o json`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodExplanation {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Profile (`schedulerName`).
+    pub profile: String,
+    /// Nodes sorted by name.
+    pub nodes: Vec<NodeExplanation>,
+    /// The node the scheduler picks, or null.
+    pub selected_node: Option<String>,
+    /// Feasible nodes sharing the highest total.
+    pub top_nodes: Vec<String>,
+    /// Upstream's FailedScheduling message when no node fits, else empty.
+    pub message: String,
+    /// With `--kubeconfig`: what the cluster's scheduler reported, and
+    /// whether rkube agrees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveVerdict>,
+}
+
+impl PodExplanation {
+    /// Converts the framework's explanation.
+    pub fn from_framework(
+        pod: &Pod,
+        fw: &Framework,
+        snapshot: &Snapshot,
+        e: &Explanation,
+        selected_node: Option<String>,
+    ) -> Self {
+        let mut nodes: Vec<NodeExplanation> = e
+            .nodes
+            .iter()
+            .map(|n| NodeExplanation {
+                name: snapshot.nodes[n.node].name().to_string(),
+                feasible: n.feasible,
+                filters: n
+                    .filters
+                    .iter()
+                    .map(|f| FilterResult {
+                        plugin: f.plugin.to_string(),
+                        code: f.code.as_str().to_string(),
+                        reasons: f.reasons.clone(),
+                    })
+                    .collect(),
+                scores: n
+                    .scores
+                    .iter()
+                    .map(|s| ScoreResult {
+                        plugin: s.plugin.to_string(),
+                        raw: s.raw,
+                        normalized: s.normalized,
+                        weight: s.weight,
+                        weighted: s.weighted,
+                    })
+                    .collect(),
+                total: n.total,
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut top_nodes: Vec<String> = e
+            .top_nodes
+            .iter()
+            .map(|&i| snapshot.nodes[i].name().to_string())
+            .collect();
+        top_nodes.sort();
+        PodExplanation {
+            pod: pod.key(),
+            profile: fw.profile_name.clone(),
+            nodes,
+            selected_node,
+            top_nodes,
+            message: e.message.clone(),
+            live: None,
+        }
+    }
+}
+
+/// The pod's `PodScheduled` condition as the API server holds it.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `True` or `False`.
+    pub status: String,
+    /// E.g. `Unschedulable`, `SchedulingGated`.
+    pub reason: String,
+    /// The scheduler's message (FailedScheduling's text).
+    pub message: String,
+}
+
+/// What the cluster says about a pod's scheduling.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Observed {
+    /// `spec.nodeName`, when the pod is bound.
+    pub node: Option<String>,
+    /// The `PodScheduled` condition, when the scheduler has set one.
+    pub condition: Option<Condition>,
+}
+
+impl Observed {
+    /// Reads `spec.nodeName` and the `PodScheduled` condition of a Pod as
+    /// the API server returns it.
+    pub fn from_pod(pod: &serde_json::Value) -> Self {
+        let node = pod["spec"]["nodeName"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        let condition = pod["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "PodScheduled")
+            .map(|c| {
+                let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                Condition {
+                    status: s("status"),
+                    reason: s("reason"),
+                    message: s("message"),
+                }
+            });
+        Observed { node, condition }
+    }
+}
+
+/// rkube's verdict set against the cluster's.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveVerdict {
+    /// What the cluster says.
+    pub observed: Observed,
+    /// `true` when rkube reaches the same verdict, `false` when it does not,
+    /// `null` when the cluster's scheduler has not decided yet.
+    pub agrees: Option<bool>,
+    /// One sentence saying why.
+    pub note: String,
+}

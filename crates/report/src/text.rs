@@ -1,0 +1,144 @@
+//! Plain-text tables shared by the CLI and the live scheduler's logs.
+
+use std::fmt::Write;
+
+use crate::PodExplanation;
+
+/// Widest a column is padded to: a longer cell is printed whole but does not
+/// widen its column, so the output stays linear in the input whatever the
+/// cells hold (a megabyte-long name must not pad every other row to it).
+const MAX_COLUMN_WIDTH: usize = 100;
+
+/// Left-aligned columns separated by two spaces; the last column is not padded.
+pub fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let mut widths = vec![0; cols];
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count().min(MAX_COLUMN_WIDTH));
+        }
+    }
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            line.push_str(c);
+            if i + 1 < r.len() {
+                let pad = widths[i].saturating_sub(c.chars().count()) + 2;
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `rkube explain` table: filters per node, then per-plugin scores per feasible node.
+pub fn explanation(e: &PodExplanation) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Pod {} (profile {})", e.pod, e.profile);
+    let feasible = e.nodes.iter().filter(|n| n.feasible).count();
+    let _ = writeln!(out, "{feasible}/{} nodes feasible\n", e.nodes.len());
+    let mut rows = vec![vec![
+        "NODE".to_string(),
+        "FEASIBLE".into(),
+        "FILTER FAILURES".into(),
+    ]];
+    for n in &e.nodes {
+        let failures: Vec<String> = n
+            .filters
+            .iter()
+            .filter(|f| f.code != "Success" && f.code != "Skip")
+            .map(|f| format!("{}: {}", f.plugin, f.reasons.join(", ")))
+            .collect();
+        rows.push(vec![
+            n.name.clone(),
+            if n.feasible { "yes" } else { "no" }.into(),
+            failures.join("; "),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    let mut scored: Vec<_> = e.nodes.iter().filter(|n| n.feasible).collect();
+    scored.sort_by(|a, b| b.total.cmp(&a.total).then(a.name.cmp(&b.name)));
+    for n in scored {
+        let _ = writeln!(out, "\nNode {}: total {}", n.name, n.total);
+        let mut rows = vec![vec![
+            "  PLUGIN".to_string(),
+            "RAW".into(),
+            "NORMALIZED".into(),
+            "WEIGHT".into(),
+            "WEIGHTED".into(),
+        ]];
+        for s in &n.scores {
+            rows.push(vec![
+                format!("  {}", s.plugin),
+                s.raw.to_string(),
+                s.normalized.to_string(),
+                s.weight.to_string(),
+                s.weighted.to_string(),
+            ]);
+        }
+        out.push_str(&table(&rows));
+    }
+    out.push('\n');
+    match &e.selected_node {
+        Some(n) => {
+            let _ = writeln!(out, "Selected node: {n}");
+        }
+        None => {
+            let _ = writeln!(out, "No node selected: {}", e.message);
+        }
+    }
+    if let Some(live) = &e.live {
+        let o = &live.observed;
+        match (&o.node, &o.condition) {
+            (Some(n), _) => {
+                let _ = writeln!(out, "\nIn the cluster: bound to {n}");
+            }
+            (None, Some(c)) => {
+                let _ = writeln!(
+                    out,
+                    "\nIn the cluster: PodScheduled={} {}: {}",
+                    c.status, c.reason, c.message
+                );
+            }
+            (None, None) => {
+                let _ = writeln!(out, "\nIn the cluster: not scheduled yet");
+            }
+        }
+        let verdict = match live.agrees {
+            Some(true) => "rkube agrees",
+            Some(false) => "rkube disagrees",
+            None => "nothing to compare",
+        };
+        let _ = writeln!(out, "{verdict}: {}", live.note);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{table, MAX_COLUMN_WIDTH};
+
+    #[test]
+    fn columns_are_aligned() {
+        let rows = vec![
+            vec!["NAME".to_string(), "NODE".to_string()],
+            vec!["a".to_string(), "n1".to_string()],
+        ];
+        assert_eq!(table(&rows), "NAME  NODE\na     n1\n");
+    }
+
+    #[test]
+    fn a_huge_cell_neither_panics_nor_pads_other_rows() {
+        let huge = "x".repeat(10 << 20);
+        let rows = vec![
+            vec![huge.clone(), "n1".to_string()],
+            vec!["b".to_string(), "n2".to_string()],
+        ];
+        let out = table(&rows);
+        assert!(out.len() < huge.len() + 200, "{}", out.len());
+        assert!(out.ends_with(&format!("b{}n2\n", " ".repeat(MAX_COLUMN_WIDTH + 1))));
+    }
+}
