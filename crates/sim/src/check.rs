@@ -328,62 +328,24 @@ fn unknown_plugins(raw: &KubeSchedulerConfiguration, catalog: &Catalog) -> Vec<F
     out
 }
 
-/// Upstream's `getValidScoreWeights` overflow check, in Go's wrapping
-/// arithmetic: `weight*MaxNodeScore > MaxTotalScore-totalPriority` for each
-/// score plugin (score entries first, then multiPoint). Once the running
-/// total is negative the subtraction wraps and the check fails, so negative
-/// weights are refused unless the total stays non-negative.
-pub(crate) fn score_weights_overflow(p: &Profile, catalog: &Catalog) -> bool {
-    let Some(plugins) = &p.plugins else {
-        return false;
-    };
-    let mut seen = std::collections::HashSet::new();
-    let mut total: i64 = 0;
-    for e in plugins
-        .score
-        .enabled
-        .iter()
-        .chain(&plugins.multi_point.enabled)
-    {
-        if !catalog.implements(&e.name, Point::Score) || !seen.insert(e.name.as_str()) {
-            continue;
-        }
-        let w = match e.weight.unwrap_or(0) {
-            0 => 1,
-            w => i64::from(w),
-        };
-        let score = w * rkube_framework::MAX_NODE_SCORE;
-        if score > i64::MAX.wrapping_sub(total) {
-            return true;
-        }
-        total += score;
-    }
-    false
-}
-
 /// Builds every profile as kube-scheduler does at start-up.
 fn framework_errors(cfg: &KubeSchedulerConfiguration) -> Vec<Finding> {
     let registry = rkube_plugins::in_tree();
-    let catalog = Catalog::new(&registry);
     let mut out = Vec::new();
     for (i, p) in cfg.profiles.iter().enumerate() {
-        if score_weights_overflow(p, &catalog) {
-            out.push(
-                Finding::new(
-                    format!("profiles[{i}]"),
-                    "score plugins: total score of Score plugins could overflow",
-                )
-                .hint("a negative score weight makes kube-scheduler's overflow check fail once the running total of weights is negative; to turn a plugin's scoring off use `plugins.score.disabled: [{name: <plugin>}]`"),
-            );
-            continue;
-        }
         if let Err(e) = Framework::new(p, i, &registry) {
             let prefix = format!(
                 "profiles[{i}] (schedulerName {:?}): ",
                 p.scheduler_name.as_deref().unwrap_or("")
             );
             let message = e.0.strip_prefix(&prefix).unwrap_or(&e.0);
-            out.push(Finding::new(format!("profiles[{i}]"), message));
+            let mut finding = Finding::new(format!("profiles[{i}]"), message);
+            // The framework's overflow check (upstream's, in Go's wrapping
+            // arithmetic) is what refuses negative weights.
+            if message.ends_with("total score of Score plugins could overflow") {
+                finding = finding.hint("a negative score weight makes kube-scheduler's overflow check fail once the running total of weights is negative; to turn a plugin's scoring off use `plugins.score.disabled: [{name: <plugin>}]`");
+            }
+            out.push(finding);
         }
     }
     if out.is_empty() {
@@ -865,6 +827,14 @@ mod tests {
         ));
         assert!(!r.valid, "{r:?}");
         assert!(r.errors[0].message.contains("could overflow"), "{r:?}");
+        assert!(
+            r.errors[0]
+                .hint
+                .as_deref()
+                .is_some_and(|h| h.contains("negative score weight")),
+            "{r:?}"
+        );
+        assert_eq!(r.errors.len(), 1, "reported once: {r:?}");
         assert!(r
             .warnings
             .iter()
