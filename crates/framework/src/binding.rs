@@ -70,6 +70,32 @@ pub trait ClusterApi {
     fn elapsed(&self) -> Duration;
 }
 
+/// One extension point's run, measured for the metrics recorder.
+fn timed(fw: &Framework, point: Point, run: impl FnOnce() -> Status) -> Status {
+    let t0 = metrics::start(&fw.recorder);
+    let status = run();
+    metrics::point_done(&fw.recorder, t0, &fw.profile_name, point.name(), &status);
+    status
+}
+
+/// One plugin call, measured in sampled cycles.
+fn call(
+    fw: &Framework,
+    sampled: bool,
+    plugin: &'static str,
+    point: Point,
+    f: impl FnOnce() -> Status,
+) -> Status {
+    metrics::time_plugin(
+        &fw.recorder,
+        sampled,
+        plugin,
+        point.name(),
+        Status::clone,
+        f,
+    )
+}
+
 fn failed(point: Point, plugin: &'static str, s: Status) -> Status {
     if s.is_rejected() {
         return s.with_plugin(plugin);
@@ -93,25 +119,19 @@ pub fn reserve(
     node: &str,
     cache: &mut dyn AssumeCache,
 ) -> Status {
-    let t0 = metrics::start(&fw.recorder);
-    let mut status = Status::success();
     let sampled = state.record_plugin_metrics;
-    for p in fw.plugins(Point::Reserve) {
-        let r = p.as_reserve().expect("framework checked");
-        let s = metrics::time_plugin(
-            &fw.recorder,
-            sampled,
-            p.name(),
-            "Reserve",
-            Status::clone,
-            || r.reserve(state, pod, node, cache),
-        );
-        if !s.is_success() {
-            status = failed(Point::Reserve, p.name(), s);
-            break;
+    let status = timed(fw, Point::Reserve, || {
+        for p in fw.plugins(Point::Reserve) {
+            let r = p.as_reserve().expect("framework checked");
+            let s = call(fw, sampled, p.name(), Point::Reserve, || {
+                r.reserve(state, pod, node, cache)
+            });
+            if !s.is_success() {
+                return failed(Point::Reserve, p.name(), s);
+            }
         }
-    }
-    metrics::point_done(&fw.recorder, t0, &fw.profile_name, "Reserve", &status);
+        Status::success()
+    });
     if !status.is_success() {
         unreserve(fw, state, pod, node, cache);
     }
@@ -291,32 +311,22 @@ pub fn pre_bind(
     node: &str,
     api: &mut dyn ClusterApi,
 ) -> Status {
-    let t0 = metrics::start(&fw.recorder);
-    let mut status = Status::success();
     let sampled = state.record_plugin_metrics;
-    for p in fw.plugins(Point::PreBind) {
-        if state.skip_pre_bind.contains(p.name()) {
-            continue;
+    timed(fw, Point::PreBind, || {
+        for p in fw.plugins(Point::PreBind) {
+            if state.skip_pre_bind.contains(p.name()) {
+                continue;
+            }
+            let pb = p.as_pre_bind().expect("framework checked");
+            let s = call(fw, sampled, p.name(), Point::PreBind, || {
+                pb.pre_bind(state, pod, node, api)
+            });
+            if !s.is_success() && s.code != Code::Skip {
+                return failed(Point::PreBind, p.name(), s);
+            }
         }
-        let pb = p.as_pre_bind().expect("framework checked");
-        let s = metrics::time_plugin(
-            &fw.recorder,
-            sampled,
-            p.name(),
-            "PreBind",
-            Status::clone,
-            || pb.pre_bind(state, pod, node, api),
-        );
-        if s.code == Code::Skip {
-            continue;
-        }
-        if !s.is_success() {
-            status = failed(Point::PreBind, p.name(), s);
-            break;
-        }
-    }
-    metrics::point_done(&fw.recorder, t0, &fw.profile_name, "PreBind", &status);
-    status
+        Status::success()
+    })
 }
 
 /// Runs the Bind plugins until one does not skip (upstream's
@@ -329,31 +339,21 @@ pub fn bind(
     node: &str,
     api: &mut dyn ClusterApi,
 ) -> Status {
-    let t0 = metrics::start(&fw.recorder);
-    let mut status = Status::skip();
     let sampled = state.record_plugin_metrics;
-    for p in fw.plugins(Point::Bind) {
-        let b = p.as_bind().expect("framework checked");
-        let s = metrics::time_plugin(
-            &fw.recorder,
-            sampled,
-            p.name(),
-            "Bind",
-            Status::clone,
-            || b.bind(state, pod, node, api),
-        );
-        if s.code == Code::Skip {
-            continue;
+    timed(fw, Point::Bind, || {
+        for p in fw.plugins(Point::Bind) {
+            let b = p.as_bind().expect("framework checked");
+            let s = call(fw, sampled, p.name(), Point::Bind, || {
+                b.bind(state, pod, node, api)
+            });
+            match s.code {
+                Code::Skip => continue,
+                Code::Success => return s,
+                _ => return failed(Point::Bind, p.name(), s),
+            }
         }
-        status = if s.is_success() {
-            s
-        } else {
-            failed(Point::Bind, p.name(), s)
-        };
-        break;
-    }
-    metrics::point_done(&fw.recorder, t0, &fw.profile_name, "Bind", &status);
-    status
+        Status::skip()
+    })
 }
 
 /// Runs every PostBind plugin (informational; cannot fail).
