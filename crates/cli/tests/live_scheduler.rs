@@ -15,7 +15,10 @@
 //! - upstream kube-scheduler and rkube run side by side with two
 //!   schedulerNames: each schedules only its own pods;
 //! - a pod that fails the same way on every retry gets its repeats counted
-//!   in one FailedScheduling Event's `series` (client-go's aggregation).
+//!   in one FailedScheduling Event's `series` (client-go's aggregation);
+//! - `--client-ca-file`: a client certificate signed by that CA is the
+//!   user on the secure port (`/metrics` allowed for the admin certificate,
+//!   refused for an anonymous caller).
 //!
 //! N is `RKUBE_RESTART_ROUNDS` (hack/test sets 3, `hack/test --full` 10,
 //! the count RELIABILITY.md reports; 10 when unset).
@@ -334,20 +337,8 @@ fn leader_killed_repeatedly() {
 fn side_by_side_with_upstream_kube_scheduler() {
     let cp = ControlPlane::start().expect("control plane");
     create_nodes(&cp, 6, "32");
-    cp.start_upstream_scheduler(None, &[])
-        .expect("kube-scheduler starts");
-    let config = cp.dir().join("rkube-config.yaml");
-    std::fs::write(
-        &config,
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  resourceName: rkube\nprofiles:\n- schedulerName: rkube\n",
-    )
-    .unwrap();
     // -v=10: the most verbose logs, with every pod's score table.
-    let r = Replica::start(
-        &cp,
-        "side",
-        &["--config", config.to_str().unwrap(), "-v=10"],
-    );
+    let r = rkube_beside_upstream(&cp, "side", &["-v=10"]);
     wait_leader_named(&r, "rkube");
     create_pods(&cp, "up", 20, "default-scheduler");
     create_pods(&cp, "rk", 20, "rkube");
@@ -499,5 +490,62 @@ fn repeated_failures_are_counted_in_an_event_series() {
             "{e:#?}"
         );
     }
+    no_panic(&r);
+}
+
+/// `curl` of the replica's `/metrics` with optional client credentials:
+/// the HTTP status code.
+fn metrics_status(r: &Replica, cert: Option<(&std::path::Path, &std::path::Path)>) -> String {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args([
+        "-sk",
+        "--max-time",
+        "5",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+    ]);
+    if let Some((crt, key)) = cert {
+        cmd.arg("--cert").arg(crt).arg("--key").arg(key);
+    }
+    let out = cmd
+        .arg(format!("https://127.0.0.1:{}/metrics", r.port))
+        .output()
+        .expect("curl runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn client_certificates_signed_by_the_client_ca_are_authenticated() {
+    let cp = ControlPlane::start().expect("control plane");
+    let pki = cp.dir().join("pki");
+    let ca = pki.join("ca.crt");
+    let r = Replica::start(
+        &cp,
+        "client-ca",
+        &[
+            "--authorization-always-allow-paths=/healthz",
+            &format!("--client-ca-file={}", ca.display()),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Anonymous: the API server's SubjectAccessReview denies system:anonymous.
+    let anonymous = loop {
+        let code = metrics_status(&r, None);
+        if code != "000" || Instant::now() > deadline {
+            break code;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(anonymous, "403", "anonymous callers are refused");
+    // The control plane's admin certificate (O=system:masters), signed by
+    // the client CA: authenticated as that user, and allowed.
+    let admin = metrics_status(&r, Some((&pki.join("admin.crt"), &pki.join("admin.key"))));
+    assert_eq!(
+        admin, "200",
+        "a client certificate of the client CA is authenticated"
+    );
     no_panic(&r);
 }

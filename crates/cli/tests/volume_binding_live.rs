@@ -252,15 +252,7 @@ spec:
 fn wait_for_first_consumer_claims_bound_as_upstream_binds_them() {
     let cp = ControlPlane::start().expect("control plane");
     create_nodes(&cp, 3, "8");
-    cp.start_upstream_scheduler(None, &[])
-        .expect("kube-scheduler starts");
-    let config = cp.dir().join("rkube-config.yaml");
-    std::fs::write(
-        &config,
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  resourceName: rkube\nprofiles:\n- schedulerName: rkube\n",
-    )
-    .unwrap();
-    let r = Replica::start(&cp, "volumes", &["--config", config.to_str().unwrap()]);
+    let r = rkube_beside_upstream(&cp, "volumes", &[]);
     apply(&cp, "volumes-up", &local_volumes("up"));
     apply(&cp, "volumes-rk", &local_volumes("rk"));
     apply(&cp, "sts-up", &stateful_set("up", "default-scheduler"));

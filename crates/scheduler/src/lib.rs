@@ -15,7 +15,8 @@
 //! Each attempt is [`schedule_one`]'s: the scheduling cycle on the loop,
 //! the binding cycle (PreBind, Bind) on a thread of its own.
 //!
-//! Not yet: queueing hints per plugin.
+//! The queue moves a rejected pod back only on the cluster events its
+//! rejecting plugins' queueing hints admit ([`queue`], [`state`]).
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
@@ -261,7 +262,9 @@ pub async fn run_with(
     let queue = Queue::new(
         backoff_seconds(cfg.pod_initial_backoff_seconds, 1),
         backoff_seconds(cfg.pod_max_backoff_seconds, 10),
-    );
+    )
+    .with_profiles(&profiles)
+    .with_metrics(metrics.clone());
     let shared = Arc::new(Shared {
         state: Mutex::new(State::new(queue)),
         profiles,
@@ -293,6 +296,7 @@ pub async fn run_with(
             opts.tls_private_key_file.as_deref(),
             opts.cert_dir.as_deref(),
         )?;
+        let tls = serve::with_client_ca(tls, opts.client_ca_file.as_deref())?;
         let auth_client = match opts
             .authorization_kubeconfig
             .as_ref()

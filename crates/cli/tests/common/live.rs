@@ -137,6 +137,23 @@ pub fn wait_all_bound(
     }
 }
 
+/// Upstream kube-scheduler (as `default-scheduler`) and an `rkube
+/// scheduler` whose one profile is `rkube`, with a Lease of its own, side
+/// by side on the control plane; `extra` flags for rkube.
+pub fn rkube_beside_upstream(cp: &ControlPlane, name: &str, extra: &[&str]) -> Replica {
+    cp.start_upstream_scheduler(None, &[])
+        .expect("kube-scheduler starts");
+    let config = cp.dir().join(format!("rkube-{name}-config.yaml"));
+    std::fs::write(
+        &config,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection:\n  resourceName: rkube\nprofiles:\n- schedulerName: rkube\n",
+    )
+    .unwrap();
+    let mut args = vec!["--config", config.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    Replica::start(cp, name, &args)
+}
+
 /// One `rkube scheduler` process.
 pub struct Replica {
     /// The process.
