@@ -195,6 +195,12 @@ impl Scheduler {
             }
             Err(s) => return Outcome::Error(s),
         };
+        // Plugins whose PreFilter result restricted the nodes count as
+        // rejectors (upstream's `diagnosis.UnschedulablePlugins =
+        // unscheduledPlugins`), so their events requeue the pod.
+        diagnosis
+            .unschedulable_plugins
+            .extend(with_nodes.iter().copied());
         let pct = fw
             .percentage_of_nodes_to_score
             .unwrap_or(self.percentage_of_nodes_to_score);

@@ -7,6 +7,7 @@ pub mod algorithm;
 pub mod binding;
 pub mod cycle_state;
 pub mod diagnosis;
+pub mod events;
 pub mod explain;
 pub mod in_memory;
 pub mod metrics;
@@ -24,6 +25,10 @@ pub mod waiting;
 pub use algorithm::{Outcome, Scheduler};
 pub use cycle_state::CycleState;
 pub use diagnosis::{fit_error_message, Diagnosis, NodeToStatus};
+pub use events::{
+    ActionType, ClusterEvent, ClusterEventWithHint, EventObject, EventResource, HintContext,
+    HintResult, QueueingHint, QueueingHintFn, QueueingHintMap,
+};
 pub use explain::{explain, Explanation};
 pub use metrics::{MetricsRecorder, Recorder};
 pub use node_info::{HostPortInfo, ImageStateSummary, NodeInfo};

@@ -10,6 +10,7 @@ use rkube_model::Pod;
 
 pub use crate::binding::{AssumeCache, ClusterApi};
 use crate::cycle_state::CycleState;
+use crate::events::ClusterEventWithHint;
 use crate::node_info::NodeInfo;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
@@ -67,6 +68,16 @@ pub trait Plugin: Send + Sync {
     }
     /// PostBind, if implemented.
     fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
+        None
+    }
+    /// The cluster events that may make a pod this plugin rejected
+    /// schedulable, each with an optional hint (upstream's
+    /// `EnqueueExtensions.EventsToRegister`; see [`crate::events`]). Only
+    /// plugins at PreEnqueue, PreFilter, Filter, Reserve and Permit are
+    /// asked. `None` (the default) means the plugin does not say, and every
+    /// event of every resource may help (upstream's default); `Some` of an
+    /// empty list means no event does.
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
         None
     }
 }
