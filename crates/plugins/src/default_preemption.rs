@@ -34,8 +34,9 @@ use std::sync::Arc;
 
 use rkube_config::args::DefaultPreemptionArgs;
 use rkube_framework::{
-    fit_error_message, Code, CycleState, Diagnosis, NodeInfo, NodeToStatus, Plugin,
-    PostFilterHandle, PostFilterPlugin, PostFilterResult, Snapshot, Status,
+    fit_error_message, ActionType, ClusterEventWithHint, Code, CycleState, Diagnosis,
+    EventResource, NodeInfo, NodeToStatus, Plugin, PostFilterHandle, PostFilterPlugin,
+    PostFilterResult, QueueingHint, Snapshot, Status,
 };
 use rkube_model::workloads::PodDisruptionBudget;
 use rkube_model::Pod;
@@ -80,6 +81,17 @@ impl Plugin for DefaultPreemption {
     }
     fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
         Some(self)
+    }
+    /// Upstream's list with async preemption (beta, on by default): a
+    /// victim's deletion never requeues by this plugin's say; the plugins
+    /// whose rejections preemption resolves decide. rkube preempts
+    /// synchronously and has no PreEnqueue here, so the queue never asks.
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        Some(vec![ClusterEventWithHint::with_hint(
+            EventResource::AssignedPod,
+            ActionType::DELETE,
+            |_, _, _, _| Ok(QueueingHint::QueueSkip),
+        )])
     }
 }
 

@@ -177,6 +177,75 @@ where
     out
 }
 
+/// Builders for the hint tests (upstream's `st.MakePod()`/`st.MakeNode()`,
+/// reduced to what the hints read).
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::sync::Arc;
+
+    use rkube_framework::{EventObject, HintContext, HintResult, QueueingHint};
+    use rkube_model::selector::{Operator, Requirement};
+    use rkube_model::{Labels, Node, Pod};
+
+    /// Labels from pairs.
+    pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// `key In (values)`.
+    pub fn in_req(key: &str, values: &[&str]) -> Requirement {
+        Requirement {
+            key: key.into(),
+            op: Operator::In,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    /// A node with labels.
+    pub fn node(name: &str, l: &[(&str, &str)]) -> Node {
+        Node {
+            name: name.into(),
+            labels: labels(l),
+            ..Default::default()
+        }
+    }
+
+    /// As an event object.
+    pub fn node_obj(n: Node) -> EventObject {
+        EventObject::Node(Arc::new(n))
+    }
+
+    /// As an event object.
+    pub fn pod_obj(p: Pod) -> EventObject {
+        EventObject::Pod(Arc::new(p))
+    }
+
+    /// A pod in `default`.
+    pub fn pod(name: &str) -> Pod {
+        Pod {
+            name: name.into(),
+            namespace: "default".into(),
+            uid: name.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Runs a hint without context and unwraps it (errors as `Queue`).
+    pub fn run(
+        f: impl Fn(&Pod, Option<&EventObject>, Option<&EventObject>, &HintContext<'_>) -> HintResult,
+        pod: &Pod,
+        old: Option<EventObject>,
+        new: Option<EventObject>,
+    ) -> QueueingHint {
+        f(pod, old.as_ref(), new.as_ref(), &HintContext::empty()).unwrap_or(QueueingHint::Queue)
+    }
+
+    pub use QueueingHint::{Queue, QueueSkip};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

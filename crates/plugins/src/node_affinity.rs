@@ -6,9 +6,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use rkube_config::args::{decode, NodeAffinityArgs};
+use rkube_framework::events::objects_as;
 use rkube_framework::{
-    Code, CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PreFilterPlugin, PreFilterResult,
-    PreScorePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
+    ActionType, ClusterEventWithHint, Code, CycleState, EventObject, EventResource, FilterPlugin,
+    HintResult, NodeInfo, NodeScore, Plugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
+    QueueingHint, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
 use rkube_model::convert;
 use rkube_model::selector::Operator;
@@ -99,6 +101,37 @@ impl Plugin for NodeAffinity {
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         Some(self)
     }
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        let added = self.added_node_selector.clone();
+        Some(vec![ClusterEventWithHint::with_hint(
+            EventResource::Node,
+            ActionType::ADD | ActionType::UPDATE_NODE_LABEL,
+            move |pod, old, new, _| is_schedulable_after_node_change(added.as_ref(), pod, old, new),
+        )])
+    }
+}
+
+/// A node was added or relabelled: does it now match the profile's
+/// `addedAffinity` and the pod's required node affinity, where it did not
+/// match the pod before?
+pub fn is_schedulable_after_node_change(
+    added: Option<&NodeSelector>,
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> HintResult {
+    let (original, modified) = objects_as::<rkube_model::Node>(old, new)?;
+    let modified = modified.ok_or("no modified node")?;
+    if added.is_some_and(|a| !a.matches(&modified.name, &modified.labels)) {
+        return Ok(QueueingHint::QueueSkip);
+    }
+    if !required_node_affinity_matches(pod, modified) {
+        return Ok(QueueingHint::QueueSkip);
+    }
+    match original {
+        Some(o) if required_node_affinity_matches(pod, o) => Ok(QueueingHint::QueueSkip),
+        _ => Ok(QueueingHint::Queue),
+    }
 }
 
 impl PreFilterPlugin for NodeAffinity {
@@ -182,5 +215,97 @@ impl ScorePlugin for NodeAffinity {
     }
     fn normalize(&self, _: &CycleState, _: &Pod, scores: &mut [NodeScore]) -> Status {
         default_normalize_score(MAX_NODE_SCORE, false, scores)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The hint, with upstream's `Test_isSchedulableAfterNodeChange` cases.
+
+    use super::*;
+    use crate::helper::testing::*;
+    use rkube_model::{NodeAffinity as Affinity, NodeSelectorTerm};
+
+    fn selector(key: &str, value: &str) -> NodeSelector {
+        NodeSelector {
+            terms: vec![NodeSelectorTerm {
+                match_expressions: vec![in_req(key, &[value])],
+                ..Default::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn node_change() {
+        // st.MakePod().NodeAffinityIn("foo", ["bar"])
+        let mut p = pod("p");
+        p.node_affinity = Some(Affinity {
+            required: Some(selector("foo", "bar")),
+            preferred: Vec::new(),
+        });
+        let hint = |added: Option<NodeSelector>, old: Option<rkube_model::Node>, new| {
+            run(
+                |p, o, n, _| is_schedulable_after_node_change(added.as_ref(), p, o, n),
+                &p,
+                old.map(node_obj),
+                Some(node_obj(new)),
+            )
+        };
+        let plain = || node("n", &[]);
+        let foo = || node("n", &[("foo", "bar")]);
+        let mut bigger = plain();
+        bigger.allocatable.milli_cpu = 1000;
+        let mut bigger_foo = foo();
+        bigger_foo.allocatable.milli_cpu = 1000;
+        let wrong = pod_obj(pod("x"));
+        assert!(is_schedulable_after_node_change(None, &p, None, Some(&wrong)).is_err());
+        assert!(
+            is_schedulable_after_node_change(None, &p, Some(&wrong), Some(&node_obj(plain())))
+                .is_err()
+        );
+        assert_eq!(hint(None, None, plain()), QueueSkip, "skip-queue-on-add");
+        assert_eq!(hint(None, None, foo()), Queue, "queue-on-add");
+        assert_eq!(
+            hint(None, Some(plain()), bigger),
+            QueueSkip,
+            "skip-unrelated-changes"
+        );
+        assert_eq!(
+            hint(None, Some(plain()), node("n", &[("k", "v")])),
+            QueueSkip,
+            "skip-unrelated-changes-on-labels"
+        );
+        assert_eq!(
+            hint(None, Some(foo()), node("n", &[("k", "v")])),
+            QueueSkip,
+            "skip-labels-changes-on-node-from-suitable-to-unsuitable"
+        );
+        assert_eq!(
+            hint(None, Some(plain()), foo()),
+            Queue,
+            "queue-on-labels-change-makes-pod-schedulable"
+        );
+        assert_eq!(
+            hint(None, Some(foo()), bigger_foo),
+            QueueSkip,
+            "skip-unrelated-change-that-keeps-pod-schedulable"
+        );
+        assert_eq!(
+            hint(Some(selector("foo", "bar")), None, plain()),
+            QueueSkip,
+            "skip-queue-on-add-scheduler-enforced-node-affinity"
+        );
+        assert_eq!(
+            hint(Some(selector("foo", "bar")), None, foo()),
+            Queue,
+            "queue-on-add-scheduler-enforced-node-affinity"
+        );
+        // Registered for node additions and label updates only.
+        let events = NodeAffinity::default().events_to_register().unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            events[0].event.action,
+            ActionType::ADD | ActionType::UPDATE_NODE_LABEL
+        );
     }
 }

@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 
 use rkube_framework::{
-    Code, CycleState, FilterPlugin, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult, Snapshot,
-    Status,
+    ActionType, ClusterEventWithHint, Code, CycleState, EventResource, FilterPlugin, NodeInfo,
+    Plugin, PreFilterPlugin, PreFilterResult, Snapshot, Status,
 };
 use rkube_model::Pod;
 
@@ -25,6 +25,13 @@ impl Plugin for NodeName {
     }
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
         Some(self)
+    }
+    /// Only a new node can be the named one; no hint (always retried).
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        Some(vec![ClusterEventWithHint::always(
+            EventResource::Node,
+            ActionType::ADD,
+        )])
     }
 }
 

@@ -3,12 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rkube_framework::events::{objects_as, CsiNode};
 use rkube_framework::{
-    Code, CycleState, FilterPlugin, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult, Snapshot,
-    Status,
+    ActionType, ClusterEventWithHint, Code, CycleState, EventObject, EventResource, FilterPlugin,
+    HintContext, HintResult, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult, QueueingHint,
+    Snapshot, Status,
 };
-use rkube_model::volumes::Volumes;
-use rkube_model::Pod;
+use rkube_model::volumes::{Pvc, Volumes};
+use rkube_model::{Disk, Pod, Volume};
 
 /// Upstream name.
 pub const NAME: &str = "NodeVolumeLimits";
@@ -33,6 +35,89 @@ impl Plugin for NodeVolumeLimits {
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
         Some(self)
     }
+    /// Upstream's list. rkube watches no VolumeAttachments yet, so that
+    /// registration never fires; it carries no hint.
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        use ActionType as A;
+        use EventResource as R;
+        Some(vec![
+            // Any new CSINode may hold the limits that admit the pod.
+            ClusterEventWithHint::always(R::CsiNode, A::ADD),
+            ClusterEventWithHint::with_hint(
+                R::CsiNode,
+                A::UPDATE,
+                is_schedulable_after_csi_node_updated,
+            ),
+            ClusterEventWithHint::with_hint(
+                R::AssignedPod,
+                A::DELETE,
+                is_schedulable_after_assigned_pod_deleted,
+            ),
+            ClusterEventWithHint::with_hint(
+                R::PersistentVolumeClaim,
+                A::ADD,
+                is_schedulable_after_pvc_added,
+            ),
+            ClusterEventWithHint::always(R::VolumeAttachment, A::DELETE),
+        ])
+    }
+}
+
+fn queue_if(yes: bool) -> HintResult {
+    Ok(if yes {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::QueueSkip
+    })
+}
+
+/// A scheduled pod with a claim or a CSI-migratable in-tree volume (GCE PD,
+/// AWS EBS) was deleted: an attachment may be free.
+pub fn is_schedulable_after_assigned_pod_deleted(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (deleted, _) = objects_as::<Pod>(old, new)?;
+    let deleted = deleted.ok_or("no deleted pod")?;
+    if deleted.node_name.is_empty() && deleted.nominated_node_name.is_empty() {
+        return Ok(QueueingHint::QueueSkip);
+    }
+    queue_if(deleted.volumes.iter().any(|v| {
+        matches!(
+            v,
+            Volume::Claim { .. } | Volume::Disk(Disk::Gce { .. } | Disk::Aws { .. })
+        )
+    }))
+}
+
+/// A claim the pod uses (ephemeral ones included) was created.
+pub fn is_schedulable_after_pvc_added(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (_, pvc) = objects_as::<Pvc>(old, new)?;
+    let pvc = pvc.ok_or("no added claim")?;
+    queue_if(pvc.namespace == pod.namespace && pod.claim_names().any(|c| c == pvc.name))
+}
+
+/// A CSINode's limit for some driver went up.
+pub fn is_schedulable_after_csi_node_updated(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (old, new) = objects_as::<CsiNode>(old, new)?;
+    let (old, new) = (old.ok_or("no old CSINode")?, new.ok_or("no new CSINode")?);
+    queue_if(
+        new.drivers
+            .iter()
+            .any(|(d, &limit)| limit > old.drivers.get(d).copied().unwrap_or(0)),
+    )
 }
 
 /// Unique CSI volumes (handle → driver) a pod's claims use.
@@ -119,5 +204,99 @@ impl FilterPlugin for NodeVolumeLimits {
             }
         }
         Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The hints (upstream's `TestCSILimitsQHint`,
+    //! `TestCSILimitsAddedPVCQHint` and `TestCSILimitsDeletedPodQHint`
+    //! facts).
+
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::helper::testing::*;
+
+    fn csi(drivers: &[(&str, i32)]) -> EventObject {
+        EventObject::CsiNode(Arc::new(CsiNode {
+            name: "n".into(),
+            drivers: drivers.iter().map(|(d, c)| (d.to_string(), *c)).collect(),
+            migrated_plugins: String::new(),
+        }))
+    }
+
+    #[test]
+    fn csi_node_updated() {
+        let p = pod("p");
+        let h = |old, new| {
+            run(
+                is_schedulable_after_csi_node_updated,
+                &p,
+                Some(old),
+                Some(new),
+            )
+        };
+        assert_eq!(
+            h(csi(&[("a", 1)]), csi(&[("a", 2)])),
+            Queue,
+            "limit increased"
+        );
+        assert_eq!(
+            h(csi(&[("a", 2)]), csi(&[("a", 1)])),
+            QueueSkip,
+            "limit decreased"
+        );
+        assert_eq!(
+            h(csi(&[("a", 1)]), csi(&[("a", 1)])),
+            QueueSkip,
+            "unchanged"
+        );
+        assert_eq!(h(csi(&[]), csi(&[("b", 1)])), Queue, "a new driver");
+    }
+
+    #[test]
+    fn assigned_pod_deleted_and_pvc_added() {
+        let p = pod("p");
+        let deleted = |node: &str, v: Vec<Volume>| {
+            let mut d = pod("d");
+            d.node_name = node.into();
+            d.volumes = v;
+            d
+        };
+        let claim = || Volume::Claim {
+            claim: "pvc".into(),
+            read_only: false,
+            ephemeral: false,
+        };
+        let h = |d: Pod| {
+            run(
+                is_schedulable_after_assigned_pod_deleted,
+                &p,
+                Some(pod_obj(d)),
+                None,
+            )
+        };
+        assert_eq!(h(deleted("n", vec![])), QueueSkip, "no volumes");
+        assert_eq!(h(deleted("", vec![claim()])), QueueSkip, "unscheduled");
+        assert_eq!(h(deleted("n", vec![claim()])), Queue, "a claim");
+        assert_eq!(
+            h(deleted("n", vec![Volume::Other])),
+            QueueSkip,
+            "a configMap"
+        );
+        let mut target = pod("p");
+        target.volumes = vec![claim()];
+        let pvc = |ns: &str, name: &str| {
+            EventObject::PersistentVolumeClaim(Arc::new(Pvc {
+                namespace: ns.into(),
+                name: name.into(),
+                ..Default::default()
+            }))
+        };
+        let h = |new| run(is_schedulable_after_pvc_added, &target, None, Some(new));
+        assert_eq!(h(pvc("default", "pvc")), Queue);
+        assert_eq!(h(pvc("default", "other")), QueueSkip);
+        assert_eq!(h(pvc("other", "pvc")), QueueSkip);
     }
 }

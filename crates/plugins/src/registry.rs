@@ -67,3 +67,150 @@ pub fn in_tree() -> Registry {
     });
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use rkube_framework::events::{
+        ActionType as A, ClusterEvent, EventResource as R, QueueingHintMap,
+    };
+
+    /// The default profile's registrations are upstream v1.37's lists (the
+    /// `Pod` resource unrolled): every plugin that can reject a pod is
+    /// asked; score-only (ImageLocality, NodeResourcesBalancedAllocation),
+    /// QueueSort, Bind and PostFilter plugins are not.
+    #[test]
+    fn default_profile_registrations() {
+        let profiles = crate::profiles(&rkube_config::default_config()).expect("defaults");
+        let map = QueueingHintMap::for_framework(&profiles.frameworks()[0]);
+        let plugins: Vec<&str> = map.plugins().into_iter().collect();
+        assert_eq!(
+            plugins,
+            [
+                "DynamicResources",
+                "InterPodAffinity",
+                "NodeAffinity",
+                "NodeDeclaredFeatures",
+                "NodeName",
+                "NodePorts",
+                "NodeResourcesFit",
+                "NodeUnschedulable",
+                "NodeVolumeLimits",
+                "PodTopologySpread",
+                "SchedulingGates",
+                "TaintToleration",
+                "VolumeBinding",
+                "VolumeRestrictions",
+                "VolumeZone",
+            ]
+        );
+        let ev = ClusterEvent::new;
+        let node_add = ev(R::Node, A::ADD);
+        let assigned_delete = ev(R::AssignedPod, A::DELETE);
+        let want: [(&str, Vec<ClusterEvent>); 14] = [
+            (
+                "NodeResourcesFit",
+                vec![
+                    assigned_delete,
+                    ev(R::Node, A::ADD | A::UPDATE_NODE_ALLOCATABLE),
+                    ev(R::AssignedPod, A::UPDATE_POD_SCALE_DOWN),
+                    ev(R::TargetPod, A::UPDATE_POD_SCALE_DOWN),
+                ],
+            ),
+            (
+                "NodeAffinity",
+                vec![ev(R::Node, A::ADD | A::UPDATE_NODE_LABEL)],
+            ),
+            ("NodeName", vec![node_add]),
+            ("NodePorts", vec![assigned_delete, node_add]),
+            (
+                "NodeUnschedulable",
+                vec![
+                    ev(R::Node, A::ADD | A::UPDATE_NODE_TAINT),
+                    ev(R::TargetPod, A::UPDATE_POD_TOLERATION),
+                ],
+            ),
+            (
+                "TaintToleration",
+                vec![
+                    ev(R::Node, A::ADD | A::UPDATE_NODE_TAINT),
+                    ev(R::TargetPod, A::UPDATE_POD_TOLERATION),
+                ],
+            ),
+            (
+                "InterPodAffinity",
+                vec![
+                    ev(R::AssignedPod, A::ADD | A::UPDATE_POD_LABEL | A::DELETE),
+                    ev(R::TargetPod, A::UPDATE_POD_LABEL),
+                    ev(R::Node, A::ADD | A::UPDATE_NODE_LABEL),
+                ],
+            ),
+            (
+                "PodTopologySpread",
+                vec![
+                    ev(R::AssignedPod, A::ADD | A::UPDATE_POD_LABEL | A::DELETE),
+                    ev(R::TargetPod, A::UPDATE_POD_TOLERATION | A::UPDATE_POD_LABEL),
+                    ev(
+                        R::Node,
+                        A::ADD | A::DELETE | A::UPDATE_NODE_LABEL | A::UPDATE_NODE_TAINT,
+                    ),
+                ],
+            ),
+            (
+                "SchedulingGates",
+                vec![ev(R::TargetPod, A::UPDATE_POD_SCHEDULING_GATES_ELIMINATED)],
+            ),
+            (
+                "VolumeBinding",
+                vec![
+                    ev(R::StorageClass, A::ADD | A::UPDATE),
+                    ev(R::PersistentVolumeClaim, A::ADD | A::UPDATE),
+                    ev(R::PersistentVolume, A::ADD | A::UPDATE),
+                    ev(R::Node, A::ADD | A::UPDATE_NODE_LABEL),
+                    ev(R::CsiNode, A::ADD | A::UPDATE),
+                    ev(R::CsiDriver, A::UPDATE),
+                    ev(R::CsiStorageCapacity, A::ADD | A::UPDATE),
+                ],
+            ),
+            (
+                "VolumeZone",
+                vec![
+                    ev(R::StorageClass, A::ADD),
+                    ev(R::Node, A::ADD | A::UPDATE_NODE_LABEL),
+                    ev(R::PersistentVolumeClaim, A::ADD | A::UPDATE),
+                    ev(R::PersistentVolume, A::ADD | A::UPDATE),
+                ],
+            ),
+            (
+                "VolumeRestrictions",
+                vec![
+                    assigned_delete,
+                    node_add,
+                    ev(R::PersistentVolumeClaim, A::ADD),
+                ],
+            ),
+            (
+                "NodeVolumeLimits",
+                vec![
+                    ev(R::CsiNode, A::ADD),
+                    ev(R::CsiNode, A::UPDATE),
+                    assigned_delete,
+                    ev(R::PersistentVolumeClaim, A::ADD),
+                    ev(R::VolumeAttachment, A::DELETE),
+                ],
+            ),
+            (
+                "NodeDeclaredFeatures",
+                vec![
+                    ev(R::Node, A::ADD | A::UPDATE_NODE_DECLARED_FEATURE),
+                    ev(R::TargetPod, A::UPDATE),
+                ],
+            ),
+        ];
+        for (plugin, mut events) in want {
+            let mut got = map.events_of(plugin);
+            got.sort();
+            events.sort();
+            assert_eq!(got, events, "{plugin}");
+        }
+    }
+}

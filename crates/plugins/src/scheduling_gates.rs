@@ -1,6 +1,9 @@
 //! SchedulingGates: keeps pods with `spec.schedulingGates` out of the active queue.
 
-use rkube_framework::{Code, Plugin, PreEnqueuePlugin, Status};
+use rkube_framework::{
+    ActionType, ClusterEventWithHint, Code, EventResource, Plugin, PreEnqueuePlugin, QueueingHint,
+    Status,
+};
 use rkube_model::Pod;
 
 /// Upstream name.
@@ -15,6 +18,14 @@ impl Plugin for SchedulingGates {
     }
     fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
         Some(self)
+    }
+    /// Only removing the last gate lets the pod in.
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        Some(vec![ClusterEventWithHint::with_hint(
+            EventResource::TargetPod,
+            ActionType::UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+            |_, _, _, _| Ok(QueueingHint::Queue),
+        )])
     }
 }
 

@@ -8,8 +8,9 @@
 use std::sync::Arc;
 
 use rkube_framework::{
-    Code, CycleState, FilterPlugin, NodeInfo, PermitPlugin, Plugin, PreEnqueuePlugin,
-    PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Snapshot, Status,
+    ActionType, ClusterEventWithHint, Code, CycleState, EventResource, FilterPlugin, NodeInfo,
+    PermitPlugin, Plugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
+    ScorePlugin, Snapshot, Status,
 };
 use rkube_model::Pod;
 
@@ -23,6 +24,8 @@ pub struct SkipUnless {
     skip_score: bool,
     pre_enqueue: bool,
     permit: bool,
+    /// Upstream's event registrations, without hints (see each constructor).
+    events: fn() -> Vec<ClusterEventWithHint>,
 }
 
 fn never(_: &Pod) -> bool {
@@ -38,13 +41,31 @@ fn plugin(name: &'static str, uses: fn(&Pod) -> bool, reason: &'static str) -> S
         skip_score: false,
         pre_enqueue: false,
         permit: false,
+        events: Vec::new,
     }
 }
 
 /// DynamicResources: pods without resource claims skip its filter and score 0.
+/// It registers upstream's events without their hints: the rejection it
+/// gives (DRA is not modelled) cannot be undone by any of them, and rkube
+/// watches no claims, slices or classes.
 pub fn dynamic_resources() -> Arc<dyn Plugin> {
     Arc::new(SkipUnless {
         score: true,
+        events: || {
+            use ActionType as A;
+            use EventResource as R;
+            vec![
+                ClusterEventWithHint::always(
+                    R::Node,
+                    A::ADD | A::UPDATE_NODE_LABEL | A::UPDATE_NODE_ALLOCATABLE,
+                ),
+                ClusterEventWithHint::always(R::ResourceClaim, A::ADD | A::UPDATE | A::DELETE),
+                ClusterEventWithHint::always(R::TargetPod, A::UPDATE_POD_GENERATED_RESOURCE_CLAIM),
+                ClusterEventWithHint::always(R::DeviceClass, A::ADD | A::UPDATE),
+                ClusterEventWithHint::always(R::ResourceSlice, A::ADD | A::UPDATE),
+            ]
+        },
         ..plugin(
             "DynamicResources",
             |p| p.has_resource_claims,
@@ -53,9 +74,21 @@ pub fn dynamic_resources() -> Arc<dyn Plugin> {
     })
 }
 
-/// NodeDeclaredFeatures: rkube infers no feature requirements, so it always skips.
+/// NodeDeclaredFeatures: rkube infers no feature requirements, so it always
+/// skips (and never rejects; its registrations are upstream's, unhinted).
 pub fn node_declared_features() -> Arc<dyn Plugin> {
-    Arc::new(plugin("NodeDeclaredFeatures", never, ""))
+    Arc::new(SkipUnless {
+        events: || {
+            vec![
+                ClusterEventWithHint::always(
+                    EventResource::Node,
+                    ActionType::ADD | ActionType::UPDATE_NODE_DECLARED_FEATURE,
+                ),
+                ClusterEventWithHint::always(EventResource::TargetPod, ActionType::UPDATE),
+            ]
+        },
+        ..plugin("NodeDeclaredFeatures", never, "")
+    })
 }
 
 /// GangScheduling: only pods of a workload's pod group are gated.
@@ -63,6 +96,17 @@ pub fn gang_scheduling() -> Arc<dyn Plugin> {
     Arc::new(SkipUnless {
         pre_enqueue: true,
         permit: true,
+        // Upstream's registrations, unhinted: rkube has no pod groups, so
+        // the plugin never gates a pod.
+        events: || {
+            use ActionType as A;
+            use EventResource as R;
+            vec![
+                ClusterEventWithHint::always(R::UnscheduledPod, A::ADD),
+                ClusterEventWithHint::always(R::AssignedPod, A::ADD),
+                ClusterEventWithHint::always(R::PodGroup, A::ADD | A::UPDATE),
+            ]
+        },
         ..plugin("GangScheduling", never, "")
     })
 }
@@ -88,6 +132,9 @@ impl Plugin for SkipUnless {
     }
     fn as_permit(&self) -> Option<&dyn PermitPlugin> {
         self.permit.then_some(self as &dyn PermitPlugin)
+    }
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        Some((self.events)())
     }
 }
 

@@ -17,13 +17,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rkube_config::args::{decode, VolumeBindingArgs};
+use rkube_framework::events::{objects_as, CsiNode};
 use rkube_framework::{
-    AssumeCache, ClusterApi, Code, CycleState, FilterPlugin, NodeInfo, Plugin, PreBindPlugin,
-    PreFilterPlugin, PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin, Snapshot, Status,
-    MAX_NODE_SCORE,
+    ActionType, AssumeCache, ClusterApi, ClusterEventWithHint, Code, CycleState, EventObject,
+    EventResource, FilterPlugin, HintContext, HintResult, NodeInfo, Plugin, PreBindPlugin,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin, ScorePlugin,
+    Snapshot, Status, MAX_NODE_SCORE,
 };
 use rkube_model::volumes::{
-    can_provision, find_matching_volume, pv_fits_node, PodVolumes, Pv, Pvc,
+    can_provision, find_matching_volume, pv_fits_node, PodVolumes, Pv, Pvc, StorageClass,
 };
 use rkube_model::{Node, Pod};
 
@@ -114,6 +116,88 @@ impl Plugin for VolumeBinding {
     }
     fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
         Some(self)
+    }
+    /// Upstream's list. rkube watches no CSIDrivers or CSIStorageCapacities
+    /// yet, so those two registrations never fire; they carry no hint.
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        use ActionType as A;
+        use EventResource as R;
+        Some(vec![
+            // A missing or misconfigured class (allowedTopologies).
+            ClusterEventWithHint::with_hint(
+                R::StorageClass,
+                A::ADD | A::UPDATE,
+                is_schedulable_after_storage_class_change,
+            ),
+            // Claims get bound to volumes; any change may help.
+            ClusterEventWithHint::with_hint(
+                R::PersistentVolumeClaim,
+                A::ADD | A::UPDATE,
+                is_schedulable_after_pvc_change,
+            ),
+            ClusterEventWithHint::always(R::PersistentVolume, A::ADD | A::UPDATE),
+            // Labels matched by volumes' node affinity or allowedTopologies.
+            ClusterEventWithHint::always(R::Node, A::ADD | A::UPDATE_NODE_LABEL),
+            ClusterEventWithHint::with_hint(
+                R::CsiNode,
+                A::ADD | A::UPDATE,
+                is_schedulable_after_csi_node_change,
+            ),
+            ClusterEventWithHint::always(R::CsiDriver, A::UPDATE),
+            ClusterEventWithHint::always(R::CsiStorageCapacity, A::ADD | A::UPDATE),
+        ])
+    }
+}
+
+fn queue_if(yes: bool) -> HintResult {
+    Ok(if yes {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::QueueSkip
+    })
+}
+
+/// A CSINode was added, or its migrated-plugins annotation changed (which
+/// in-tree volumes are translated to CSI).
+pub fn is_schedulable_after_csi_node_change(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (old, new) = objects_as::<CsiNode>(old, new)?;
+    match (old, new) {
+        (None, _) => Ok(QueueingHint::Queue),
+        (Some(o), Some(n)) => queue_if(o.migrated_plugins != n.migrated_plugins),
+        (Some(_), None) => Err("no modified CSINode".into()),
+    }
+}
+
+/// A claim of the pod (by name, ephemeral ones included) was added or updated.
+pub fn is_schedulable_after_pvc_change(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (_, pvc) = objects_as::<Pvc>(old, new)?;
+    let pvc = pvc.ok_or("no modified claim")?;
+    queue_if(pod.namespace == pvc.namespace && pod.claim_names().any(|c| c == pvc.name))
+}
+
+/// A class was added, or its allowedTopologies changed (its binding mode
+/// cannot change).
+pub fn is_schedulable_after_storage_class_change(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (old, new) = objects_as::<StorageClass>(old, new)?;
+    let new = new.ok_or("no modified class")?;
+    match old {
+        None => Ok(QueueingHint::Queue),
+        Some(o) => queue_if(o.allowed_topologies != new.allowed_topologies),
     }
 }
 
@@ -483,5 +567,152 @@ impl PreBindPlugin for VolumeBinding {
                 Err(e) => return Status::error(format!("binding volumes: {e}")),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    //! Upstream's `TestIsSchedulableAfterCSINodeChange`,
+    //! `TestIsSchedulableAfterPersistentVolumeClaimChange` and
+    //! `TestIsSchedulableAfterStorageClassChange` cases.
+
+    use super::*;
+    use crate::helper::testing::*;
+    use rkube_model::{NodeSelector, NodeSelectorTerm, Volume};
+
+    fn csi(annotation: &str) -> EventObject {
+        EventObject::CsiNode(Arc::new(CsiNode {
+            name: "csinode-a".into(),
+            migrated_plugins: annotation.into(),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn csi_node_change() {
+        let p = pod("p");
+        let h = |old, new| run(is_schedulable_after_csi_node_change, &p, old, new);
+        assert_eq!(
+            h(Some(pod_obj(pod("x"))), Some(pod_obj(pod("x")))),
+            Queue,
+            "unexpected objects are passed"
+        );
+        assert_eq!(h(None, Some(csi(""))), Queue, "CSINode is newly created");
+        assert_eq!(
+            h(Some(csi("test1")), Some(csi("test1, test2"))),
+            Queue,
+            "CSINode's migrated-plugins annotations is added"
+        );
+        assert_eq!(
+            h(Some(csi("test1")), Some(csi("test2"))),
+            Queue,
+            "CSINode's migrated-plugins annotation is updated"
+        );
+        assert_eq!(
+            h(Some(csi("test1")), Some(csi("test1"))),
+            QueueSkip,
+            "CSINode is updated but migrated-plugins annotation gets unchanged"
+        );
+    }
+
+    fn pvc(ns: &str, name: &str) -> EventObject {
+        EventObject::PersistentVolumeClaim(Arc::new(Pvc {
+            namespace: ns.into(),
+            name: name.into(),
+            ..Default::default()
+        }))
+    }
+
+    fn claim(name: &str, ephemeral: bool) -> Volume {
+        Volume::Claim {
+            claim: name.into(),
+            read_only: false,
+            ephemeral,
+        }
+    }
+
+    #[test]
+    fn pvc_change() {
+        let h = |p: &Pod, new| run(is_schedulable_after_pvc_change, p, None, Some(new));
+        let mut with_pvc = pod("pod-a");
+        with_pvc.volumes = vec![claim("pvc-a", false)];
+        let mut with_ephemeral = pod("pod-a");
+        // An ephemeral volume "ephemeral" of pod "pod-a" is claim "pod-a-ephemeral".
+        with_ephemeral.volumes = vec![claim("pod-a-ephemeral", true)];
+        assert_eq!(
+            h(&pod("pod-a"), pvc("default", "pvc-a")),
+            QueueSkip,
+            "pod has no pvc or ephemeral volumes"
+        );
+        assert_eq!(
+            h(&with_pvc, pvc("ns-b", "pvc-a")),
+            QueueSkip,
+            "pvc with the same name as the one used by the pod in a different namespace is modified"
+        );
+        assert_eq!(
+            h(&with_pvc, pvc("default", "pvc-b")),
+            QueueSkip,
+            "pod has no pvc that is being modified"
+        );
+        assert_eq!(
+            h(&with_ephemeral, pvc("default", "pod-a-other")),
+            QueueSkip,
+            "pod has no generic ephemeral volume that is being modified"
+        );
+        assert_eq!(
+            h(&with_pvc, pvc("default", "pvc-a")),
+            Queue,
+            "pod has the pvc that is being modified"
+        );
+        assert_eq!(
+            h(&with_ephemeral, pvc("default", "pod-a-ephemeral")),
+            Queue,
+            "pod has the generic ephemeral volume that is being modified"
+        );
+        assert_eq!(
+            h(&with_pvc, pod_obj(pod("x"))),
+            Queue,
+            "type conversion error"
+        );
+    }
+
+    #[test]
+    fn storage_class_change() {
+        let sc = |zones: Option<&[&str]>| {
+            EventObject::StorageClass(Arc::new(StorageClass {
+                name: "sc-a".into(),
+                allowed_topologies: zones.map(|z| NodeSelector {
+                    terms: vec![NodeSelectorTerm {
+                        match_expressions: vec![in_req("topology.kubernetes.io/zone", z)],
+                        ..Default::default()
+                    }],
+                }),
+                ..Default::default()
+            }))
+        };
+        let p = pod("p");
+        let h = |old, new| {
+            run(
+                is_schedulable_after_storage_class_change,
+                &p,
+                old,
+                Some(new),
+            )
+        };
+        assert_eq!(
+            h(None, sc(None)),
+            Queue,
+            "When a new StorageClass is created, it returns Queue"
+        );
+        assert_eq!(
+            h(Some(sc(None)), sc(Some(&["a"]))),
+            Queue,
+            "When the AllowedTopologies are changed, it returns Queue"
+        );
+        assert_eq!(
+            h(Some(sc(Some(&["a"]))), sc(Some(&["a"]))),
+            QueueSkip,
+            "When there are no changes to the StorageClass, it returns QueueSkip"
+        );
     }
 }

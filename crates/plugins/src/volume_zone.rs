@@ -3,11 +3,14 @@
 
 use std::collections::BTreeSet;
 
+use rkube_framework::events::objects_as;
 use rkube_framework::{
-    Code, CycleState, FilterPlugin, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult, Snapshot,
-    Status,
+    ActionType, ClusterEventWithHint, Code, CycleState, EventObject, EventResource, FilterPlugin,
+    HintContext, HintResult, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult, QueueingHint,
+    Snapshot, Status,
 };
-use rkube_model::Pod;
+use rkube_model::volumes::{Pv, Pvc, StorageClass};
+use rkube_model::{Pod, Volume};
 
 use crate::volume_binding::pvc_not_found;
 
@@ -45,6 +48,89 @@ impl Plugin for VolumeZone {
     }
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
         Some(self)
+    }
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        use ActionType as A;
+        use EventResource as R;
+        Some(vec![
+            // A binding mode cannot change: only new classes matter.
+            ClusterEventWithHint::with_hint(
+                R::StorageClass,
+                A::ADD,
+                is_schedulable_after_storage_class_added,
+            ),
+            ClusterEventWithHint::always(R::Node, A::ADD | A::UPDATE_NODE_LABEL),
+            ClusterEventWithHint::with_hint(
+                R::PersistentVolumeClaim,
+                A::ADD | A::UPDATE,
+                is_schedulable_after_pvc_change,
+            ),
+            ClusterEventWithHint::with_hint(
+                R::PersistentVolume,
+                A::ADD | A::UPDATE,
+                is_schedulable_after_pv_change,
+            ),
+        ])
+    }
+}
+
+fn queue_if(yes: bool) -> HintResult {
+    Ok(if yes {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::QueueSkip
+    })
+}
+
+/// A claim the pod names in a `persistentVolumeClaim` volume was added or
+/// updated.
+pub fn is_schedulable_after_pvc_change(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (_, pvc) = objects_as::<Pvc>(old, new)?;
+    let pvc = pvc.ok_or("no modified claim")?;
+    queue_if(
+        pod.namespace == pvc.namespace
+            && pod.volumes.iter().any(|v| {
+                matches!(v, Volume::Claim { claim, ephemeral: false, .. } if *claim == pvc.name)
+            }),
+    )
+}
+
+/// A `WaitForFirstConsumer` class was added.
+pub fn is_schedulable_after_storage_class_added(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (_, sc) = objects_as::<StorageClass>(old, new)?;
+    queue_if(sc.ok_or("no added class")?.wait_for_first_consumer())
+}
+
+/// A volume's zone/region labels, parsed as upstream's `getPVTopologies`.
+fn pv_topologies(pv: &Pv) -> Vec<(&'static str, BTreeSet<&str>)> {
+    TOPOLOGY_LABELS
+        .iter()
+        .filter_map(|k| Some((*k, pv.labels.get(*k)?.split("__").collect())))
+        .collect()
+}
+
+/// A volume was added, or its zone/region labels changed.
+pub fn is_schedulable_after_pv_change(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (old, new) = objects_as::<Pv>(old, new)?;
+    let new = new.ok_or("no modified volume")?;
+    match old {
+        None => Ok(QueueingHint::Queue),
+        Some(o) => queue_if(pv_topologies(o) != pv_topologies(new)),
     }
 }
 
@@ -124,5 +210,148 @@ impl FilterPlugin for VolumeZone {
             }
         }
         Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Upstream's `TestIsSchedulableAfterPersistentVolumeClaimAdded`,
+    //! `TestIsSchedulableAfterStorageClassAdded` and
+    //! `TestIsSchedulableAfterPersistentVolumeChange` cases.
+
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::helper::testing::*;
+
+    fn claim(name: &str) -> Volume {
+        Volume::Claim {
+            claim: name.into(),
+            read_only: false,
+            ephemeral: false,
+        }
+    }
+
+    fn pvc(ns: &str, volume: &str) -> EventObject {
+        EventObject::PersistentVolumeClaim(Arc::new(Pvc {
+            namespace: ns.into(),
+            name: "PVC_1".into(),
+            volume_name: volume.into(),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn pvc_change() {
+        let mut uses = pod("pod_1");
+        uses.volumes = vec![claim("PVC_1")];
+        let mut other = pod("pod_1");
+        other.volumes = vec![claim("PVC_2")];
+        let h = |p: &Pod, old: Option<EventObject>, new| {
+            run(is_schedulable_after_pvc_change, p, old, Some(new))
+        };
+        assert_eq!(
+            h(&uses, None, pod_obj(pod("x"))),
+            Queue,
+            "error-wrong-new-object"
+        );
+        assert_eq!(
+            h(&pod("pod_1"), None, pvc("default", "Vol_1")),
+            QueueSkip,
+            "pod without volumes"
+        );
+        assert_eq!(
+            h(&other, None, pvc("default", "Vol_1")),
+            QueueSkip,
+            "another claim"
+        );
+        assert_eq!(
+            h(&uses, None, pvc("ns1", "Vol_1")),
+            QueueSkip,
+            "another namespace"
+        );
+        assert_eq!(
+            h(&uses, None, pvc("default", "Vol_1")),
+            Queue,
+            "the pod's claim added"
+        );
+        assert_eq!(
+            h(&uses, Some(pvc("default", "")), pvc("default", "Vol_1")),
+            Queue,
+            "the pod's claim got its volume"
+        );
+        assert_eq!(
+            h(&other, Some(pvc("default", "")), pvc("default", "Vol_1")),
+            QueueSkip,
+            "another claim got its volume"
+        );
+    }
+
+    #[test]
+    fn storage_class_added() {
+        let sc = |mode: Option<&str>| {
+            EventObject::StorageClass(Arc::new(StorageClass {
+                name: "SC_1".into(),
+                binding_mode: mode.map(str::to_string),
+                ..Default::default()
+            }))
+        };
+        let p = pod("p");
+        let h = |new| {
+            run(
+                is_schedulable_after_storage_class_added,
+                &p,
+                None,
+                Some(new),
+            )
+        };
+        assert_eq!(h(sc(None)), QueueSkip, "no binding mode");
+        assert_eq!(h(sc(Some("Immediate"))), QueueSkip, "Immediate");
+        assert_eq!(
+            h(sc(Some("WaitForFirstConsumer"))),
+            Queue,
+            "WaitForFirstConsumer"
+        );
+    }
+
+    #[test]
+    fn pv_change() {
+        let pv = |l: &[(&str, &str)]| {
+            EventObject::PersistentVolume(Arc::new(Pv {
+                name: "Vol_1".into(),
+                labels: labels(l),
+                ..Default::default()
+            }))
+        };
+        const BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+        const GA: &str = "topology.kubernetes.io/zone";
+        let p = pod("p");
+        let h =
+            |old: Option<EventObject>, new| run(is_schedulable_after_pv_change, &p, old, Some(new));
+        assert_eq!(h(None, pv(&[(BETA, "us-west1-b")])), Queue, "new pv");
+        assert_eq!(
+            h(
+                Some(pv(&[(BETA, "us-west1-a")])),
+                pv(&[(BETA, "us-west1-b")])
+            ),
+            Queue,
+            "zone changed"
+        );
+        assert_eq!(
+            h(
+                Some(pv(&[(BETA, "us-west1-a")])),
+                pv(&[(BETA, "us-west1-a"), (GA, "zone")])
+            ),
+            Queue,
+            "zone label added"
+        );
+        assert_eq!(
+            h(
+                Some(pv(&[(BETA, "us-west1-a"), (GA, "zone")])),
+                pv(&[(BETA, "us-west1-a"), (GA, "zone"), ("other", "x")])
+            ),
+            QueueSkip,
+            "unrelated label"
+        );
     }
 }

@@ -5,13 +5,15 @@
 //! `InterPodAffinityHostnameFastPath` feature enabled (the default).
 
 mod filtering;
+pub mod hints;
 mod scoring;
 
 use std::sync::Arc;
 
 use rkube_config::args::{decode, InterPodAffinityArgs};
 use rkube_framework::{
-    FilterPlugin, Plugin, PreFilterPlugin, PreScorePlugin, ScorePlugin, Snapshot,
+    ClusterEventWithHint, FilterPlugin, Plugin, PreFilterPlugin, PreScorePlugin, ScorePlugin,
+    Snapshot,
 };
 use rkube_model::selector::{Operator, Requirement};
 use rkube_model::{LabelSelector, Labels, Pod, PodAffinityTerm};
@@ -79,6 +81,9 @@ impl Plugin for InterPodAffinity {
     }
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         Some(self)
+    }
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        Some(hints::events())
     }
 }
 

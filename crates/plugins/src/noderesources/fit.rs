@@ -7,12 +7,14 @@ use std::sync::Arc;
 
 use rkube_config::args::{decode, NodeResourcesFitArgs, ResourceSpec};
 use rkube_config::validate::validate_fit_args;
+use rkube_framework::events::objects_as;
 use rkube_framework::{
-    Code, CycleState, FilterPlugin, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult,
-    PreScorePlugin, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
+    ActionType, ClusterEventWithHint, Code, CycleState, EventObject, EventResource, FilterPlugin,
+    HintContext, HintResult, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
+    QueueingHint, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
-use rkube_model::resources::is_extended_resource_name;
-use rkube_model::Pod;
+use rkube_model::resources::{is_extended_resource_name, Resources};
+use rkube_model::{Node, Pod};
 
 use super::resource_allocation::{pod_request_list, with_node_vectors, ResourceKind};
 
@@ -253,6 +255,133 @@ impl Plugin for Fit {
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         Some(self)
     }
+    /// Upstream's list with InPlacePodVerticalScaling (GA, so the scale-down
+    /// events) and without the DeviceClass event of DRA extended resources
+    /// (rkube watches no DeviceClasses) or the alpha scale-up events.
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        use ActionType as A;
+        use EventResource as R;
+        Some(vec![
+            ClusterEventWithHint::with_hint(
+                R::AssignedPod,
+                A::DELETE,
+                is_schedulable_after_assigned_pod_delete,
+            ),
+            ClusterEventWithHint::with_hint(
+                R::Node,
+                A::ADD | A::UPDATE_NODE_ALLOCATABLE,
+                is_schedulable_after_node_change,
+            ),
+            ClusterEventWithHint::with_hint(
+                R::AssignedPod,
+                A::UPDATE_POD_SCALE_DOWN,
+                is_schedulable_after_assigned_pod_scale_down,
+            ),
+            ClusterEventWithHint::with_hint(
+                R::TargetPod,
+                A::UPDATE_POD_SCALE_DOWN,
+                |_, _, _, _| Ok(QueueingHint::Queue),
+            ),
+        ])
+    }
+}
+
+/// A scheduled (or nominated) pod was deleted: its resources may be free.
+pub fn is_schedulable_after_assigned_pod_delete(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (deleted, _) = objects_as::<Pod>(old, new)?;
+    let deleted = deleted.ok_or("no deleted pod")?;
+    if deleted.node_name.is_empty() && deleted.nominated_node_name.is_empty() {
+        return Ok(QueueingHint::QueueSkip);
+    }
+    Ok(QueueingHint::Queue)
+}
+
+/// A scheduled pod's requests went down: does it free a resource the pod
+/// asks for? (upstream's `haveEnoughRelevantResourcesDecreased`)
+pub fn is_schedulable_after_assigned_pod_scale_down(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (original, modified) = objects_as::<Pod>(old, new)?;
+    let (original, modified) = (
+        original.ok_or("no original pod")?,
+        modified.ok_or("no modified pod")?,
+    );
+    if modified.node_name.is_empty() {
+        return Ok(QueueingHint::QueueSkip);
+    }
+    let (o, m, want) = (&original.requests, &modified.requests, &pod.requests);
+    let decreased = (want.milli_cpu != 0 && o.milli_cpu > m.milli_cpu)
+        || (want.memory != 0 && o.memory > m.memory)
+        || (want.ephemeral_storage != 0 && o.ephemeral_storage > m.ephemeral_storage)
+        || want
+            .scalar
+            .iter()
+            .any(|(k, &v)| v != 0 && o.scalar(k) > m.scalar(k));
+    Ok(if decreased {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::QueueSkip
+    })
+}
+
+/// Upstream's `isFit`: the pod fits the node when it is empty (its
+/// `fitsRequest` on a node without pods, no resource ignored).
+pub fn is_fit(pod: &Pod, node: &Node) -> bool {
+    let (want, have) = (&pod.requests, &node.allocatable);
+    let ok = |w: i64, h: i64| w <= 0 || w <= h;
+    have.allowed_pod_number >= 1
+        && ok(want.milli_cpu, have.milli_cpu)
+        && ok(want.memory, have.memory)
+        && ok(want.ephemeral_storage, have.ephemeral_storage)
+        && want.scalar.iter().all(|(k, &w)| ok(w, have.scalar(k)))
+}
+
+/// Upstream's `haveAnyRequestedResourcesIncreased`: more pods allowed, or
+/// more of a resource the pod asks for.
+pub fn have_any_requested_resources_increased(pod: &Pod, original: &Node, modified: &Node) -> bool {
+    let (o, m): (&Resources, &Resources) = (&original.allocatable, &modified.allocatable);
+    if m.allowed_pod_number > o.allowed_pod_number {
+        return true;
+    }
+    let r = &pod.requests;
+    if r.milli_cpu == 0 && r.memory == 0 && r.ephemeral_storage == 0 && r.scalar.is_empty() {
+        return false;
+    }
+    (r.milli_cpu > 0 && m.milli_cpu > o.milli_cpu)
+        || (r.memory > 0 && m.memory > o.memory)
+        || (r.ephemeral_storage > 0 && m.ephemeral_storage > o.ephemeral_storage)
+        || r.scalar
+            .iter()
+            .any(|(k, &v)| v != 0 && m.scalar(k) > o.scalar(k))
+}
+
+/// A node was added, or its allocatable changed: does the pod fit it now,
+/// where it did not have enough before?
+pub fn is_schedulable_after_node_change(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (original, modified) = objects_as::<Node>(old, new)?;
+    let Some(modified) = modified.filter(|n| is_fit(pod, n)) else {
+        return Ok(QueueingHint::QueueSkip);
+    };
+    match original {
+        None => Ok(QueueingHint::Queue),
+        Some(o) if have_any_requested_resources_increased(pod, o, modified) => {
+            Ok(QueueingHint::Queue)
+        }
+        Some(_) => Ok(QueueingHint::QueueSkip),
+    }
 }
 
 impl PreFilterPlugin for Fit {
@@ -327,5 +456,237 @@ impl ScorePlugin for Fit {
             false,
             |requested, _, allocatable| self.strategy_score(requested, allocatable),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The hints, with upstream's `Test_isSchedulableAfter*` and
+    //! `TestHaveAnyRequestedResourcesIncreased` cases.
+
+    use super::*;
+    use rkube_framework::HintContext;
+
+    const EXT_A: &str = "example.com/aaa";
+    const EXT_B: &str = "example.com/bbb";
+
+    fn pod(milli_cpu: i64, memory: i64, scalar: &[(&str, i64)]) -> Pod {
+        let mut p = Pod::default();
+        p.requests.milli_cpu = milli_cpu;
+        p.requests.memory = memory;
+        p.requests.scalar = scalar.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        p
+    }
+
+    /// `st.MakeNode().Capacity(...)`: allocatable as given, 32 pods.
+    fn node(milli_cpu: i64, memory: i64, scalar: &[(&str, i64)]) -> EventObject {
+        let mut n = Node::default();
+        n.allocatable.allowed_pod_number = 32;
+        n.allocatable.milli_cpu = milli_cpu;
+        n.allocatable.memory = memory;
+        n.allocatable.scalar = scalar.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        EventObject::Node(Arc::new(n))
+    }
+
+    fn hint(p: &Pod, old: Option<&EventObject>, new: Option<&EventObject>) -> HintResult {
+        is_schedulable_after_node_change(p, old, new, &HintContext::empty())
+    }
+
+    use QueueingHint::{Queue, QueueSkip};
+
+    #[test]
+    fn node_change() {
+        let not_a_node = EventObject::Pod(Arc::new(Pod::default()));
+        assert!(hint(&Pod::default(), None, Some(&not_a_node)).is_err());
+        assert!(hint(&Pod::default(), Some(&not_a_node), Some(&node(0, 0, &[]))).is_err());
+        let cases: [(&str, Pod, Option<EventObject>, EventObject, QueueingHint); 7] = [
+            (
+                "skip-queue-on-node-add-without-sufficient-resources",
+                pod(0, 2, &[]),
+                None,
+                node(0, 1, &[]),
+                QueueSkip,
+            ),
+            (
+                "skip-queue-on-node-add-without-required-resource-type",
+                pod(0, 0, &[(EXT_A, 1)]),
+                None,
+                node(0, 0, &[(EXT_B, 1)]),
+                QueueSkip,
+            ),
+            (
+                "queue-on-node-add-with-sufficient-resources",
+                pod(0, 2, &[(EXT_A, 1)]),
+                None,
+                node(0, 4, &[(EXT_A, 2)]),
+                Queue,
+            ),
+            (
+                "skip-queue-on-node-unrelated-changes",
+                pod(0, 2, &[(EXT_A, 1)]),
+                Some(node(0, 2, &[(EXT_A, 2)])),
+                node(0, 2, &[(EXT_A, 1), (EXT_B, 2)]),
+                QueueSkip,
+            ),
+            (
+                "queue-on-pod-requested-resources-increase",
+                pod(0, 2, &[(EXT_A, 1)]),
+                Some(node(0, 2, &[(EXT_A, 1)])),
+                node(0, 2, &[(EXT_A, 2)]),
+                Queue,
+            ),
+            (
+                "skip-queue-on-node-changes-from-suitable-to-unsuitable",
+                pod(0, 2, &[(EXT_A, 1)]),
+                Some(node(0, 4, &[(EXT_A, 2)])),
+                node(0, 1, &[(EXT_A, 2)]),
+                QueueSkip,
+            ),
+            (
+                "queue-on-node-changes-from-unsuitable-to-suitable",
+                pod(0, 2, &[(EXT_A, 1)]),
+                Some(node(0, 1, &[(EXT_A, 2)])),
+                node(0, 4, &[(EXT_A, 2)]),
+                Queue,
+            ),
+        ];
+        for (name, p, old, new, want) in cases {
+            assert_eq!(hint(&p, old.as_ref(), Some(&new)), Ok(want), "{name}");
+        }
+    }
+
+    #[test]
+    fn is_fit_is_fits_request_on_an_empty_node() {
+        let nodes = [
+            node(1000, 4, &[(EXT_A, 2)]),
+            node(0, 0, &[]),
+            node(500, 1, &[(EXT_B, 1)]),
+        ];
+        let pods = [
+            pod(0, 0, &[]),
+            pod(1000, 4, &[(EXT_A, 2)]),
+            pod(1001, 0, &[]),
+            pod(0, 0, &[(EXT_B, 1)]),
+            pod(0, 5, &[]),
+        ];
+        let mut no_pods = Node::default();
+        no_pods.allocatable.milli_cpu = 1000;
+        for n in nodes
+            .iter()
+            .filter_map(|n| match n {
+                EventObject::Node(n) => Some(n.as_ref()),
+                _ => None,
+            })
+            .chain([&no_pods])
+        {
+            let info = NodeInfo::new(Arc::new(n.clone()));
+            for p in &pods {
+                let want = fits_request(p, &info, &HashSet::new(), &HashSet::new()).is_empty();
+                assert_eq!(is_fit(p, n), want, "{p:?} on {n:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn requested_resources_increased() {
+        // (pods, milli cpu, memory, ephemeral storage, example.com/aaa)
+        let n = |(pods, cpu, mem, eph, a): (i64, i64, i64, i64, i64)| {
+            let mut n = Node::default();
+            n.allocatable.allowed_pod_number = pods;
+            n.allocatable.milli_cpu = cpu;
+            n.allocatable.memory = mem;
+            n.allocatable.ephemeral_storage = eph;
+            if a > 0 {
+                n.allocatable.scalar.insert(EXT_A.into(), a);
+            }
+            n
+        };
+        let mut big = pod(2, 2, &[(EXT_A, 2)]);
+        big.requests.ephemeral_storage = 2;
+        // Upstream's TestHaveAnyRequestedResourcesIncreased cases (without DRA).
+        let cases = [
+            (
+                "no-requested-resources",
+                pod(0, 0, &[]),
+                (1, 1000, 1, 1, 1),
+                (1, 2000, 2, 2, 2),
+                false,
+            ),
+            (
+                "no-requested-resources-pods-increased",
+                pod(0, 0, &[]),
+                (1, 1000, 1, 1, 1),
+                (2, 1000, 1, 1, 1),
+                true,
+            ),
+            (
+                "scalar-resources-not-in-node",
+                big,
+                (32, 1000, 2, 3, 0),
+                (32, 1000, 2, 1, 0),
+                false,
+            ),
+        ];
+        for (name, p, o, m, want) in cases {
+            assert_eq!(
+                have_any_requested_resources_increased(&p, &n(o), &n(m)),
+                want,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn assigned_pod_delete_and_scale_down() {
+        let cx = HintContext::empty();
+        let p = pod(1000, 0, &[]);
+        let unscheduled = EventObject::Pod(Arc::new(pod(1000, 0, &[])));
+        assert_eq!(
+            is_schedulable_after_assigned_pod_delete(&p, Some(&unscheduled), None, &cx),
+            Ok(QueueSkip)
+        );
+        let mut nominated = pod(1000, 0, &[]);
+        nominated.nominated_node_name = "n".into();
+        let nominated = EventObject::Pod(Arc::new(nominated));
+        assert_eq!(
+            is_schedulable_after_assigned_pod_delete(&p, Some(&nominated), None, &cx),
+            Ok(Queue)
+        );
+        let bound = |cpu, mem| {
+            let mut b = pod(cpu, mem, &[]);
+            b.node_name = "n".into();
+            EventObject::Pod(Arc::new(b))
+        };
+        // Upstream's Test_isSchedulableAfterAssignedPodScaleDown cases.
+        assert_eq!(
+            is_schedulable_after_assigned_pod_scale_down(
+                &p,
+                Some(&bound(1000, 0)),
+                Some(&bound(500, 0)),
+                &cx
+            ),
+            Ok(Queue),
+            "the requested cpu went down"
+        );
+        assert_eq!(
+            is_schedulable_after_assigned_pod_scale_down(
+                &p,
+                Some(&bound(1000, 2)),
+                Some(&bound(1000, 1)),
+                &cx
+            ),
+            Ok(QueueSkip),
+            "only memory, which the pod does not request, went down"
+        );
+        assert_eq!(
+            is_schedulable_after_assigned_pod_scale_down(
+                &p,
+                Some(&unscheduled),
+                Some(&EventObject::Pod(Arc::new(pod(500, 0, &[])))),
+                &cx
+            ),
+            Ok(QueueSkip),
+            "an unscheduled pod frees nothing"
+        );
     }
 }

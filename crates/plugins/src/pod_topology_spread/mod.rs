@@ -5,16 +5,19 @@
 //! `List`) applied to pods without constraints of their own.
 
 mod filtering;
+pub mod hints;
 mod scoring;
 
 use std::sync::Arc;
 
 use rkube_config::args::{decode, PodTopologySpreadArgs};
 use rkube_framework::{
-    FilterPlugin, NodeInfo, Plugin, PreFilterPlugin, PreScorePlugin, ScorePlugin, Snapshot,
+    ClusterEventWithHint, FilterPlugin, NodeInfo, Plugin, PreFilterPlugin, PreScorePlugin,
+    ScorePlugin, Snapshot,
 };
 use rkube_model::convert;
 use rkube_model::selector::{Operator, Requirement};
+use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{LabelSelector, Labels, Node, Pod, TopologySpreadConstraint};
 
 use crate::helper::{find_untolerated_do_not_schedule, required_node_affinity_matches};
@@ -156,6 +159,9 @@ impl Plugin for PodTopologySpread {
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
         Some(self)
     }
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        Some(self.events())
+    }
 }
 
 /// A constraint with its selector resolved (upstream's internal
@@ -269,6 +275,17 @@ impl PodTopologySpread {
         snapshot: &Snapshot,
         do_not_schedule: bool,
     ) -> Vec<Constraint> {
+        self.constraints_with(pod, &snapshot.workloads, do_not_schedule)
+    }
+
+    /// [`PodTopologySpread::constraints`] with the workloads that give a
+    /// pod its default selector.
+    pub(crate) fn constraints_with(
+        &self,
+        pod: &Pod,
+        workloads: &WorkloadSelectors,
+        do_not_schedule: bool,
+    ) -> Vec<Constraint> {
         if !pod.topology_spread_constraints.is_empty() {
             return Self::filter_constraints(
                 &pod.topology_spread_constraints,
@@ -281,7 +298,7 @@ impl PodTopologySpread {
         if constraints.is_empty() {
             return constraints;
         }
-        let selector = snapshot.workloads.default_selector(pod);
+        let selector = workloads.default_selector(pod);
         if selector.is_empty() {
             return Vec::new();
         }
