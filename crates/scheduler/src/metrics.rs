@@ -4,7 +4,8 @@
 //! Covered: `scheduler_schedule_attempts_total`,
 //! `scheduler_scheduling_attempt_duration_seconds`,
 //! `scheduler_scheduling_algorithm_duration_seconds`,
-//! `scheduler_pending_pods`, `scheduler_pod_scheduling_attempts`,
+//! `scheduler_pending_pods`, `scheduler_queue_incoming_pods_total`,
+//! `scheduler_pod_scheduling_attempts`,
 //! `scheduler_framework_extension_point_duration_seconds`,
 //! `scheduler_plugin_execution_duration_seconds` (10% of cycles sampled, as
 //! upstream), `scheduler_preemption_attempts_total`,
@@ -66,6 +67,7 @@ pub struct Metrics {
     attempt_duration: Histograms,
     algorithm_duration: Histogram,
     pending_pods: Family<Labels, Gauge>,
+    incoming_pods: Family<Labels, Counter>,
     pod_scheduling_attempts: Histogram,
     extension_point: Histograms,
     plugin_execution: Histograms,
@@ -111,6 +113,12 @@ impl Metrics {
             "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
             pending_pods.clone(),
         );
+        let incoming_pods = Family::<Labels, Counter>::default();
+        reg.register(
+            "queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type.",
+            incoming_pods.clone(),
+        );
         let pod_scheduling_attempts = Histogram::new(exponential_buckets(1.0, 2.0, 5));
         reg.register(
             "pod_scheduling_attempts",
@@ -153,6 +161,7 @@ impl Metrics {
             attempt_duration,
             algorithm_duration,
             pending_pods,
+            incoming_pods,
             pod_scheduling_attempts,
             extension_point,
             plugin_execution,
@@ -174,6 +183,28 @@ impl Metrics {
         self.attempt_duration
             .get_or_create(&labels)
             .observe(seconds);
+    }
+
+    /// A pod entered `queue` (`active`, `backoff` or `unschedulable`)
+    /// because of `event` (a cluster event's label, `ScheduleAttemptFailure`,
+    /// `BackoffComplete`, `UnschedulableTimeout`, ...).
+    pub fn incoming_pods(&self, queue: &str, event: &str) {
+        self.incoming_pods
+            .get_or_create(&vec![
+                ("queue", queue.to_string()),
+                ("event", event.to_string()),
+            ])
+            .inc();
+    }
+
+    /// How many pods entered `queue` because of `event` so far.
+    pub fn incoming_pods_count(&self, queue: &str, event: &str) -> u64 {
+        self.incoming_pods
+            .get_or_create(&vec![
+                ("queue", queue.to_string()),
+                ("event", event.to_string()),
+            ])
+            .get()
     }
 
     /// The scheduling algorithm (filter + score) took `seconds`.
@@ -265,6 +296,9 @@ mod tests {
         m.set_leader("kube-scheduler", true);
         m.extension_point("default-scheduler", "PreFilter", &Status::success(), 0.0001);
         m.plugin("NodeResourcesFit", "Filter", &Status::success(), 0.00002);
+        m.incoming_pods("active", "NodeAdd");
+        m.incoming_pods("active", "NodeAdd");
+        m.incoming_pods("unschedulable", "ScheduleAttemptFailure");
         let text = m.render(Pending {
             active: 3,
             backoff: 1,
@@ -277,6 +311,8 @@ mod tests {
             "scheduler_scheduling_attempt_duration_seconds_count{result=\"scheduled\",profile=\"default-scheduler\"} 2",
             "scheduler_pending_pods{queue=\"active\"} 3",
             "scheduler_pending_pods{queue=\"unschedulable\"} 2",
+            "scheduler_queue_incoming_pods_total{queue=\"active\",event=\"NodeAdd\"} 2",
+            "scheduler_queue_incoming_pods_total{queue=\"unschedulable\",event=\"ScheduleAttemptFailure\"} 1",
             "scheduler_pod_scheduling_attempts_count 1",
             "scheduler_preemption_attempts_total 1",
             "scheduler_preemption_victims_sum 2.0",

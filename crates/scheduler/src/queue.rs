@@ -1,26 +1,64 @@
-//! The scheduling queue (upstream's `PriorityQueue`, simplified): an active
-//! queue ordered by the profile's QueueSort plugin, a backoff queue and an
-//! unschedulable pool.
+//! The scheduling queue (upstream's `PriorityQueue`): an active queue
+//! ordered by the profiles' QueueSort plugin, a backoff queue ordered by the
+//! end of each pod's backoff, and an unschedulable pool that cluster events
+//! leave through queueing hints ([`rkube_framework::events`]).
 //!
 //! * A pod rejected by a PreEnqueue plugin (e.g. SchedulingGates) waits in
-//!   the unschedulable pool, marked gated, until an update lets it in.
-//! * A pod that did not fit goes to the unschedulable pool with a backoff of
-//!   `podInitialBackoffSeconds · 2^(attempts-1)`, capped at
-//!   `podMaxBackoffSeconds`. A cluster event that may make it fit moves it to
-//!   the active queue (or to the backoff queue while its backoff lasts); a
-//!   move that happened while the pod was being scheduled sends it straight
-//!   to the backoff queue (upstream's `moveRequestCycle`). Pods left in the
-//!   pool for 5 minutes are flushed back.
-//! * The active queue is a plain map scanned for the minimum on each pop
-//!   (O(n) per pop): simple and correct; a heap keyed by QueueSort comes later.
+//!   the unschedulable pool, marked gated; only an update of the pod that
+//!   lets it pass ([`crate::state`] runs PreEnqueue) lets it in. Cluster
+//!   events do not look at gated pods: the only in-tree gate (scheduling
+//!   gates) is lifted by the pod's own update, as upstream's
+//!   `UpdatePodSchedulingGatesEliminated` hint says.
+//! * A pod that did not fit goes to the unschedulable pool with the plugins
+//!   that rejected it and a backoff of `podInitialBackoffSeconds ·
+//!   2^(attempts-1)`, capped at `podMaxBackoffSeconds`. A cluster event
+//!   ([`Queue::move_pods`]) moves it only when one of its rejector plugins
+//!   registered the event and that plugin's hint says `Queue`: to the
+//!   active queue, or to the backoff queue while its backoff lasts. A pod
+//!   without rejector plugins (an error, or no node at all) is moved by
+//!   every event and goes straight to backoff after its attempt, as
+//!   upstream.
+//! * An update of an unschedulable pod itself is a `TargetPod` event (its
+//!   labels, tolerations, requests or gates changed) and goes through the
+//!   same hints.
+//! * Events that happen while pods are in flight (popped, not yet back or
+//!   done) are recorded; when such a pod comes back rejected, the events
+//!   since its pop are checked against its rejectors (upstream's in-flight
+//!   events): one that may help sends it to backoff instead of the pool. A
+//!   `TargetPod` event only counts for its own pod (upstream checks every
+//!   in-flight event against every returning pod).
+//! * Pods left in the pool for 5 minutes are moved anyway (upstream's
+//!   `UnschedulableTimeout`, a wildcard event).
+//! * `scheduler_queue_incoming_pods_total{queue,event}` counts every pod
+//!   entering a queue, by the event that sent it there.
+//!
+//! Kept from rkube's earlier queue rather than upstream: the backoff
+//! counts attempts (upstream counts rejections and errors separately); a
+//! pod's queue timestamp is renewed whenever it enters the active queue
+//! from elsewhere; pods are not popped from the backoff queue when the
+//! active queue is empty (upstream's `SchedulerPopFromBackoffQ`). Pending
+//! plugins (`queueImmediately`) do not exist: no rkube plugin returns
+//! Pending.
 //!
 //! No I/O and no clock of its own: callers pass `now`.
 
-use std::collections::HashMap;
+mod heap;
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rkube_framework::events::{
+    self, pod_scheduling_properties_change, ClusterEvent, EventObject, HintContext,
+    QueueingHintMap, Requeue,
+};
+use rkube_framework::{Profiles, QueuedPodRef};
+use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::Pod;
+
+use crate::metrics::Metrics;
+pub use heap::Less;
+use heap::PodHeap;
 
 /// How long a pod may stay in the unschedulable pool before it is retried
 /// anyway (upstream's `podMaxInUnschedulablePodsDuration`).
@@ -41,6 +79,9 @@ pub struct QueuedPod {
     pub unschedulable_since: Instant,
     /// Rejected by a PreEnqueue plugin: only an update of the pod lets it in.
     pub gated: bool,
+    /// The plugins that rejected it in its last attempt (upstream's
+    /// `UnschedulablePlugins`); empty after an error.
+    pub unschedulable_plugins: BTreeSet<&'static str>,
 }
 
 /// Where a pod is.
@@ -56,35 +97,149 @@ pub enum Place {
     InFlight,
 }
 
-/// The queue. Pods are keyed by UID.
+/// Where a pod goes, as the metric labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Active,
+    Backoff,
+    Unschedulable,
+}
+
+impl Target {
+    fn label(self) -> &'static str {
+        match self {
+            Target::Active => "active",
+            Target::Backoff => "backoff",
+            Target::Unschedulable => "unschedulable",
+        }
+    }
+}
+
+/// A popped pod and the number of events recorded before its pop.
 #[derive(Debug)]
+struct InFlight {
+    qp: QueuedPod,
+    seen: u64,
+}
+
+/// A cluster event recorded while pods were in flight.
+#[derive(Debug)]
+struct Recorded {
+    seq: u64,
+    event: ClusterEvent,
+    old: Option<EventObject>,
+    new: Option<EventObject>,
+    /// For `TargetPod` events: the pod they are about.
+    target: Option<String>,
+}
+
+/// The queue. Pods are keyed by UID.
 pub struct Queue {
-    active: HashMap<String, QueuedPod>,
-    backoff: HashMap<String, QueuedPod>,
+    active: PodHeap,
+    backoff: PodHeap,
     unschedulable: HashMap<String, QueuedPod>,
-    in_flight: HashMap<String, (QueuedPod, u64)>,
-    move_seq: u64,
+    /// Non-gated pods of the pool by the time they entered it (for the
+    /// 5-minute flush).
+    pool_since: BTreeSet<(Instant, String)>,
+    in_flight: HashMap<String, InFlight>,
+    in_flight_events: VecDeque<Recorded>,
+    event_seq: u64,
     next_ts: u64,
     initial_backoff: Duration,
     max_backoff: Duration,
+    /// Each profile's hints by scheduler name; empty: every event is of
+    /// interest and moves every pod (no profiles known).
+    hints: HashMap<String, QueueingHintMap>,
+    workloads: Arc<WorkloadSelectors>,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("active", &self.active.len())
+            .field("backoff", &self.backoff.len())
+            .field("unschedulable", &self.unschedulable.len())
+            .field("in_flight", &self.in_flight.len())
+            .finish()
+    }
+}
+
+/// PrioritySort's order: higher priority first, then earlier.
+fn priority_then_time(a: &QueuedPod, b: &QueuedPod) -> bool {
+    (std::cmp::Reverse(a.pod.priority), a.timestamp)
+        < (std::cmp::Reverse(b.pod.priority), b.timestamp)
+}
+
+/// Earlier end of backoff first, then earlier.
+fn backoff_order(a: &QueuedPod, b: &QueuedPod) -> bool {
+    (a.backoff_until, a.timestamp) < (b.backoff_until, b.timestamp)
 }
 
 impl Queue {
     /// An empty queue with the configured backoffs (each capped at Go's
-    /// largest duration, so `now + backoff` cannot overflow).
+    /// largest duration, so `now + backoff` cannot overflow), ordered by
+    /// priority then queue time, without hints (every event moves every
+    /// unschedulable pod) until [`Queue::with_profiles`].
     pub fn new(initial_backoff: Duration, max_backoff: Duration) -> Self {
         let initial_backoff = initial_backoff.min(rkube_util::duration::MAX);
         let max_backoff = max_backoff.min(rkube_util::duration::MAX);
         Queue {
-            active: HashMap::new(),
-            backoff: HashMap::new(),
+            active: PodHeap::new(Arc::new(priority_then_time)),
+            backoff: PodHeap::new(Arc::new(backoff_order)),
             unschedulable: HashMap::new(),
+            pool_since: BTreeSet::new(),
             in_flight: HashMap::new(),
-            move_seq: 0,
+            in_flight_events: VecDeque::new(),
+            event_seq: 0,
             next_ts: 0,
             initial_backoff,
             max_backoff,
+            hints: HashMap::new(),
+            workloads: Arc::new(WorkloadSelectors::default()),
+            metrics: None,
         }
+    }
+
+    /// Orders the active queue by the profiles' QueueSort plugin (they all
+    /// share one, as the configuration validation requires) and takes each
+    /// profile's queueing hints. Call on an empty queue.
+    pub fn with_profiles(mut self, profiles: &Profiles) -> Self {
+        if let Some(fw) = profiles.frameworks().first() {
+            let qs = fw.queue_sort().clone();
+            let less: Less = Arc::new(move |a: &QueuedPod, b: &QueuedPod| {
+                qs.as_queue_sort().is_some_and(|qs| {
+                    qs.less(
+                        QueuedPodRef {
+                            pod: &a.pod,
+                            timestamp: a.timestamp,
+                        },
+                        QueuedPodRef {
+                            pod: &b.pod,
+                            timestamp: b.timestamp,
+                        },
+                    )
+                })
+            });
+            self.active = PodHeap::new(less);
+        }
+        self.hints = profiles
+            .frameworks()
+            .iter()
+            .map(|fw| (fw.profile_name.clone(), QueueingHintMap::for_framework(fw)))
+            .collect();
+        self
+    }
+
+    /// Counts incoming pods in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The workloads hints may read (PodTopologySpread's default selector).
+    pub fn set_workloads(&mut self, workloads: Arc<WorkloadSelectors>) {
+        self.workloads = workloads;
     }
 
     fn stamp(&mut self) -> u64 {
@@ -92,11 +247,17 @@ impl Queue {
         self.next_ts
     }
 
+    fn incoming(&self, target: Target, event: &str) {
+        if let Some(m) = &self.metrics {
+            m.incoming_pods(target.label(), event);
+        }
+    }
+
     /// Where a pod is, if queued.
     pub fn place(&self, uid: &str) -> Option<Place> {
-        if self.active.contains_key(uid) {
+        if self.active.contains(uid) {
             Some(Place::Active)
-        } else if self.backoff.contains_key(uid) {
+        } else if self.backoff.contains(uid) {
             Some(Place::Backoff)
         } else if self.unschedulable.contains_key(uid) {
             Some(Place::Unschedulable)
@@ -105,6 +266,16 @@ impl Queue {
         } else {
             None
         }
+    }
+
+    /// A queued (not in flight) pod's entry.
+    pub fn get(&self, uid: &str) -> Option<&QueuedPod> {
+        self.unschedulable.get(uid).or_else(|| {
+            self.active
+                .iter()
+                .chain(self.backoff.iter())
+                .find(|q| q.pod.uid == uid)
+        })
     }
 
     /// Number of pods waiting (active, backoff, unschedulable), not in flight.
@@ -128,13 +299,59 @@ impl Queue {
         self.len() == 0
     }
 
-    /// Adds or updates a pending pod. `gated`: a PreEnqueue plugin rejects
-    /// it. `changed`: the update may change its scheduling (spec, labels,
-    /// annotations), so an unschedulable pod is retried. Pods in flight are
-    /// left alone (the failure handler re-reads the latest version).
-    pub fn upsert(&mut self, pod: Arc<Pod>, gated: bool, changed: bool, now: Instant) {
+    /// True when a pod can be popped now.
+    pub fn has_active(&self) -> bool {
+        !self.active.is_empty()
+    }
+
+    fn park(&mut self, qp: QueuedPod) {
+        if !qp.gated {
+            self.pool_since
+                .insert((qp.unschedulable_since, qp.pod.uid.clone()));
+        }
+        self.unschedulable.insert(qp.pod.uid.clone(), qp);
+    }
+
+    fn unpark(&mut self, uid: &str) -> Option<QueuedPod> {
+        let qp = self.unschedulable.remove(uid)?;
+        self.pool_since
+            .remove(&(qp.unschedulable_since, qp.pod.uid.clone()));
+        Some(qp)
+    }
+
+    /// To the active queue, or the backoff queue while its backoff lasts
+    /// (upstream's `requeueEntityWithQueueingStrategy(queueAfterBackoff)`).
+    fn activate(&mut self, mut qp: QueuedPod, now: Instant, event: &str) {
+        if qp.backoff_until.is_some_and(|t| t > now) {
+            self.incoming(Target::Backoff, event);
+            self.backoff.push(qp);
+        } else {
+            qp.timestamp = self.stamp();
+            self.incoming(Target::Active, event);
+            self.active.push(qp);
+        }
+    }
+
+    /// Adds or updates a pending pod. `old` is its previous version (`None`
+    /// for a new pod); `gated`: a PreEnqueue plugin rejects it. An
+    /// unschedulable pod's update is checked against its rejectors' hints;
+    /// an update of a pod in flight is recorded for when it comes back.
+    pub fn upsert(&mut self, old: Option<&Pod>, pod: Arc<Pod>, gated: bool, now: Instant) {
         let uid = pod.uid.clone();
+        let events = old.map(|o| pod_scheduling_properties_change(&pod, o, true));
         if self.in_flight.contains_key(&uid) {
+            // The failure handler re-reads the latest version; the update's
+            // events count when the attempt ends.
+            if let Some(old) = old {
+                for e in events.into_iter().flatten() {
+                    self.record(
+                        e,
+                        Some(EventObject::Pod(Arc::new(old.clone()))),
+                        Some(EventObject::Pod(pod.clone())),
+                        Some(uid.clone()),
+                    );
+                }
+            }
             return;
         }
         if let Some(mut qp) = self
@@ -147,23 +364,44 @@ impl Queue {
             qp.gated = gated;
             if gated {
                 qp.unschedulable_since = now;
-                self.unschedulable.insert(uid, qp);
+                self.park(qp);
             } else if was_backoff {
-                self.backoff.insert(uid, qp);
+                self.backoff.push(qp);
             } else {
-                self.active.insert(uid, qp);
+                self.active.push(qp);
             }
             return;
         }
-        if let Some(mut qp) = self.unschedulable.remove(&uid) {
+        if let Some(mut qp) = self.unpark(&uid) {
             let was_gated = qp.gated;
             qp.pod = pod;
             qp.gated = gated;
-            if gated || !(changed || was_gated) {
-                self.unschedulable.insert(uid, qp);
-            } else {
-                self.activate(qp, now);
+            if gated {
+                self.park(qp);
+                return;
             }
+            if was_gated {
+                // PreEnqueue lets it in now (its gates are gone).
+                let label = events
+                    .iter()
+                    .flatten()
+                    .find(|e| {
+                        e.action == events::ActionType::UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+                    })
+                    .or(events.iter().flatten().next())
+                    .map_or_else(|| "UnscheduledPodUpdate".to_string(), ClusterEvent::label);
+                self.activate(qp, now, &label);
+                return;
+            }
+            let old_obj = old.map(|o| EventObject::Pod(Arc::new(o.clone())));
+            let new_obj = EventObject::Pod(qp.pod.clone());
+            for e in events.iter().flatten() {
+                if self.requeue(&qp, e, old_obj.as_ref(), Some(&new_obj)) == Requeue::AfterBackoff {
+                    self.activate(qp, now, &e.label());
+                    return;
+                }
+            }
+            self.park(qp);
             return;
         }
         let qp = QueuedPod {
@@ -173,22 +411,15 @@ impl Queue {
             backoff_until: None,
             unschedulable_since: now,
             gated,
+            unschedulable_plugins: BTreeSet::new(),
         };
+        let label = events::UNSCHEDULED_POD_ADD.label();
         if gated {
-            self.unschedulable.insert(uid, qp);
+            self.incoming(Target::Unschedulable, &label);
+            self.park(qp);
         } else {
-            self.active.insert(uid, qp);
-        }
-    }
-
-    /// To the active queue, or the backoff queue while its backoff lasts.
-    fn activate(&mut self, mut qp: QueuedPod, now: Instant) {
-        let uid = qp.pod.uid.clone();
-        if qp.backoff_until.is_some_and(|t| t > now) {
-            self.backoff.insert(uid, qp);
-        } else {
-            qp.timestamp = self.stamp();
-            self.active.insert(uid, qp);
+            self.incoming(Target::Active, &label);
+            self.active.push(qp);
         }
     }
 
@@ -196,54 +427,45 @@ impl Queue {
     pub fn delete(&mut self, uid: &str) {
         self.active.remove(uid);
         self.backoff.remove(uid);
-        self.unschedulable.remove(uid);
+        self.unpark(uid);
     }
 
-    /// Moves expired backoffs to the active queue and flushes pods that
-    /// waited too long in the unschedulable pool.
+    /// Moves expired backoffs to the active queue and pods that waited too
+    /// long in the unschedulable pool onwards.
     pub fn flush(&mut self, now: Instant) {
-        let expired: Vec<String> = self
+        while self
             .backoff
-            .iter()
-            .filter(|(_, qp)| qp.backoff_until.is_none_or(|t| t <= now))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for uid in expired {
-            if let Some(qp) = self.backoff.remove(&uid) {
-                self.activate(qp, now);
+            .peek()
+            .is_some_and(|qp| qp.backoff_until.is_none_or(|t| t <= now))
+        {
+            if let Some(qp) = self.backoff.pop() {
+                self.activate(qp, now, events::BACKOFF_COMPLETE);
             }
         }
-        let stale: Vec<String> = self
-            .unschedulable
-            .iter()
-            .filter(|(_, qp)| !qp.gated && now >= qp.unschedulable_since + MAX_IN_UNSCHEDULABLE)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for uid in stale {
-            if let Some(qp) = self.unschedulable.remove(&uid) {
-                self.activate(qp, now);
+        let label = events::UNSCHEDULABLE_TIMEOUT.label();
+        while let Some((since, uid)) = self.pool_since.first().cloned() {
+            if now < since + MAX_IN_UNSCHEDULABLE {
+                break;
+            }
+            if let Some(qp) = self.unpark(&uid) {
+                self.activate(qp, now, &label);
             }
         }
     }
 
-    /// Pops the first pod of the active queue by `less` (QueueSort) and
-    /// marks it in flight.
-    pub fn pop(
-        &mut self,
-        now: Instant,
-        less: impl Fn(&QueuedPod, &QueuedPod) -> bool,
-    ) -> Option<QueuedPod> {
+    /// Pops the first pod of the active queue (QueueSort order) and marks it
+    /// in flight.
+    pub fn pop(&mut self, now: Instant) -> Option<QueuedPod> {
         self.flush(now);
-        let mut best: Option<&QueuedPod> = None;
-        for qp in self.active.values() {
-            if best.is_none_or(|b| less(qp, b)) {
-                best = Some(qp);
-            }
-        }
-        let uid = best?.pod.uid.clone();
-        let mut qp = self.active.remove(&uid).expect("present");
+        let mut qp = self.active.pop()?;
         qp.attempts += 1;
-        self.in_flight.insert(uid, (qp.clone(), self.move_seq));
+        self.in_flight.insert(
+            qp.pod.uid.clone(),
+            InFlight {
+                qp: qp.clone(),
+                seen: self.event_seq,
+            },
+        );
         Some(qp)
     }
 
@@ -258,187 +480,176 @@ impl Queue {
         d.min(self.max_backoff)
     }
 
-    /// A popped pod did not fit: back to the unschedulable pool with backoff
-    /// (to the backoff queue when a move happened since it was popped).
-    /// `pod` is its latest version.
-    pub fn requeue_unschedulable(&mut self, pod: Arc<Pod>, now: Instant) {
-        let Some((mut qp, seq)) = self.in_flight.remove(&pod.uid) else {
-            return;
-        };
-        qp.pod = pod;
-        qp.backoff_until = Some(now + self.backoff_duration(qp.attempts));
-        qp.unschedulable_since = now;
-        if self.move_seq > seq {
-            self.backoff.insert(qp.pod.uid.clone(), qp);
-        } else {
-            self.unschedulable.insert(qp.pod.uid.clone(), qp);
+    /// Upstream's `isPodWorthRequeuing` with the pod's profile's hints (no
+    /// hints known: always).
+    fn requeue(
+        &self,
+        qp: &QueuedPod,
+        event: &ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> Requeue {
+        match self.hints.get(&qp.pod.scheduler_name) {
+            Some(map) => map.requeue(
+                &qp.pod,
+                &qp.unschedulable_plugins,
+                event,
+                old,
+                new,
+                &HintContext {
+                    workloads: &self.workloads,
+                },
+            ),
+            None => Requeue::AfterBackoff,
         }
     }
 
-    /// A popped pod hit an error (or its binding failed): to the backoff queue.
-    pub fn requeue_backoff(&mut self, pod: Arc<Pod>, now: Instant) {
-        let Some((mut qp, _)) = self.in_flight.remove(&pod.uid) else {
+    fn is_event_of_interest(&self, event: &ClusterEvent) -> bool {
+        self.hints.is_empty() || self.hints.values().any(|m| m.is_event_of_interest(event))
+    }
+
+    /// Removes a pod from the in-flight set, dropping the recorded events
+    /// no pod in flight needs any more.
+    fn take_in_flight(&mut self, uid: &str) -> Option<InFlight> {
+        let f = self.in_flight.remove(uid)?;
+        match self.in_flight.values().map(|f| f.seen).min() {
+            None => self.in_flight_events.clear(),
+            Some(oldest) => {
+                while self
+                    .in_flight_events
+                    .front()
+                    .is_some_and(|e| e.seq <= oldest)
+                {
+                    self.in_flight_events.pop_front();
+                }
+            }
+        }
+        Some(f)
+    }
+
+    /// A popped pod did not fit: `rejectors` are the plugins that rejected
+    /// it (the diagnosis' unschedulable plugins); `pod` is its latest
+    /// version. Back to the unschedulable pool, unless it has no rejectors
+    /// or an event recorded while it was in flight may help it: then to
+    /// the backoff queue (upstream's `AddUnschedulablePodIfNotPresent`).
+    pub fn requeue_unschedulable(
+        &mut self,
+        pod: Arc<Pod>,
+        rejectors: BTreeSet<&'static str>,
+        now: Instant,
+    ) {
+        let Some(f) = self.in_flight.get(&pod.uid) else {
             return;
         };
+        let mut qp = f.qp.clone();
+        let seen = f.seen;
         qp.pod = pod;
+        qp.unschedulable_plugins = rejectors;
         qp.backoff_until = Some(now + self.backoff_duration(qp.attempts));
-        self.backoff.insert(qp.pod.uid.clone(), qp);
-    }
-
-    /// A popped pod is done (bound, or gone).
-    pub fn done(&mut self, uid: &str) {
-        self.in_flight.remove(uid);
-    }
-
-    /// A cluster event: moves the unschedulable (not gated) pods that
-    /// `affected` selects to the active queue, or the backoff queue while
-    /// their backoff lasts.
-    pub fn move_pods(&mut self, now: Instant, affected: impl Fn(&Pod) -> bool) {
-        self.move_seq += 1;
-        let uids: Vec<String> = self
-            .unschedulable
-            .iter()
-            .filter(|(_, qp)| !qp.gated && affected(&qp.pod))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for uid in uids {
-            if let Some(qp) = self.unschedulable.remove(&uid) {
-                self.activate(qp, now);
+        qp.unschedulable_since = now;
+        qp.gated = false;
+        let strategy = if qp.unschedulable_plugins.is_empty() {
+            Requeue::AfterBackoff
+        } else {
+            let helps = self
+                .in_flight_events
+                .iter()
+                .filter(|e| e.seq > seen)
+                .filter(|e| e.target.as_ref().is_none_or(|t| *t == qp.pod.uid))
+                .any(|e| {
+                    self.requeue(&qp, &e.event, e.old.as_ref(), e.new.as_ref())
+                        == Requeue::AfterBackoff
+                });
+            if helps {
+                Requeue::AfterBackoff
+            } else {
+                Requeue::Skip
+            }
+        };
+        self.take_in_flight(&qp.pod.uid);
+        match strategy {
+            Requeue::AfterBackoff => self.activate(qp, now, events::SCHEDULE_ATTEMPT_FAILURE),
+            Requeue::Skip => {
+                self.incoming(Target::Unschedulable, events::SCHEDULE_ATTEMPT_FAILURE);
+                self.park(qp);
             }
         }
     }
 
-    /// When the next backoff ends or the next unschedulable pod is flushed.
-    pub fn next_wakeup(&self) -> Option<Instant> {
-        let b = self.backoff.values().filter_map(|qp| qp.backoff_until);
-        let u = self
-            .unschedulable
-            .values()
-            .filter(|qp| !qp.gated)
-            .map(|qp| qp.unschedulable_since + MAX_IN_UNSCHEDULABLE);
-        b.chain(u).min()
+    /// A popped pod hit an error (or its binding failed): to the backoff
+    /// queue (no rejector plugins).
+    pub fn requeue_backoff(&mut self, pod: Arc<Pod>, now: Instant) {
+        self.requeue_unschedulable(pod, BTreeSet::new(), now);
     }
 
-    /// True when a pod can be popped now.
-    pub fn has_active(&self) -> bool {
-        !self.active.is_empty()
+    /// A popped pod is done (bound, or gone).
+    pub fn done(&mut self, uid: &str) {
+        self.take_in_flight(uid);
+    }
+
+    fn record(
+        &mut self,
+        event: ClusterEvent,
+        old: Option<EventObject>,
+        new: Option<EventObject>,
+        target: Option<String>,
+    ) {
+        if self.in_flight.is_empty() {
+            return;
+        }
+        self.event_seq += 1;
+        self.in_flight_events.push_back(Recorded {
+            seq: self.event_seq,
+            event,
+            old,
+            new,
+            target,
+        });
+    }
+
+    /// A cluster event (upstream's `MoveAllToActiveOrBackoffQueue`): moves
+    /// the unschedulable, not gated pods that `pre_check` admits (all when
+    /// `None`) and that the event may help (by their rejectors' hints) to
+    /// the active queue, or the backoff queue while their backoff lasts.
+    /// Returns how many moved. The event is recorded for pods in flight.
+    pub fn move_pods(
+        &mut self,
+        event: &ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+        pre_check: Option<&dyn Fn(&Pod) -> bool>,
+        now: Instant,
+    ) -> usize {
+        if !self.is_event_of_interest(event) {
+            return 0;
+        }
+        let moving: Vec<String> = self
+            .unschedulable
+            .values()
+            .filter(|qp| !qp.gated && pre_check.is_none_or(|f| f(&qp.pod)))
+            .filter(|qp| self.requeue(qp, event, old, new) == Requeue::AfterBackoff)
+            .map(|qp| qp.pod.uid.clone())
+            .collect();
+        let label = event.label();
+        for uid in &moving {
+            if let Some(qp) = self.unpark(uid) {
+                self.activate(qp, now, &label);
+            }
+        }
+        self.record(*event, old.cloned(), new.cloned(), None);
+        moving.len()
+    }
+
+    /// When the next backoff ends or the next unschedulable pod is flushed.
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        let b = self.backoff.peek().and_then(|qp| qp.backoff_until);
+        let u = self
+            .pool_since
+            .first()
+            .map(|(since, _)| *since + MAX_IN_UNSCHEDULABLE);
+        b.into_iter().chain(u).min()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pod(uid: &str, priority: i32) -> Arc<Pod> {
-        Arc::new(Pod {
-            uid: uid.into(),
-            name: uid.into(),
-            namespace: "default".into(),
-            priority,
-            ..Default::default()
-        })
-    }
-
-    fn by_priority(a: &QueuedPod, b: &QueuedPod) -> bool {
-        (std::cmp::Reverse(a.pod.priority), a.timestamp)
-            < (std::cmp::Reverse(b.pod.priority), b.timestamp)
-    }
-
-    fn q() -> Queue {
-        Queue::new(Duration::from_secs(1), Duration::from_secs(10))
-    }
-
-    #[test]
-    fn pops_by_priority_then_time() {
-        let now = Instant::now();
-        let mut q = q();
-        q.upsert(pod("a", 0), false, true, now);
-        q.upsert(pod("b", 10), false, true, now);
-        q.upsert(pod("c", 0), false, true, now);
-        let order: Vec<String> = std::iter::from_fn(|| q.pop(now, by_priority))
-            .map(|p| p.pod.uid.clone())
-            .collect();
-        assert_eq!(order, ["b", "a", "c"]);
-        assert_eq!(q.place("a"), Some(Place::InFlight));
-    }
-
-    #[test]
-    fn backoff_doubles_and_caps() {
-        let q = q();
-        let secs: Vec<u64> = (1..=6).map(|a| q.backoff_duration(a).as_secs()).collect();
-        assert_eq!(secs, [1, 2, 4, 8, 10, 10]);
-    }
-
-    #[test]
-    fn huge_backoffs_do_not_overflow_the_clock() {
-        let t0 = Instant::now();
-        let mut q = Queue::new(Duration::MAX, Duration::MAX);
-        q.upsert(pod("a", 0), false, true, t0);
-        let p = q.pop(t0, by_priority).unwrap();
-        q.requeue_unschedulable(p.pod.clone(), t0);
-        q.move_pods(t0, |_| true);
-        assert!(q.pop(t0 + Duration::from_secs(3600), by_priority).is_none());
-        assert_eq!(q.backoff_duration(200), rkube_util::duration::MAX);
-    }
-
-    #[test]
-    fn unschedulable_moves_on_events_and_respects_backoff() {
-        let t0 = Instant::now();
-        let mut q = q();
-        q.upsert(pod("a", 0), false, true, t0);
-        let p = q.pop(t0, by_priority).unwrap();
-        q.requeue_unschedulable(p.pod.clone(), t0);
-        assert_eq!(q.place("a"), Some(Place::Unschedulable));
-        // Nothing happens by itself before the flush interval.
-        assert!(q.pop(t0 + Duration::from_secs(30), by_priority).is_none());
-        // An event while still backing off: to the backoff queue.
-        q.move_pods(t0 + Duration::from_millis(100), |_| true);
-        assert_eq!(q.place("a"), Some(Place::Backoff));
-        assert!(q
-            .pop(t0 + Duration::from_millis(500), by_priority)
-            .is_none());
-        let p = q.pop(t0 + Duration::from_secs(1), by_priority).unwrap();
-        assert_eq!(p.attempts, 2);
-        // A move during the attempt: straight to backoff, not the pool.
-        q.move_pods(t0 + Duration::from_secs(1), |_| true);
-        q.requeue_unschedulable(p.pod.clone(), t0 + Duration::from_secs(1));
-        assert_eq!(q.place("a"), Some(Place::Backoff));
-        assert!(q.pop(t0 + Duration::from_secs(2), by_priority).is_none());
-        assert!(q.pop(t0 + Duration::from_secs(3), by_priority).is_some());
-    }
-
-    #[test]
-    fn flushed_after_five_minutes_and_gates() {
-        let t0 = Instant::now();
-        let mut q = q();
-        q.upsert(pod("a", 0), false, true, t0);
-        let p = q.pop(t0, by_priority).unwrap();
-        q.requeue_unschedulable(p.pod.clone(), t0);
-        assert!(q.pop(t0 + Duration::from_secs(299), by_priority).is_none());
-        assert!(q.pop(t0 + MAX_IN_UNSCHEDULABLE, by_priority).is_some());
-
-        q.upsert(pod("g", 0), true, true, t0);
-        assert_eq!(q.place("g"), Some(Place::Unschedulable));
-        q.move_pods(t0, |_| true);
-        assert!(q.pop(t0 + Duration::from_secs(600), by_priority).is_none());
-        // A status-only update keeps it gated; removing the gate lets it in.
-        q.upsert(pod("g", 0), true, false, t0);
-        q.upsert(pod("g", 0), false, true, t0);
-        assert_eq!(q.place("g"), Some(Place::Active));
-    }
-
-    #[test]
-    fn status_only_updates_do_not_retry() {
-        let t0 = Instant::now();
-        let mut q = q();
-        q.upsert(pod("a", 0), false, true, t0);
-        let p = q.pop(t0, by_priority).unwrap();
-        q.requeue_unschedulable(p.pod.clone(), t0);
-        q.upsert(pod("a", 0), false, false, t0 + Duration::from_secs(5));
-        assert_eq!(q.place("a"), Some(Place::Unschedulable));
-        q.upsert(pod("a", 0), false, true, t0 + Duration::from_secs(5));
-        assert_eq!(q.place("a"), Some(Place::Active));
-        q.delete("a");
-        assert!(q.is_empty());
-    }
-}
+mod tests;

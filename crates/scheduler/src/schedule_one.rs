@@ -15,6 +15,7 @@
 //!                                     victims deleted, FailedScheduling event, PodScheduled
 //! ```
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,8 +23,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1 as core;
 use kube::ResourceExt;
 use rkube_framework::{
-    binding, ClusterApi, Code, CycleState, Framework, Outcome, Point, Profiles, QueuedPodRef,
-    Scheduler, Status,
+    binding, ClusterApi, Code, CycleState, Framework, Outcome, Point, Scheduler, Status,
 };
 use rkube_model::volumes::{Pv, Pvc, Volumes};
 use rkube_model::{Node, Pod, RawObject};
@@ -33,25 +33,6 @@ use crate::queue::QueuedPod;
 use crate::state::PodEntry;
 use crate::{log_explanation, Decision, Shared};
 
-fn queue_less(profiles: &Profiles) -> impl Fn(&QueuedPod, &QueuedPod) -> bool + '_ {
-    move |a, b| {
-        let Some(fw) = profiles.for_pod(&a.pod) else {
-            return false;
-        };
-        let qs = fw.queue_sort().as_queue_sort().expect("framework checked");
-        qs.less(
-            QueuedPodRef {
-                pod: &a.pod,
-                timestamp: a.timestamp,
-            },
-            QueuedPodRef {
-                pod: &b.pod,
-                timestamp: b.timestamp,
-            },
-        )
-    }
-}
-
 /// Waits for the next pod to schedule.
 async fn next_pod(shared: &Shared) -> QueuedPod {
     loop {
@@ -59,7 +40,7 @@ async fn next_pod(shared: &Shared) -> QueuedPod {
             if shared.is_synced() {
                 let mut state = shared.lock();
                 let now = Instant::now();
-                if let Some(qp) = state.queue.pop(now, queue_less(&shared.profiles)) {
+                if let Some(qp) = state.queue.pop(now) {
                     return qp;
                 }
                 state
@@ -117,6 +98,8 @@ struct Failure {
     /// Back to the unschedulable pool (a plugin rejected the pod) rather
     /// than to backoff.
     unschedulable: bool,
+    /// The plugins that rejected the pod (their events requeue it).
+    rejectors: BTreeSet<&'static str>,
     /// Write the event and the condition (upstream writes neither when
     /// every Bind plugin skipped).
     report: bool,
@@ -132,6 +115,9 @@ impl Failure {
             nominated_node: Some(String::new()),
             victims: Vec::new(),
             unschedulable: unschedulable && s.is_rejected(),
+            rejectors: BTreeSet::from_iter(
+                (s.is_rejected() && !s.plugin.is_empty()).then_some(s.plugin),
+            ),
             report: s.code != Code::Skip,
         }
     }
@@ -207,10 +193,10 @@ fn scheduling_cycle(
             }
         }
         Outcome::Unschedulable {
+            diagnosis,
             message,
             nominated_node,
             victims,
-            ..
         } => {
             tracing::debug!(pod = %pod.key(), %message, "unable to schedule pod; waiting");
             let preemption = fw
@@ -226,6 +212,7 @@ fn scheduling_cycle(
                 nominated_node,
                 victims,
                 unschedulable: true,
+                rejectors: diagnosis.unschedulable_plugins,
                 report: true,
             };
             handle_failure(shared, writer, &attempt, failure);
@@ -238,6 +225,7 @@ fn scheduling_cycle(
                 nominated_node: None,
                 victims: Vec::new(),
                 unschedulable: false,
+                rejectors: BTreeSet::new(),
                 report: true,
             };
             handle_failure(shared, writer, &attempt, failure);
@@ -355,12 +343,7 @@ fn binding_cycle(
         let mut st = shared.lock();
         binding::unreserve(fw, &mut state, &assumed, &node, &mut *st);
         st.forget(&uid);
-        let now = Instant::now();
-        if status.is_rejected() {
-            st.queue.move_pods(now, |p| p.uid != uid);
-        } else {
-            st.queue.move_pods(now, |_| true);
-        }
+        st.assumed_pod_forgotten(&assumed, status.is_rejected(), Instant::now());
     }
     shared.wake.notify_one();
     let _guard = handle.enter();
@@ -414,7 +397,7 @@ fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failur
             .collect();
         let now = Instant::now();
         if f.unschedulable {
-            st.queue.requeue_unschedulable(latest, now);
+            st.requeue_unschedulable(latest, f.rejectors.clone(), now);
         } else {
             st.queue.requeue_backoff(latest, now);
         }

@@ -8,8 +8,17 @@
 //! binding confirmed by the watch, a node heartbeat) leave it alone; it is
 //! rebuilt from the cache ([`State::snapshot`]) only after node, namespace,
 //! workload or volume changes and relists.
+//!
+//! The handlers are also the queue's event producers, as upstream's
+//! `eventhandlers.go`: each change becomes the [`ClusterEvent`]s upstream
+//! fires (`NodeAdd`, `NodeUpdateNodeLabel`, `AssignedPodDelete`,
+//! `PersistentVolumeClaimUpdate`, ...), with the old and new objects, and
+//! the queue moves only the pods the rejecting plugins' hints admit. A
+//! relist is replayed as the additions, updates and deletions it implies.
+//! Namespaces, Services, ReplicaSets, StatefulSets and PodDisruptionBudgets
+//! are not event resources upstream and move no pod.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,13 +27,20 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::storage::v1 as storage;
 use kube::ResourceExt;
+use rkube_framework::events::{
+    self, node_scheduling_properties_change, pod_scheduling_properties_change, ActionType,
+    ClusterEvent, CsiNode, EventObject, EventResource,
+};
 use rkube_framework::{AssumeCache, Nominator, Profiles, Snapshot, WaitingPods};
 use rkube_model::convert::{self, PriorityClasses};
-use rkube_model::volumes::{PodVolumes, Pv, Pvc, Volumes};
+use rkube_model::volumes::{PodVolumes, Pv, Pvc, StorageClass, Volumes};
 use rkube_model::workloads::{PodDisruptionBudget, WorkloadSelectors};
 use rkube_model::{LabelSelector, Labels, Node, Pod, RawObject};
 
 use crate::queue::Queue;
+
+/// An object's previous and new version (`None`: absent).
+type OldNew<T> = (Option<T>, Option<T>);
 
 /// A watch event, after the watcher's initial (re)list has been buffered.
 #[derive(Debug)]
@@ -71,6 +87,11 @@ pub struct State {
     /// every snapshot while the objects are at the versions they were
     /// assumed from; a newer version from the informer wins.
     assumed_volumes: HashMap<String, (String, PodVolumes)>,
+    /// CSINodes as the hints read them, by name.
+    csi_nodes: BTreeMap<String, Arc<CsiNode>>,
+    /// The workloads the queue's hints read; `false` after a workload
+    /// change, until they are handed to the queue again.
+    workloads_synced: bool,
     /// Pods waiting on Permit (shared with the binding cycles).
     pub waiting: WaitingPods,
     /// The scheduling queue.
@@ -99,14 +120,6 @@ fn raw_object<K: serde::Serialize>(kind: &str, o: &K, name: &str) -> Option<RawO
     })
 }
 
-/// True when a pod's update may change how it schedules (status-only
-/// updates, such as our own condition patches, do not).
-fn scheduling_relevant_change(old: &core::Pod, new: &core::Pod) -> bool {
-    old.spec != new.spec
-        || old.metadata.labels != new.metadata.labels
-        || old.metadata.annotations != new.metadata.annotations
-}
-
 impl State {
     /// An empty cache with a queue using the configured backoffs.
     pub fn new(queue: Queue) -> Self {
@@ -122,6 +135,8 @@ impl State {
             pdbs: BTreeMap::new(),
             volumes: Volumes::default(),
             assumed_volumes: HashMap::new(),
+            csi_nodes: BTreeMap::new(),
+            workloads_synced: false,
             waiting: WaitingPods::new(),
             queue,
             nominator: Nominator::new(),
@@ -217,18 +232,7 @@ impl State {
     /// bound non-terminated pod and every assumed pod on its node.
     pub fn snapshot(&self) -> Snapshot {
         let mut snap = Snapshot::new(self.nodes.values().cloned().collect());
-        let mut workloads = WorkloadSelectors::default();
-        for ((ns, _), sel) in &self.services {
-            workloads
-                .services
-                .entry(ns.clone())
-                .or_default()
-                .push(sel.clone());
-        }
-        workloads.replica_sets = self.replica_sets.clone().into_iter().collect();
-        workloads.stateful_sets = self.stateful_sets.clone().into_iter().collect();
-        workloads.pdbs = self.pdbs.values().cloned().collect();
-        snap.workloads = Arc::new(workloads);
+        snap.workloads = Arc::new(self.workloads());
         let mut volumes = self.volumes.clone();
         for (node, v) in self.assumed_volumes.values() {
             volumes.assume_bindings(v, node);
@@ -253,6 +257,81 @@ impl State {
             }
         }
         snap
+    }
+
+    /// Services, ReplicaSets, StatefulSets and budgets as the framework
+    /// reads them.
+    fn workloads(&self) -> WorkloadSelectors {
+        let mut workloads = WorkloadSelectors::default();
+        for ((ns, _), sel) in &self.services {
+            workloads
+                .services
+                .entry(ns.clone())
+                .or_default()
+                .push(sel.clone());
+        }
+        workloads.replica_sets = self.replica_sets.clone().into_iter().collect();
+        workloads.stateful_sets = self.stateful_sets.clone().into_iter().collect();
+        workloads.pdbs = self.pdbs.values().cloned().collect();
+        workloads
+    }
+
+    /// Hands the current workloads to the queue's hints if they changed.
+    fn sync_queue_workloads(&mut self) {
+        if !self.workloads_synced {
+            let w = Arc::new(self.workloads());
+            self.queue.set_workloads(w);
+            self.workloads_synced = true;
+        }
+    }
+
+    /// A cluster event for the queue (upstream's
+    /// `MoveAllToActiveOrBackoffQueue`).
+    fn move_pods(
+        &mut self,
+        event: &ClusterEvent,
+        old: Option<EventObject>,
+        new: Option<EventObject>,
+        pre_check: Option<&dyn Fn(&Pod) -> bool>,
+        now: Instant,
+    ) {
+        self.sync_queue_workloads();
+        let moved = self
+            .queue
+            .move_pods(event, old.as_ref(), new.as_ref(), pre_check, now);
+        if moved > 0 {
+            tracing::debug!(event = %event.label(), moved, "cluster event moved unschedulable pods");
+        }
+    }
+
+    /// A popped pod was rejected by `rejectors` (see
+    /// [`Queue::requeue_unschedulable`]).
+    pub fn requeue_unschedulable(
+        &mut self,
+        pod: Arc<Pod>,
+        rejectors: BTreeSet<&'static str>,
+        now: Instant,
+    ) {
+        self.sync_queue_workloads();
+        self.queue.requeue_unschedulable(pod, rejectors, now);
+    }
+
+    /// The binding cycle of `assumed` failed and it was forgotten: its
+    /// resources are free again (upstream's `handleBindingCycleError`
+    /// fires `AssignedPodDelete`; after a rejection the pod itself is not
+    /// moved, it goes back by its own failure).
+    pub fn assumed_pod_forgotten(&mut self, assumed: &Arc<Pod>, rejected: bool, now: Instant) {
+        let uid = assumed.uid.clone();
+        let not_itself = move |p: &Pod| p.uid != uid;
+        let pre_check: Option<&dyn Fn(&Pod) -> bool> =
+            if rejected { Some(&not_itself) } else { None };
+        self.move_pods(
+            &events::ASSIGNED_POD_DELETE,
+            Some(EventObject::Pod(assumed.clone())),
+            None,
+            pre_check,
+            now,
+        );
     }
 
     /// The PreEnqueue rejection of a pod, if any.
@@ -350,25 +429,47 @@ impl State {
                 model: model.clone(),
             },
         );
+        let old_model = old.as_ref().map(|o| o.model.clone());
         if !model.node_name.is_empty() {
             // Assigned: it counts on its node from now on.
             self.queue.delete(&uid);
             self.nominator.delete(&uid);
             self.assumed.remove(&uid);
-            let was_assigned = old.as_ref().is_some_and(|o| !o.model.node_name.is_empty());
-            let was_terminated = old.as_ref().is_some_and(|o| o.model.terminated);
-            if model.terminated && !was_terminated {
-                // Its resources are free again.
-                self.queue.move_pods(now, |_| true);
-            } else if !was_assigned
-                || old
-                    .as_ref()
-                    .is_some_and(|o| o.raw.metadata.labels != raw.metadata.labels)
-            {
-                // Another pod may now satisfy affinity or change spreading.
-                self.queue.move_pods(now, |p| {
-                    p.pod_affinity.is_some() || !p.topology_spread_constraints.is_empty()
-                });
+            let was_assigned = old_model.as_ref().filter(|o| !o.node_name.is_empty());
+            let was_terminated = old_model.as_ref().is_some_and(|o| o.terminated);
+            if model.terminated {
+                // Finished: upstream's informer drops terminal pods, a
+                // deletion; its resources are free again.
+                if !was_terminated {
+                    let gone = was_assigned.cloned().unwrap_or_else(|| model.clone());
+                    self.move_pods(
+                        &events::ASSIGNED_POD_DELETE,
+                        Some(EventObject::Pod(gone)),
+                        None,
+                        None,
+                        now,
+                    );
+                }
+            } else if let Some(o) = was_assigned.filter(|_| !was_terminated) {
+                let o = o.clone();
+                for e in pod_scheduling_properties_change(&model, &o, false) {
+                    self.move_pods(
+                        &e,
+                        Some(EventObject::Pod(o.clone())),
+                        Some(EventObject::Pod(model.clone())),
+                        None,
+                        now,
+                    );
+                }
+            } else {
+                // Bound (by us or anyone), or seen for the first time.
+                self.move_pods(
+                    &events::ASSIGNED_POD_ADD,
+                    None,
+                    Some(EventObject::Pod(model.clone())),
+                    None,
+                    now,
+                );
             }
             return;
         }
@@ -382,22 +483,53 @@ impl State {
                 .add(model.clone(), &model.nominated_node_name.clone());
         }
         let gated = Self::pre_enqueue_rejection(profiles, &model).is_some();
-        let changed = old
-            .as_ref()
-            .is_none_or(|o| scheduling_relevant_change(&o.raw, &raw));
-        self.queue.upsert(model, gated, changed, now);
+        self.sync_queue_workloads();
+        self.queue
+            .upsert(old_model.as_deref(), model.clone(), gated, now);
+        if let Some(o) = old_model.filter(|o| {
+            !o.nominated_node_name.is_empty() && o.nominated_node_name != model.nominated_node_name
+        }) {
+            // A nominated pod counts on its node for pods of lower or equal
+            // priority; leaving it frees that room.
+            let priority = o.priority;
+            self.move_pods(
+                &events::ASSIGNED_POD_DELETE,
+                Some(EventObject::Pod(o)),
+                None,
+                Some(&move |p: &Pod| p.priority <= priority),
+                now,
+            );
+        }
     }
 
     fn delete_pod(&mut self, uid: &str, now: Instant) {
         // A pod waiting on Permit is rejected (upstream's RejectWaitingPod).
         self.waiting.reject(uid, "", "removed");
-        let old = self.pods.remove(uid);
+        let old = self.pods.remove(uid).map(|o| o.model);
         self.queue.delete(uid);
         self.nominator.delete(uid);
-        let was_assumed = self.assumed.remove(uid).is_some();
+        let assumed = self.assumed.remove(uid);
         self.resync_pod(uid);
-        if was_assumed || old.is_some_and(|o| !o.model.node_name.is_empty()) {
-            self.queue.move_pods(now, |_| true);
+        let delete = events::ASSIGNED_POD_DELETE;
+        if let Some(a) = assumed {
+            // Upstream's handleAssumedPodDeletion: its room is free.
+            self.move_pods(&delete, Some(EventObject::Pod(a)), None, None, now);
+        } else if let Some(o) = old {
+            if !o.node_name.is_empty() {
+                if !o.terminated {
+                    self.move_pods(&delete, Some(EventObject::Pod(o)), None, None, now);
+                }
+            } else if !o.nominated_node_name.is_empty() {
+                // A nominated pod held room for pods of lower or equal priority.
+                let priority = o.priority;
+                self.move_pods(
+                    &delete,
+                    Some(EventObject::Pod(o)),
+                    None,
+                    Some(&move |p: &Pod| p.priority <= priority),
+                    now,
+                );
+            }
         }
     }
 
@@ -437,6 +569,8 @@ impl State {
                 .map_err(|e| tracing::warn!(node = %n.name_any(), error = %e, "ignoring node that cannot be converted"))
                 .ok()
         };
+        // (old, new) pairs, as upstream's informer reports them.
+        let mut changes: Vec<OldNew<Arc<Node>>> = Vec::new();
         match change {
             Change::Apply(n) => {
                 let m = convert(&n);
@@ -449,27 +583,47 @@ impl State {
                 }
                 self.invalidate();
                 if let Some(m) = m {
-                    self.nodes.insert(m.name.clone(), Arc::new(m));
+                    let m = Arc::new(m);
+                    let old = self.nodes.insert(m.name.clone(), m.clone());
+                    changes.push((old, Some(m)));
                 }
             }
             Change::Delete(n) => {
                 self.invalidate();
-                self.nodes.remove(&n.name_any());
+                if let Some(old) = self.nodes.remove(&n.name_any()) {
+                    changes.push((Some(old), None));
+                }
             }
             Change::Replace(list) => {
                 self.invalidate();
-                self.nodes.clear();
+                let mut old = std::mem::take(&mut self.nodes);
                 for m in list.iter().filter_map(convert) {
-                    self.nodes.insert(m.name.clone(), Arc::new(m));
+                    let m = Arc::new(m);
+                    self.nodes.insert(m.name.clone(), m.clone());
+                    changes.push((old.remove(&m.name), Some(m)));
                 }
+                changes.extend(old.into_values().map(|o| (Some(o), None)));
             }
         }
-        // Node added or updated (upstream's NodeAdd/NodeUpdate events).
-        self.queue.move_pods(now, |_| true);
+        for (old, new) in changes {
+            let evs = match (&old, &new) {
+                (None, Some(_)) => vec![events::NODE_ADD],
+                (Some(_), None) => vec![events::NODE_DELETE],
+                (Some(o), Some(n)) => node_scheduling_properties_change(n, o),
+                (None, None) => Vec::new(),
+            };
+            let old = old.map(EventObject::Node);
+            let new = new.map(EventObject::Node);
+            for e in &evs {
+                self.move_pods(e, old.clone(), new.clone(), None, now);
+            }
+        }
     }
 
-    /// Applies a namespace watch event.
-    pub fn namespaces_changed(&mut self, change: Change<core::Namespace>, now: Instant) {
+    /// Applies a namespace watch event (not an event resource upstream:
+    /// no pod moves; a namespace selector's new match is seen on the next
+    /// attempt or the 5-minute flush).
+    pub fn namespaces_changed(&mut self, change: Change<core::Namespace>, _now: Instant) {
         self.invalidate();
         let labels = |n: &core::Namespace| n.metadata.labels.clone().unwrap_or_default();
         match change {
@@ -483,14 +637,12 @@ impl State {
                 self.namespaces = list.iter().map(|n| (n.name_any(), labels(n))).collect();
             }
         }
-        self.queue.move_pods(now, |p| {
-            p.pod_affinity.is_some() || p.pod_anti_affinity.is_some()
-        });
     }
 
     /// Applies a Service watch event.
     pub fn services_changed(&mut self, change: Change<core::Service>) {
         self.invalidate();
+        self.workloads_synced = false;
         let sel = |s: &core::Service| s.spec.as_ref().and_then(|s| s.selector.clone());
         replace_map(&mut self.services, change, |s| Some((key_of(s), sel(s)?)));
     }
@@ -498,6 +650,7 @@ impl State {
     /// Applies a ReplicaSet watch event.
     pub fn replica_sets_changed(&mut self, change: Change<apps::ReplicaSet>) {
         self.invalidate();
+        self.workloads_synced = false;
         replace_map(&mut self.replica_sets, change, |rs| {
             let sel = convert::label_selector(&rs.spec.selector, "spec.selector").ok()?;
             Some((key_of(rs), sel))
@@ -507,6 +660,7 @@ impl State {
     /// Applies a StatefulSet watch event.
     pub fn stateful_sets_changed(&mut self, change: Change<apps::StatefulSet>) {
         self.invalidate();
+        self.workloads_synced = false;
         replace_map(&mut self.stateful_sets, change, |ss| {
             let sel = convert::label_selector(&ss.spec.selector, "spec.selector").ok()?;
             Some((key_of(ss), sel))
@@ -516,6 +670,7 @@ impl State {
     /// Applies a PodDisruptionBudget watch event.
     pub fn pdbs_changed(&mut self, change: Change<policy::PodDisruptionBudget>) {
         self.invalidate();
+        self.workloads_synced = false;
         replace_map(&mut self.pdbs, change, |pdb| {
             let converted = convert::pdb(pdb).ok()?;
             Some((key_of(pdb), converted))
@@ -539,76 +694,177 @@ impl State {
     /// Applies a PersistentVolume watch event.
     pub fn pvs_changed(&mut self, change: Change<core::PersistentVolume>, now: Instant) {
         self.invalidate();
+        let obj = |v: &Pv| EventObject::PersistentVolume(Arc::new(v.clone()));
+        let mut changes = Vec::new();
         match change {
-            Change::Apply(o) => self.take_volume_object("PersistentVolume", &o),
+            Change::Apply(o) => {
+                let name = o.name_any();
+                let old = self.volumes.pvs.get(&name).map(obj);
+                self.take_volume_object("PersistentVolume", &o);
+                changes.push((old, self.volumes.pvs.get(&name).map(obj)));
+            }
             Change::Delete(o) => {
-                self.volumes.pvs.remove(&o.name_any());
+                changes.push((
+                    self.volumes.pvs.remove(&o.name_any()).map(|v| obj(&v)),
+                    None,
+                ));
             }
             Change::Replace(list) => {
-                self.volumes.pvs.clear();
+                let mut old = std::mem::take(&mut self.volumes.pvs);
                 for o in &list {
                     self.take_volume_object("PersistentVolume", o);
+                    let name = o.name_any();
+                    changes.push((
+                        old.remove(&name).map(|v| obj(&v)),
+                        self.volumes.pvs.get(&name).map(obj),
+                    ));
                 }
+                changes.extend(old.values().map(|v| (Some(obj(v)), None)));
             }
         }
-        self.queue.move_pods(now, |p| !p.volumes.is_empty());
+        self.volume_events(EventResource::PersistentVolume, changes, now);
     }
 
     /// Applies a PersistentVolumeClaim watch event.
     pub fn pvcs_changed(&mut self, change: Change<core::PersistentVolumeClaim>, now: Instant) {
         self.invalidate();
+        let obj = |v: &Pvc| EventObject::PersistentVolumeClaim(Arc::new(v.clone()));
+        let mut changes = Vec::new();
         match change {
-            Change::Apply(o) => self.take_volume_object("PersistentVolumeClaim", &o),
+            Change::Apply(o) => {
+                let key = key_of(&o);
+                let old = self.volumes.pvcs.get(&key).map(obj);
+                self.take_volume_object("PersistentVolumeClaim", &o);
+                changes.push((old, self.volumes.pvcs.get(&key).map(obj)));
+            }
             Change::Delete(o) => {
-                self.volumes.pvcs.remove(&key_of(&o));
+                changes.push((self.volumes.pvcs.remove(&key_of(&o)).map(|v| obj(&v)), None));
             }
             Change::Replace(list) => {
-                self.volumes.pvcs.clear();
+                let mut old = std::mem::take(&mut self.volumes.pvcs);
                 for o in &list {
                     self.take_volume_object("PersistentVolumeClaim", o);
+                    let key = key_of(o);
+                    changes.push((
+                        old.remove(&key).map(|v| obj(&v)),
+                        self.volumes.pvcs.get(&key).map(obj),
+                    ));
                 }
+                changes.extend(old.values().map(|v| (Some(obj(v)), None)));
             }
         }
-        self.queue.move_pods(now, |p| !p.volumes.is_empty());
+        self.volume_events(EventResource::PersistentVolumeClaim, changes, now);
     }
 
     /// Applies a StorageClass watch event.
     pub fn storage_classes_changed(&mut self, change: Change<storage::StorageClass>, now: Instant) {
         self.invalidate();
+        let obj = |v: &StorageClass| EventObject::StorageClass(Arc::new(v.clone()));
+        let mut changes = Vec::new();
         match change {
-            Change::Apply(o) => self.take_volume_object("StorageClass", &o),
+            Change::Apply(o) => {
+                let name = o.name_any();
+                let old = self.volumes.classes.get(&name).map(obj);
+                self.take_volume_object("StorageClass", &o);
+                changes.push((old, self.volumes.classes.get(&name).map(obj)));
+            }
             Change::Delete(o) => {
-                self.volumes.classes.remove(&o.name_any());
+                changes.push((
+                    self.volumes.classes.remove(&o.name_any()).map(|v| obj(&v)),
+                    None,
+                ));
             }
             Change::Replace(list) => {
-                self.volumes.classes.clear();
+                let mut old = std::mem::take(&mut self.volumes.classes);
                 for o in &list {
                     self.take_volume_object("StorageClass", o);
+                    let name = o.name_any();
+                    changes.push((
+                        old.remove(&name).map(|v| obj(&v)),
+                        self.volumes.classes.get(&name).map(obj),
+                    ));
                 }
+                changes.extend(old.values().map(|v| (Some(obj(v)), None)));
             }
         }
-        self.queue.move_pods(now, |p| !p.volumes.is_empty());
+        self.volume_events(EventResource::StorageClass, changes, now);
     }
 
     /// Applies a CSINode watch event.
     pub fn csi_nodes_changed(&mut self, change: Change<storage::CSINode>, now: Instant) {
         self.invalidate();
+        let mut changes = Vec::new();
         match change {
             Change::Apply(o) => {
-                self.volumes.csi_limits.remove(&o.name_any());
+                let name = o.name_any();
+                self.volumes.csi_limits.remove(&name);
                 self.take_volume_object("CSINode", &o);
+                let new = Arc::new(csi_node(&o));
+                let old = self.csi_nodes.insert(name, new.clone());
+                changes.push((old, Some(new)));
             }
             Change::Delete(o) => {
-                self.volumes.csi_limits.remove(&o.name_any());
+                let name = o.name_any();
+                self.volumes.csi_limits.remove(&name);
+                changes.push((self.csi_nodes.remove(&name), None));
             }
             Change::Replace(list) => {
                 self.volumes.csi_limits.clear();
+                let mut old = std::mem::take(&mut self.csi_nodes);
                 for o in &list {
                     self.take_volume_object("CSINode", o);
+                    let new = Arc::new(csi_node(o));
+                    self.csi_nodes.insert(new.name.clone(), new.clone());
+                    changes.push((old.remove(&new.name), Some(new)));
                 }
+                changes.extend(old.into_values().map(|o| (Some(o), None)));
             }
         }
-        self.queue.move_pods(now, |p| !p.volumes.is_empty());
+        let changes = changes
+            .into_iter()
+            .map(|(o, n)| (o.map(EventObject::CsiNode), n.map(EventObject::CsiNode)))
+            .collect();
+        self.volume_events(EventResource::CsiNode, changes, now);
+    }
+
+    /// The Add, Update or Delete event of each (old, new) pair.
+    fn volume_events(
+        &mut self,
+        resource: EventResource,
+        changes: Vec<OldNew<EventObject>>,
+        now: Instant,
+    ) {
+        for (old, new) in changes {
+            let action = match (&old, &new) {
+                (None, Some(_)) => ActionType::ADD,
+                (Some(_), Some(_)) => ActionType::UPDATE,
+                (Some(_), None) => ActionType::DELETE,
+                (None, None) => continue,
+            };
+            self.move_pods(&ClusterEvent::new(resource, action), old, new, None, now);
+        }
+    }
+}
+
+/// A CSINode as the hints read it: its drivers' `allocatable.count` and
+/// the migrated-plugins annotation.
+fn csi_node(o: &storage::CSINode) -> CsiNode {
+    CsiNode {
+        name: o.name_any(),
+        drivers: o
+            .spec
+            .drivers
+            .iter()
+            .map(|d| {
+                let count = d.allocatable.as_ref().and_then(|a| a.count).unwrap_or(0);
+                (d.name.clone(), count)
+            })
+            .collect(),
+        migrated_plugins: o
+            .annotations()
+            .get("storage.alpha.kubernetes.io/migrated-plugins")
+            .cloned()
+            .unwrap_or_default(),
     }
 }
 

@@ -1,4 +1,6 @@
-//! The snapshot is copied only when what the scheduler reads changes.
+//! The snapshot is copied only when what the scheduler reads changes, and
+//! the handlers fire upstream's cluster events: each moves only the
+//! rejected pods its hints admit.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,12 +10,13 @@ use rkube_framework::Profiles;
 use serde_json::json;
 
 use super::{Change, State};
-use crate::queue::Queue;
+use crate::queue::{Place, Queue};
 
 fn state() -> (State, Profiles) {
     let profiles =
         rkube_plugins::profiles(&rkube_config::default_config()).expect("default profiles");
-    let queue = Queue::new(Duration::from_secs(1), Duration::from_secs(10));
+    let queue =
+        Queue::new(Duration::from_secs(1), Duration::from_secs(10)).with_profiles(&profiles);
     (State::new(queue), profiles)
 }
 
@@ -123,4 +126,236 @@ fn binding_confirmation_does_not_copy_the_snapshot() {
             .map(String::as_str),
         Some("y")
     );
+}
+
+/// A pending pod `name` (uid = name) asking for `cpu`, optionally with a
+/// required `zone` node affinity, a claim and a nominated node.
+fn pending(name: &str, cpu: &str, extra: serde_json::Value) -> core::Pod {
+    let mut spec = json!({"containers": [{"name": "c", "image": "busybox",
+        "resources": {"requests": {"cpu": cpu}}}]});
+    let mut status = json!({"phase": "Pending"});
+    if let Some(zone) = extra.get("zone") {
+        spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}]}}});
+    }
+    if let Some(claim) = extra.get("claim") {
+        spec["volumes"] = json!([{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]);
+    }
+    if let Some(n) = extra.get("nominated") {
+        status["nominatedNodeName"] = n.clone();
+    }
+    if let Some(p) = extra.get("priority") {
+        spec["priority"] = p.clone();
+    }
+    if let Some(n) = extra.get("node") {
+        spec["nodeName"] = n.clone();
+        status["phase"] = json!("Running");
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "uid": name},
+        "spec": spec,
+        "status": status
+    }))
+    .expect("pod")
+}
+
+fn sized_node(name: &str, cpu: &str, labels: serde_json::Value) -> core::Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
+    }))
+    .expect("node")
+}
+
+/// Adds the pod, pops it and rejects it with `rejectors`.
+fn reject(
+    s: &mut State,
+    profiles: &Profiles,
+    p: core::Pod,
+    rejectors: &[&'static str],
+    now: Instant,
+) {
+    let uid = p.metadata.uid.clone().expect("uid");
+    s.pods_changed(profiles, Change::Apply(p), now);
+    let popped = s.queue.pop(now).expect("active");
+    assert_eq!(popped.pod.uid, uid);
+    let latest = s.pending_pod(profiles, &uid).expect("pending");
+    s.requeue_unschedulable(latest, rejectors.iter().copied().collect(), now);
+    assert_eq!(s.queue.place(&uid), Some(Place::Unschedulable));
+}
+
+#[test]
+fn node_events_move_only_the_pods_they_help() {
+    let (mut s, profiles) = state();
+    let t0 = Instant::now();
+    let later = t0 + Duration::from_secs(30);
+    s.nodes_changed(Change::Apply(sized_node("n1", "1", json!({}))), t0);
+    reject(
+        &mut s,
+        &profiles,
+        pending("big", "4", json!({})),
+        &["NodeResourcesFit"],
+        t0,
+    );
+    reject(
+        &mut s,
+        &profiles,
+        pending("zoned", "100m", json!({"zone": "b"})),
+        &["NodeAffinity"],
+        t0,
+    );
+    // A heartbeat, a relist of the same nodes, an unrelated label: nothing.
+    s.nodes_changed(Change::Apply(sized_node("n1", "1", json!({}))), later);
+    s.nodes_changed(
+        Change::Replace(vec![sized_node("n1", "1", json!({}))]),
+        later,
+    );
+    s.nodes_changed(
+        Change::Apply(sized_node("n1", "1", json!({"zone": "a"}))),
+        later,
+    );
+    assert_eq!(s.queue.place("big"), Some(Place::Unschedulable));
+    assert_eq!(s.queue.place("zoned"), Some(Place::Unschedulable));
+    // The label the affinity selects: only "zoned".
+    s.nodes_changed(
+        Change::Apply(sized_node("n1", "1", json!({"zone": "b"}))),
+        later,
+    );
+    assert_eq!(s.queue.place("zoned"), Some(Place::Active));
+    assert_eq!(s.queue.place("big"), Some(Place::Unschedulable));
+    // More allocatable on the node (relisted): now "big" fits.
+    s.nodes_changed(
+        Change::Replace(vec![sized_node("n1", "8", json!({"zone": "b"}))]),
+        later,
+    );
+    assert_eq!(s.queue.place("big"), Some(Place::Active));
+}
+
+#[test]
+fn pod_events_move_only_the_pods_they_help() {
+    let (mut s, profiles) = state();
+    let t0 = Instant::now();
+    let later = t0 + Duration::from_secs(30);
+    s.nodes_changed(Change::Apply(sized_node("n1", "1", json!({}))), t0);
+    reject(
+        &mut s,
+        &profiles,
+        pending("big", "4", json!({})),
+        &["NodeResourcesFit"],
+        t0,
+    );
+    // A pod bound to the node: an AssignedPodAdd, which Fit ignores.
+    s.pods_changed(
+        &profiles,
+        Change::Apply(pending("running", "500m", json!({"node": "n1"}))),
+        later,
+    );
+    assert_eq!(s.queue.place("big"), Some(Place::Unschedulable));
+    // It goes away: AssignedPodDelete, which may free room.
+    s.pods_changed(
+        &profiles,
+        Change::Delete(pending("running", "500m", json!({"node": "n1"}))),
+        later,
+    );
+    assert_eq!(s.queue.place("big"), Some(Place::Active));
+
+    // A pending pod without a nomination leaves: nothing; a nominated one
+    // of priority 10 frees its room for pods of priority <= 10 only.
+    reject(
+        &mut s,
+        &profiles,
+        pending("low", "4", json!({"priority": 5})),
+        &["NodeResourcesFit"],
+        later,
+    );
+    reject(
+        &mut s,
+        &profiles,
+        pending("high", "4", json!({"priority": 50})),
+        &["NodeResourcesFit"],
+        later,
+    );
+    s.pods_changed(
+        &profiles,
+        Change::Apply(pending("plain", "1", json!({}))),
+        later,
+    );
+    s.pods_changed(
+        &profiles,
+        Change::Delete(pending("plain", "1", json!({}))),
+        later,
+    );
+    assert_eq!(s.queue.place("low"), Some(Place::Unschedulable));
+    let nominated = pending("nominated", "1", json!({"nominated": "n1", "priority": 10}));
+    s.pods_changed(&profiles, Change::Apply(nominated.clone()), later);
+    s.pods_changed(
+        &profiles,
+        Change::Delete(nominated),
+        later + Duration::from_secs(30),
+    );
+    assert_eq!(s.queue.place("low"), Some(Place::Active));
+    assert_eq!(s.queue.place("high"), Some(Place::Unschedulable));
+
+    // A binding that failed: the assumed pod's room is free for the others.
+    for gone in ["big", "low", "high"] {
+        s.pods_changed(
+            &profiles,
+            Change::Delete(pending(gone, "4", json!({}))),
+            later,
+        );
+    }
+    reject(
+        &mut s,
+        &profiles,
+        pending("fit", "4", json!({})),
+        &["NodeResourcesFit"],
+        later,
+    );
+    let assumed = {
+        let mut p = (*s.pods["fit"].model).clone();
+        p.node_name = "n1".into();
+        Arc::new(p)
+    };
+    reject(
+        &mut s,
+        &profiles,
+        pending("other", "4", json!({})),
+        &["NodeResourcesFit"],
+        later,
+    );
+    s.assumed_pod_forgotten(&assumed, true, later + Duration::from_secs(60));
+    assert_eq!(s.queue.place("other"), Some(Place::Active));
+    assert_eq!(
+        s.queue.place("fit"),
+        Some(Place::Unschedulable),
+        "not the pod itself"
+    );
+}
+
+#[test]
+fn claim_events_move_the_pods_that_use_the_claim() {
+    let (mut s, profiles) = state();
+    let t0 = Instant::now();
+    let later = t0 + Duration::from_secs(30);
+    let uses = pending("uses", "100m", json!({"claim": "data"}));
+    reject(&mut s, &profiles, uses, &["VolumeBinding"], t0);
+    reject(
+        &mut s,
+        &profiles,
+        pending("fit", "4", json!({})),
+        &["NodeResourcesFit"],
+        t0,
+    );
+    let pvc = |name: &str| -> core::PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+        }))
+        .expect("pvc")
+    };
+    s.pvcs_changed(Change::Apply(pvc("other")), later);
+    assert_eq!(s.queue.place("uses"), Some(Place::Unschedulable));
+    s.pvcs_changed(Change::Apply(pvc("data")), later);
+    assert_eq!(s.queue.place("uses"), Some(Place::Active));
+    assert_eq!(s.queue.place("fit"), Some(Place::Unschedulable));
 }
