@@ -639,7 +639,17 @@ fn rbac_of_the_manifests_suffices() {
         for (k, v) in template["metadata"]["labels"].as_object().unwrap() {
             assert_eq!(&n["metadata"]["labels"][k], v, "{}", n["metadata"]["name"]);
         }
-        assert_eq!(n["spec"]["taints"], template["spec"]["taints"]);
+        // The template's taints are on the node (the node lifecycle
+        // controller may still hold its not-ready taint for a moment after
+        // the node turned Ready).
+        let taints = n["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        for t in template["spec"]["taints"].as_array().unwrap() {
+            assert!(
+                taints.contains(t),
+                "{}: {t} missing in {taints:?}",
+                n["metadata"]["name"]
+            );
+        }
     }
     // Each node's Lease is held by it and renewed.
     let renew_times = |cp: &ControlPlane| -> BTreeMap<String, String> {
