@@ -30,6 +30,7 @@ use crate::waiting::WaitingPods;
 pub struct SnapshotHost<'a> {
     snapshot: &'a mut Snapshot,
     clock: Duration,
+    sleeps: u32,
 }
 
 impl<'a> SnapshotHost<'a> {
@@ -38,6 +39,7 @@ impl<'a> SnapshotHost<'a> {
         SnapshotHost {
             snapshot,
             clock: Duration::ZERO,
+            sleeps: 0,
         }
     }
 }
@@ -100,8 +102,16 @@ impl ClusterApi for SnapshotHost<'_> {
         self.snapshot.volumes.pvs.get(name).cloned()
     }
 
+    /// Nothing runs in memory between two polls, so what was not done
+    /// after the first wait never will be: the second wait lasts forever
+    /// (any timeout passes; a huge `bindTimeoutSeconds` cannot spin).
     fn sleep(&mut self, d: Duration) {
-        self.clock = self.clock.saturating_add(d);
+        self.sleeps += 1;
+        self.clock = if self.sleeps > 1 {
+            Duration::MAX
+        } else {
+            self.clock.saturating_add(d)
+        };
     }
 
     fn elapsed(&self) -> Duration {
@@ -203,5 +213,20 @@ impl Scheduler {
             evaluated,
             feasible,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_second_wait_in_memory_outlasts_any_timeout() {
+        let mut snap = Snapshot::default();
+        let mut host = SnapshotHost::new(&mut snap);
+        host.sleep(Duration::from_secs(1));
+        assert_eq!(host.elapsed(), Duration::from_secs(1));
+        host.sleep(Duration::from_secs(1));
+        assert!(host.elapsed() >= rkube_util::duration::MAX);
     }
 }
