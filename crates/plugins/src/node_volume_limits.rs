@@ -4,12 +4,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rkube_framework::events::{objects_as, CsiNode};
+
+// A claim of the pod was added: the same hint as VolumeBinding's.
+pub use crate::volume_binding::is_schedulable_after_pvc_change;
 use rkube_framework::{
     ActionType, ClusterEventWithHint, Code, CycleState, EventObject, EventResource, FilterPlugin,
     HintContext, HintResult, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult, QueueingHint,
     Snapshot, Status,
 };
-use rkube_model::volumes::{Pvc, Volumes};
+use rkube_model::volumes::Volumes;
 use rkube_model::{Disk, Pod, Volume};
 
 /// Upstream name.
@@ -56,7 +59,7 @@ impl Plugin for NodeVolumeLimits {
             ClusterEventWithHint::with_hint(
                 R::PersistentVolumeClaim,
                 A::ADD,
-                is_schedulable_after_pvc_added,
+                is_schedulable_after_pvc_change,
             ),
             ClusterEventWithHint::always(R::VolumeAttachment, A::DELETE),
         ])
@@ -90,18 +93,6 @@ pub fn is_schedulable_after_assigned_pod_deleted(
             Volume::Claim { .. } | Volume::Disk(Disk::Gce { .. } | Disk::Aws { .. })
         )
     }))
-}
-
-/// A claim the pod uses (ephemeral ones included) was created.
-pub fn is_schedulable_after_pvc_added(
-    pod: &Pod,
-    old: Option<&EventObject>,
-    new: Option<&EventObject>,
-    _: &HintContext<'_>,
-) -> HintResult {
-    let (_, pvc) = objects_as::<Pvc>(old, new)?;
-    let pvc = pvc.ok_or("no added claim")?;
-    queue_if(pvc.namespace == pod.namespace && pod.claim_names().any(|c| c == pvc.name))
 }
 
 /// A CSINode's limit for some driver went up.
@@ -215,6 +206,8 @@ mod tests {
 
     use std::sync::Arc;
 
+    use rkube_model::volumes::Pvc;
+
     use super::*;
     use crate::helper::testing::*;
 
@@ -294,7 +287,7 @@ mod tests {
                 ..Default::default()
             }))
         };
-        let h = |new| run(is_schedulable_after_pvc_added, &target, None, Some(new));
+        let h = |new| run(is_schedulable_after_pvc_change, &target, None, Some(new));
         assert_eq!(h(pvc("default", "pvc")), Queue);
         assert_eq!(h(pvc("default", "other")), QueueSkip);
         assert_eq!(h(pvc("other", "pvc")), QueueSkip);
