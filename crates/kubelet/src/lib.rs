@@ -42,6 +42,7 @@ pub mod schedule;
 pub mod server;
 pub mod static_pods;
 pub mod status;
+pub mod volumes;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;

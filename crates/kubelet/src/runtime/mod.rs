@@ -33,6 +33,10 @@
 pub mod backoff;
 pub mod cri;
 pub mod cri_spec;
+pub mod downward;
+pub mod env;
+pub mod resources;
+pub mod security;
 pub mod sim;
 
 use std::future::Future;

@@ -1,0 +1,17 @@
+//! Pod volumes on the node, as upstream's volume manager and its plugins
+//! (`pkg/volume/{configmap,secret,downwardapi,projected,emptydir}`):
+//!
+//! * [`payload`]: what a ConfigMap, Secret, downwardAPI or projected volume
+//!   holds (pure: objects in, files out), with upstream's errors;
+//! * [`atomic_writer`]: writes such a payload so a container never sees a
+//!   half-updated volume (the `..data` symlink swap);
+//! * [`subpath`]: `subPath` resolved beneath the volume root without
+//!   following symlinks, bind-mounted for the runtime;
+//! * [`manager`]: fetches what a pod's volumes and environment reference
+//!   (ConfigMaps, Secrets, ServiceAccount tokens through the TokenRequest
+//!   API, rotated before they expire) and keeps each volume up to date.
+
+pub mod atomic_writer;
+pub mod manager;
+pub mod payload;
+pub mod subpath;
