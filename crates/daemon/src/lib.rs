@@ -14,6 +14,8 @@
 //!   behind a bounded TTL [`cache`], as upstream's delegating
 //!   authenticator and authorizer.
 //! * [`logging`]: `-v` levels onto `tracing` filters.
+//! * [`probe_tls`]: the kubelet's HTTPS probes (no certificate check, as
+//!   upstream's prober).
 //! * [`signal`]: SIGINT/SIGTERM as a future.
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
@@ -23,6 +25,7 @@ pub mod auth;
 pub mod cache;
 pub mod client;
 pub mod logging;
+pub mod probe_tls;
 pub mod server;
 pub mod signal;
 #[cfg(any(test, feature = "test-util"))]

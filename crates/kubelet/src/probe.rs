@@ -16,8 +16,8 @@
 //! runtime kills it on its next sync and restarts it per restartPolicy.
 //!
 //! Handlers: `exec` (CRI `ExecSync` with `timeoutSeconds`), `httpGet`
-//! (HTTP/1.1 to `host` or the pod IP; 200–399 succeed; HTTPS is not
-//! supported and fails), `tcpSocket` (connect), `grpc`
+//! (HTTP/1.1 to `host` or the pod IP; 200–399 succeed; HTTPS without
+//! verifying the certificate, as upstream), `tcpSocket` (connect), `grpc`
 //! (`grpc.health.v1.Health/Check`, `SERVING` succeeds).
 
 use std::collections::HashMap;
@@ -330,11 +330,15 @@ pub async fn run_once(action: &Action, target: &Target, timeout: Duration) -> Ou
             path,
             headers,
         } => {
-            if !scheme.eq_ignore_ascii_case("HTTP") {
-                return Outcome::Failure(format!("{scheme} probes are not supported by rkube"));
-            }
+            let tls = if scheme.eq_ignore_ascii_case("HTTPS") {
+                true
+            } else if scheme.eq_ignore_ascii_case("HTTP") {
+                false
+            } else {
+                return Outcome::Failure(format!("unsupported scheme {scheme:?}"));
+            };
             let host = host(h);
-            match tokio::time::timeout(timeout, http_get(&host, *port, path, headers)).await {
+            match tokio::time::timeout(timeout, http_get(tls, &host, *port, path, headers)).await {
                 Ok(Ok(code)) if (200..400).contains(&code) => Outcome::Success,
                 Ok(Ok(code)) => {
                     Outcome::Failure(format!("HTTP probe failed with statuscode: {code}"))
@@ -371,16 +375,41 @@ fn host_header(host: &str, port: u16) -> String {
     }
 }
 
-/// A minimal HTTP/1.1 GET; returns the status code.
+/// A minimal HTTP/1.1 GET (over TLS without certificate checks when
+/// `tls`, as upstream's prober); returns the status code.
 async fn http_get(
+    tls: bool,
     host: &str,
     port: u16,
     path: &str,
     headers: &[(String, String)],
 ) -> Result<u16, String> {
-    let mut s = tokio::net::TcpStream::connect((host, port))
+    let url = format!(
+        "{}://{}{path}",
+        if tls { "https" } else { "http" },
+        host_header(host, port)
+    );
+    let tcp = tokio::net::TcpStream::connect((host, port))
         .await
-        .map_err(|e| format!("Get \"http://{}{path}\": {e}", host_header(host, port)))?;
+        .map_err(|e| format!("Get \"{url}\": {e}"))?;
+    if tls {
+        let s = rkube_daemon::probe_tls::connect_unverified(tcp, host)
+            .await
+            .map_err(|e| format!("Get \"{url}\": {e}"))?;
+        http_exchange(s, host, port, path, headers).await
+    } else {
+        http_exchange(tcp, host, port, path, headers).await
+    }
+}
+
+/// Sends the GET on `s` and reads the status line.
+async fn http_exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut s: S,
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+) -> Result<u16, String> {
     let mut req = format!("GET {path} HTTP/1.1\r\n");
     let has = |n: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(n));
     if !has("host") {
@@ -737,13 +766,21 @@ mod tests {
                 });
             }
         });
-        assert_eq!(http_get("127.0.0.1", port, "/ok", &[]).await, Ok(200));
-        assert_eq!(http_get("127.0.0.1", port, "/bad", &[]).await, Ok(503));
+        assert_eq!(
+            http_get(false, "127.0.0.1", port, "/ok", &[]).await,
+            Ok(200)
+        );
+        assert_eq!(
+            http_get(false, "127.0.0.1", port, "/bad", &[]).await,
+            Ok(503)
+        );
         let closed = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        assert!(http_get("127.0.0.1", closed, "/", &[]).await.is_err());
+        assert!(http_get(false, "127.0.0.1", closed, "/", &[])
+            .await
+            .is_err());
         let t = tokio::time::timeout(
             Duration::from_secs(1),
             tokio::net::TcpStream::connect(("127.0.0.1", port)),
