@@ -19,8 +19,12 @@
 //!   conditions and one eviction per round, signals from the machine (CRI)
 //!   or a `--sim-signals` file (sim).
 //!
-//! Not yet: soft eviction, volumes beyond emptyDir/hostPath, exec/attach/
-//! port-forward.
+//! * [`volumes`]: ConfigMap, Secret, downwardAPI and projected volumes
+//!   (ServiceAccount tokens through the TokenRequest API), `subPath`
+//!   beneath its volume, tmpfs emptyDirs.
+//!
+//! Not yet: soft eviction, PersistentVolumeClaim and other volume types
+//! (refused, not skipped), exec/attach/port-forward.
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
@@ -207,7 +211,11 @@ pub async fn run_with_metrics(
         tasks.spawn(server::serve(listener, metrics.clone()));
     }
     if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
-        cri.set_host_ip(&desc.ip);
+        cri.set_node(desc);
+        cri.set_volume_manager(Arc::new(volumes::manager::VolumeManager::new(
+            client.clone(),
+            cri.dirs().clone(),
+        )));
         if cfg.port != 0 {
             let settings = api::ApiSettings::load(opts.config.as_deref())?;
             let names = [desc.name.clone(), machine::hostname(), desc.ip.clone()];

@@ -33,25 +33,33 @@
 //!   [`CriRuntime::list_pods`] leaves out static pods (the static pod source
 //!   cleans up its own, see [`CriRuntime::list_static_pods`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use rkube_cri::{v1, CriClient};
+use rkube_model::Quantity;
 
 use super::backoff::Backoff;
 use super::cri_spec::{
-    self, Dirs, EnvContext, PullPolicy, LABEL_MANAGED, LABEL_POD_UID, LABEL_STATIC,
+    self, ContainerInputs, Dirs, PullPolicy, LABEL_MANAGED, LABEL_POD_UID, LABEL_STATIC,
     MIRROR_ANNOTATION,
 };
+use super::downward::DownwardContext;
+use super::env::EnvSources;
+use super::resources::ResourceOptions;
+use super::security::{ImageUser, SecurityOptions};
 use super::{
     BoxFuture, ContainerObservation, ContainerState, PodObservation, Runtime, RuntimeError,
     RuntimeVersion,
 };
+use crate::node::NodeDesc;
 use crate::probe::{ProbeManager, ProbeSpec, Target};
+use crate::volumes::manager::{EnvInputs, VolumeManager};
+use crate::volumes::{empty_dir, subpath};
 
 /// The longest `sync_pod` waits before looking again (exit detection).
 pub const RELIST: Duration = Duration::from_secs(2);
@@ -60,9 +68,30 @@ pub const RELIST: Duration = Duration::from_secs(2);
 pub struct CriRuntime {
     cri: CriClient,
     dirs: Dirs,
-    host_ip: RwLock<String>,
+    node: RwLock<NodeFacts>,
+    security: SecurityOptions,
+    volumes: OnceLock<Arc<VolumeManager>>,
     backoff: Mutex<Backoff>,
     probes: ProbeManager,
+}
+
+/// What containers are made against: the node's IP, allocatable and
+/// memory (the downward API, OOM scores).
+struct NodeFacts {
+    host_ip: String,
+    allocatable: BTreeMap<String, Quantity>,
+    resources: ResourceOptions,
+}
+
+/// The node's side of container resources, from this host.
+fn node_resources(capacity_memory: i64, allocatable_memory: i64) -> ResourceOptions {
+    use super::resources;
+    let mut r = ResourceOptions::new(capacity_memory.max(1));
+    r.node_allocatable_memory = allocatable_memory.max(1);
+    r.cgroup_v2 = resources::detect_cgroup_v2();
+    r.swap_controller_available = resources::detect_swap_controller(r.cgroup_v2);
+    r.hugepage_sizes = resources::detect_hugepage_sizes();
+    r
 }
 
 fn err(e: impl std::fmt::Display) -> RuntimeError {
@@ -182,10 +211,19 @@ impl CriRuntime {
 
     /// A runtime over a connected client.
     pub fn new(cri: CriClient, dirs: Dirs) -> CriRuntime {
+        let mut security = SecurityOptions::for_root(&dirs.root);
+        security.apparmor_enabled = super::security::detect_apparmor();
+        security.thermal_throttle_paths = super::security::host_thermal_throttle_paths();
         CriRuntime {
             cri,
             dirs,
-            host_ip: RwLock::new(String::new()),
+            node: RwLock::new(NodeFacts {
+                host_ip: String::new(),
+                allocatable: BTreeMap::new(),
+                resources: node_resources(0, 0),
+            }),
+            security,
+            volumes: OnceLock::new(),
             backoff: Mutex::new(Backoff::default()),
             probes: ProbeManager::default(),
         }
@@ -194,14 +232,45 @@ impl CriRuntime {
     /// Sets the node IP (pod IP of host-network pods, `status.hostIP` in
     /// the downward API).
     pub fn set_host_ip(&self, ip: &str) {
-        *self.host_ip.write().unwrap_or_else(|e| e.into_inner()) = ip.to_string();
+        self.node.write().unwrap_or_else(|e| e.into_inner()).host_ip = ip.to_string();
+    }
+
+    /// Sets what containers are made against from the node: IP,
+    /// allocatable (unset limits in the downward API), memory capacity
+    /// (Burstable OOM scores).
+    pub fn set_node(&self, desc: &NodeDesc) {
+        let mem = |m: &BTreeMap<String, Quantity>| m.get("memory").map(|q| q.value()).unwrap_or(0);
+        let mut n = self.node.write().unwrap_or_else(|e| e.into_inner());
+        n.host_ip = desc.ip.clone();
+        n.allocatable = desc.allocatable.clone();
+        n.resources = node_resources(mem(&desc.capacity), mem(&desc.allocatable));
+    }
+
+    /// Fetches and writes ConfigMap, Secret, downwardAPI and projected
+    /// volumes through `vm` (without one, pods using them fail to start).
+    pub fn set_volume_manager(&self, vm: Arc<VolumeManager>) {
+        let _ = self.volumes.set(vm);
     }
 
     fn host_ip(&self) -> String {
-        self.host_ip
+        self.node
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .host_ip
             .clone()
+    }
+
+    fn downward(&self, pod_ips: &[String]) -> DownwardContext {
+        let n = self.node.read().unwrap_or_else(|e| e.into_inner());
+        DownwardContext {
+            pod_ips: pod_ips.to_vec(),
+            host_ips: if n.host_ip.is_empty() {
+                vec![]
+            } else {
+                vec![n.host_ip.clone()]
+            },
+            node_allocatable: n.allocatable.clone(),
+        }
     }
 
     /// The directories in use.
@@ -272,20 +341,32 @@ impl CriRuntime {
             let attempt = s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0);
             return Ok(Some(Sandbox {
                 id: s.id.clone(),
-                config: cri_spec::sandbox_config(pod, &self.dirs, attempt, is_static),
+                config: cri_spec::sandbox_config(
+                    pod,
+                    &self.dirs,
+                    attempt,
+                    is_static,
+                    &self.security,
+                )
+                .map_err(err)?,
                 ready: true,
                 ips: self.sandbox_ips(&s.id, hostnet).await,
             }));
         }
         if !create {
-            return Ok(all.iter().max_by_key(|s| s.created_at).map(|s| Sandbox {
+            let Some(s) = all.iter().max_by_key(|s| s.created_at) else {
+                return Ok(None);
+            };
+            return Ok(Some(Sandbox {
                 id: s.id.clone(),
                 config: cri_spec::sandbox_config(
                     pod,
                     &self.dirs,
                     s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
                     is_static,
-                ),
+                    &self.security,
+                )
+                .map_err(err)?,
                 ready: false,
                 ips: vec![],
             }));
@@ -299,7 +380,8 @@ impl CriRuntime {
             .map(|s| s.metadata.as_ref().map(|m| m.attempt + 1).unwrap_or(1))
             .max()
             .unwrap_or(0);
-        let config = cri_spec::sandbox_config(pod, &self.dirs, attempt, is_static);
+        let config = cri_spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
+            .map_err(err)?;
         std::fs::create_dir_all(&config.log_directory)
             .map_err(|e| err(format!("creating {}: {e}", config.log_directory)))?;
         let id = self
@@ -375,15 +457,10 @@ impl CriRuntime {
         let uid = pod.uid().unwrap_or_default();
         let key = format!("{uid}/{}", c.name);
         self.ensure_image(&key, c, &sb.config).await?;
-        let ctx = EnvContext {
-            pod_ip: sb.ips.first().cloned().unwrap_or_default(),
-            host_ip: self.host_ip(),
-        };
-        let (config, warnings) = cri_spec::container_config(pod, c, attempt, &self.dirs, &ctx)
+        let config = self
+            .container_config(pod, c, attempt, sb)
+            .await
             .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
-        for w in warnings {
-            tracing::warn!(pod = %pod.name_any(), "{w}");
-        }
         let id = self
             .cri
             .create_container(&sb.id, config, sb.config.clone())
@@ -395,6 +472,50 @@ impl CriRuntime {
             .map_err(|e| ("RunContainerError".to_string(), e.to_string()))?;
         tracing::info!(pod = %pod.name_any(), container = %c.name, attempt, id = %id, "container started");
         Ok(id)
+    }
+
+    /// The container config, with what it reads fetched: the env's
+    /// ConfigMaps, Secrets and Services (through the volume manager) and
+    /// the image's user.
+    async fn container_config(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        attempt: u32,
+        sb: &Sandbox,
+    ) -> Result<v1::ContainerConfig, String> {
+        let env = match self.volumes.get() {
+            Some(vm) => vm.env_inputs(pod).await?,
+            None => EnvInputs::default(),
+        };
+        let image = c.image.clone().unwrap_or_default();
+        let status = self
+            .cri
+            .image_status(&image)
+            .await
+            .map_err(|e| format!("image status of {image}: {e}"))?
+            .ok_or_else(|| format!("image {image} is not present"))?;
+        let image_user = ImageUser::from_status(status.uid.map(|u| u.value), &status.username);
+        let downward = self.downward(&sb.ips);
+        let resources = self
+            .node
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .resources
+            .clone();
+        let inputs = ContainerInputs {
+            env: EnvSources {
+                config_maps: &env.config_maps,
+                secrets: &env.secrets,
+                services: &env.services,
+                master_service: env.master_service.as_ref(),
+                downward: &downward,
+            },
+            image: image_user,
+            security: &self.security,
+            resources: &resources,
+        };
+        cri_spec::container_config(pod, c, attempt, &self.dirs, &inputs)
     }
 
     /// Restarts an exited container unless it is backing off; returns the
@@ -432,6 +553,36 @@ impl CriRuntime {
         }
     }
 
+    /// Writes the pod's ConfigMap, Secret, downwardAPI and projected
+    /// volumes (again at every sync: updates reach running containers);
+    /// refuses volume types rkube cannot mount.
+    async fn prepare_volumes(&self, pod: &Pod) -> Result<(), String> {
+        let volumes = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_deref())
+            .unwrap_or_default();
+        if let Some(v) = volumes.iter().find(|v| !cri_spec::supported_volume(v)) {
+            return Err(crate::volumes::manager::setup_failed(
+                &v.name,
+                &format!(
+                    "volumes of type {} are not supported by rkube",
+                    cri_spec::volume_type(v)
+                ),
+            ));
+        }
+        if volumes
+            .iter()
+            .all(|v| crate::volumes::payload::plugin_dir(v).is_none())
+        {
+            return Ok(());
+        }
+        match self.volumes.get() {
+            Some(vm) => vm.prepare(pod, &self.downward(&[])).await,
+            None => Err("ConfigMap, Secret, downwardAPI and projected volumes need the API server (static pods cannot use them)".into()),
+        }
+    }
+
     /// Acts on one pod (sandbox, init containers, containers), then observes.
     async fn sync(&self, pod: &Pod) -> Result<PodObservation, RuntimeError> {
         let uid = pod.uid().unwrap_or_default();
@@ -450,6 +601,39 @@ impl CriRuntime {
                     .get(&c.name)
                     .is_some_and(|x| x.state == v1::ContainerState::ContainerExited as i32)
             });
+        if !finished {
+            // What the node cannot enforce, or volumes it cannot set up,
+            // keep the containers from starting (fail closed), with the
+            // reason in their Waiting state.
+            let blocked =
+                match cri_spec::sandbox_config(pod, &self.dirs, 0, is_static, &self.security) {
+                    Err(m) => Some(("CreateContainerConfigError", m)),
+                    Ok(_) => self
+                        .prepare_volumes(pod)
+                        .await
+                        .err()
+                        .map(|m| ("ContainerCreating", m)),
+                };
+            if let Some((reason, message)) = blocked {
+                tracing::warn!(pod = %pod.name_any(), %message, "pod cannot start");
+                let overrides: HashMap<String, Override> = spec
+                    .init_containers
+                    .iter()
+                    .flatten()
+                    .chain(&spec.containers)
+                    .filter(|c| !before.contains_key(&c.name))
+                    .map(|c| {
+                        (
+                            c.name.clone(),
+                            Override::Waiting(reason.into(), message.clone()),
+                        )
+                    })
+                    .collect();
+                return self
+                    .observe(pod, &overrides, None, Some(Duration::from_secs(2)))
+                    .await;
+            }
+        }
         let Some(sb) = self.sandbox(pod, is_static, !finished).await? else {
             return self.observe(pod, &HashMap::new(), None, None).await;
         };
@@ -735,7 +919,15 @@ impl CriRuntime {
                 _ => {}
             }
         }
-        let _ = std::fs::remove_dir_all(self.dirs.pod_dir(uid));
+        if let Some(vm) = self.volumes.get() {
+            vm.forget(uid);
+        }
+        // Mounts first: removing the directory through a subPath bind mount
+        // of a hostPath would delete host files.
+        let pod_dir = self.dirs.pod_dir(uid);
+        subpath::cleanup(&pod_dir).map_err(err)?;
+        empty_dir::cleanup(&pod_dir).map_err(err)?;
+        let _ = std::fs::remove_dir_all(&pod_dir);
         if let Ok(rd) = std::fs::read_dir(&self.dirs.logs) {
             for e in rd.flatten() {
                 if e.file_name()

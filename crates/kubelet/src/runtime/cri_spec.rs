@@ -1,30 +1,32 @@
-//! Pod spec → CRI configs (pure): labels, directories, image pull policy,
-//! environment, mounts and the sandbox/container configs of
-//! [`super::cri::CriRuntime`].
+//! Pod spec → CRI configs: labels, directories, image pull policy, the
+//! sandbox config (security context, sysctls, the QoS cgroup parent) and
+//! the container config of [`super::cri::CriRuntime`]: the environment
+//! ([`super::env`]), command and args with `$(VAR)` expanded, mounts, the
+//! security context ([`super::security`], `runAsNonRoot` checked against
+//! the image's user) and resources ([`super::resources`]).
 //!
-//! Supported: `command`/`args`, `workingDir`, `env` with `value` and the
-//! `fieldRef`s of the downward API that need no lookup (`metadata.name`,
-//! `metadata.namespace`, `metadata.uid`, `metadata.labels['k']`,
-//! `metadata.annotations['k']`, `spec.nodeName`, `spec.serviceAccountName`,
-//! `status.podIP`, `status.hostIP`), and volume mounts of `emptyDir`
-//! (a directory under the kubelet root; `medium: Memory` is a plain
-//! directory too) and `hostPath` (`DirectoryOrCreate`/`FileOrCreate`
-//! create the path; other types are used as they are).
-//!
-//! Not supported (documented gaps): `envFrom`, `valueFrom` of ConfigMaps,
-//! Secrets and resource fields (the container fails with
-//! `CreateContainerConfigError`), `$(VAR)` expansion, and other volume
-//! types (ConfigMap, Secret, projected service-account tokens, PVCs: the
-//! mount is skipped with a warning, so pods should set
-//! `automountServiceAccountToken: false`), resources/cgroup limits,
-//! security contexts, port mappings (`hostPort`).
+//! Volumes mounted: `emptyDir` (a directory under the kubelet root;
+//! `medium: Memory` a tmpfs, sized by `sizeLimit`), `hostPath`
+//! (`DirectoryOrCreate`/`FileOrCreate` create the path; other types are
+//! used as they are), and ConfigMap, Secret, downwardAPI and projected
+//! volumes (written by [`crate::volumes::manager`], always read-only, as
+//! upstream). `subPath` is resolved beneath the volume without leaving it
+//! ([`crate::volumes::subpath`]). Any other volume type is refused: the
+//! container fails with `CreateContainerConfigError` naming it, instead of
+//! running without its volume.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 use kube::ResourceExt;
 use rkube_cri::{v1, ContainerSpec, SandboxSpec};
+use rkube_model::quantity::Quantity;
+
+use super::env::{self, EnvSources};
+use super::resources::{self, ResourceOptions};
+use super::security::{self, ImageUser, SecurityOptions};
+use crate::volumes::{empty_dir, payload, subpath};
 
 /// Label with the pod's UID on sandboxes and containers (as upstream's).
 pub const LABEL_POD_UID: &str = "io.kubernetes.pod.uid";
@@ -70,6 +72,12 @@ impl Dirs {
     /// The directory of a pod's own data (volumes).
     pub fn pod_dir(&self, uid: &str) -> PathBuf {
         self.root.join("pods").join(uid)
+    }
+
+    /// The host directory of volume `name` of pod `uid` written by the
+    /// volume plugin directory `plugin` (`kubernetes.io~configmap`, ...).
+    pub fn volume_dir(&self, uid: &str, plugin: &str, name: &str) -> PathBuf {
+        self.pod_dir(uid).join("volumes").join(plugin).join(name)
     }
 
     /// The host directory of emptyDir `volume` of pod `uid`.
@@ -141,13 +149,16 @@ pub fn host_network(pod: &Pod) -> bool {
         .unwrap_or(false)
 }
 
-/// The sandbox config of `pod` (attempt `attempt`).
+/// The sandbox config of `pod` (attempt `attempt`): its security context
+/// and sysctls, and the QoS cgroup parent. `Err` when the pod asks for
+/// something the node cannot enforce (see [`super::security`]).
 pub fn sandbox_config(
     pod: &Pod,
     dirs: &Dirs,
     attempt: u32,
     is_static: bool,
-) -> v1::PodSandboxConfig {
+    security: &SecurityOptions,
+) -> Result<v1::PodSandboxConfig, String> {
     let ns = pod_namespace(pod);
     let name = pod.name_any();
     let uid = pod.uid().unwrap_or_default();
@@ -156,7 +167,7 @@ pub fn sandbox_config(
         .as_ref()
         .and_then(|s| s.hostname.clone())
         .unwrap_or_else(|| name.clone());
-    SandboxSpec {
+    let mut config = SandboxSpec {
         log_directory: dirs.pod_logs(&ns, &name, &uid).display().to_string(),
         name,
         namespace: ns,
@@ -164,10 +175,17 @@ pub fn sandbox_config(
         attempt,
         hostname: truncate_hostname(&hostname),
         host_network: host_network(pod),
+        cgroup_parent: resources::pod_cgroup_parent(pod, ""),
         labels: sandbox_labels(pod, is_static),
         ..Default::default()
     }
-    .to_config()
+    .to_config();
+    let (sc, sysctls) = security::sandbox_security(pod, security)?;
+    if let Some(linux) = config.linux.as_mut() {
+        linux.security_context = Some(sc);
+        linux.sysctls = sysctls;
+    }
+    Ok(config)
 }
 
 /// Hostnames are at most 63 bytes (upstream truncates too).
@@ -176,133 +194,151 @@ fn truncate_hostname(h: &str) -> String {
     h.trim_end_matches(['-', '.']).to_string()
 }
 
-/// What the downward API resolves against.
-#[derive(Debug, Clone, Default)]
-pub struct EnvContext {
-    /// The pod IP (empty with none yet).
-    pub pod_ip: String,
-    /// The node's IP.
-    pub host_ip: String,
+/// Whether the volume is one [`mounts`] can mount.
+pub fn supported_volume(v: &Volume) -> bool {
+    v.empty_dir.is_some() || v.host_path.is_some() || payload::plugin_dir(v).is_some()
 }
 
-fn field_ref(pod: &Pod, path: &str, ctx: &EnvContext) -> Option<String> {
-    let spec = pod.spec.as_ref();
-    let quoted = |prefix: &str| {
-        path.strip_prefix(prefix)?
-            .strip_suffix("']")
-            .map(str::to_string)
-    };
-    Some(match path {
-        "metadata.name" => pod.name_any(),
-        "metadata.namespace" => pod_namespace(pod),
-        "metadata.uid" => pod.uid().unwrap_or_default(),
-        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
-        "spec.serviceAccountName" => spec
-            .and_then(|s| s.service_account_name.clone())
-            .unwrap_or_default(),
-        "status.podIP" => ctx.pod_ip.clone(),
-        "status.hostIP" => ctx.host_ip.clone(),
-        _ => {
-            if let Some(k) = quoted("metadata.labels['") {
-                pod.labels().get(&k).cloned().unwrap_or_default()
-            } else if let Some(k) = quoted("metadata.annotations['") {
-                pod.annotations().get(&k).cloned().unwrap_or_default()
-            } else {
-                return None;
+/// The volume's type as the API names it (for refusals).
+pub fn volume_type(v: &Volume) -> &'static str {
+    let j = serde_json::to_value(v).unwrap_or_default();
+    const KNOWN: &[&str] = &[
+        "awsElasticBlockStore",
+        "azureDisk",
+        "azureFile",
+        "cephfs",
+        "cinder",
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "fc",
+        "flexVolume",
+        "flocker",
+        "gcePersistentDisk",
+        "gitRepo",
+        "glusterfs",
+        "hostPath",
+        "image",
+        "iscsi",
+        "nfs",
+        "persistentVolumeClaim",
+        "photonPersistentDisk",
+        "portworxVolume",
+        "projected",
+        "quobyte",
+        "rbd",
+        "scaleIO",
+        "secret",
+        "storageos",
+        "vsphereVolume",
+    ];
+    KNOWN
+        .iter()
+        .find(|k| j.get(**k).is_some())
+        .copied()
+        .unwrap_or("unknown")
+}
+
+/// The host directory of volume `v` of pod `uid`, creating emptyDir and
+/// `*OrCreate` hostPath paths (a `medium: Memory` emptyDir is a tmpfs).
+fn volume_host_path(uid: &str, v: &Volume, dirs: &Dirs) -> Result<PathBuf, String> {
+    if let Some(e) = &v.empty_dir {
+        let d = dirs.empty_dir(uid, &v.name);
+        std::fs::create_dir_all(&d)
+            .map_err(|e| format!("creating emptyDir {}: {e}", d.display()))?;
+        match e.medium.as_deref() {
+            None | Some("") => {}
+            Some("Memory") => {
+                let size = e
+                    .size_limit
+                    .as_ref()
+                    .map(|q| Quantity::parse(&q.0).map(|q| q.value()))
+                    .transpose()
+                    .map_err(|err| format!("emptyDir {}: sizeLimit: {err}", v.name))?;
+                empty_dir::mount_tmpfs(&d, size)?;
+            }
+            Some(other) => {
+                return Err(format!(
+                    "emptyDir {}: medium {other:?} is not supported by rkube",
+                    v.name
+                ))
             }
         }
-    })
-}
-
-fn env_value(pod: &Pod, e: &EnvVar, ctx: &EnvContext) -> Result<String, String> {
-    let Some(from) = &e.value_from else {
-        return Ok(e.value.clone().unwrap_or_default());
-    };
-    if let Some(f) = &from.field_ref {
-        return field_ref(pod, &f.field_path, ctx).ok_or_else(|| {
-            format!(
-                "env {}: fieldRef {:?} is not supported by rkube",
-                e.name, f.field_path
-            )
-        });
+        return Ok(d);
+    }
+    if let Some(h) = &v.host_path {
+        let p = PathBuf::from(&h.path);
+        match h.type_.as_deref() {
+            Some("DirectoryOrCreate") => std::fs::create_dir_all(&p)
+                .map_err(|e| format!("creating hostPath {}: {e}", p.display()))?,
+            Some("FileOrCreate") if !p.exists() => {
+                if let Some(parent) = p.parent() {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+                std::fs::write(&p, b"")
+                    .map_err(|e| format!("creating hostPath {}: {e}", p.display()))?
+            }
+            _ => {}
+        }
+        return Ok(p);
+    }
+    if let Some(plugin) = payload::plugin_dir(v) {
+        return Ok(dirs.volume_dir(uid, plugin, &v.name));
     }
     Err(format!(
-        "env {}: only value and fieldRef are supported by rkube (not ConfigMap, Secret or resource references)",
-        e.name
+        "volume {:?}: volumes of type {} are not supported by rkube",
+        v.name,
+        volume_type(v)
     ))
 }
 
-/// The environment of container `c`, in order.
-pub fn env(pod: &Pod, c: &Container, ctx: &EnvContext) -> Result<Vec<(String, String)>, String> {
-    if c.env_from.as_ref().is_some_and(|v| !v.is_empty()) {
-        return Err("envFrom is not supported by rkube".into());
-    }
-    c.env
-        .iter()
-        .flatten()
-        .map(|e| Ok((e.name.clone(), env_value(pod, e, ctx)?)))
-        .collect()
-}
-
-/// The mounts of container `c`; creates emptyDir and `*OrCreate` hostPath
-/// paths. Unsupported volume types are skipped (returned as warnings).
-pub fn mounts(
-    pod: &Pod,
-    c: &Container,
-    dirs: &Dirs,
-) -> Result<(Vec<v1::Mount>, Vec<String>), String> {
+/// The mounts of container `c`. ConfigMap, Secret, downwardAPI and
+/// projected volumes are mounted read-only whatever the mount says; a
+/// `subPath` is bind-mounted from beneath its volume.
+pub fn mounts(pod: &Pod, c: &Container, dirs: &Dirs) -> Result<Vec<v1::Mount>, String> {
     let uid = pod.uid().unwrap_or_default();
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
     let mut out = Vec::new();
-    let mut warnings = Vec::new();
-    for m in c.volume_mounts.iter().flatten() {
+    for (index, m) in c.volume_mounts.iter().flatten().enumerate() {
         let Some(v) = volumes.and_then(|vs| vs.iter().find(|v| v.name == m.name)) else {
             return Err(format!("volume mount {}: no volume of that name", m.name));
         };
-        let host: PathBuf = if v.empty_dir.is_some() {
-            let d = dirs.empty_dir(&uid, &v.name);
-            std::fs::create_dir_all(&d)
-                .map_err(|e| format!("creating emptyDir {}: {e}", d.display()))?;
-            d
-        } else if let Some(h) = &v.host_path {
-            let p = PathBuf::from(&h.path);
-            match h.type_.as_deref() {
-                Some("DirectoryOrCreate") => std::fs::create_dir_all(&p)
-                    .map_err(|e| format!("creating hostPath {}: {e}", p.display()))?,
-                Some("FileOrCreate") if !p.exists() => {
-                    if let Some(parent) = p.parent() {
-                        let _ = std::fs::create_dir_all(parent);
-                    }
-                    std::fs::write(&p, b"")
-                        .map_err(|e| format!("creating hostPath {}: {e}", p.display()))?
-                }
-                _ => {}
-            }
-            p
-        } else {
-            warnings.push(format!(
-                "volume {} of container {}: only emptyDir and hostPath are supported by rkube; not mounted",
-                v.name, c.name
-            ));
-            continue;
-        };
+        let host = volume_host_path(&uid, v, dirs)?;
         let host = match m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-            Some(sub) if !sub.split('/').any(|p| p == "..") && !sub.starts_with('/') => {
-                let p = host.join(sub);
-                let _ = std::fs::create_dir_all(&p);
-                p
+            Some(sub) => {
+                let target = subpath::target_path(&dirs.pod_dir(&uid), &v.name, &c.name, index);
+                subpath::prepare(&host, sub, &target).map_err(|e| e.to_string())?
             }
-            Some(sub) => return Err(format!("volume mount {}: invalid subPath {sub:?}", m.name)),
             None => host,
         };
+        if m.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(format!(
+                "volume mount {}: subPathExpr is not supported by rkube",
+                m.name
+            ));
+        }
+        let api_data = payload::plugin_dir(v).is_some();
         out.push(v1::Mount {
             container_path: m.mount_path.clone(),
             host_path: host.display().to_string(),
-            readonly: m.read_only.unwrap_or(false),
+            readonly: m.read_only.unwrap_or(false) || api_data,
+            propagation: propagation(m.mount_propagation.as_deref())? as i32,
             ..Default::default()
         });
     }
-    Ok((out, warnings))
+    Ok(out)
+}
+
+/// `mountPropagation` → CRI.
+fn propagation(p: Option<&str>) -> Result<v1::MountPropagation, String> {
+    Ok(match p {
+        None | Some("") | Some("None") => v1::MountPropagation::PropagationPrivate,
+        Some("HostToContainer") => v1::MountPropagation::PropagationHostToContainer,
+        Some("Bidirectional") => v1::MountPropagation::PropagationBidirectional,
+        Some(other) => return Err(format!("invalid mountPropagation {other:?}")),
+    })
 }
 
 /// The log path (relative to the sandbox log dir) of attempt `attempt`.
@@ -310,16 +346,34 @@ pub fn log_path(container: &str, attempt: u32) -> String {
     format!("{container}/{attempt}.log")
 }
 
-/// The container config of `c` (attempt `attempt`), with its warnings.
+/// What a container config is made from besides the pod and the
+/// container: what its environment reads, its image's user, and the node's
+/// side of security contexts and resources.
+pub struct ContainerInputs<'a> {
+    /// ConfigMaps, Secrets, Services, downward API context.
+    pub env: EnvSources<'a>,
+    /// The image's user (`ImageStatus`).
+    pub image: ImageUser,
+    /// Seccomp root, AppArmor, sysctls.
+    pub security: &'a SecurityOptions,
+    /// Node memory, cgroup version, CFS quota.
+    pub resources: &'a ResourceOptions,
+}
+
+/// The container config of `c` (attempt `attempt`). `Err` is the message
+/// of `CreateContainerConfigError`.
 pub fn container_config(
     pod: &Pod,
     c: &Container,
     attempt: u32,
     dirs: &Dirs,
-    ctx: &EnvContext,
-) -> Result<(v1::ContainerConfig, Vec<String>), String> {
-    let env = env(pod, c, ctx)?;
-    let (mounts, warnings) = mounts(pod, c, dirs)?;
+    inputs: &ContainerInputs,
+) -> Result<v1::ContainerConfig, String> {
+    security::verify_run_as_non_root(pod, c, inputs.image.uid, &inputs.image.username)?;
+    let env = env::container_env(pod, c, &inputs.env)?;
+    let (command, args) = env::expand_command_and_args(c, &env);
+    let mounts = mounts(pod, c, dirs)?;
+    let security_context = security::container_security(pod, c, &inputs.image, inputs.security)?;
     let labels: HashMap<String, String> = [
         (LABEL_POD_UID, pod.uid().unwrap_or_default()),
         (LABEL_POD_NAME, pod.name_any()),
@@ -334,8 +388,8 @@ pub fn container_config(
         name: c.name.clone(),
         attempt,
         image: c.image.clone().unwrap_or_default(),
-        command: c.command.clone().unwrap_or_default(),
-        args: c.args.clone().unwrap_or_default(),
+        command,
+        args,
         working_dir: c.working_dir.clone().unwrap_or_default(),
         env,
         log_path: log_path(&c.name, attempt),
@@ -345,8 +399,13 @@ pub fn container_config(
     .to_config();
     config.mounts = mounts;
     config.stdin = c.stdin.unwrap_or(false);
+    config.stdin_once = c.stdin_once.unwrap_or(false);
     config.tty = c.tty.unwrap_or(false);
-    Ok((config, warnings))
+    config.linux = Some(v1::LinuxContainerConfig {
+        resources: Some(resources::container_resources(pod, c, inputs.resources)),
+        security_context: Some(security_context),
+    });
+    Ok(config)
 }
 
 #[cfg(test)]
@@ -358,12 +417,15 @@ mod tests {
         serde_json::from_value(json!({
             "metadata": {"name": "web", "namespace": "ns", "uid": "u1",
                          "labels": {"app": "web"}, "annotations": {"a": "b"}},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox:1",
-                "command": ["sh"], "args": ["-c", "true"],
-                "env": [{"name": "A", "value": "1"},
-                        {"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                        {"name": "L", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}}],
+            "spec": {"nodeName": "n1",
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 1000,
+                                    "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}]},
+                "containers": [{"name": "c", "image": "busybox:1",
+                "command": ["sh", "-c", "echo $(GREETING)"], "args": ["$(GREETING)", "$$(GREETING)"],
+                "env": [{"name": "GREETING", "value": "hi"}],
+                "resources": {"requests": {"cpu": "250m"}, "limits": {"memory": "64Mi"}},
+                "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                                    "capabilities": {"drop": ["ALL"]}},
                 "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"},
                                  {"name": "cfg", "mountPath": "/cfg"}]}],
                 "volumes": [{"name": "scratch", "emptyDir": {}},
@@ -399,58 +461,148 @@ mod tests {
         );
     }
 
-    #[test]
-    fn env_resolves_values_and_field_refs() {
-        let p = pod();
-        let c = &p.spec.as_ref().unwrap().containers[0];
-        let ctx = EnvContext {
-            pod_ip: "10.0.0.5".into(),
-            host_ip: "192.168.1.1".into(),
+    fn config_of(p: &Pod, dirs: &Dirs, image_uid: i64) -> Result<v1::ContainerConfig, String> {
+        let none = HashMap::new();
+        let no_secrets = HashMap::new();
+        let downward = super::super::downward::DownwardContext::default();
+        let security = SecurityOptions::for_root(&dirs.root);
+        let resources = ResourceOptions::new(8 << 30);
+        let inputs = ContainerInputs {
+            env: EnvSources {
+                config_maps: &none,
+                secrets: &no_secrets,
+                services: &[],
+                master_service: None,
+                downward: &downward,
+            },
+            image: ImageUser::from_status(Some(image_uid), ""),
+            security: &security,
+            resources: &resources,
         };
-        let e = env(&p, c, &ctx).unwrap();
-        assert_eq!(
-            e,
-            vec![
-                ("A".into(), "1".into()),
-                ("N".into(), "web".into()),
-                ("IP".into(), "10.0.0.5".into()),
-                ("L".into(), "web".into()),
-            ]
-        );
-        let mut c2 = c.clone();
-        c2.env = Some(vec![serde_json::from_value(json!(
-            {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
-        ))
-        .unwrap()]);
-        assert!(env(&p, &c2, &ctx).unwrap_err().contains("not ConfigMap"));
+        container_config(p, &p.spec.as_ref().unwrap().containers[0], 3, dirs, &inputs)
     }
 
     #[test]
-    fn container_config_mounts_empty_dir_and_skips_unsupported() {
+    fn container_config_carries_env_mounts_security_and_resources() {
         let tmp = std::env::temp_dir().join(format!("rkube-cri-spec-{}", std::process::id()));
         let dirs = Dirs::under(&tmp);
         let p = pod();
-        let c = &p.spec.as_ref().unwrap().containers[0];
-        let (cfg, warnings) = container_config(&p, c, 3, &dirs, &EnvContext::default()).unwrap();
+        let cfg = config_of(&p, &dirs, 0).unwrap();
         assert_eq!(cfg.log_path, "c/3.log");
         assert_eq!(cfg.metadata.as_ref().unwrap().attempt, 3);
-        assert_eq!(cfg.command, vec!["sh"]);
-        assert_eq!(cfg.mounts.len(), 1);
+        assert_eq!(cfg.command, vec!["sh", "-c", "echo hi"], "$(VAR) expanded");
+        assert_eq!(cfg.args, vec!["hi", "$(GREETING)"], "$$ escapes");
+        assert_eq!(cfg.mounts.len(), 2);
         assert_eq!(cfg.mounts[0].container_path, "/scratch");
         let host = PathBuf::from(&cfg.mounts[0].host_path);
         assert_eq!(host, dirs.empty_dir("u1", "scratch"));
         assert!(host.is_dir(), "emptyDir created");
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(!cfg.mounts[0].readonly);
+        assert_eq!(
+            PathBuf::from(&cfg.mounts[1].host_path),
+            dirs.volume_dir("u1", "kubernetes.io~configmap", "cfg")
+        );
+        assert!(cfg.mounts[1].readonly, "API data volumes are read-only");
+        let linux = cfg.linux.as_ref().unwrap();
+        let sc = linux.security_context.as_ref().unwrap();
+        assert_eq!(sc.run_as_user.as_ref().map(|u| u.value), Some(1000));
+        assert!(sc.no_new_privs && sc.readonly_rootfs);
+        assert_eq!(
+            sc.capabilities.as_ref().unwrap().drop_capabilities,
+            vec!["ALL"]
+        );
+        let r = linux.resources.as_ref().unwrap();
+        assert_eq!(r.memory_limit_in_bytes, 64 << 20);
+        assert_eq!(r.cpu_shares, 256);
         assert_eq!(cfg.labels[LABEL_CONTAINER_NAME], "c");
         assert_eq!(cfg.labels[LABEL_POD_UID], "u1");
-        let sb = sandbox_config(&p, &dirs, 0, false);
+        let sb = sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp)).unwrap();
         assert_eq!(sb.labels["app"], "web");
         assert_eq!(sb.labels[LABEL_POD_NAMESPACE], "ns");
         assert!(!sb.labels.contains_key(LABEL_STATIC));
+        let linux = sb.linux.as_ref().unwrap();
+        assert_eq!(linux.cgroup_parent, "/kubepods/burstable/podu1");
+        assert_eq!(linux.sysctls["net.ipv4.ip_unprivileged_port_start"], "0");
         assert_eq!(
             sb.log_directory,
             tmp.join("pod-logs/ns_web_u1").display().to_string()
         );
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
+    #[test]
+    fn what_the_node_cannot_honour_is_refused() {
+        let tmp = std::env::temp_dir().join(format!("rkube-cri-refuse-{}", std::process::id()));
+        let dirs = Dirs::under(&tmp);
+        // runAsNonRoot against an image that runs as root, without runAsUser.
+        let mut p = pod();
+        p.spec
+            .as_mut()
+            .unwrap()
+            .security_context
+            .as_mut()
+            .unwrap()
+            .run_as_user = None;
+        let e = config_of(&p, &dirs, 0).unwrap_err();
+        assert!(e.contains("image will run as root"), "{e}");
+        // A volume type rkube does not mount is an error, not a skipped mount.
+        let mut p = pod();
+        p.spec.as_mut().unwrap().volumes.as_mut().unwrap()[1] = serde_json::from_value(
+            json!({"name": "cfg", "persistentVolumeClaim": {"claimName": "data"}}),
+        )
+        .unwrap();
+        let e = config_of(&p, &dirs, 1000).unwrap_err();
+        assert!(e.contains("persistentVolumeClaim are not supported"), "{e}");
+        // An unsafe sysctl fails the sandbox.
+        let mut p = pod();
+        p.spec
+            .as_mut()
+            .unwrap()
+            .security_context
+            .as_mut()
+            .unwrap()
+            .sysctls = Some(vec![serde_json::from_value(
+            json!({"name": "kernel.msgmax", "value": "1"}),
+        )
+        .unwrap()]);
+        let e = sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp)).unwrap_err();
+        assert!(e.contains("kernel.msgmax"), "{e}");
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
+    #[test]
+    fn a_sub_path_symlinked_out_of_its_volume_is_refused() {
+        let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        });
+        if !root {
+            eprintln!("not root: skipping the subPath mount test");
+            return;
+        }
+        let tmp = std::env::temp_dir().join(format!("rkube-cri-subpath-{}", std::process::id()));
+        let dirs = Dirs::under(&tmp);
+        let mut p = pod();
+        p.spec.as_mut().unwrap().containers[0]
+            .volume_mounts
+            .as_mut()
+            .unwrap()[0]
+            .sub_path = Some("escape".into());
+        let scratch = dirs.empty_dir("u1", "scratch");
+        std::fs::create_dir_all(&scratch).unwrap();
+        std::os::unix::fs::symlink("/", scratch.join("escape")).unwrap();
+        let e = config_of(&p, &dirs, 1000).unwrap_err();
+        assert!(e.contains("escape") && e.contains("symlink"), "{e}");
+        // A plain subdirectory is bind-mounted from a kubelet-owned target.
+        std::fs::remove_file(scratch.join("escape")).unwrap();
+        let cfg = config_of(&p, &dirs, 1000).unwrap();
+        let target = subpath::target_path(&dirs.pod_dir("u1"), "scratch", "c", 0);
+        assert_eq!(PathBuf::from(&cfg.mounts[0].host_path), target);
+        assert!(
+            scratch.join("escape").is_dir(),
+            "created beneath the volume"
+        );
+        subpath::cleanup(&dirs.pod_dir("u1")).unwrap();
         let _ = std::fs::remove_dir_all(&tmp);
     }
 

@@ -1,1 +1,369 @@
-//! (being written)
+//! The volume manager of the CRI runtime: before a pod's sandbox and
+//! containers are made (and again at every sync, so updates reach running
+//! containers), it fetches what the pod's volumes reference from the API
+//! server — ConfigMaps and Secrets of the pod's namespace, ServiceAccount
+//! tokens through the TokenRequest API bound to the pod — and writes each
+//! ConfigMap, Secret, downwardAPI and projected volume under
+//! `<root>/pods/<uid>/volumes/<plugin>/<name>` with the atomic writer.
+//!
+//! Tokens are cached per pod, ServiceAccount, audience and expiry, and
+//! requested again once 80 % of their lifetime has passed or they are a day
+//! old, as upstream's token manager does; a failed refresh keeps the old
+//! token while it is still valid.
+//!
+//! It also fetches what containers' environment references (ConfigMaps,
+//! Secrets, the namespace's Services) when a container is about to be
+//! created ([`VolumeManager::env_inputs`]).
+//!
+//! A volume that cannot be set up fails the sync with upstream's wording,
+//! `MountVolume.SetUp failed for volume "NAME" : REASON`; the pod's
+//! containers then stay `ContainerCreating` and the sync is retried.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+
+use super::atomic_writer;
+use super::payload::{self, Lookup, TokenKey};
+use crate::runtime::cri_spec::{pod_namespace, Dirs};
+use crate::runtime::downward::DownwardContext;
+use crate::runtime::env;
+
+/// A token is requested again after this share of its lifetime.
+const REFRESH_AT: f64 = 0.8;
+/// ... or when it is this old, whatever its expiry.
+const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
+/// A token and when it was issued and expires.
+#[derive(Clone)]
+struct CachedToken {
+    token: String,
+    issued: SystemTime,
+    expires: SystemTime,
+}
+
+impl CachedToken {
+    fn needs_refresh(&self, now: SystemTime) -> bool {
+        let life = self
+            .expires
+            .duration_since(self.issued)
+            .unwrap_or(Duration::ZERO);
+        let age = now.duration_since(self.issued).unwrap_or(Duration::ZERO);
+        age >= life.mul_f64(REFRESH_AT) || age >= MAX_AGE
+    }
+
+    fn valid(&self, now: SystemTime) -> bool {
+        now < self.expires
+    }
+}
+
+/// (pod uid, ServiceAccount, audience and expiry).
+type CacheKey = (String, String, TokenKey);
+
+/// What container environments read (fetched before containers are made).
+#[derive(Debug, Default, Clone)]
+pub struct EnvInputs {
+    /// ConfigMaps that exist, by name.
+    pub config_maps: HashMap<String, ConfigMap>,
+    /// Secrets that exist, by name.
+    pub secrets: HashMap<String, Secret>,
+    /// The Services of the pod's namespace.
+    pub services: Vec<Service>,
+    /// `default/kubernetes`.
+    pub master_service: Option<Service>,
+}
+
+/// Fetches volume sources and keeps pod volumes written.
+pub struct VolumeManager {
+    client: Client,
+    dirs: Dirs,
+    tokens: Mutex<HashMap<CacheKey, CachedToken>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The failure of one volume, in upstream's words.
+pub fn setup_failed(volume: &str, reason: &str) -> String {
+    format!("MountVolume.SetUp failed for volume {volume:?} : {reason}")
+}
+
+impl VolumeManager {
+    /// A manager over `client` writing under `dirs.root`.
+    pub fn new(client: Client, dirs: Dirs) -> VolumeManager {
+        VolumeManager {
+            client,
+            dirs,
+            tokens: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn config_map(&self, ns: &str, name: &str) -> Result<Option<ConfigMap>, String> {
+        Api::<ConfigMap>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await
+            .map_err(|e| format!("getting configmap {ns}/{name}: {e}"))
+    }
+
+    async fn secret(&self, ns: &str, name: &str) -> Result<Option<Secret>, String> {
+        Api::<Secret>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await
+            .map_err(|e| format!("getting secret {ns}/{name}: {e}"))
+    }
+
+    /// A token for the pod's ServiceAccount (cached, refreshed at 80 %).
+    async fn token(&self, pod: &Pod, key: &TokenKey) -> Result<String, String> {
+        let ns = pod_namespace(pod);
+        let uid = pod.uid().unwrap_or_default();
+        let sa = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.service_account_name.clone())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "default".into());
+        let cache_key = (uid.clone(), sa.clone(), key.clone());
+        let now = SystemTime::now();
+        let cached = lock(&self.tokens).get(&cache_key).cloned();
+        if let Some(c) = &cached {
+            if !c.needs_refresh(now) {
+                return Ok(c.token.clone());
+            }
+        }
+        let req = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                audiences: (!key.audience.is_empty()).then(|| vec![key.audience.clone()]),
+                expiration_seconds: Some(key.expiration_seconds),
+                bound_object_ref: Some(BoundObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: Some(pod.name_any()),
+                    uid: Some(uid.clone()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &ns);
+        let fetched = api
+            .create_subresource::<TokenRequest, TokenRequest>(
+                "token",
+                &sa,
+                &PostParams::default(),
+                &req,
+            )
+            .await;
+        match fetched {
+            Ok(tr) => {
+                let status = tr
+                    .status
+                    .ok_or_else(|| format!("token request for {ns}/{sa}: no status"))?;
+                let token = status
+                    .token
+                    .filter(|t| !t.is_empty())
+                    .ok_or_else(|| format!("token request for {ns}/{sa}: no token"))?;
+                // Without an expiry in the answer, the requested lifetime.
+                let expires = match status.expiration_timestamp {
+                    Some(t) => {
+                        SystemTime::UNIX_EPOCH + Duration::from_secs(t.0.as_second().max(0) as u64)
+                    }
+                    None => now + Duration::from_secs(key.expiration_seconds.max(0) as u64),
+                };
+                let t = CachedToken {
+                    token,
+                    issued: now,
+                    expires,
+                };
+                lock(&self.tokens).insert(cache_key, t.clone());
+                tracing::debug!(namespace = %ns, serviceaccount = %sa, pod = %pod.name_any(), "service account token requested");
+                Ok(t.token)
+            }
+            Err(e) => match cached {
+                // Keep a still-valid token rather than fail the pod.
+                Some(c) if c.valid(now) => {
+                    tracing::warn!(namespace = %ns, serviceaccount = %sa, error = %e, "refreshing the service account token failed; keeping the current one");
+                    Ok(c.token)
+                }
+                _ => Err(format!("failed to fetch token: {}", kube_error_message(&e))),
+            },
+        }
+    }
+
+    /// Fetches what the pod's volumes need and writes every ConfigMap,
+    /// Secret, downwardAPI and projected volume. `Err` is the first
+    /// failure, as [`setup_failed`] words it.
+    pub async fn prepare(&self, pod: &Pod, downward: &DownwardContext) -> Result<(), String> {
+        let spec = match &pod.spec {
+            Some(s) => s,
+            None => return Ok(()),
+        };
+        let volumes = spec.volumes.as_deref().unwrap_or_default();
+        if volumes.iter().all(|v| payload::plugin_dir(v).is_none()) {
+            return Ok(());
+        }
+        let ns = pod_namespace(pod);
+        let uid = pod.uid().unwrap_or_default();
+        let refs = payload::references(pod);
+        let mut config_maps = HashMap::new();
+        for name in refs.config_map_names() {
+            if let Some(cm) = self.config_map(&ns, name).await? {
+                config_maps.insert(name.to_string(), cm);
+            }
+        }
+        let mut secrets = HashMap::new();
+        for name in refs.secret_names() {
+            if let Some(s) = self.secret(&ns, name).await? {
+                secrets.insert(name.to_string(), s);
+            }
+        }
+        let mut tokens = HashMap::new();
+        let mut token_errors: HashMap<TokenKey, String> = HashMap::new();
+        for key in refs.token_keys() {
+            match self.token(pod, key).await {
+                Ok(t) => {
+                    tokens.insert(key.clone(), t);
+                }
+                Err(e) => {
+                    token_errors.insert(key.clone(), e);
+                }
+            }
+        }
+        let lookup = Lookup {
+            config_maps: &config_maps,
+            secrets: &secrets,
+            tokens: &tokens,
+            downward,
+        };
+        let fs_group = spec.security_context.as_ref().and_then(|s| s.fs_group);
+        std::fs::create_dir_all(self.dirs.pod_dir(&uid))
+            .map_err(|e| format!("creating the pod directory: {e}"))?;
+        restrict(&self.dirs.root.join("pods"));
+        for v in volumes {
+            let Some(plugin) = payload::plugin_dir(v) else {
+                continue;
+            };
+            if let Some(e) = payload::token_keys_of(v)
+                .iter()
+                .find_map(|k| token_errors.get(k))
+            {
+                return Err(setup_failed(&v.name, e));
+            }
+            let files = match payload::volume_payload(pod, v, &lookup) {
+                Ok(Some(p)) => p,
+                Ok(None) => continue,
+                Err(e) => return Err(setup_failed(&v.name, &e)),
+            };
+            let dir = self.dirs.volume_dir(&uid, plugin, &v.name);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| setup_failed(&v.name, &format!("creating {}: {e}", dir.display())))?;
+            match atomic_writer::write(&dir, &files, fs_group) {
+                Ok(true) => {
+                    tracing::debug!(pod = %pod.name_any(), volume = %v.name, "volume written")
+                }
+                Ok(false) => {}
+                Err(e) => return Err(setup_failed(&v.name, &e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// What the pod's containers' environments read: the ConfigMaps and
+    /// Secrets they name (absent ones left out: the env code words the
+    /// error) and, with service links, the namespace's Services.
+    pub async fn env_inputs(&self, pod: &Pod) -> Result<EnvInputs, String> {
+        let ns = pod_namespace(pod);
+        let refs = env::references(pod);
+        let mut out = EnvInputs::default();
+        for name in refs.config_maps.keys() {
+            if let Some(cm) = self.config_map(&ns, name).await? {
+                out.config_maps.insert(name.to_string(), cm);
+            }
+        }
+        for name in refs.secrets.keys() {
+            if let Some(s) = self.secret(&ns, name).await? {
+                out.secrets.insert(name.to_string(), s);
+            }
+        }
+        let links = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.enable_service_links)
+            .unwrap_or(true);
+        if links {
+            out.services = Api::<Service>::namespaced(self.client.clone(), &ns)
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| format!("listing services of {ns}: {e}"))?
+                .items;
+        }
+        out.master_service = Api::<Service>::namespaced(self.client.clone(), "default")
+            .get_opt("kubernetes")
+            .await
+            .map_err(|e| format!("getting service default/kubernetes: {e}"))?;
+        Ok(out)
+    }
+
+    /// Forgets the pod's tokens (its directory goes with the runtime's
+    /// removal of the pod).
+    pub fn forget(&self, uid: &str) {
+        lock(&self.tokens).retain(|(u, _, _), _| u != uid);
+    }
+}
+
+/// `pods/` is kubelet-only (0750, as upstream's): volume files are only
+/// reachable through the containers' bind mounts.
+fn restrict(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750));
+}
+
+/// The API server's own message of an error response.
+fn kube_error_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(s)
+    }
+
+    #[test]
+    fn tokens_are_refreshed_at_80_percent_or_after_a_day() {
+        let t = CachedToken {
+            token: "x".into(),
+            issued: at(1000),
+            expires: at(1000 + 3600),
+        };
+        assert!(!t.needs_refresh(at(1000 + 2879)));
+        assert!(t.needs_refresh(at(1000 + 2880)));
+        assert!(t.valid(at(1000 + 3599)));
+        assert!(!t.valid(at(1000 + 3600)));
+        let year = CachedToken {
+            token: "x".into(),
+            issued: at(0),
+            expires: at(365 * 86400),
+        };
+        assert!(!year.needs_refresh(at(86399)));
+        assert!(year.needs_refresh(at(86400)));
+    }
+
+    #[test]
+    fn setup_failures_read_as_upstream() {
+        assert_eq!(
+            setup_failed("cfg", "configmap \"x\" not found"),
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"x\" not found"
+        );
+    }
+}

@@ -7,11 +7,13 @@
 //!   half-updated volume (the `..data` symlink swap);
 //! * [`subpath`]: `subPath` resolved beneath the volume root without
 //!   following symlinks, bind-mounted for the runtime;
+//! * [`empty_dir`]: tmpfs for `medium: Memory`;
 //! * [`manager`]: fetches what a pod's volumes and environment reference
 //!   (ConfigMaps, Secrets, ServiceAccount tokens through the TokenRequest
 //!   API, rotated before they expire) and keeps each volume up to date.
 
 pub mod atomic_writer;
+pub mod empty_dir;
 pub mod manager;
 pub mod payload;
 pub mod subpath;
