@@ -30,6 +30,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use rkube_testcp::support::free_port;
 use rkube_testcp::ControlPlane;
 use serde_json::Value;
@@ -305,6 +307,114 @@ fn diagnostics(cp: &ControlPlane) -> String {
     )
 }
 
+/// The runtime spec containerd made for the pod's container enforces the
+/// manifest (uid 65532, no new privileges, read-only root, no
+/// capabilities, RuntimeDefault seccomp, the 1Gi memory limit, read-only
+/// volumes), and the token the kubelet wrote is a TokenRequest token of the
+/// pod's ServiceAccount bound to this pod.
+fn check_container(ctrd: &Containerd, work: &Path, p: &Value) {
+    let pod = name(p);
+    let id = p["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .and_then(|s| s.strip_prefix("containerd://"))
+        .unwrap_or_else(|| panic!("{pod}: no containerd id"))
+        .to_string();
+    let out = run(Command::new("ctr")
+        .arg("--address")
+        .arg(ctrd.0.join("containerd.sock"))
+        .args(["-n", "k8s.io", "containers", "info", &id]));
+    let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let spec = &info["Spec"];
+    assert_eq!(spec["process"]["user"]["uid"], 65532, "{pod}");
+    assert_eq!(spec["process"]["user"]["gid"], 65532, "{pod}");
+    assert_eq!(spec["process"]["noNewPrivileges"], true, "{pod}");
+    assert_eq!(spec["root"]["readonly"], true, "{pod}");
+    let caps = &spec["process"]["capabilities"];
+    for set in ["bounding", "effective", "permitted"] {
+        assert!(
+            caps[set].as_array().is_none_or(|c| c.is_empty()),
+            "{pod}: capabilities {set} {caps}"
+        );
+    }
+    assert!(
+        !spec["linux"]["seccomp"].is_null(),
+        "{pod}: RuntimeDefault seccomp"
+    );
+    assert_eq!(
+        spec["linux"]["resources"]["memory"]["limit"],
+        1 << 30,
+        "{pod}: limits.memory"
+    );
+    let mounts = spec["mounts"].as_array().unwrap();
+    for dest in [
+        "/etc/rkube",
+        "/var/run/secrets/kubernetes.io/serviceaccount",
+    ] {
+        let m = mounts
+            .iter()
+            .find(|m| m["destination"] == dest)
+            .unwrap_or_else(|| panic!("{pod}: no mount at {dest}: {mounts:?}"));
+        assert!(
+            m["options"]
+                .as_array()
+                .is_some_and(|o| o.iter().any(|o| o == "ro")),
+            "{pod}: {dest} read-only: {m}"
+        );
+    }
+    let env: Vec<&str> = spec["process"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str())
+        .collect();
+    assert!(
+        env.contains(&format!("KUBERNETES_SERVICE_HOST={SERVICE_IP}").as_str())
+            && env.contains(&"KUBERNETES_SERVICE_PORT=443"),
+        "{pod}: service env {env:?}"
+    );
+    // The token file: under the kubelet's root, in the atomic layout.
+    let uid = p["metadata"]["uid"].as_str().unwrap();
+    let projected = work
+        .join("kubelet/pods")
+        .join(uid)
+        .join("volumes/kubernetes.io~projected");
+    let vol = std::fs::read_dir(&projected)
+        .unwrap_or_else(|e| panic!("{}: {e}", projected.display()))
+        .filter_map(|e| e.ok())
+        .find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("kube-api-access-")
+        })
+        .expect("the token volume on disk")
+        .path();
+    assert!(vol.join("..data").is_symlink(), "atomic writer layout");
+    let token = std::fs::read_to_string(vol.join("token")).unwrap();
+    let claims = token.split('.').nth(1).expect("a JWT");
+    let claims: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).expect("base64url")).unwrap();
+    assert_eq!(
+        claims["sub"], "system:serviceaccount:rkube-system:rkube-scheduler",
+        "{claims}"
+    );
+    assert_eq!(
+        claims["kubernetes.io"]["pod"]["name"],
+        pod.as_str(),
+        "{claims}"
+    );
+    assert_eq!(claims["kubernetes.io"]["pod"]["uid"], uid, "{claims}");
+    assert!(
+        std::fs::read_to_string(vol.join("ca.crt"))
+            .unwrap()
+            .contains("BEGIN CERTIFICATE"),
+        "kube-root-ca.crt"
+    );
+    assert_eq!(
+        std::fs::read_to_string(vol.join("namespace")).unwrap(),
+        "rkube-system"
+    );
+}
+
 const WORKLOAD: &str = "apiVersion: apps/v1
 kind: Deployment
 metadata: {name: whoami, namespace: default}
@@ -415,6 +525,7 @@ fn the_second_scheduler_runs_as_pods_on_rkube_kubelet() {
                         .is_some_and(|s| s.iter().any(|s| !s["serviceAccountToken"].is_null()))),
                 "the ServiceAccount admission plugin added the token volume: {volumes:?}"
             );
+            check_container(&ctrd, &work, p);
         }
         s.iter().map(name).collect()
     };
