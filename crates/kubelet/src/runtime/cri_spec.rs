@@ -180,6 +180,18 @@ pub fn sandbox_config(
         ..Default::default()
     }
     .to_config();
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.limits.as_ref())
+        .is_some_and(|l| !l.is_empty())
+    {
+        return Err(
+            "pod-level resource limits (spec.resources.limits) are not enforced by rkube; set them on the containers"
+                .into(),
+        );
+    }
     let (sc, sysctls) = security::sandbox_security(pod, security)?;
     if let Some(linux) = config.linux.as_mut() {
         linux.security_context = Some(sc);
@@ -567,6 +579,12 @@ mod tests {
         .unwrap()]);
         let e = sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp)).unwrap_err();
         assert!(e.contains("kernel.msgmax"), "{e}");
+        // Pod-level limits would need the pod cgroup written.
+        let mut p = pod();
+        p.spec.as_mut().unwrap().resources =
+            Some(serde_json::from_value(json!({"limits": {"memory": "1Gi"}})).unwrap());
+        let e = sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp)).unwrap_err();
+        assert!(e.contains("spec.resources.limits"), "{e}");
         let _ = std::fs::remove_dir_all(&tmp);
     }
 
