@@ -4,7 +4,7 @@
 //! nodeStatusReportFrequency elapsed), spread evenly over the interval,
 //! with at most `concurrency` requests in flight. No timer per node.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -13,9 +13,12 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQuantity;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
+use tokio::sync::mpsc;
 
 use crate::config::KubeletConfiguration;
 use crate::eviction::PressureBoard;
@@ -24,7 +27,7 @@ use crate::metrics::Metrics;
 use crate::node::{self, NodeDesc, Registered};
 use crate::runtime::BoxFuture;
 use crate::schedule::{Job, Timetable};
-use crate::status::{conditions, should_report, status_patch, Health};
+use crate::status::{allocatable_with_foreign, conditions, should_report, status_patch, Health};
 
 /// One node's lifecycle state.
 pub struct NodeState {
@@ -73,6 +76,56 @@ impl NodeState {
     }
 }
 
+impl NodeState {
+    /// Takes the Node's capacity as stored in the API into allocatable
+    /// (keys other clients added, see [`allocatable_with_foreign`]); the
+    /// next status update reports a change.
+    fn follow_capacity(&mut self, api_capacity: &BTreeMap<String, KQuantity>) {
+        let own = self.desc.base_status();
+        let alloc = allocatable_with_foreign(
+            &own.capacity.unwrap_or_default(),
+            &own.allocatable.unwrap_or_default(),
+            api_capacity,
+        );
+        if self.base.allocatable.as_ref() != Some(&alloc) {
+            tracing::info!(node = %self.desc.name, "capacity changed by another client; allocatable follows");
+            self.base.allocatable = Some(alloc);
+        }
+    }
+}
+
+/// Watches this process's Nodes and sends (index, capacity) whenever one
+/// changes, as upstream's kubelet reads its Node before each status update.
+async fn watch_capacity(
+    client: Client,
+    names: HashMap<String, usize>,
+    tx: mpsc::Sender<(usize, BTreeMap<String, KQuantity>)>,
+) {
+    let api: Api<Node> = Api::all(client);
+    let cfg = match names.keys().next() {
+        Some(only) if names.len() == 1 => {
+            watcher::Config::default().fields(&format!("metadata.name={only}"))
+        }
+        _ => watcher::Config::default(),
+    };
+    let mut stream = watcher::watcher(api, cfg)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(ev) = stream.next().await {
+        let Ok(node) = ev else { continue };
+        let Some(&i) = node.metadata.name.as_ref().and_then(|n| names.get(n)) else {
+            continue;
+        };
+        let Some(cap) = node.status.and_then(|s| s.capacity) else {
+            continue;
+        };
+        if tx.send((i, cap)).await.is_err() {
+            return;
+        }
+    }
+}
+
 enum Done {
     Register {
         node: usize,
@@ -88,7 +141,8 @@ enum Done {
         due: Instant,
         epoch: u64,
         status: Box<NodeStatus>,
-        result: Result<(), kube::Error>,
+        /// The Node's capacity as the API server stored it.
+        result: Result<Option<BTreeMap<String, KQuantity>>, kube::Error>,
     },
 }
 
@@ -130,6 +184,14 @@ impl Heartbeat {
                 table.push(start + offset(interval), i, Job::Register);
             }
         }
+        let (capacity_tx, mut capacity_rx) = mpsc::channel(256);
+        let names: HashMap<String, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.desc.name.clone(), i))
+            .collect();
+        let watch = tokio::spawn(watch_capacity(self.client.clone(), names, capacity_tx));
+        let _stop_watch = AbortOnDrop(watch);
         let mut unregistered = nodes.iter().filter(|n| n.registered.is_none()).count();
         let mut inflight: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
         let mut retry_soon: VecDeque<(Instant, usize, Job)> = VecDeque::new();
@@ -229,7 +291,7 @@ impl Heartbeat {
                                     &Patch::Strategic(&body),
                                 )
                                 .await
-                                .map(|_| ());
+                                .map(|node| node.status.and_then(|s| s.capacity));
                             Done::Status {
                                 node: i,
                                 due,
@@ -321,8 +383,13 @@ impl Heartbeat {
                             busy[slot(Job::Status)] -= 1;
                             let n = &mut nodes[node];
                             match result {
-                                Ok(()) => {
+                                Ok(api_capacity) => {
                                     self.metrics.node_status_patches.fetch_add(1, Ordering::Relaxed);
+                                    // Capacity others added is allocatable too, as
+                                    // upstream's kubelet derives it: report it at once.
+                                    if let Some(c) = api_capacity {
+                                        n.follow_capacity(&c);
+                                    }
                                     n.conditions = status.conditions.clone().unwrap_or_default();
                                     // Dropped meanwhile: the next report is a full one.
                                     if epoch == n.report_epoch {
@@ -340,8 +407,22 @@ impl Heartbeat {
                         }
                     }
                 }
+                Some((i, cap)) = capacity_rx.recv() => {
+                    if let Some(n) = nodes.get_mut(i) {
+                        n.follow_capacity(&cap);
+                    }
+                }
                 _ = sleep => {}
             }
         }
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

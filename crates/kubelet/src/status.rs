@@ -214,6 +214,26 @@ pub fn conditions(previous: &[NodeCondition], h: &Health, now: Timestamp) -> Vec
     ]
 }
 
+/// Allocatable as upstream's kubelet derives it from *every* key of the
+/// Node's capacity: the node's own allocatable, plus each capacity key the
+/// node does not report itself (an extended resource another client
+/// patched into `status.capacity`, e.g. a device plugin or an operator) at
+/// its capacity value — no reservation applies to those. Keys others
+/// removed from capacity leave allocatable with them.
+pub fn allocatable_with_foreign(
+    own_capacity: &BTreeMap<String, KQuantity>,
+    own_allocatable: &BTreeMap<String, KQuantity>,
+    api_capacity: &BTreeMap<String, KQuantity>,
+) -> BTreeMap<String, KQuantity> {
+    let mut out = own_allocatable.clone();
+    for (k, v) in api_capacity {
+        if !own_capacity.contains_key(k) {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
 /// True when `new` differs from `old` in anything but condition heartbeat
 /// times (upstream's `nodeStatusHasChanged`).
 pub fn status_changed(old: &NodeStatus, new: &NodeStatus) -> bool {
@@ -263,7 +283,24 @@ pub fn status_patch(last: Option<&NodeStatus>, new: &NodeStatus) -> serde_json::
     let mut out = serde_json::Map::new();
     for (k, v) in &cur {
         if k == "conditions" || old.get(k) != Some(v) {
-            out.insert(k.clone(), v.clone());
+            let mut v = v.clone();
+            // A strategic merge patch merges maps key by key: a key gone
+            // from capacity/allocatable must be sent as null.
+            if let (Some(serde_json::Value::Object(was)), serde_json::Value::Object(now)) =
+                (old.get(k), &mut v)
+            {
+                if k != "nodeInfo" && k != "daemonEndpoints" {
+                    for gone in was
+                        .keys()
+                        .filter(|g| !now.contains_key(*g))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                    {
+                        now.insert(gone, serde_json::Value::Null);
+                    }
+                }
+            }
+            out.insert(k.clone(), v);
         }
     }
     for k in old.keys() {
@@ -350,6 +387,42 @@ mod tests {
         assert_eq!(a["memory"].0, format_bytes((255 << 30) - (100 << 20)));
         let tiny = caps(&[("memory", "50Mi")]);
         assert_eq!(to_resource_list(&allocatable(&tiny, &cfg))["memory"].0, "0");
+    }
+
+    #[test]
+    fn capacity_others_added_becomes_allocatable_and_leaves_with_it() {
+        let q = |v: &str| KQuantity(v.into());
+        let own_cap: BTreeMap<String, KQuantity> =
+            [("cpu".to_string(), q("4")), ("pods".to_string(), q("110"))].into();
+        let own_alloc: BTreeMap<String, KQuantity> = [
+            ("cpu".to_string(), q("3900m")),
+            ("pods".to_string(), q("110")),
+        ]
+        .into();
+        let mut api = own_cap.clone();
+        api.insert("example.com/fakecpu".into(), q("1k"));
+        let a = allocatable_with_foreign(&own_cap, &own_alloc, &api);
+        assert_eq!(a["example.com/fakecpu"].0, "1k");
+        assert_eq!(a["cpu"].0, "3900m", "own reservations kept");
+        // Removed from capacity by its owner: the next patch nulls it.
+        let before = NodeStatus {
+            allocatable: Some(a),
+            ..Default::default()
+        };
+        let after = NodeStatus {
+            allocatable: Some(allocatable_with_foreign(&own_cap, &own_alloc, &own_cap)),
+            ..Default::default()
+        };
+        let p = status_patch(Some(&before), &after);
+        assert!(p["status"]["allocatable"]["example.com/fakecpu"].is_null());
+        assert!(
+            p["status"]["allocatable"]
+                .as_object()
+                .unwrap()
+                .contains_key("example.com/fakecpu"),
+            "{p}"
+        );
+        assert_eq!(p["status"]["allocatable"]["cpu"], "3900m");
     }
 
     #[test]

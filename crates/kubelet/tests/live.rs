@@ -227,6 +227,48 @@ async fn scenario(cp: &ControlPlane) {
         .iter()
         .any(|t| t.key == "example.com/sim" && t.effect == "PreferNoSchedule"));
 
+    // An extended resource patched into status.capacity by another client
+    // (as upstream's e2e "pod overhead ... resource limits" spec does)
+    // becomes allocatable at the kubelet's next status update, keeping the
+    // node's own reservations; removed, it leaves allocatable again.
+    let patch = |v: serde_json::Value| {
+        let nodes = nodes.clone();
+        async move {
+            nodes
+                .patch_status(
+                    "node-a",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Strategic(&v),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    patch(json!({"status": {"capacity": {"example.com/fakecpu": "1k"}}})).await;
+    let n = wait_for(
+        "example.com/fakecpu allocatable",
+        Duration::from_secs(30),
+        || async {
+            let n = nodes.get("node-a").await.ok()?;
+            let a = n.status.as_ref()?.allocatable.clone()?;
+            (a.get("example.com/fakecpu").map(|q| q.0.as_str()) == Some("1k")).then_some(n)
+        },
+    )
+    .await;
+    let a = n.status.unwrap().allocatable.unwrap();
+    assert_eq!(a["memory"].0, "262044Mi", "own reservations kept");
+    patch(json!({"status": {"capacity": {"example.com/fakecpu": null}}})).await;
+    wait_for(
+        "example.com/fakecpu gone from allocatable",
+        Duration::from_secs(30),
+        || async {
+            let n = nodes.get("node-a").await.ok()?;
+            let a = n.status.as_ref()?.allocatable.clone()?;
+            (!a.contains_key("example.com/fakecpu")).then_some(())
+        },
+    )
+    .await;
+
     // The Lease: holder, owner, renewed.
     let lease = wait_for("node-a lease", Duration::from_secs(30), || async {
         leases.get_opt("node-a").await.ok()?

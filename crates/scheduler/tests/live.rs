@@ -505,7 +505,18 @@ async fn scenario(cp: &ControlPlane) {
         .unwrap();
     let mut vip = pod("vip", "20", "1Gi", None);
     vip.spec.as_mut().unwrap().priority_class_name = Some("high".into());
-    pods.create(&PostParams::default(), &vip).await.unwrap();
+    // The Priority admission plugin reads classes from its informer: right
+    // after the create it may not know `high` yet (403 "no PriorityClass").
+    wait_for("vip admitted", Duration::from_secs(20), || async {
+        match pods.create(&PostParams::default(), &vip).await {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(e)) if e.code == 403 && e.message.contains("PriorityClass") => {
+                None
+            }
+            Err(e) => panic!("creating vip: {e}"),
+        }
+    })
+    .await;
     let nominated = wait_for("vip nominated", Duration::from_secs(20), || async {
         pods.get("vip").await.ok()?.status?.nominated_node_name
     })
