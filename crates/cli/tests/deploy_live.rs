@@ -43,7 +43,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 mod common;
+use common::containerd::Containerd;
 use common::live::*;
+use common::{is_root, run};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const NS: &str = "rkube-system";
@@ -819,17 +821,6 @@ fn rbac_of_the_manifests_suffices() {
 
 // ------------------------------------------------------------------ image
 
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    out
-}
-
 fn sha256_file(path: &Path) -> String {
     let out = run(Command::new("sha256sum").arg(path));
     String::from_utf8_lossy(&out.stdout)
@@ -837,13 +828,6 @@ fn sha256_file(path: &Path) -> String {
         .next()
         .unwrap()
         .to_string()
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 /// `hack/image` output lines `key: value`.
@@ -854,19 +838,6 @@ fn image_build(args: &[&str]) -> BTreeMap<String, String> {
         .filter_map(|l| l.split_once(": "))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-/// A private containerd (hack/containerd), stopped on drop.
-struct Containerd(PathBuf);
-
-impl Drop for Containerd {
-    fn drop(&mut self) {
-        let _ = Command::new(common::root().join("hack/containerd"))
-            .args(["down", "--dir"])
-            .arg(&self.0)
-            .output();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]
@@ -1033,12 +1004,7 @@ fn image_archive_verifies_imports_and_runs() {
 
     // Imported into a private containerd, where the CRI plugin finds
     // `rkube:VERSION`, and run by it as the image's user.
-    let cdir = PathBuf::from(format!("/tmp/rkimg-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&cdir);
-    let cd = Containerd(cdir.clone());
-    run(Command::new(common::root().join("hack/containerd"))
-        .args(["up", "--dir"])
-        .arg(&cd.0));
+    let cd = Containerd::up("rkimg");
     let imported = image_build(&[
         "--binary",
         b,
@@ -1049,7 +1015,7 @@ fn image_archive_verifies_imports_and_runs() {
         cd.0.to_str().unwrap(),
     ]);
     assert_eq!(imported["manifest"], built["manifest"]);
-    let sock = cd.0.join("containerd.sock");
+    let sock = cd.socket();
     let ctr = |args: &[&str]| -> Output {
         run(Command::new("ctr")
             .arg("--address")

@@ -37,28 +37,12 @@ use rkube_testcp::ControlPlane;
 use serde_json::Value;
 
 mod common;
+use common::containerd::Containerd;
 use common::live::{apply, kubectl, try_kubectl};
+use common::{is_root, run};
 
 const NODE: &str = "rkube-cri-node";
 const SERVICE_IP: &str = "10.96.0.1";
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
 
 fn get_json(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
     let mut a = vec!["get"];
@@ -75,54 +59,6 @@ fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-/// A private containerd, stopped (and its directory removed) on drop.
-struct Containerd(PathBuf);
-
-impl Containerd {
-    fn up() -> Containerd {
-        let dir = PathBuf::from(format!("/tmp/rkic-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let c = Containerd(dir);
-        run(Command::new(common::root().join("hack/containerd"))
-            .args(["up", "--dir"])
-            .arg(&c.0));
-        c
-    }
-
-    fn endpoint(&self) -> String {
-        format!("unix://{}", self.0.join("containerd.sock").display())
-    }
-
-    /// The CNI subnet hack/containerd gives this directory.
-    fn subnet(&self) -> String {
-        let conf = std::fs::read_dir(self.0.join("cni/net.d"))
-            .unwrap()
-            .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-            .next()
-            .expect("a CNI config");
-        let v: Value = serde_json::from_str(&conf).unwrap();
-        let find = |v: &Value| -> Option<String> {
-            v["plugins"].as_array()?.iter().find_map(|p| {
-                p["ipam"]["ranges"][0][0]["subnet"]
-                    .as_str()
-                    .or(p["ipam"]["subnet"].as_str())
-                    .map(str::to_string)
-            })
-        };
-        find(&v).expect("a subnet in the CNI config")
-    }
-}
-
-impl Drop for Containerd {
-    fn drop(&mut self) {
-        let _ = Command::new(common::root().join("hack/containerd"))
-            .args(["down", "--dir"])
-            .arg(&self.0)
-            .output();
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -321,7 +257,7 @@ fn check_container(ctrd: &Containerd, work: &Path, p: &Value) {
         .to_string();
     let out = run(Command::new("ctr")
         .arg("--address")
-        .arg(ctrd.0.join("containerd.sock"))
+        .arg(ctrd.socket())
         .args(["-n", "k8s.io", "containers", "info", &id]));
     let info: Value = serde_json::from_slice(&out.stdout).unwrap();
     let spec = &info["Spec"];
@@ -453,7 +389,7 @@ fn the_second_scheduler_runs_as_pods_on_rkube_kubelet() {
         return;
     }
     let cp = ControlPlane::start().expect("control plane starts");
-    let ctrd = Containerd::up();
+    let ctrd = Containerd::up("rkic");
     let work = cp.dir().join("in-cluster");
     std::fs::create_dir_all(&work).unwrap();
     import_image(&work, &ctrd);

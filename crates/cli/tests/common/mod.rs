@@ -2,6 +2,7 @@
 //! binary compiles its own copy and uses part of it).
 #![allow(dead_code)]
 
+pub mod containerd;
 pub mod live;
 
 use std::path::PathBuf;
@@ -32,4 +33,24 @@ pub fn json(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+/// Runs `cmd`, asserting success (stdout and stderr in the message).
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
+
+/// Whether the tests run as root (containerd, mounts, iptables).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
