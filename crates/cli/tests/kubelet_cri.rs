@@ -14,13 +14,20 @@
 //!     file deletes the mirror and the sandbox.
 //! (d) the kubelet stops and starts again: the pods are adopted (same
 //!     container ids, one sandbox per pod).
+//! (e) streams through the kubelet API (API server → kubelet → containerd's
+//!     streaming server): `kubectl exec` keeps stdout, stderr and the exit
+//!     code apart and carries stdin; `kubectl cp` copies a binary file out
+//!     of a pod byte for byte; `kubectl attach -i` talks to a
+//!     container's own stdin and stdout; `kubectl port-forward` reaches an
+//!     HTTP server in a pod through a local port.
 //!
 //! Needs root, hack/build-k8s and hack/containerd; run by hack/test.
 
 use std::collections::HashMap;
+use std::io::{BufRead, Write};
 use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -168,6 +175,39 @@ fn container_ids(p: &Pod) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The real `kubectl` as admin with `input` on its stdin, on a blocking
+/// thread (the kubelet serves the streams on the runtime's threads).
+async fn kubectl_io(cp: &ControlPlane, args: &[&str], input: &[u8]) -> Output {
+    let kubeconfig = cp.kubeconfig().to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let input = input.to_vec();
+    let run = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&input).unwrap();
+        if !input.is_empty() {
+            // containerd 1.6 drops stdin that ends before the process has
+            // read it (its shim closes the FIFO on the client's EOF):
+            // the input ends a moment later, as a person's would
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    });
+    tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("kubectl hung")
+        .unwrap()
+}
+
 async fn sandboxes_of(cri: &CriClient, uid: &str) -> Vec<v1::PodSandbox> {
     cri.list_pod_sandboxes(Some(v1::PodSandboxFilter {
         label_selector: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
@@ -245,6 +285,35 @@ spec:
     image: rkube.local/busybox:1
     imagePullPolicy: Never
     command: ["sh", "-c", "echo static up; exec sleep 3600"]
+"#;
+
+const STREAMS: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: httpd
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "mkdir -p /www && echo hi-from-httpd > /www/index.html && exec httpd -f -p 8080 -h /www"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: attached, namespace: default}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    stdin: true
+    stdinOnce: true
+    command: ["sh", "-c", "read line; echo got:$line"]
 "#;
 
 #[test]
@@ -530,7 +599,177 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     assert_eq!(logs.lines().count(), 1, "not started twice: {logs}");
     eprintln!("(d) adopted after restart: {:?}", started.elapsed());
 
+    // (e) exec, cp, attach, port-forward.
+    streams(cp, &work, &after[0].name_any(), &pods).await;
+    eprintln!(
+        "(e) exec, cp, attach, port-forward: {:?}",
+        started.elapsed()
+    );
+
     agent.stop().await;
     let _ = sched_stop.send(());
     let _ = sched.await;
+}
+
+async fn streams(cp: &ControlPlane, work: &Path, pod: &str, pods: &Api<Pod>) {
+    apply(cp, work, "streams", STREAMS);
+    // exec: the streams stay apart, the exit code comes back
+    let out = kubectl_io(
+        cp,
+        &[
+            "exec",
+            pod,
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ],
+        b"",
+    )
+    .await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "stdout {stdout:?} stderr {stderr:?}"
+    );
+    assert_eq!(stdout, "out\n");
+    assert!(stderr.lines().any(|l| l == "err"), "{stderr:?}");
+    assert!(!stderr.contains("out"), "{stderr:?}");
+    // exec -i: stdin reaches the command
+    let out = kubectl_io(cp, &["exec", "-i", pod, "--", "cat"], b"ping").await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"ping");
+
+    // cp out of the pod: binary data, byte for byte as `cat` streams it
+    let out = kubectl_io(
+        cp,
+        &[
+            "exec",
+            pod,
+            "--",
+            "dd",
+            "if=/dev/urandom",
+            "of=/tmp/data.bin",
+            "bs=1024",
+            "count=64",
+        ],
+        b"",
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl_io(cp, &["exec", pod, "--", "cat", "/tmp/data.bin"], b"").await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data = out.stdout;
+    assert_eq!(data.len(), 65_536, "exec stdout carries binary data whole");
+    let local = work.join("data.bin");
+    let from = format!("default/{pod}:/tmp/data.bin");
+    let out = kubectl_io(cp, &["cp", &from, local.to_str().unwrap()], b"").await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read(&local).unwrap() == data,
+        "kubectl cp changed the bytes"
+    );
+
+    // attach -i: the container's own stdin and stdout
+    wait_for(
+        "web and attached Running",
+        Duration::from_secs(60),
+        || async {
+            let w = pods.get("web").await.ok()?;
+            let a = pods.get("attached").await.ok()?;
+            (phase(&w) == "Running" && phase(&a) == "Running").then_some(())
+        },
+    )
+    .await;
+    let out = kubectl_io(cp, &["attach", "-i", "attached"], b"hello\n").await;
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("got:hello"),
+        "stdout {:?} stderr {:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // port-forward: a local port reaches httpd in the pod
+    let local_port = free_port();
+    let mut pf = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig())
+        .args(["port-forward", "pod/web", &format!("{local_port}:8080")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl port-forward");
+    // its stdout is read to the end: kubectl dies of SIGPIPE writing to a
+    // closed pipe ("Handling connection for 8080")
+    let stdout = pf.stdout.take().unwrap();
+    let (first_tx, first_rx) = oneshot::channel();
+    std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let _ = first_tx.send(lines.next().and_then(Result::ok).unwrap_or_default());
+        lines.for_each(drop);
+    });
+    let line = tokio::time::timeout(Duration::from_secs(30), first_rx)
+        .await
+        .expect("port-forward did not start")
+        .unwrap();
+    assert!(line.starts_with("Forwarding from 127.0.0.1:"), "{line:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let page = loop {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let attempt = async {
+            let mut s = tokio::net::TcpStream::connect(("127.0.0.1", local_port))
+                .await
+                .ok()?;
+            s.write_all(b"GET /index.html HTTP/1.0\r\nHost: web\r\n\r\n")
+                .await
+                .ok()?;
+            let mut raw = Vec::new();
+            tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut raw))
+                .await
+                .ok()?
+                .ok()?;
+            let text = String::from_utf8_lossy(&raw).into_owned();
+            text.starts_with("HTTP/1.").then_some(text)
+        };
+        if let Some(page) = attempt.await {
+            break Some(page);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let _ = pf.kill();
+    let out = pf.wait_with_output().unwrap();
+    let Some(page) = page else {
+        panic!(
+            "no page through kubectl port-forward: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    assert!(
+        page.starts_with("HTTP/1.0 200") || page.starts_with("HTTP/1.1 200"),
+        "{page}"
+    );
+    assert!(page.ends_with("hi-from-httpd\n"), "{page}");
 }

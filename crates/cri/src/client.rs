@@ -140,6 +140,15 @@ fn missing(method: &'static str, field: &'static str) -> CriError {
     CriError::MissingField { method, field }
 }
 
+/// A streaming URL, which the CRI requires to be set.
+fn non_empty(method: &'static str, url: String) -> Result<String> {
+    if url.is_empty() {
+        Err(missing(method, "url"))
+    } else {
+        Ok(url)
+    }
+}
+
 impl CriClient {
     /// Connects to `endpoint` (`unix:///run/containerd/containerd.sock`)
     /// with default [`ConnectOptions`]; fails at once if nothing listens.
@@ -414,6 +423,48 @@ impl CriClient {
             stderr: r.stderr,
             exit_code: r.exit_code,
         })
+    }
+
+    /// `Exec`: the URL of the runtime's streaming server that runs the
+    /// request's command (as `kubectl exec`), for the kubelet to proxy.
+    pub async fn exec(&self, req: v1::ExecRequest) -> Result<String> {
+        let url = self
+            .runtime
+            .clone()
+            .exec(req)
+            .await
+            .map_err(status("Exec"))?
+            .into_inner()
+            .url;
+        non_empty("Exec", url)
+    }
+
+    /// `Attach`: the streaming URL attaching to a running container's
+    /// streams (as `kubectl attach`).
+    pub async fn attach(&self, req: v1::AttachRequest) -> Result<String> {
+        let url = self
+            .runtime
+            .clone()
+            .attach(req)
+            .await
+            .map_err(status("Attach"))?
+            .into_inner()
+            .url;
+        non_empty("Attach", url)
+    }
+
+    /// `PortForward`: the streaming URL forwarding to ports in a pod
+    /// sandbox's network namespace (as `kubectl port-forward`).
+    pub async fn port_forward(&self, req: v1::PortForwardRequest) -> Result<String> {
+        let url = self
+            .runtime
+            .clone()
+            .port_forward(req)
+            .await
+            .map_err(status("PortForward"))?
+            .into_inner()
+            .url;
+        non_empty("PortForward", url)
     }
 
     // ---------------------------------------------------------- images

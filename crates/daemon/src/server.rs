@@ -21,6 +21,14 @@
 //! [`crate::auth`]; the responses for refusals are [`unauthorized`],
 //! [`forbidden`] and [`internal_error`] (generic bodies, nothing of the
 //! request echoed).
+//!
+//! HTTP/1.1 connections may be upgraded (`Connection: Upgrade`, as
+//! `kubectl exec` and `port-forward` use): the handler takes the
+//! request's [`Request::upgrade`], answers `101 Switching Protocols`, and
+//! once the response is written the upgrade resolves to the raw
+//! connection, which is then the handler's alone: no deadline or idle
+//! timeout of this server applies to it any more, and it stays counted
+//! against `max_connections` until dropped.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -37,10 +45,12 @@ use http_body::{Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
+use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
@@ -110,6 +120,10 @@ pub struct Request {
     pub body: Bytes,
     /// The connection's peer.
     pub peer: Arc<Peer>,
+    /// The connection after a `101 Switching Protocols` response: set for
+    /// HTTP/1.1 requests asking for an upgrade (an `Upgrade` header).
+    /// Await it (in a task of its own) after returning the 101 response.
+    pub upgrade: Option<OnUpgrade>,
 }
 
 impl Request {
@@ -350,16 +364,71 @@ pub async fn serve<H: Handler>(
             continue;
         };
         let server = server.clone();
+        // the permit goes with the socket: an upgraded connection, handed
+        // to a handler, stays counted until the handler drops it
         tokio::spawn(async move {
-            server.connection(sock, addr).await;
-            drop(permit);
+            server
+                .connection(
+                    Counted {
+                        sock,
+                        _permit: permit,
+                    },
+                    addr,
+                )
+                .await
         });
     }
 }
 
+/// A socket holding its connection permit.
+struct Counted {
+    sock: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.sock).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.sock).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.sock).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.sock).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.sock).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.sock.is_write_vectored()
+    }
+}
+
 impl<H: Handler> Server<H> {
-    async fn connection(&self, sock: TcpStream, addr: SocketAddr) {
-        let _ = sock.set_nodelay(true);
+    async fn connection(&self, sock: Counted, addr: SocketAddr) {
+        let _ = sock.sock.set_nodelay(true);
         let Some(acceptor) = &self.tls else {
             let peer = Peer {
                 addr,
@@ -420,7 +489,10 @@ impl<H: Handler> Server<H> {
             })
         };
         let builder = if h2 { &self.h2 } else { &self.h1 };
-        let conn = builder.serve_connection(io, svc);
+        // An upgrade ends this future once the 101 is written: the IO then
+        // belongs to the handler's `OnUpgrade`, beyond the loop below (a
+        // request in flight, the upgrading one included, is never idle).
+        let conn = builder.serve_connection_with_upgrades(io, svc);
         tokio::pin!(conn);
         let mut closing_by: Option<Instant> = None;
         loop {
@@ -453,7 +525,8 @@ async fn request<H: Handler>(
     limits: &Limits,
     peer: Arc<Peer>,
 ) -> Response {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    let upgrade = parts.extensions.remove::<OnUpgrade>();
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -483,6 +556,7 @@ async fn request<H: Handler>(
             headers: parts.headers,
             body,
             peer,
+            upgrade,
         })
         .await
 }

@@ -12,7 +12,8 @@ use crate::testing::{self, start, Ca, FakeTokens};
 use crate::tls::{SelfSigned, ServingTls};
 
 /// `/healthz`: ok; `/whoami`: the authenticated user (401 otherwise);
-/// `/stream`: three chunks, streamed; `/echo`: the body's length.
+/// `/stream`: three chunks, streamed; `/echo`: the body's length;
+/// `/upgrade`: 101, then echoes what the upgraded connection sends.
 struct TestHandler {
     authn: Authenticator,
 }
@@ -42,6 +43,29 @@ impl Handler for TestHandler {
                 respond(StatusCode::OK, TEXT, body)
             }
             "/echo" => text(StatusCode::OK, req.body.len().to_string()),
+            "/upgrade" => match req.upgrade {
+                None => text(StatusCode::BAD_REQUEST, "Upgrade request required"),
+                Some(upgrade) => {
+                    tokio::spawn(async move {
+                        let Ok(upgraded) = upgrade.await else {
+                            return;
+                        };
+                        let mut io = TokioIo::new(upgraded);
+                        let mut buf = [0u8; 1024];
+                        while let Ok(n) = io.read(&mut buf).await {
+                            if n == 0 || io.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                    let mut r = http::Response::new(Body::whole(""));
+                    *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                    let h = r.headers_mut();
+                    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+                    h.insert(header::UPGRADE, HeaderValue::from_static("echo"));
+                    r
+                }
+            },
             _ => text(StatusCode::NOT_FOUND, "404 page not found"),
         }
     }
@@ -402,4 +426,78 @@ async fn oversized_heads_and_bodies_are_refused() {
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw).await;
     assert_eq!(testing::parse_response(&raw).unwrap().0, 413);
+}
+
+/// Reads a response head (through the blank line).
+async fn read_head<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).await.unwrap(), 1, "closed mid-head");
+        buf.push(byte[0]);
+    }
+    String::from_utf8(buf).unwrap()
+}
+
+#[tokio::test]
+async fn an_upgraded_connection_is_the_handlers_past_every_deadline() {
+    let limits = Limits {
+        max_connections: 1,
+        header_read_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let addr = start(None, limits, handler()).await;
+    // without an Upgrade header there is nothing to take over
+    let plain = b"GET /upgrade HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(plain).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    assert_eq!(
+        testing::parse_response(&raw).unwrap(),
+        (400, "Upgrade request required".into())
+    );
+    drop(s);
+
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        b"GET /upgrade HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let head = read_head(&mut s).await.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: echo"), "{head}");
+    assert!(!head.contains("content-length"), "{head}");
+    for round in 0..3 {
+        let msg = format!("ping {round}");
+        s.write_all(msg.as_bytes()).await.unwrap();
+        let mut got = vec![0u8; msg.len()];
+        tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut got))
+            .await
+            .expect("no echo")
+            .unwrap();
+        assert_eq!(got, msg.as_bytes());
+        // past the head deadline and the idle timeout: still upgraded
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    // the upgraded connection still holds the one connection slot
+    let mut other = TcpStream::connect(addr).await.unwrap();
+    let mut b = [0u8; 1];
+    let r = tokio::time::timeout(Duration::from_secs(3), other.read(&mut b)).await;
+    assert!(
+        matches!(r, Ok(Ok(0)) | Ok(Err(_))),
+        "admitted past the cap: {r:?}"
+    );
+    drop(s);
+    let mut served = None;
+    for _ in 0..40 {
+        if let Ok(r) = testing::get(addr, None, "/healthz", None).await {
+            served = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(served, Some((200, "ok".to_string())));
 }

@@ -1,7 +1,8 @@
 //! The kubelet API: HTTPS (HTTP/1.1 and HTTP/2, on the daemons' shared
 //! server [`rkube_daemon::server`] with its deadlines, size limits and
 //! connection cap) on `address:port` (10250), the part of upstream's
-//! `pkg/kubelet/server` that `kubectl logs` and monitoring use:
+//! `pkg/kubelet/server` that `kubectl logs`, `exec`, `attach`,
+//! `port-forward` (and so `cp`) and monitoring use:
 //!
 //! | path | |
 //! |---|---|
@@ -9,6 +10,7 @@
 //! | `/pods` | `PodList` JSON of this node's pods (as the API server has them) |
 //! | `/metrics` | the kubelet's counters (Prometheus text) |
 //! | `/containerLogs/{ns}/{pod}/{container}` | the container's log ([`logs`]) |
+//! | `/exec/{ns}/{pod}[/{uid}]/{container}`, `/attach/…`, `/portForward/{ns}/{pod}[/{uid}]` | streams, GET or POST, proxied to the CRI streaming server ([`stream`]) |
 //!
 //! Every request is authenticated and authorized ([`auth`]): client
 //! certificates signed by `authentication.x509.clientCAFile` (the API
@@ -20,11 +22,13 @@
 //! self-signed one for the node name, host name, node IP and localhost,
 //! kept in `<root-dir>/pki/kubelet.{crt,key}` (as upstream).
 //!
-//! Not served: `/exec`, `/attach`, `/portForward`, `/run`, `/stats`,
-//! `/logs` (node logs), `/configz`, `/checkpoint` (404).
+//! Not served: `/run`, `/stats`, `/logs` (node logs), `/configz`,
+//! `/checkpoint` (404).
 
 pub mod auth;
 pub mod logs;
+pub mod proxy;
+pub mod stream;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -173,6 +177,8 @@ pub enum Route {
         /// Container name.
         container: String,
     },
+    /// `/exec`, `/attach`, `/portForward` ([`stream`]).
+    Stream(stream::Target),
     /// Anything else (404).
     NotFound,
 }
@@ -196,7 +202,7 @@ pub fn route(path: &str) -> Route {
                         container: c.to_string(),
                     }
                 }
-                _ => Route::NotFound,
+                _ => stream::route(&parts).map_or(Route::NotFound, Route::Stream),
             }
         }
     }
@@ -249,10 +255,16 @@ impl Handler for KubeletApi {
             return text(code, msg);
         }
         tracing::debug!(user = %user.name, %method, path = %req.path, "kubelet API request");
-        if method != "GET" && method != "HEAD" {
+        let route = route(&req.path);
+        let allowed: &[&str] = match route {
+            // upgrade requests come as either (kubectl posts them)
+            Route::Stream(_) => &["GET", "POST"],
+            _ => &["GET", "HEAD"],
+        };
+        if !allowed.contains(&method) {
             return text(405, "405 method not allowed");
         }
-        match route(&req.path) {
+        match route {
             Route::Healthz => text(200, "ok"),
             Route::Metrics => server::respond(
                 StatusCode::OK,
@@ -282,6 +294,7 @@ impl Handler for KubeletApi {
                 pod,
                 container,
             } => container_logs(ctx, &namespace, &pod, &container, &req.query).await,
+            Route::Stream(t) => stream::serve(ctx, t, req).await,
             Route::NotFound => text(404, "404 page not found"),
         }
     }
@@ -437,7 +450,25 @@ mod tests {
         );
         assert_eq!(route("/containerLogs/default/web-1"), Route::NotFound);
         assert_eq!(route("/containerLogs/default//app"), Route::NotFound);
-        assert_eq!(route("/exec/default/p/c"), Route::NotFound);
+        assert_eq!(
+            route("/exec/default/p/c"),
+            Route::Stream(stream::Target {
+                kind: stream::Kind::Exec,
+                namespace: "default".into(),
+                pod: "p".into(),
+                uid: None,
+                container: Some("c".into()),
+            })
+        );
+        assert!(matches!(
+            route("/portForward/default/p/"),
+            Route::Stream(stream::Target {
+                kind: stream::Kind::PortForward,
+                container: None,
+                ..
+            })
+        ));
+        assert_eq!(route("/exec/default/p"), Route::NotFound);
     }
 
     /// The API on 127.0.0.1 with a client CA: token `t` is `alice`; the
@@ -508,10 +539,36 @@ mod tests {
         let (code, body) = get(&apiserver, "/metrics", None).await;
         assert_eq!(code, 403, "nodes/metrics is not allowed: {body}");
         assert_eq!(
-            get(&apiserver, "/exec/a/b/c", None).await.0,
-            404,
-            "allowed (proxy), not served"
+            get(&apiserver, "/exec/a/b/c?output=1", None).await,
+            (404, "streaming needs the CRI runtime".into()),
+            "allowed (proxy), routed, no CRI runtime here"
         );
+        assert_eq!(
+            get(&apiserver, "/exec/a/b/c", None).await,
+            (
+                400,
+                "you must specify at least 1 of stdin, stdout, stderr".into()
+            )
+        );
+        // POST: for the streams only
+        let send = |method: &'static str, path: &'static str| {
+            let c = apiserver.clone();
+            async move {
+                let mut s = testing::connect_tls(addr, c).await.unwrap();
+                let req = format!(
+                    "{method} {path} HTTP/1.1\r\nHost: n\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                tokio::io::AsyncWriteExt::write_all(&mut s, req.as_bytes())
+                    .await
+                    .unwrap();
+                let mut raw = Vec::new();
+                let _ = tokio::io::AsyncReadExt::read_to_end(&mut s, &mut raw).await;
+                testing::parse_response(&raw).unwrap().0
+            }
+        };
+        assert_eq!(send("POST", "/portForward/a/b").await, 404);
+        assert_eq!(send("POST", "/healthz").await, 405);
+        assert_eq!(send("PUT", "/exec/a/b/c?input=1").await, 405);
         assert_eq!(
             get(&plain, "/healthz", None).await,
             (401, "Unauthorized".into())

@@ -973,6 +973,34 @@ impl CriRuntime {
             .map(|c| c.state == v1::ContainerState::ContainerRunning as i32)
     }
 
+    /// The CRI id of the newest running instance of container `name` of
+    /// pod `uid` (for `/exec` and `/attach`; `None` when none runs).
+    pub async fn running_container_id(
+        &self,
+        uid: &str,
+        name: &str,
+    ) -> Result<Option<String>, RuntimeError> {
+        let running = self
+            .containers(uid)
+            .await?
+            .into_iter()
+            .filter(|c| c.state == v1::ContainerState::ContainerRunning as i32)
+            .collect();
+        Ok(latest(running).remove(name).map(|c| c.id))
+    }
+
+    /// The id of the newest ready sandbox of pod `uid` (for
+    /// `/portForward`; `None` when none is ready).
+    pub async fn ready_sandbox_id(&self, uid: &str) -> Result<Option<String>, RuntimeError> {
+        Ok(self
+            .sandboxes(uid)
+            .await?
+            .into_iter()
+            .filter(|s| s.state == v1::PodSandboxState::SandboxReady as i32)
+            .max_by_key(|s| s.created_at)
+            .map(|s| s.id))
+    }
+
     /// A pod as observed: the mirror's static pod has the mirror uid
     /// replaced by the static uid.
     fn as_static(pod: &Pod, uid: String) -> Pod {
