@@ -1,6 +1,7 @@
 //! Building the [`NodeDesc`]s of the process: the real machine's node, or
 //! N sim nodes shaped by `--node-template` (default 32 cpu, 256Gi memory,
-//! maxPods pods).
+//! 100Gi ephemeral-storage, maxPods pods; every kubelet reports
+//! ephemeral-storage, so a template without it gets the default).
 
 use std::collections::BTreeMap;
 
@@ -10,6 +11,8 @@ use rkube_model::Quantity;
 use crate::config::KubeletConfiguration;
 use crate::machine;
 use crate::node::{default_labels, NodeDesc};
+
+const EPHEMERAL: &str = "ephemeral-storage";
 use crate::options::{Options, RuntimeKind};
 use crate::runtime::{sim, RuntimeVersion};
 use crate::status::allocatable;
@@ -43,12 +46,14 @@ fn quantities(
 }
 
 impl Template {
-    /// The default sim node: 32 cpu, 256Gi memory, `max_pods` pods.
+    /// The default sim node: 32 cpu, 256Gi memory, 100Gi ephemeral-storage,
+    /// `max_pods` pods.
     pub fn default_shape(max_pods: i32) -> Self {
         Template {
             capacity: [
                 ("cpu".to_string(), Quantity::from_units(32)),
                 ("memory".to_string(), Quantity::from_units(256 << 30)),
+                (EPHEMERAL.to_string(), Quantity::from_units(100 << 30)),
                 ("pods".to_string(), Quantity::from_units(max_pods as i64)),
             ]
             .into(),
@@ -67,7 +72,12 @@ impl Template {
             file,
             "status.capacity",
         )? {
+            // A real kubelet always reports its root filesystem.
+            let disk = t.capacity.get(EPHEMERAL).copied();
             t.capacity = cap;
+            if let Some(d) = disk {
+                t.capacity.entry(EPHEMERAL.to_string()).or_insert(d);
+            }
         }
         t.allocatable = quantities(
             status.and_then(|s| s.allocatable.as_ref()),
@@ -184,6 +194,11 @@ mod tests {
             nodes[0].allocatable["memory"].value(),
             (256 << 30) - (100 << 20)
         );
+        // 100Gi − 10% (nodefs.available): what the e2e ephemeral-storage spec reads.
+        assert_eq!(
+            nodes[0].allocatable["ephemeral-storage"].value(),
+            (100 << 30) - (100 << 30) / 10
+        );
         assert_eq!(nodes[0].node_info.container_runtime_version, "sim://0.1.0");
         assert!(nodes[0].node_info.kubelet_version.starts_with("v1.37."));
     }
@@ -200,6 +215,11 @@ mod tests {
         .unwrap();
         assert_eq!(t.capacity["nvidia.com/gpu"].value(), 2);
         assert_eq!(t.capacity["pods"].value(), 50);
+        assert_eq!(
+            t.capacity["ephemeral-storage"].value(),
+            100 << 30,
+            "the default disk when the template has none"
+        );
         assert_eq!(t.labels["gpu"], "true");
         assert_eq!(t.taints[0].key, "dedicated");
         assert!(t.allocatable.is_none());
