@@ -568,4 +568,112 @@ fn the_second_scheduler_runs_as_pods_on_rkube_kubelet() {
             (s.iter().filter(|p| is_running_ready(p)).count() == 2).then_some(())
         },
     );
+
+    ordinary_deployment(&cp);
+}
+
+const APP: &str = "apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config, namespace: default}
+data: {greeting: hello}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: app-secret, namespace: default}
+stringData: {API_KEY: s3cr3t}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      securityContext: {runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000}
+      containers:
+      - name: app
+        image: rkube.local/busybox:1
+        imagePullPolicy: Never
+        command: [sh, -c, 'echo started; sleep 3600']
+        envFrom: [{secretRef: {name: app-secret}}]
+        env: [{name: GREETING_FILE, value: /cfg/greeting}, {name: WHERE, value: 'key=$(API_KEY)'}]
+        resources: {requests: {cpu: 50m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}
+        volumeMounts: [{name: cfg, mountPath: /cfg}]
+      volumes: [{name: cfg, configMap: {name: app-config}}]
+";
+
+/// The issue's ordinary Deployment: a ServiceAccount (the default one), a
+/// ConfigMap volume, `envFrom` a Secret, limits and `runAsNonRoot`; `kubectl
+/// exec` into it sees all of them, and a ConfigMap update reaches the
+/// running container.
+fn ordinary_deployment(cp: &ControlPlane) {
+    apply(cp, "app", APP);
+    let pod = wait("the app pod Running", Duration::from_secs(90), || {
+        pods(cp, "default", "app=app")
+            .into_iter()
+            .find(is_running_ready)
+            .map(|p| name(&p))
+    });
+    let exec = |script: &str| -> String {
+        kubectl(
+            cp,
+            &["exec", "-n", "default", &pod, "--", "sh", "-c", script],
+        )
+    };
+    let out = exec(
+        "id -u; id -g; echo $API_KEY; echo $WHERE; cat /cfg/greeting; echo; \
+         cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; \
+         test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token; \
+         cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "1000",
+            "1000",
+            "s3cr3t",
+            "key=s3cr3t",
+            "hello",
+            "default",
+            "token",
+            "67108864"
+        ],
+        "{out}"
+    );
+    // A write to the ConfigMap volume is refused (read-only).
+    let out = cp
+        .kubectl(&[
+            "exec",
+            "-n",
+            "default",
+            &pod,
+            "--",
+            "sh",
+            "-c",
+            "echo x > /cfg/new",
+        ])
+        .unwrap();
+    assert!(!out.status.success(), "the ConfigMap volume is read-only");
+    // The update reaches the running container (the kubelet rewrites the
+    // volume at its next sync).
+    kubectl(
+        cp,
+        &[
+            "patch",
+            "configmap",
+            "app-config",
+            "-n",
+            "default",
+            "-p",
+            r#"{"data":{"greeting":"bonjour"}}"#,
+        ],
+    );
+    wait(
+        "the ConfigMap update in the volume",
+        Duration::from_secs(60),
+        || (exec("cat /cfg/greeting") == "bonjour").then_some(()),
+    );
 }

@@ -102,7 +102,8 @@ Sim runtime (--runtime sim): nothing runs; one process hosts many nodes.
       --node-name-pattern P       node names, {} = index zero-padded to 5 digits
                                   (default sim-node-{} → sim-node-00000 ...)
       --node-template FILE        Node YAML whose capacity/allocatable/labels/taints
-                                  every sim node copies (default: 32 cpu, 256Gi, 100Gi disk, 110 pods)
+                                  every sim node copies (default: 32 cpu, 256Gi,
+                                  100Gi ephemeral-storage, 110 pods)
       --pod-start-delay D         Pending → Running after D (default 1s)
       --pod-run-time D            pods with restartPolicy Never/OnFailure exit 0 D after
                                   starting → Succeeded (default 10s; 0: run until deleted)
