@@ -15,8 +15,12 @@
 //!   wins the Lease rkube-system/rkube as its ServiceAccount (the pod holds
 //!   no other credential than the token) and binds a `schedulerName: rkube`
 //!   Deployment onto the sim nodes, where the pods run;
-//! - deleting the leader pod hands the Lease to the other replica, which
-//!   schedules the Deployment's new replicas.
+//! - deleting the leader pod hands the Lease to another replica (the
+//!   standby or the ReplicaSet's replacement, whichever acquires it first),
+//!   which schedules the Deployment's new replicas;
+//! - an ordinary Deployment (the default ServiceAccount, a ConfigMap volume,
+//!   `envFrom` a Secret, limits, `runAsNonRoot`) runs, and `kubectl exec`
+//!   into it sees each of them; a ConfigMap update reaches the container.
 //!
 //! Pods reach the API server as in-cluster clients do, at the `kubernetes`
 //! Service's ClusterIP (`KUBERNETES_SERVICE_HOST`, set by the kubelet).
@@ -530,14 +534,30 @@ fn the_second_scheduler_runs_as_pods_on_rkube_kubelet() {
             "--wait=false",
         ],
     );
-    let other: Vec<String> = schedulers
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let new_leader = loop {
+        // Another replica: the one that was standing by, or the ReplicaSet's
+        // replacement, whichever acquires the released Lease first.
+        let others: Vec<String> = pods(
+            &cp,
+            "rkube-system",
+            "app.kubernetes.io/name=rkube-scheduler",
+        )
         .iter()
-        .filter(|p| **p != leader)
-        .cloned()
+        .map(name)
+        .filter(|p| *p != leader)
         .collect();
-    let new_leader = wait("the other replica leading", Duration::from_secs(60), || {
-        leader_pod(&cp, &other)
-    });
+        if let Some(l) = leader_pod(&cp, &others) {
+            break l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the other replica did not take the Lease (holder {:?})\n{}",
+            lease_holder(&cp),
+            diagnostics(&cp)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
     assert_ne!(new_leader, leader);
     kubectl(
         &cp,
