@@ -7,9 +7,9 @@
 //! - `rkube snapshot --watch` records a run of `RKUBE_REPLAY_SECONDS`
 //!   (hack/test: 120 s; `--full`: 600 s) of pods arriving in bursts, pods
 //!   deleted, nodes added, an unschedulable pod that a later node lets in;
-//!   `rkube replay` with the same configuration should reproduce every
-//!   binding the scheduler made (not yet true: this test fails and is not
-//!   run by hack/test; issue 17);
+//!   `rkube replay` with the same configuration reproduces every binding
+//!   the scheduler made (`--record-decisions`: the recording shows the
+//!   order the scheduler decided pods in and what it had seen);
 //! - `rkube drain` predicts, from a snapshot taken just before, where the
 //!   real `kubectl drain` sends a Deployment's evicted pods (three
 //!   `rkube kubelet --runtime sim` nodes, a PodDisruptionBudget allowing
@@ -232,12 +232,16 @@ spec:
 }
 
 #[test]
-#[ignore = "fails today: replay reproduces 64-100% of live bindings (concurrent binding writes and backoff reorder decisions the recording cannot see); not run by hack/test"]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
 fn replay_of_a_recorded_run_reproduces_every_binding() {
     let seconds = replay_seconds();
     let cp = ControlPlane::start().expect("control plane starts");
     create_nodes(&cp, 4, "4");
-    let sched = Replica::start(&cp, "replay", &["--leader-elect=false"]);
+    let sched = Replica::start(
+        &cp,
+        "replay",
+        &["--leader-elect=false", "--record-decisions"],
+    );
     let dir = cp.dir().join("recording");
     let log = std::fs::File::create(cp.dir().join("logs/rkube-record.log")).unwrap();
     let mut recorder = Command::new(env!("CARGO_BIN_EXE_rkube"))
@@ -322,6 +326,18 @@ fn replay_of_a_recorded_run_reproduces_every_binding() {
     drop(sched);
 
     let bound = placements(&cp).unwrap();
+    // Every pod the scheduler bound carries its decision mark.
+    let pods: Value = serde_json::from_str(&kubectl(&cp, &["get", "pods", "-o", "json"])).unwrap();
+    for p in pods["items"].as_array().unwrap() {
+        if p["spec"]["nodeName"].is_string() {
+            let mark = &p["metadata"]["annotations"]["scheduling.rkube.dev/decision"];
+            assert!(
+                mark.as_str().is_some_and(|m| m.contains('/')),
+                "{} has no decision mark: {mark}",
+                p["metadata"]["name"]
+            );
+        }
+    }
     let r = rkube_json(&["replay", "--from", dir.to_str().unwrap(), "-o", "json"]);
     let decisions = r["decisions"].as_array().unwrap();
     let differ: Vec<&Value> = decisions.iter().filter(|d| d["same"] != true).collect();

@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod convert;
+pub mod decision;
 mod expand;
 pub mod load;
 pub mod objects;

@@ -14,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, ResourceExt};
+use rkube_model::decision::{self, DecisionMark};
 use rkube_model::volumes::{Pv, Pvc, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE};
 use serde_json::json;
 
@@ -76,14 +77,27 @@ impl Writer {
         Api::namespaced(self.client.clone(), ns)
     }
 
-    /// POSTs a v1 Binding of the pod to the node.
-    pub async fn bind(&self, pod: &core::Pod, node: &str) -> kube::Result<()> {
+    /// POSTs a v1 Binding of the pod to the node; with a decision mark
+    /// (`--record-decisions`), the Binding carries it as an annotation.
+    pub async fn bind(
+        &self,
+        pod: &core::Pod,
+        node: &str,
+        mark: Option<DecisionMark>,
+    ) -> kube::Result<()> {
         let ns = pod.namespace().unwrap_or_else(|| "default".into());
+        // The API server copies a Binding's annotations onto the pod.
+        let annotations = mark.map(|d| {
+            [(decision::ANNOTATION.to_string(), d.value())]
+                .into_iter()
+                .collect()
+        });
         let binding = core::Binding {
             metadata: meta::ObjectMeta {
                 name: Some(pod.name_any()),
                 namespace: Some(ns.clone()),
                 uid: pod.metadata.uid.clone(),
+                annotations,
                 ..Default::default()
             },
             target: core::ObjectReference {

@@ -76,6 +76,9 @@ pub struct Shared {
     in_flight: AtomicUsize,
     bound_or_failed: tokio::sync::Notify,
     explain_scores: bool,
+    /// `--record-decisions`: bindings carry the decision mark
+    /// ([`rkube_model::decision`]).
+    record_decisions: bool,
     hooks: Hooks,
 }
 
@@ -275,6 +278,7 @@ pub async fn run_with(
         in_flight: AtomicUsize::new(0),
         bound_or_failed: tokio::sync::Notify::new(),
         explain_scores: opts.explain_scores || opts.verbosity >= 10,
+        record_decisions: opts.record_decisions,
         hooks,
     });
     let writer = Writer {
@@ -492,8 +496,10 @@ where
             }
         };
         let full = matches!(change, Change::Replace(_));
+        let rv = change_rv(&change);
         {
             let mut state = shared.lock();
+            state.observe(rv);
             handler(&mut state, &shared.profiles, change, Instant::now());
         }
         if full && synced {
@@ -508,6 +514,21 @@ where
             }
         }
         shared.wake.notify_one();
+    }
+}
+
+/// The highest resourceVersion in a change (0 where none parses).
+fn change_rv<K: kube::Resource>(change: &Change<K>) -> u64 {
+    let rv = |o: &K| {
+        o.meta()
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    match change {
+        Change::Apply(o) | Change::Delete(o) => rv(o),
+        Change::Replace(list) => list.iter().map(rv).max().unwrap_or(0),
     }
 }
 

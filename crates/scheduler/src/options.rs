@@ -57,6 +57,11 @@ pub struct Options {
     /// `--explain-scores` (rkube's own): log every pod's per-plugin score
     /// table, as `rkube explain` prints it (also at `-v=10`).
     pub explain_scores: bool,
+    /// `--record-decisions` (rkube's own): each binding carries the
+    /// annotation `scheduling.rkube.dev/decision` (what the cache had seen
+    /// and the cycle's number), so `rkube replay` can replay a recording in
+    /// decision order.
+    pub record_decisions: bool,
     /// Warnings about ignored flags.
     pub warnings: Vec<String>,
 }
@@ -86,6 +91,7 @@ impl Default for Options {
             cert_dir: None,
             client_ca_file: None,
             explain_scores: false,
+            record_decisions: false,
             warnings: Vec::new(),
         }
     }
@@ -114,6 +120,8 @@ and ignored with a warning). Flags also set in --config win when given.
       --kube-api-burst N                 client burst (default 100)
   -v, --v N                              log verbosity (2: each placement, 4: debug, 10: score tables)
       --explain-scores                   log each pod's per-plugin score table (as rkube explain)
+      --record-decisions                 annotate each bound pod with scheduling.rkube.dev/decision
+                                         (<observed resourceVersion>/<cycle>), for rkube replay
       --bind-address IP                  address of the secure port (default 127.0.0.1)
       --secure-port PORT                 HTTPS /healthz /livez /readyz /metrics (default 10259, 0 disables)
       --tls-cert-file FILE               serving certificate (default: self-signed)
@@ -201,6 +209,12 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             }
             "explain-scores" => {
                 o.explain_scores = match &inline {
+                    Some(v) => parse_bool(&name, v)?,
+                    None => true,
+                }
+            }
+            "record-decisions" => {
+                o.record_decisions = match &inline {
                     Some(v) => parse_bool(&name, v)?,
                     None => true,
                 }
@@ -327,6 +341,9 @@ mod tests {
         assert_eq!(p(&[]).unwrap().leader_elect, None);
         assert_eq!(p(&[]).unwrap().bind_address, "127.0.0.1");
         assert!(p(&["--explain-scores"]).unwrap().explain_scores);
+        assert!(p(&["--record-decisions"]).unwrap().record_decisions);
+        assert!(!p(&["--record-decisions=false"]).unwrap().record_decisions);
+        assert!(!p(&[]).unwrap().record_decisions);
     }
 
     #[test]

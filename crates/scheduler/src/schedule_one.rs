@@ -25,6 +25,7 @@ use kube::ResourceExt;
 use rkube_framework::{
     binding, ClusterApi, Code, CycleState, Framework, Outcome, Point, Scheduler, Status,
 };
+use rkube_model::decision::DecisionMark;
 use rkube_model::volumes::{Pv, Pvc, Volumes};
 use rkube_model::{Node, Pod, RawObject};
 
@@ -126,6 +127,8 @@ impl Failure {
 /// What an attempt started with, for metrics and the failure handler.
 struct Attempt {
     entry: PodEntry,
+    /// Written with the binding under `--record-decisions`.
+    mark: Option<DecisionMark>,
     profile: String,
     started: Instant,
     attempts: u32,
@@ -143,7 +146,7 @@ fn scheduling_cycle(
     // snapshot (kept up to date incrementally, shared copy-on-write) and
     // the nominations, without holding the lock.
     let taken = shared.lock().take_for_cycle(&shared.profiles, &uid);
-    let Some((entry, snapshot, nominator)) = taken else {
+    let Some((entry, snapshot, nominator, mark)) = taken else {
         return;
     };
     let pod = entry.model.clone();
@@ -153,6 +156,7 @@ fn scheduling_cycle(
     };
     let attempt = Attempt {
         entry,
+        mark: shared.record_decisions.then_some(mark),
         profile: fw.profile_name.clone(),
         started: Instant::now(),
         attempts: qp.attempts,
@@ -308,6 +312,7 @@ fn binding_cycle(
             writer: &writer,
             handle: &handle,
             raw: &raw,
+            mark: attempt.mark,
             started: Instant::now(),
         };
         binding::binding_cycle(fw, &mut state, &assumed, &node, &waiting, &mut host)
@@ -458,6 +463,7 @@ struct ApiHost<'a> {
     writer: &'a Writer,
     handle: &'a tokio::runtime::Handle,
     raw: &'a Arc<core::Pod>,
+    mark: Option<DecisionMark>,
     started: Instant,
 }
 
@@ -476,7 +482,7 @@ fn converted<K: serde::Serialize>(kind: &str, o: &K) -> Result<(Option<Pv>, Opti
 impl ClusterApi for ApiHost<'_> {
     fn bind(&mut self, _: &Pod, node: &str) -> Result<(), String> {
         self.handle
-            .block_on(self.writer.bind(self.raw, node))
+            .block_on(self.writer.bind(self.raw, node, self.mark))
             .map_err(|e| api_message(&e))
     }
 

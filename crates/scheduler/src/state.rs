@@ -33,6 +33,7 @@ use rkube_framework::events::{
 };
 use rkube_framework::{AssumeCache, Nominator, Profiles, Snapshot, WaitingPods};
 use rkube_model::convert::{self, PriorityClasses};
+use rkube_model::decision::DecisionMark;
 use rkube_model::volumes::{PodVolumes, Pv, Pvc, StorageClass, Volumes};
 use rkube_model::workloads::{PodDisruptionBudget, WorkloadSelectors};
 use rkube_model::{LabelSelector, Labels, Node, Pod, RawObject};
@@ -99,6 +100,11 @@ pub struct State {
     /// Nominated pods.
     pub nominator: Nominator,
     seq: u64,
+    /// The highest resourceVersion (etcd revision) among the changes the
+    /// informers have applied: how far the cache has seen.
+    observed_rv: u64,
+    /// Scheduling cycles started.
+    cycles: u64,
     /// The snapshot, kept up to date pod by pod; `None` after a change that
     /// needs a rebuild (nodes, namespaces, workloads, volumes, a relist).
     snap: Option<Arc<Snapshot>>,
@@ -141,6 +147,8 @@ impl State {
             queue,
             nominator: Nominator::new(),
             seq: 0,
+            observed_rv: 0,
+            cycles: 0,
             snap: None,
             in_snap: HashMap::new(),
         }
@@ -347,7 +355,7 @@ impl State {
         &mut self,
         profiles: &Profiles,
         uid: &str,
-    ) -> Option<(PodEntry, Arc<Snapshot>, Nominator)> {
+    ) -> Option<(PodEntry, Arc<Snapshot>, Nominator, DecisionMark)> {
         let entry = self
             .pods
             .get(uid)
@@ -359,7 +367,17 @@ impl State {
         };
         self.ensure_snapshot();
         let snapshot = self.snap.clone()?;
-        Some((entry, snapshot, self.nominator.clone()))
+        self.cycles += 1;
+        let mark = DecisionMark {
+            observed_rv: self.observed_rv,
+            cycle: self.cycles,
+        };
+        Some((entry, snapshot, self.nominator.clone(), mark))
+    }
+
+    /// Notes that the informers applied a change at resourceVersion `rv`.
+    pub fn observe(&mut self, rv: u64) {
+        self.observed_rv = self.observed_rv.max(rv);
     }
 
     /// The latest version of a pod that is still ours to schedule.

@@ -12,6 +12,16 @@
 //! recorded ones in the state later pods see, so a configuration change
 //! plays out over the rest of the history.
 //!
+//! Decision marks: a recording of `rkube scheduler --record-decisions`
+//! has each binding annotated with what the scheduler's cache had seen and
+//! the cycle's number ([`rkube_model::decision`]). Those pods are decided
+//! in the marks' order, each once every change up to the resourceVersion
+//! its scheduler had seen is applied, with all earlier decisions in place:
+//! the state the live scheduler decided on. Without marks (kube-scheduler,
+//! or rkube without the flag) the binding order stands in for the decision
+//! order, corrected by a window for bindings still in flight; that is a
+//! heuristic.
+//!
 //! Ties: when the recorded node is among the nodes rkube scores highest,
 //! rkube takes it (the live scheduler broke the tie at random; replaying
 //! it keeps the rest of the history comparable). A pod rkube cannot place
@@ -21,6 +31,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+use rkube_model::decision::{self, DecisionMark};
 use rkube_model::load::{build, RawObject};
 use rkube_model::Cluster;
 use serde::Serialize;
@@ -368,6 +379,16 @@ pub fn replay(
         }
     }
 
+    let mut marks: HashMap<String, DecisionMark> = HashMap::new();
+    for (u, (at, _)) in &bound_at {
+        let mark = rec.changes[*at].object["metadata"]["annotations"][decision::ANNOTATION]
+            .as_str()
+            .and_then(DecisionMark::parse);
+        if let Some(m) = mark {
+            marks.insert(u.clone(), m);
+        }
+    }
+
     let mut state = State {
         label: &rec.label,
         objects: HashMap::new(),
@@ -431,19 +452,51 @@ pub fn replay(
     // when one's binding appears, the ones that arrived before it and whose
     // bindings follow within IN_FLIGHT_WINDOW changes had been decided too
     // (their bindings were still in flight).
+    //
+    // Pods whose recorded binding carries a decision mark (`rkube scheduler
+    // --record-decisions`) are decided in the marks' order instead, each
+    // once the changes up to the resourceVersion its scheduler had seen are
+    // applied: the state the live scheduler decided it on, with every
+    // earlier decision in place (assumed, whether or not its binding was
+    // written yet).
+    let mut ordered: Vec<(DecisionMark, String)> =
+        marks.iter().map(|(u, m)| (*m, u.clone())).collect();
+    ordered.sort();
+    let mut ordered = ordered.into_iter().peekable();
     let mut undecided: Vec<String> = Vec::new();
     let mut kept: Vec<String> = Vec::new();
     for pod in start {
+        if marks.contains_key(&uid(&pod)) {
+            continue;
+        }
         if bound_at.contains_key(&uid(&pod)) {
             undecided.push(uid(&pod));
         } else if decide(&mut state, &pod, &mut decisions)? {
             waiting.push(uid(&pod));
         }
     }
+    let mut last_rv = 0;
     for (i, c) in rec.changes.iter().enumerate() {
         let o = &c.object;
         let u = uid(o);
-        let moment = ours(o) && bound_at.get(&u).is_some_and(|(at, _)| *at == i);
+        let rv = resource_version(o).unwrap_or(last_rv);
+        last_rv = rv;
+        // Decisions made before the scheduler saw this change.
+        while let Some((_, w)) = ordered.next_if(|(m, _)| m.observed_rv < rv) {
+            let Some(pod) = state.pod_by_uid(&w) else {
+                // Not recorded yet (a mark from another clock): decided at
+                // its binding instead.
+                marks.remove(&w);
+                undecided.push(w);
+                continue;
+            };
+            waiting.retain(|x| *x != w);
+            if decide(&mut state, &pod, &mut decisions)? {
+                waiting.push(w);
+            }
+        }
+        let moment =
+            ours(o) && !marks.contains_key(&u) && bound_at.get(&u).is_some_and(|(at, _)| *at == i);
         // Can this change let a pod rkube left pending fit now?
         let room = match c.change {
             ChangeType::Deleted => {
@@ -467,7 +520,7 @@ pub fn replay(
             }
         };
         let arrived_pending = c.change == ChangeType::Added && ours(o) && node_of(o).is_none();
-        if arrived_pending && bound_at.contains_key(&u) {
+        if arrived_pending && bound_at.contains_key(&u) && !marks.contains_key(&u) {
             undecided.push(u.clone());
         }
         let arrival = arrived_pending && !bound_at.contains_key(&u);
@@ -513,7 +566,8 @@ pub fn replay(
     }
     // Pods whose recorded binding never came (deleted first) were dropped;
     // any left were bound after the recording's last change: decide them.
-    for w in std::mem::take(&mut undecided) {
+    let rest: Vec<String> = ordered.map(|(_, w)| w).collect();
+    for w in std::mem::take(&mut undecided).into_iter().chain(rest) {
         if let Some(pod) = state.pod_by_uid(&w) {
             if decide(&mut state, &pod, &mut decisions)? {
                 waiting.push(w);
@@ -705,6 +759,81 @@ mod tests {
         assert_eq!(r.summary.same, 2, "{r:?}");
         // Decided in queue order: a first.
         assert_eq!(r.decisions[0].pod, "d/a");
+    }
+
+    fn marked(mut pod: Value, mark: &str) -> Value {
+        pod["metadata"]["annotations"] = json!({ decision::ANNOTATION: mark });
+        pod
+    }
+
+    fn namespace(name: &str, rv: u64) -> Value {
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": name, "resourceVersion": rv.to_string()}})
+    }
+
+    #[test]
+    fn marked_decisions_are_replayed_in_decision_order_on_the_state_they_saw() {
+        use ChangeType::*;
+        // The live scheduler decided b first (only n2 fits it), then a
+        // (only n1 left), both on what it had seen at rv 2; a's binding was
+        // written first, b's many changes later.
+        let mut changes = vec![change(
+            Modified,
+            marked(pod("a", "600m", Some("n1"), 3), "2/2"),
+        )];
+        for k in 0..8 {
+            changes.push(change(Added, namespace(&format!("ns{k}"), 4 + k)));
+        }
+        changes.push(change(
+            Modified,
+            marked(pod("b", "1500m", Some("n2"), 12), "2/1"),
+        ));
+        let rec = Recording {
+            label: "rec".into(),
+            base: vec![
+                node("n1", "1", 1),
+                node("n2", "2", 1),
+                pod("a", "600m", None, 2),
+                pod("b", "1500m", None, 2),
+            ],
+            changes,
+        };
+        let r = run(&rec);
+        assert_eq!(r.summary.same, 2, "{r:#?}");
+        assert_eq!(r.decisions[0].pod, "d/b", "decided in the marks' order");
+        // Without the marks, the binding order misleads: a alone first
+        // takes the emptier n2, and b no longer fits anywhere.
+        let mut plain = rec.clone();
+        for c in &mut plain.changes {
+            if let Some(m) = c.object["metadata"].as_object_mut() {
+                m.remove("annotations");
+            }
+        }
+        let r = run(&plain);
+        assert_eq!(decision(&r, "d/a").replay_node.as_deref(), Some("n2"));
+        assert_eq!(decision(&r, "d/b").replay_node, None);
+    }
+
+    #[test]
+    fn a_marked_decision_does_not_see_a_node_added_after_it() {
+        use ChangeType::*;
+        // a was decided on n1 when n1 was the only node; the bigger n2
+        // arrived before the binding was written.
+        let rec = Recording {
+            label: "rec".into(),
+            base: vec![node("n1", "1", 1), pod("a", "600m", None, 2)],
+            changes: vec![
+                change(Added, node("n2", "8", 3)),
+                change(Modified, marked(pod("a", "600m", Some("n1"), 4), "2/1")),
+            ],
+        };
+        let r = run(&rec);
+        assert!(decision(&r, "d/a").same, "{r:#?}");
+        // Unmarked, it is decided at the binding, where n2 scores higher.
+        let mut plain = rec.clone();
+        plain.changes[1].object = pod("a", "600m", Some("n1"), 4);
+        let r = run(&plain);
+        assert_eq!(decision(&r, "d/a").replay_node.as_deref(), Some("n2"));
     }
 
     #[test]
