@@ -331,6 +331,15 @@ pub fn mounts(pod: &Pod, c: &Container, dirs: &Dirs) -> Result<Vec<v1::Mount>, S
                 m.name
             ));
         }
+        // `IfPossible` may fall back to a plain read-only mount, as upstream
+        // does on a runtime without recursive read-only mounts; `Enabled`
+        // may not (submounts would stay writable).
+        if m.recursive_read_only.as_deref() == Some("Enabled") {
+            return Err(format!(
+                "volume mount {}: recursiveReadOnly: Enabled is not supported by rkube (submounts would stay writable)",
+                m.name
+            ));
+        }
         let api_data = payload::plugin_dir(v).is_some();
         out.push(v1::Mount {
             container_path: m.mount_path.clone(),
@@ -383,7 +392,7 @@ pub fn container_config(
 ) -> Result<v1::ContainerConfig, String> {
     security::verify_run_as_non_root(pod, c, inputs.image.uid, &inputs.image.username)?;
     let env = env::container_env(pod, c, &inputs.env)?;
-    let (command, args) = env::expand_command_and_args(c, &env);
+    let (command, args) = env::expand_command_and_args(c, &env)?;
     let mounts = mounts(pod, c, dirs)?;
     let security_context = security::container_security(pod, c, &inputs.image, inputs.security)?;
     let labels: HashMap<String, String> = [
@@ -585,6 +594,26 @@ mod tests {
             Some(serde_json::from_value(json!({"limits": {"memory": "1Gi"}})).unwrap());
         let e = sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp)).unwrap_err();
         assert!(e.contains("spec.resources.limits"), "{e}");
+        // A recursive read-only mount rkube cannot make is refused;
+        // IfPossible falls back to a plain read-only mount.
+        for (rro, refused) in [
+            ("Enabled", true),
+            ("IfPossible", false),
+            ("Disabled", false),
+        ] {
+            let mut p = pod();
+            let m = &mut p.spec.as_mut().unwrap().containers[0]
+                .volume_mounts
+                .as_mut()
+                .unwrap()[0];
+            m.read_only = Some(true);
+            m.recursive_read_only = Some(rro.into());
+            match config_of(&p, &dirs, 1000) {
+                Err(e) if refused => assert!(e.contains("recursiveReadOnly: Enabled"), "{e}"),
+                Ok(cfg) if !refused => assert!(cfg.mounts[0].readonly),
+                other => panic!("{rro}: {other:?}"),
+            }
+        }
         let _ = std::fs::remove_dir_all(&tmp);
     }
 

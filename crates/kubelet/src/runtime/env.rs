@@ -86,17 +86,35 @@ pub struct EnvRefs {
 struct OrderedEnv {
     vars: Vec<(String, String)>,
     index: HashMap<String, usize>,
+    /// Bytes of every name and value.
+    bytes: usize,
 }
 
+/// Most bytes a container's environment (names and values), or its
+/// expanded command and args, may take: four times Linux's default
+/// `ARG_MAX` (2 MiB), past which no exec could start the container anyway.
+/// `$(VAR)` expansion can double a value per variable (`B=$(A)$(A)`,
+/// `C=$(B)$(B)`, ...), so without a bound a 1 KiB pod spec could make the
+/// kubelet allocate terabytes.
+pub const MAX_EXPANDED_BYTES: usize = 8 << 20;
+
 impl OrderedEnv {
-    fn set(&mut self, name: String, value: String) {
+    /// Sets `name`; `false` when the environment grows past
+    /// [`MAX_EXPANDED_BYTES`].
+    #[must_use]
+    fn set(&mut self, name: String, value: String) -> bool {
         match self.index.get(&name) {
-            Some(&i) => self.vars[i].1 = value,
+            Some(&i) => {
+                self.bytes = self.bytes - self.vars[i].1.len() + value.len();
+                self.vars[i].1 = value;
+            }
             None => {
+                self.bytes += name.len() + value.len();
                 self.index.insert(name.clone(), self.vars.len());
                 self.vars.push((name, value));
             }
         }
+        self.bytes <= MAX_EXPANDED_BYTES
     }
 
     fn get(&self, name: &str) -> Option<&str> {
@@ -341,19 +359,30 @@ pub fn container_env(
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
 
+    let too_big = || {
+        format!(
+            "the environment of container {} is larger than {} MiB",
+            c.name,
+            MAX_EXPANDED_BYTES >> 20
+        )
+    };
     let mut env = OrderedEnv::default();
     for from in c.env_from.iter().flatten() {
         let prefix = from.prefix.as_deref().unwrap_or("");
         if let Some(r) = &from.config_map_ref {
             if let Some(cm) = config_map(src, &r.name, r.optional.unwrap_or(false))? {
                 for (k, v) in cm.data.iter().flatten() {
-                    env.set(format!("{prefix}{k}"), v.clone());
+                    if !env.set(format!("{prefix}{k}"), v.clone()) {
+                        return Err(too_big());
+                    }
                 }
             }
         } else if let Some(r) = &from.secret_ref {
             if let Some(s) = secret(src, &r.name, r.optional.unwrap_or(false))? {
                 for (k, v) in s.data.iter().flatten() {
-                    env.set(format!("{prefix}{k}"), secret_text(&v.0));
+                    if !env.set(format!("{prefix}{k}"), secret_text(&v.0)) {
+                        return Err(too_big());
+                    }
                 }
             }
         }
@@ -361,18 +390,24 @@ pub fn container_env(
 
     for e in c.env.iter().flatten() {
         let value = match (e.value.as_deref(), &e.value_from) {
-            (Some(v), _) if !v.is_empty() => expand(v, |name| {
-                env.get(name)
-                    .or_else(|| service_index.get(name).copied())
-                    .map(str::to_string)
-            }),
+            (Some(v), _) if !v.is_empty() => {
+                let room = MAX_EXPANDED_BYTES.saturating_sub(env.bytes);
+                let lookup = |name: &str| {
+                    env.get(name)
+                        .or_else(|| service_index.get(name).copied())
+                        .map(str::to_string)
+                };
+                expand(v, lookup, room).ok_or_else(too_big)?
+            }
             (_, Some(from)) => match value_from(pod, c, e, from, src, &namespace)? {
                 Some(v) => v,
                 None => continue,
             },
             _ => String::new(),
         };
-        env.set(e.name.clone(), value);
+        if !env.set(e.name.clone(), value) {
+            return Err(too_big());
+        }
     }
 
     let mut out = std::mem::take(&mut env.vars);
@@ -390,21 +425,40 @@ pub fn container_env(
 pub fn expand_command_and_args(
     c: &Container,
     env: &[(String, String)],
-) -> (Vec<String>, Vec<String>) {
+) -> Result<(Vec<String>, Vec<String>), String> {
     let map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let lookup = |name: &str| map.get(name).map(|v| v.to_string());
-    let expand_all = |list: &Option<Vec<String>>| -> Vec<String> {
-        list.iter().flatten().map(|s| expand(s, lookup)).collect()
+    let mut used = 0usize;
+    let mut expand_all = |list: &Option<Vec<String>>| -> Result<Vec<String>, String> {
+        let mut out = Vec::new();
+        for s in list.iter().flatten() {
+            let v = expand(s, lookup, MAX_EXPANDED_BYTES - used).ok_or_else(|| {
+                format!(
+                    "the command and args of container {} are larger than {} MiB",
+                    c.name,
+                    MAX_EXPANDED_BYTES >> 20
+                )
+            })?;
+            used += v.len();
+            out.push(v);
+        }
+        Ok(out)
     };
-    (expand_all(&c.command), expand_all(&c.args))
+    let command = expand_all(&c.command)?;
+    let args = expand_all(&c.args)?;
+    Ok((command, args))
 }
 
 /// upstream's `expansion.Expand`: `$(NAME)` is replaced by `lookup(NAME)`
 /// when that is defined and kept as written otherwise; `$$` is an escaped
 /// `$`; a `$(` without a closing `)` is kept; `$` before anything else
 /// (or at the end) is kept. Names are not nested: the reference ends at the
-/// first `)`.
-pub fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+/// first `)`. `None` when the result would be longer than `limit` bytes.
+pub fn expand(
+    input: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+    limit: usize,
+) -> Option<String> {
     let bytes = input.as_bytes();
     let mut out = String::with_capacity(input.len());
     let mut checkpoint = 0;
@@ -446,11 +500,14 @@ pub fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
             };
             cursor += consumed;
             checkpoint = cursor + 1;
+            if out.len() > limit {
+                return None;
+            }
         }
         cursor += 1;
     }
     out.push_str(&input[checkpoint..]);
-    out
+    (out.len() <= limit).then_some(out)
 }
 
 fn note(map: &mut BTreeMap<String, bool>, name: &str, optional: bool) {
@@ -661,7 +718,7 @@ mod tests {
             .collect();
         for contexts in [vec![&single], vec![&first, &second]] {
             for (name, input, want) in expansion_cases() {
-                let got = expand(input, |n| mapping(&contexts, n));
+                let got = expand(input, |n| mapping(&contexts, n), usize::MAX).unwrap();
                 assert_eq!(got, want, "{name}: {input:?}");
             }
         }
@@ -676,7 +733,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
         for (name, value) in [("FOO", "bar"), ("ZOO", "$(FOO)-1"), ("BLU", "$(ZOO)-2")] {
-            let v = expand(value, |n| declared.get(n).cloned());
+            let v = expand(value, |n| declared.get(n).cloned(), usize::MAX).unwrap();
             declared.insert(name.to_string(), v);
         }
         assert_eq!(declared["FOO"], "bar");
@@ -1257,9 +1314,51 @@ mod tests {
             "command": ["/bin/$(CMD)", "$$(CMD)"], "args": ["--v=$(LEVEL)", "$(NOPE)"]}))
         .unwrap();
         let env = pairs(&[("CMD", "sh"), ("LEVEL", "1"), ("LEVEL", "2")]);
-        let (cmd, args) = expand_command_and_args(&c, &env);
+        let (cmd, args) = expand_command_and_args(&c, &env).unwrap();
         assert_eq!(cmd, vec!["/bin/sh", "$(CMD)"]);
         assert_eq!(args, vec!["--v=2", "$(NOPE)"]);
+    }
+
+    #[test]
+    fn doubling_expansions_are_refused_not_allocated() {
+        // Each variable doubles the one before: 1 KiB × 2^40 unbounded.
+        let mut env = vec![json!({"name": "V0", "value": "x".repeat(1024)})];
+        for i in 1..=40 {
+            env.push(
+                json!({"name": format!("V{i}"), "value": format!("$(V{})$(V{})", i - 1, i - 1)}),
+            );
+        }
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"enableServiceLinks": false,
+                     "containers": [{"name": "c", "image": "i", "env": env}]}}))
+        .unwrap();
+        let c = &p.spec.as_ref().unwrap().containers[0];
+        let downward = DownwardContext::default();
+        let (cms, secrets) = (HashMap::new(), HashMap::new());
+        let src = EnvSources {
+            config_maps: &cms,
+            secrets: &secrets,
+            services: &[],
+            master_service: None,
+            downward: &downward,
+        };
+        let e = container_env(&p, c, &src).unwrap_err();
+        assert_eq!(e, "the environment of container c is larger than 8 MiB");
+        // The same through command and args.
+        let c: Container = serde_json::from_value(json!({"name": "c",
+            "args": vec!["$(BIG)$(BIG)$(BIG)$(BIG)"; 3]}))
+        .unwrap();
+        let big = pairs(&[("BIG", &"y".repeat(1 << 20))]);
+        let e = expand_command_and_args(&c, &big).unwrap_err();
+        assert!(e.contains("larger than 8 MiB"), "{e}");
+        // Below the bound, the same shape expands.
+        let small = pairs(&[("BIG", "y")]);
+        assert_eq!(expand_command_and_args(&c, &small).unwrap().1[0], "yyyy");
+        assert_eq!(expand("$(A)$(A)", |_| Some("ab".into()), 3), None);
+        assert_eq!(
+            expand("$(A)$(A)", |_| Some("ab".into()), 4).as_deref(),
+            Some("abab")
+        );
     }
 
     #[test]

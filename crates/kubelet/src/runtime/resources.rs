@@ -479,7 +479,12 @@ pub fn container_oom_score_adj(pod: &Pod, c: &Container, memory_capacity: i64) -
     } else {
         0
     };
-    let mut adj = 1000 - (1000 * (memory_request(c) + remaining)) / cap;
+    // In i128: requests and capacity are i64 quantities (a pod bound by
+    // nodeName skips the scheduler's fit check), 1000 × them is not.
+    let score = |request: i64| {
+        1000 - (1000 * (i128::from(request) + i128::from(remaining))) / i128::from(cap)
+    };
+    let mut adj = score(memory_request(c));
     let spec = pod.spec.as_ref();
     let is_sidecar = restartable(c)
         && spec
@@ -487,17 +492,16 @@ pub fn container_oom_score_adj(pod: &Pod, c: &Container, memory_capacity: i64) -
             .is_some_and(|ics| ics.iter().any(|i| i.name == c.name));
     if is_sidecar {
         if let Some(min) = spec.and_then(|s| s.containers.iter().map(memory_request).min()) {
-            let min_adj = 1000 - (1000 * (min + remaining)) / cap;
-            adj = adj.min(min_adj);
+            adj = adj.min(score(min));
         }
     }
-    if adj < 1000 + GUARANTEED_OOM_SCORE_ADJ {
+    if adj < i128::from(1000 + GUARANTEED_OOM_SCORE_ADJ) {
         return 1000 + GUARANTEED_OOM_SCORE_ADJ;
     }
-    if adj == BESTEFFORT_OOM_SCORE_ADJ {
-        return adj - 1;
+    if adj >= i128::from(BESTEFFORT_OOM_SCORE_ADJ) {
+        return BESTEFFORT_OOM_SCORE_ADJ - 1;
     }
-    adj
+    adj as i64
 }
 
 // ---- CPU conversions (pkg/kubelet/cm/helpers_linux.go) ----
@@ -507,7 +511,8 @@ pub fn milli_cpu_to_shares(milli_cpu: i64) -> i64 {
     if milli_cpu == 0 {
         return MIN_SHARES;
     }
-    (milli_cpu * SHARES_PER_CPU / 1000).clamp(MIN_SHARES, MAX_SHARES)
+    let shares = i128::from(milli_cpu) * i128::from(SHARES_PER_CPU) / 1000;
+    shares.clamp(i128::from(MIN_SHARES), i128::from(MAX_SHARES)) as i64
 }
 
 /// upstream's `MilliCPUToQuota`: 0 without a limit, else at least 1000 µs.
@@ -515,7 +520,9 @@ pub fn milli_cpu_to_quota(milli_cpu: i64, period: i64) -> i64 {
     if milli_cpu == 0 {
         return 0;
     }
-    (milli_cpu * period / 1000).max(MIN_QUOTA_PERIOD)
+    // Saturated: a limit of 100G CPUs must not wrap to a tiny quota.
+    let quota = i128::from(milli_cpu) * i128::from(period) / 1000;
+    quota.clamp(i128::from(MIN_QUOTA_PERIOD), i128::from(i64::MAX)) as i64
 }
 
 /// upstream's `SharesToMilliCPU`.
@@ -523,7 +530,8 @@ pub fn shares_to_milli_cpu(shares: i64) -> i64 {
     if shares < MIN_SHARES {
         return 0;
     }
-    (shares * 1000 + SHARES_PER_CPU - 1) / SHARES_PER_CPU
+    ((i128::from(shares) * 1000 + i128::from(SHARES_PER_CPU) - 1) / i128::from(SHARES_PER_CPU))
+        .min(i128::from(i64::MAX)) as i64
 }
 
 // ---- container resources ----
@@ -1311,6 +1319,28 @@ mod tests {
             .find(|c| c.name == name)
             .unwrap();
         container_oom_score_adj(p, c, cap)
+    }
+
+    #[test]
+    fn absurd_quantities_saturate_instead_of_wrapping() {
+        // A pod bound by nodeName skips the scheduler's fit check.
+        let p = pod_of(
+            json!({"containers": [{"name": "m", "resources": {"requests": {"memory": "8E"}, "limits": {"memory": "9E"}}}]}),
+        );
+        assert_eq!(
+            oom(&p, "m", STD),
+            3,
+            "a huge request is the lowest Burstable score"
+        );
+        assert_eq!(milli_cpu_to_quota(i64::MAX, 100_000), i64::MAX);
+        assert_eq!(milli_cpu_to_quota(i64::MAX / 10, 100_000), i64::MAX);
+        assert_eq!(
+            milli_cpu_to_quota(100_000_000_000_000, 100_000),
+            10_000_000_000_000_000
+        );
+        assert_eq!(milli_cpu_to_shares(i64::MAX), MAX_SHARES);
+        assert_eq!(shares_to_milli_cpu(i64::MAX), 9_007_199_254_740_992_000);
+        assert_eq!(shares_to_milli_cpu(1024), 1000);
     }
 
     #[test]

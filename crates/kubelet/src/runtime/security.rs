@@ -327,6 +327,19 @@ fn host_users_refusal(pod: &Pod) -> Result<(), String> {
             "can't set `spec.hostUsers: false`, runtime does not support user namespaces".into(),
         );
     }
+    // A RuntimeClass names a sandbox (gVisor, Kata, ...) the pod relies
+    // on for isolation; rkube runs every pod with the runtime's default
+    // handler, so it refuses the pod rather than run it less isolated.
+    if let Some(class) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.runtime_class_name.as_deref())
+        .filter(|c| !c.is_empty())
+    {
+        return Err(format!(
+            "RuntimeClass {class:?} is not supported by rkube kubelet (it runs pods with the runtime's default handler only)"
+        ));
+    }
     Ok(())
 }
 
@@ -1447,6 +1460,15 @@ mod tests {
             "can't set `spec.hostUsers: false`, runtime does not support user namespaces"
         );
         assert!(sandbox_security(&p, &o).is_err());
+        // a RuntimeClass (a sandbox rkube does not run)
+        let (mut p, c) = pod(json!(null), json!(null));
+        p.spec.as_mut().unwrap().runtime_class_name = Some("gvisor".into());
+        assert!(container_security(&p, &c, &root_image(), &o)
+            .unwrap_err()
+            .contains("RuntimeClass \"gvisor\" is not supported"));
+        assert!(sandbox_security(&p, &o).is_err());
+        p.spec.as_mut().unwrap().runtime_class_name = Some(String::new());
+        assert!(sandbox_security(&p, &o).is_ok());
     }
 
     #[test]
