@@ -486,6 +486,9 @@ spec:
 fn drain_predicts_where_kubectl_drain_sends_the_pods() {
     let cp = ControlPlane::start().expect("control plane starts");
     let mut kubelet = sim_nodes(&cp);
+    // All three first: a node registered after the Deployment was placed
+    // (or after the snapshot) changes the forced outcome below.
+    wait_nodes_ready(&cp, 3, Duration::from_secs(90));
     let sched = Replica::start(&cp, "drain", &["--leader-elect=false"]);
     apply(&cp, "web", WEB);
     // 1.5 CPU each on 4-CPU nodes: two fit a node, and LeastAllocated

@@ -46,6 +46,40 @@ pub fn apply(cp: &ControlPlane, name: &str, yaml: &str) {
     }
 }
 
+/// Waits until `n` nodes are Ready and untainted (a kubelet registers its
+/// nodes one by one; the node lifecycle controller lifts its not-ready
+/// taint shortly after).
+pub fn wait_nodes_ready(cp: &ControlPlane, n: usize, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let nodes: Option<Value> = try_kubectl(cp, &["get", "nodes", "-o", "json"])
+            .and_then(|out| serde_json::from_str(&out).ok());
+        let ready = nodes
+            .as_ref()
+            .and_then(|v| v["items"].as_array())
+            .map_or(0, |items| {
+                items
+                    .iter()
+                    .filter(|n| {
+                        let conditions = n["status"]["conditions"].as_array();
+                        conditions.is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        }) && n["spec"]["taints"].as_array().is_none_or(|t| t.is_empty())
+                    })
+                    .count()
+            });
+        if ready == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ready} of {n} nodes Ready and untainted"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 pub fn create_nodes(cp: &ControlPlane, n: usize, cpu: &str) {
     let mut yaml = String::new();
     for i in 0..n {

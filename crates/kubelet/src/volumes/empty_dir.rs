@@ -1,7 +1,9 @@
 //! `emptyDir` with `medium: Memory`: a tmpfs on the volume's directory
 //! (sized by `sizeLimit`, as upstream's `size=` option; without one the
 //! kernel's default, half of RAM), mounted once and unmounted before the
-//! pod's directory is removed.
+//! pod's directory is removed. Secret, downwardAPI and projected volumes
+//! are written on one too, as upstream wraps them in a memory emptyDir:
+//! their contents never touch the disk.
 
 // Audited: mount(2)/umount2(2) with checked C strings.
 #![allow(unsafe_code)]
@@ -10,9 +12,13 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// Whether `dir` is a mount point of a tmpfs (from /proc/self/mountinfo).
+/// Whether `dir` is a mount point of a tmpfs (from /proc/self/mountinfo,
+/// which names mount points by their canonical paths).
 fn is_tmpfs_mount(dir: &Path) -> bool {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let Ok(dir) = dir.canonicalize() else {
         return false;
     };
     let want = dir.to_string_lossy();
@@ -61,7 +67,7 @@ pub fn mount_tmpfs(dir: &Path, size: Option<i64>) -> Result<(), String> {
     };
     if rc != 0 {
         return Err(format!(
-            "mounting a tmpfs on {} (emptyDir medium Memory): {}",
+            "mounting a tmpfs on {}: {}",
             dir.display(),
             std::io::Error::last_os_error()
         ));
@@ -69,13 +75,17 @@ pub fn mount_tmpfs(dir: &Path, size: Option<i64>) -> Result<(), String> {
     Ok(())
 }
 
-/// Unmounts every tmpfs emptyDir of the pod directory `pod_dir`.
+/// Unmounts every tmpfs volume of the pod directory `pod_dir` (emptyDirs
+/// of medium Memory; Secret, downwardAPI and projected volumes).
 pub fn cleanup(pod_dir: &Path) -> Result<(), String> {
-    let base = pod_dir.join("volumes/kubernetes.io~empty-dir");
-    let Ok(rd) = std::fs::read_dir(&base) else {
+    let Ok(plugins) = std::fs::read_dir(pod_dir.join("volumes")) else {
         return Ok(());
     };
-    for e in rd.flatten() {
+    let volumes = plugins
+        .flatten()
+        .filter_map(|plugin| std::fs::read_dir(plugin.path()).ok())
+        .flat_map(|rd| rd.flatten());
+    for e in volumes {
         let p = e.path();
         while is_tmpfs_mount(&p) {
             let target = cstr(&p)?;

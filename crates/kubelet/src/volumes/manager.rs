@@ -29,6 +29,7 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::atomic_writer;
+use super::empty_dir;
 use super::payload::{self, Lookup, TokenKey};
 use crate::runtime::cri_spec::{pod_namespace, Dirs};
 use crate::runtime::downward::DownwardContext;
@@ -243,7 +244,7 @@ impl VolumeManager {
         let fs_group = spec.security_context.as_ref().and_then(|s| s.fs_group);
         std::fs::create_dir_all(self.dirs.pod_dir(&uid))
             .map_err(|e| format!("creating the pod directory: {e}"))?;
-        restrict(&self.dirs.root.join("pods"));
+        restrict(&self.dirs.root.join("pods"))?;
         for v in volumes {
             let Some(plugin) = payload::plugin_dir(v) else {
                 continue;
@@ -262,6 +263,12 @@ impl VolumeManager {
             let dir = self.dirs.volume_dir(&uid, plugin, &v.name);
             std::fs::create_dir_all(&dir)
                 .map_err(|e| setup_failed(&v.name, &format!("creating {}: {e}", dir.display())))?;
+            if payload::in_memory(v) {
+                // Room for the payload twice: the atomic writer keeps the
+                // old version until the new one is in place.
+                let size = 2 * atomic_writer::MAX_PAYLOAD_BYTES as i64 + (1 << 20);
+                empty_dir::mount_tmpfs(&dir, Some(size)).map_err(|e| setup_failed(&v.name, &e))?;
+            }
             match atomic_writer::write(&dir, &files, fs_group) {
                 Ok(true) => {
                     tracing::debug!(pod = %pod.name_any(), volume = %v.name, "volume written")
@@ -317,10 +324,12 @@ impl VolumeManager {
 }
 
 /// `pods/` is kubelet-only (0750, as upstream's): volume files are only
-/// reachable through the containers' bind mounts.
-fn restrict(dir: &std::path::Path) {
+/// reachable through the containers' bind mounts. A failure fails the
+/// volumes' setup rather than leave them readable by others.
+fn restrict(dir: &std::path::Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750));
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+        .map_err(|e| format!("restricting {} to 0750: {e}", dir.display()))
 }
 
 /// The API server's own message of an error response.

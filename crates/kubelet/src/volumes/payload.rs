@@ -46,6 +46,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccountTokenProjection, Volume,
 };
 
+use super::atomic_writer::MAX_PAYLOAD_BYTES;
 use crate::runtime::downward::{
     field_ref, find_container, resource_field_ref, DownwardContext, Use,
 };
@@ -153,6 +154,13 @@ pub fn plugin_dir(volume: &Volume) -> Option<&'static str> {
     }
 }
 
+/// Whether the volume is written on a tmpfs: Secret, downwardAPI and
+/// projected volumes (upstream wraps them in a memory-backed emptyDir;
+/// ConfigMap volumes in a disk-backed one).
+pub fn in_memory(volume: &Volume) -> bool {
+    volume.secret.is_some() || volume.downward_api.is_some() || volume.projected.is_some()
+}
+
 /// Everything the pod's volumes reference: ConfigMap and Secret names
 /// (with whether they are optional) and token keys.
 pub fn references(pod: &Pod) -> VolumeRefs {
@@ -257,24 +265,53 @@ pub fn volume_payload(
     lookup: &Lookup,
 ) -> Result<Option<Payload>, String> {
     let mut out = Payload::new();
+    let mut budget = Budget::new();
     if let Some(src) = &volume.config_map {
         let optional = src.optional == Some(true);
         let cm = config_map(lookup, &src.name, optional)?;
         let mode = default_mode(src.default_mode);
-        config_map_files(&mut out, cm, src.items.as_deref(), mode, optional)?;
+        config_map_files(
+            &mut out,
+            &mut budget,
+            cm,
+            src.items.as_deref(),
+            mode,
+            optional,
+        )?;
     } else if let Some(src) = &volume.secret {
         let optional = src.optional == Some(true);
         let name = src.secret_name.as_deref().unwrap_or_default();
         let secret = secret(lookup, name, optional)?;
         let mode = default_mode(src.default_mode);
-        secret_files(&mut out, secret, src.items.as_deref(), mode, optional)?;
+        secret_files(
+            &mut out,
+            &mut budget,
+            secret,
+            src.items.as_deref(),
+            mode,
+            optional,
+        )?;
     } else if let Some(src) = &volume.downward_api {
         let mode = default_mode(src.default_mode);
-        let errs = downward_files(&mut out, pod, src.items.as_deref(), mode, lookup.downward);
+        let errs = downward_files(
+            &mut out,
+            &mut budget,
+            pod,
+            src.items.as_deref(),
+            mode,
+            lookup.downward,
+        );
         aggregate(errs)?;
     } else if let Some(src) = &volume.projected {
         let mode = default_mode(src.default_mode);
-        let errs = projected_files(&mut out, pod, src.sources.as_deref(), mode, lookup);
+        let errs = projected_files(
+            &mut out,
+            &mut budget,
+            pod,
+            src.sources.as_deref(),
+            mode,
+            lookup,
+        );
         aggregate(errs)?;
     } else {
         return Ok(None);
@@ -286,6 +323,7 @@ pub fn volume_payload(
 /// the sources that failed (upstream goes on with the next source).
 fn projected_files(
     out: &mut Payload,
+    budget: &mut Budget,
     pod: &Pod,
     sources: Option<&[k8s_openapi::api::core::v1::VolumeProjection]>,
     mode: u32,
@@ -302,15 +340,23 @@ fn projected_files(
         let mut part = Payload::new();
         let res: Result<(), String> = if let Some(s) = &src.secret {
             let optional = s.optional == Some(true);
-            secret(lookup, &s.name, optional)
-                .and_then(|obj| secret_files(&mut part, obj, s.items.as_deref(), mode, optional))
+            secret(lookup, &s.name, optional).and_then(|obj| {
+                secret_files(&mut part, budget, obj, s.items.as_deref(), mode, optional)
+            })
         } else if let Some(c) = &src.config_map {
             let optional = c.optional == Some(true);
             config_map(lookup, &c.name, optional).and_then(|obj| {
-                config_map_files(&mut part, obj, c.items.as_deref(), mode, optional)
+                config_map_files(&mut part, budget, obj, c.items.as_deref(), mode, optional)
             })
         } else if let Some(d) = &src.downward_api {
-            let e = downward_files(&mut part, pod, d.items.as_deref(), mode, lookup.downward);
+            let e = downward_files(
+                &mut part,
+                budget,
+                pod,
+                d.items.as_deref(),
+                mode,
+                lookup.downward,
+            );
             aggregate(e)
         } else if let Some(t) = &src.service_account_token {
             let key = token_key(t);
@@ -324,6 +370,7 @@ fn projected_files(
                     };
                     insert(
                         &mut part,
+                        budget,
                         &t.path,
                         FileProjection {
                             data: token.clone().into_bytes(),
@@ -366,9 +413,40 @@ fn item_mode(item: Option<i32>, default: u32) -> u32 {
     item.map(to_mode).unwrap_or(default)
 }
 
-/// Validates `path` and stores `file` at its cleaned form.
-fn insert(out: &mut Payload, path: &str, file: FileProjection) -> Result<(), String> {
-    out.insert(validate_path(path)?, file);
+/// What is left of a volume's [`MAX_PAYLOAD_BYTES`] while its payload is
+/// built. Every file counts as it is added, so a volume whose 50,000 items
+/// all name one 1 MiB key fails at the 17th, not after 50 GiB were copied.
+struct Budget {
+    left: usize,
+}
+
+impl Budget {
+    fn new() -> Self {
+        Budget {
+            left: MAX_PAYLOAD_BYTES,
+        }
+    }
+}
+
+/// Validates `path` and stores `file` at its cleaned form, within `budget`.
+fn insert(
+    out: &mut Payload,
+    budget: &mut Budget,
+    path: &str,
+    file: FileProjection,
+) -> Result<(), String> {
+    let path = validate_path(path)?;
+    // A path written again frees what it held.
+    let freed = out.get(&path).map_or(0, |f| f.data.len());
+    budget.left = (budget.left + freed)
+        .checked_sub(file.data.len())
+        .ok_or_else(|| {
+            format!(
+                "volume payload exceeds rkube's limit of {MAX_PAYLOAD_BYTES} bytes \
+                 (the API server limits each ConfigMap and Secret to 1 MiB)"
+            )
+        })?;
+    out.insert(path, file);
     Ok(())
 }
 
@@ -399,6 +477,7 @@ fn secret<'a>(
 /// Upstream's `configmap.MakePayload` (`cm` `None` = missing but optional).
 fn config_map_files(
     out: &mut Payload,
+    budget: &mut Budget,
     cm: Option<&ConfigMap>,
     items: Option<&[KeyToPath]>,
     mode: u32,
@@ -420,10 +499,10 @@ fn config_map_files(
             // data first, then binaryData (which wins a key in both; the
             // API server forbids that).
             for (k, v) in data {
-                insert(out, k, file(v.clone().into_bytes(), mode))?;
+                insert(out, budget, k, file(v.clone().into_bytes(), mode))?;
             }
             for (k, v) in binary {
-                insert(out, k, file(v.0.clone(), mode))?;
+                insert(out, budget, k, file(v.0.clone(), mode))?;
             }
         }
         Some(items) => {
@@ -439,7 +518,7 @@ fn config_map_files(
                         ))
                     }
                 };
-                insert(out, &it.path, file(bytes, item_mode(it.mode, mode)))?;
+                insert(out, budget, &it.path, file(bytes, item_mode(it.mode, mode)))?;
             }
         }
     }
@@ -449,6 +528,7 @@ fn config_map_files(
 /// Upstream's `secret.MakePayload` (`secret` `None` = missing but optional).
 fn secret_files(
     out: &mut Payload,
+    budget: &mut Budget,
     secret: Option<&Secret>,
     items: Option<&[KeyToPath]>,
     mode: u32,
@@ -464,7 +544,7 @@ fn secret_files(
     match items {
         None | Some([]) => {
             for (k, v) in data {
-                insert(out, k, file(v.0.clone(), mode))?;
+                insert(out, budget, k, file(v.0.clone(), mode))?;
             }
         }
         Some(items) => {
@@ -475,7 +555,12 @@ fn secret_files(
                     }
                     return Err(format!("references non-existent secret key: {}", it.key));
                 };
-                insert(out, &it.path, file(v.0.clone(), item_mode(it.mode, mode)))?;
+                insert(
+                    out,
+                    budget,
+                    &it.path,
+                    file(v.0.clone(), item_mode(it.mode, mode)),
+                )?;
             }
         }
     }
@@ -486,6 +571,7 @@ fn secret_files(
 /// are returned together.
 fn downward_files(
     out: &mut Payload,
+    budget: &mut Budget,
     pod: &Pod,
     items: Option<&[DownwardAPIVolumeFile]>,
     mode: u32,
@@ -507,6 +593,7 @@ fn downward_files(
         let res = value.and_then(|v| {
             insert(
                 out,
+                budget,
                 &it.path,
                 FileProjection {
                     data: v.into_bytes(),
@@ -705,6 +792,38 @@ mod tests {
         p.iter()
             .map(|(k, f)| (k.as_str(), f.data.as_slice(), f.mode))
             .collect()
+    }
+
+    #[test]
+    fn items_repeating_a_big_key_stop_at_the_volume_limit_before_copying_it_all() {
+        let mut o = Objects::new();
+        o.cms.insert(
+            "big".into(),
+            cm("big", json!({"k": "x".repeat(1 << 20)}), json!({})),
+        );
+        // 50,000 copies of 1 MiB would be 50 GiB; the 17th is refused.
+        let items: Vec<Value> = (0..50_000)
+            .map(|i| json!({"key": "k", "path": format!("f{i}")}))
+            .collect();
+        for volume in [
+            json!({"name": "v", "configMap": {"name": "big", "items": items}}),
+            json!({"name": "v", "projected": {"sources": [
+                {"configMap": {"name": "big", "items": items[..8]}},
+                {"configMap": {"name": "big", "items": items[8..]}}]}}),
+        ] {
+            let e = o.payload(&pod(json!([volume]))).unwrap_err();
+            assert!(e.contains("exceeds rkube's limit of 16777216 bytes"), "{e}");
+        }
+        // Sixteen copies fit; a path written twice counts once.
+        let mut items: Vec<Value> = items[..16].to_vec();
+        items.push(json!({"key": "k", "path": "f0"}));
+        let p = o
+            .payload(&pod(
+                json!([{"name": "v", "configMap": {"name": "big", "items": items}}]),
+            ))
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.len(), 16);
     }
 
     #[test]
@@ -1024,16 +1143,20 @@ mod tests {
             json!({"name": "d", "projected": {"sources": []}}),
         ]
         .into_iter()
-        .map(|v| plugin_dir(&serde_json::from_value(v).unwrap()))
+        .map(|v| {
+            let v: Volume = serde_json::from_value(v).unwrap();
+            (plugin_dir(&v), in_memory(&v))
+        })
         .collect();
         assert_eq!(
             dirs,
             [
-                Some("kubernetes.io~configmap"),
-                Some("kubernetes.io~secret"),
-                Some("kubernetes.io~downward-api"),
-                Some("kubernetes.io~projected")
-            ]
+                (Some("kubernetes.io~configmap"), false),
+                (Some("kubernetes.io~secret"), true),
+                (Some("kubernetes.io~downward-api"), true),
+                (Some("kubernetes.io~projected"), true)
+            ],
+            "directory, and whether on a tmpfs (as upstream's wrapped emptyDirs)"
         );
     }
 
