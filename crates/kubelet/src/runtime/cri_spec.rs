@@ -253,6 +253,23 @@ pub fn volume_type(v: &Volume) -> &'static str {
         .unwrap_or("unknown")
 }
 
+/// An emptyDir is writable by every user (upstream's `setupDir`: 0777, so
+/// non-root containers can write to it); with an fsGroup it belongs to that
+/// group and is setgid, so what containers create there does too
+/// (upstream's `SetVolumeOwnership` on the fresh directory).
+fn empty_dir_ownership(dir: &Path, fs_group: Option<i64>) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut mode = 0o777;
+    if let Some(g) = fs_group {
+        let gid = u32::try_from(g).map_err(|_| format!("invalid fsGroup {g}"))?;
+        std::os::unix::fs::lchown(dir, None, Some(gid))
+            .map_err(|e| format!("chown emptyDir {}: {e}", dir.display()))?;
+        mode |= 0o2000;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("chmod emptyDir {}: {e}", dir.display()))
+}
+
 /// The kind of what `path` names (following links), in the words of
 /// upstream's `GetFileType`.
 fn host_file_type(path: &Path) -> Result<&'static str, String> {
@@ -333,7 +350,12 @@ fn check_host_path_type(path: &Path, type_: &str) -> Result<(), String> {
 
 /// The host directory of volume `v` of pod `uid`, creating emptyDir and
 /// `*OrCreate` hostPath paths (a `medium: Memory` emptyDir is a tmpfs).
-fn volume_host_path(uid: &str, v: &Volume, dirs: &Dirs) -> Result<PathBuf, String> {
+fn volume_host_path(
+    uid: &str,
+    v: &Volume,
+    dirs: &Dirs,
+    fs_group: Option<i64>,
+) -> Result<PathBuf, String> {
     if let Some(e) = &v.empty_dir {
         let d = dirs.empty_dir(uid, &v.name);
         std::fs::create_dir_all(&d)
@@ -356,6 +378,7 @@ fn volume_host_path(uid: &str, v: &Volume, dirs: &Dirs) -> Result<PathBuf, Strin
                 ))
             }
         }
+        empty_dir_ownership(&d, fs_group)?;
         return Ok(d);
     }
     if let Some(h) = &v.host_path {
@@ -384,7 +407,12 @@ pub fn mounts(pod: &Pod, c: &Container, dirs: &Dirs) -> Result<Vec<v1::Mount>, S
         let Some(v) = volumes.and_then(|vs| vs.iter().find(|v| v.name == m.name)) else {
             return Err(format!("volume mount {}: no volume of that name", m.name));
         };
-        let host = volume_host_path(&uid, v, dirs)?;
+        let fs_group = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.as_ref())
+            .and_then(|s| s.fs_group);
+        let host = volume_host_path(&uid, v, dirs, fs_group)?;
         let host = match m.sub_path.as_deref().filter(|s| !s.is_empty()) {
             Some(sub) => {
                 let target = subpath::target_path(&dirs.pod_dir(&uid), &v.name, &c.name, index);
@@ -585,6 +613,30 @@ mod tests {
         let host = PathBuf::from(&cfg.mounts[0].host_path);
         assert_eq!(host, dirs.empty_dir("u1", "scratch"));
         assert!(host.is_dir(), "emptyDir created");
+        {
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            let m = std::fs::metadata(&host).unwrap();
+            assert_eq!(
+                m.permissions().mode() & 0o7777,
+                0o777,
+                "writable by non-root users"
+            );
+            // With an fsGroup: the group's, setgid (chown needs root).
+            let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+            let mut p = pod();
+            p.spec
+                .as_mut()
+                .unwrap()
+                .security_context
+                .as_mut()
+                .unwrap()
+                .fs_group = Some(4321);
+            if root {
+                config_of(&p, &dirs, 0).unwrap();
+                let m = std::fs::metadata(&host).unwrap();
+                assert_eq!((m.gid(), m.permissions().mode() & 0o7777), (4321, 0o2777));
+            }
+        }
         assert!(!cfg.mounts[0].readonly);
         assert_eq!(
             PathBuf::from(&cfg.mounts[1].host_path),
