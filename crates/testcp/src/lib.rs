@@ -126,8 +126,18 @@ impl ControlPlane {
     /// Stops kube-apiserver (SIGKILL when `kill`, else SIGTERM), keeps it
     /// down for `down`, starts it again and waits until it is ready.
     pub fn restart_apiserver(&self, kill: bool, down: std::time::Duration) -> Result<()> {
+        self.restart("restart-apiserver", kill, down)
+    }
+
+    /// The same for etcd (restarted on its data); returns once the API
+    /// server is ready again.
+    pub fn restart_etcd(&self, kill: bool, down: std::time::Duration) -> Result<()> {
+        self.restart("restart-etcd", kill, down)
+    }
+
+    fn restart(&self, command: &str, kill: bool, down: std::time::Duration) -> Result<()> {
         self.script(
-            &["restart-apiserver"],
+            &[command],
             &[
                 (
                     "RESTART_SIGNAL",
