@@ -331,8 +331,11 @@ fn replay_of_a_recorded_run_reproduces_every_binding() {
     for p in pods["items"].as_array().unwrap() {
         if p["spec"]["nodeName"].is_string() {
             let mark = &p["metadata"]["annotations"]["scheduling.rkube.dev/decision"];
+            let parsed = mark
+                .as_str()
+                .and_then(rkube_model::decision::DecisionMark::parse);
             assert!(
-                mark.as_str().is_some_and(|m| m.contains('/')),
+                parsed.is_some_and(|m| m.seen("Pod").is_some() && m.seen("Node").is_some()),
                 "{} has no decision mark: {mark}",
                 p["metadata"]["name"]
             );

@@ -83,7 +83,7 @@ impl Writer {
         &self,
         pod: &core::Pod,
         node: &str,
-        mark: Option<DecisionMark>,
+        mark: Option<&DecisionMark>,
     ) -> kube::Result<()> {
         let ns = pod.namespace().unwrap_or_else(|| "default".into());
         // The API server copies a Binding's annotations onto the pod.

@@ -499,7 +499,7 @@ where
         let rv = change_rv(&change);
         {
             let mut state = shared.lock();
-            state.observe(rv);
+            state.observe(&kind, rv);
             handler(&mut state, &shared.profiles, change, Instant::now());
         }
         if full && synced {

@@ -121,7 +121,7 @@ and ignored with a warning). Flags also set in --config win when given.
   -v, --v N                              log verbosity (2: each placement, 4: debug, 10: score tables)
       --explain-scores                   log each pod's per-plugin score table (as rkube explain)
       --record-decisions                 annotate each bound pod with scheduling.rkube.dev/decision
-                                         (<observed resourceVersion>/<cycle>), for rkube replay
+                                         (term, cycle, what the cache had seen), for rkube replay
       --bind-address IP                  address of the secure port (default 127.0.0.1)
       --secure-port PORT                 HTTPS /healthz /livez /readyz /metrics (default 10259, 0 disables)
       --tls-cert-file FILE               serving certificate (default: self-signed)

@@ -70,6 +70,7 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut sched
     let mut panic_after = std::env::var("RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER")
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
+    shared.lock().start_term(std::time::SystemTime::now());
     loop {
         let qp = next_pod(&shared).await;
         #[cfg(debug_assertions)]
@@ -145,7 +146,9 @@ fn scheduling_cycle(
     // The latest version of the pod; the cycle runs on the cache's
     // snapshot (kept up to date incrementally, shared copy-on-write) and
     // the nominations, without holding the lock.
-    let taken = shared.lock().take_for_cycle(&shared.profiles, &uid);
+    let taken = shared
+        .lock()
+        .take_for_cycle(&shared.profiles, &uid, shared.record_decisions);
     let Some((entry, snapshot, nominator, mark)) = taken else {
         return;
     };
@@ -156,7 +159,7 @@ fn scheduling_cycle(
     };
     let attempt = Attempt {
         entry,
-        mark: shared.record_decisions.then_some(mark),
+        mark,
         profile: fw.profile_name.clone(),
         started: Instant::now(),
         attempts: qp.attempts,
@@ -312,7 +315,7 @@ fn binding_cycle(
             writer: &writer,
             handle: &handle,
             raw: &raw,
-            mark: attempt.mark,
+            mark: attempt.mark.as_ref(),
             started: Instant::now(),
         };
         binding::binding_cycle(fw, &mut state, &assumed, &node, &waiting, &mut host)
@@ -463,7 +466,7 @@ struct ApiHost<'a> {
     writer: &'a Writer,
     handle: &'a tokio::runtime::Handle,
     raw: &'a Arc<core::Pod>,
-    mark: Option<DecisionMark>,
+    mark: Option<&'a DecisionMark>,
     started: Instant,
 }
 

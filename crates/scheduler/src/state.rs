@@ -100,10 +100,12 @@ pub struct State {
     /// Nominated pods.
     pub nominator: Nominator,
     seq: u64,
-    /// The highest resourceVersion (etcd revision) among the changes the
-    /// informers have applied: how far the cache has seen.
-    observed_rv: u64,
-    /// Scheduling cycles started.
+    /// Per kind, the resourceVersion of the last change its informer
+    /// applied (what a decision mark records).
+    seen: BTreeMap<String, u64>,
+    /// The leadership term (ms since the Unix epoch the scheduling loop
+    /// started) and the cycles started in it.
+    term_ms: u64,
     cycles: u64,
     /// The snapshot, kept up to date pod by pod; `None` after a change that
     /// needs a rebuild (nodes, namespaces, workloads, volumes, a relist).
@@ -147,7 +149,8 @@ impl State {
             queue,
             nominator: Nominator::new(),
             seq: 0,
-            observed_rv: 0,
+            seen: BTreeMap::new(),
+            term_ms: 0,
             cycles: 0,
             snap: None,
             in_snap: HashMap::new(),
@@ -355,7 +358,8 @@ impl State {
         &mut self,
         profiles: &Profiles,
         uid: &str,
-    ) -> Option<(PodEntry, Arc<Snapshot>, Nominator, DecisionMark)> {
+        record: bool,
+    ) -> Option<(PodEntry, Arc<Snapshot>, Nominator, Option<DecisionMark>)> {
         let entry = self
             .pods
             .get(uid)
@@ -368,16 +372,32 @@ impl State {
         self.ensure_snapshot();
         let snapshot = self.snap.clone()?;
         self.cycles += 1;
-        let mark = DecisionMark {
-            observed_rv: self.observed_rv,
+        let mark = record.then(|| DecisionMark {
+            term_ms: self.term_ms,
             cycle: self.cycles,
-        };
+            seen: self.seen.clone(),
+        });
         Some((entry, snapshot, self.nominator.clone(), mark))
     }
 
-    /// Notes that the informers applied a change at resourceVersion `rv`.
-    pub fn observe(&mut self, rv: u64) {
-        self.observed_rv = self.observed_rv.max(rv);
+    /// Notes that the informer of `kind` applied a change at
+    /// resourceVersion `rv`.
+    pub fn observe(&mut self, kind: &str, rv: u64) {
+        match self.seen.get_mut(kind) {
+            Some(seen) => *seen = (*seen).max(rv),
+            None => {
+                self.seen.insert(kind.to_string(), rv);
+            }
+        }
+    }
+
+    /// A new leadership term starts: cycles count from 1 again under the
+    /// term's start time.
+    pub fn start_term(&mut self, now: std::time::SystemTime) {
+        self.term_ms = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.cycles = 0;
     }
 
     /// The latest version of a pod that is still ours to schedule.

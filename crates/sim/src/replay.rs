@@ -13,14 +13,18 @@
 //! plays out over the rest of the history.
 //!
 //! Decision marks: a recording of `rkube scheduler --record-decisions`
-//! has each binding annotated with what the scheduler's cache had seen and
-//! the cycle's number ([`rkube_model::decision`]). Those pods are decided
-//! in the marks' order, each once every change up to the resourceVersion
-//! its scheduler had seen is applied, with all earlier decisions in place:
-//! the state the live scheduler decided on. Without marks (kube-scheduler,
-//! or rkube without the flag) the binding order stands in for the decision
-//! order, corrected by a window for bindings still in flight; that is a
-//! heuristic.
+//! has each binding annotated with the decision's place (leadership term,
+//! cycle) and, per kind, how far the scheduler's cache had seen
+//! ([`rkube_model::decision`]). Those pods are decided in the marks' order,
+//! each once the changes its scheduler had seen are applied (kind by kind),
+//! with all earlier decisions in place: the state the live scheduler
+//! decided on. A mark that does not fit the recording (the pod arrived
+//! after what it says was seen, or was bound before) is ignored. Without
+//! marks (kube-scheduler, or rkube without the flag) the binding order
+//! stands in for the decision order, corrected by a window for bindings
+//! still in flight; that is a heuristic. What a mark cannot show: a
+//! nomination the scheduler held in memory before writing it, and a pod
+//! it had assumed whose binding then failed.
 //!
 //! Ties: when the recorded node is among the nodes rkube scores highest,
 //! rkube takes it (the live scheduler broke the tie at random; replaying
@@ -362,6 +366,12 @@ pub fn replay(
         .filter(|o| ours(o) && node_of(o).is_none())
         .map(uid)
         .collect();
+    let mut arrived_rv: HashMap<String, u64> = rec
+        .base
+        .iter()
+        .filter(|o| ours(o) && node_of(o).is_none())
+        .map(|o| (uid(o), resource_version(o).unwrap_or(0)))
+        .collect();
     let mut bound_at: HashMap<String, (usize, String)> = HashMap::new();
     for (i, c) in rec.changes.iter().enumerate() {
         let o = &c.object;
@@ -371,6 +381,7 @@ pub fn replay(
         match (c.change, node_of(o)) {
             (ChangeType::Added, None) => {
                 arrived.insert(uid(o));
+                arrived_rv.insert(uid(o), resource_version(o).unwrap_or(0));
             }
             (ChangeType::Modified, Some(node)) if arrived.contains(&uid(o)) => {
                 bound_at.entry(uid(o)).or_insert((i, node));
@@ -379,12 +390,21 @@ pub fn replay(
         }
     }
 
+    // Decision marks on the recorded bindings, trusted only when they fit
+    // the recording: the pod had arrived by what the mark says its
+    // scheduler had seen of pods, and its binding came after that (a mark
+    // copied onto a recreated pod, or from another cluster, does not).
+    let rvs = change_rvs(rec);
     let mut marks: HashMap<String, DecisionMark> = HashMap::new();
     for (u, (at, _)) in &bound_at {
         let mark = rec.changes[*at].object["metadata"]["annotations"][decision::ANNOTATION]
             .as_str()
             .and_then(DecisionMark::parse);
-        if let Some(m) = mark {
+        let Some(m) = mark else { continue };
+        let arrival = arrived_rv.get(u).copied().unwrap_or(0);
+        if m.seen("Pod")
+            .is_some_and(|pods| arrival <= pods && pods < rvs[*at])
+        {
             marks.insert(u.clone(), m);
         }
     }
@@ -453,16 +473,10 @@ pub fn replay(
     // bindings follow within IN_FLIGHT_WINDOW changes had been decided too
     // (their bindings were still in flight).
     //
-    // Pods whose recorded binding carries a decision mark (`rkube scheduler
-    // --record-decisions`) are decided in the marks' order instead, each
-    // once the changes up to the resourceVersion its scheduler had seen are
-    // applied: the state the live scheduler decided it on, with every
+    // Pods whose recorded binding carries a decision mark are decided at
+    // their place in the marks' order instead (see [`steps`]), with every
     // earlier decision in place (assumed, whether or not its binding was
     // written yet).
-    let mut ordered: Vec<(DecisionMark, String)> =
-        marks.iter().map(|(u, m)| (*m, u.clone())).collect();
-    ordered.sort();
-    let mut ordered = ordered.into_iter().peekable();
     let mut undecided: Vec<String> = Vec::new();
     let mut kept: Vec<String> = Vec::new();
     for pod in start {
@@ -475,26 +489,28 @@ pub fn replay(
             waiting.push(uid(&pod));
         }
     }
-    let mut last_rv = 0;
-    for (i, c) in rec.changes.iter().enumerate() {
+    for step in steps(rec, &rvs, &marks) {
+        let i = match step {
+            Step::Change(i) => i,
+            Step::Decide(w) => {
+                match state.pod_by_uid(&w) {
+                    Some(pod) => {
+                        waiting.retain(|x| *x != w);
+                        if decide(&mut state, &pod, &mut decisions)? {
+                            waiting.push(w);
+                        }
+                    }
+                    // Deleted before: nothing to decide.
+                    None => {
+                        marks.remove(&w);
+                    }
+                }
+                continue;
+            }
+        };
+        let c = &rec.changes[i];
         let o = &c.object;
         let u = uid(o);
-        let rv = resource_version(o).unwrap_or(last_rv);
-        last_rv = rv;
-        // Decisions made before the scheduler saw this change.
-        while let Some((_, w)) = ordered.next_if(|(m, _)| m.observed_rv < rv) {
-            let Some(pod) = state.pod_by_uid(&w) else {
-                // Not recorded yet (a mark from another clock): decided at
-                // its binding instead.
-                marks.remove(&w);
-                undecided.push(w);
-                continue;
-            };
-            waiting.retain(|x| *x != w);
-            if decide(&mut state, &pod, &mut decisions)? {
-                waiting.push(w);
-            }
-        }
         let moment =
             ours(o) && !marks.contains_key(&u) && bound_at.get(&u).is_some_and(|(at, _)| *at == i);
         // Can this change let a pod rkube left pending fit now?
@@ -566,8 +582,7 @@ pub fn replay(
     }
     // Pods whose recorded binding never came (deleted first) were dropped;
     // any left were bound after the recording's last change: decide them.
-    let rest: Vec<String> = ordered.map(|(_, w)| w).collect();
-    for w in std::mem::take(&mut undecided).into_iter().chain(rest) {
+    for w in std::mem::take(&mut undecided) {
         if let Some(pod) = state.pod_by_uid(&w) {
             if decide(&mut state, &pod, &mut decisions)? {
                 waiting.push(w);
@@ -595,6 +610,82 @@ pub fn replay(
         decisions,
         summary,
     })
+}
+
+/// Each change's resourceVersion (a deletion noticed on relist has none:
+/// the one before it).
+fn change_rvs(rec: &Recording) -> Vec<u64> {
+    let mut last = 0;
+    rec.changes
+        .iter()
+        .map(|c| {
+            last = resource_version(&c.object).unwrap_or(last);
+            last
+        })
+        .collect()
+}
+
+/// One step of a replay: apply a recorded change, or decide a pod whose
+/// binding carries a decision mark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Change(usize),
+    Decide(String),
+}
+
+/// The order of a replay. Without marks, the changes as recorded. With
+/// them, each marked pod is decided in the marks' order (term, cycle),
+/// right after the changes its scheduler had seen: a change of kind K at
+/// resourceVersion r goes before the first decision whose mark had seen K
+/// up to r or beyond (for a kind the marks do not speak of, up to their
+/// highest resourceVersion); changes no decision had seen follow them.
+/// The informers are independent streams, so this can apply a node added
+/// at r 300 after a decision that had seen pods up to 301.
+fn steps(rec: &Recording, rvs: &[u64], marks: &HashMap<String, DecisionMark>) -> Vec<Step> {
+    let mut ordered: Vec<(&DecisionMark, &String)> = marks.iter().map(|(u, m)| (m, u)).collect();
+    ordered.sort_by(|a, b| (a.0.order(), a.1).cmp(&(b.0.order(), b.1)));
+    // Prefix maxima per kind (and of every kind), so "the first decision
+    // that had seen it" is a binary search.
+    let mut kinds: HashMap<&str, Vec<u64>> = HashMap::new();
+    for c in &rec.changes {
+        let kind = c.object["kind"].as_str().unwrap_or_default();
+        kinds
+            .entry(kind)
+            .or_insert_with(|| Vec::with_capacity(ordered.len()));
+    }
+    let mut any: Vec<u64> = Vec::with_capacity(ordered.len());
+    for (d, (m, _)) in ordered.iter().enumerate() {
+        let prev_any = if d == 0 { 0 } else { any[d - 1] };
+        any.push(prev_any.max(m.seen.values().copied().max().unwrap_or(0)));
+        for (kind, prefix) in kinds.iter_mut() {
+            let prev = prefix.last().copied().unwrap_or(0);
+            prefix.push(prev.max(m.seen(kind).unwrap_or(0)));
+        }
+    }
+    let spoken: HashSet<&str> = ordered
+        .iter()
+        .flat_map(|(m, _)| m.seen.keys().map(String::as_str))
+        .collect();
+    let mut before: Vec<Vec<usize>> = vec![Vec::new(); ordered.len()];
+    let mut after: Vec<usize> = Vec::new();
+    for (i, c) in rec.changes.iter().enumerate() {
+        let kind = c.object["kind"].as_str().unwrap_or_default();
+        let prefix = match spoken.contains(kind) {
+            true => &kinds[kind],
+            false => &any,
+        };
+        match prefix.partition_point(|&seen| seen < rvs[i]) {
+            d if d < ordered.len() => before[d].push(i),
+            _ => after.push(i),
+        }
+    }
+    let mut out = Vec::with_capacity(rec.changes.len() + ordered.len());
+    for (changes, (_, u)) in before.into_iter().zip(&ordered) {
+        out.extend(changes.into_iter().map(Step::Change));
+        out.push(Step::Decide((*u).clone()));
+    }
+    out.extend(after.into_iter().map(Step::Change));
+    out
 }
 
 /// Retries the pods rkube left pending, in arrival order.
@@ -779,14 +870,14 @@ mod tests {
         // written first, b's many changes later.
         let mut changes = vec![change(
             Modified,
-            marked(pod("a", "600m", Some("n1"), 3), "2/2"),
+            marked(pod("a", "600m", Some("n1"), 3), "7/2/Node=1,Pod=2"),
         )];
         for k in 0..8 {
             changes.push(change(Added, namespace(&format!("ns{k}"), 4 + k)));
         }
         changes.push(change(
             Modified,
-            marked(pod("b", "1500m", Some("n2"), 12), "2/1"),
+            marked(pod("b", "1500m", Some("n2"), 12), "7/1/Node=1,Pod=2"),
         ));
         let rec = Recording {
             label: "rec".into(),
@@ -814,25 +905,66 @@ mod tests {
         assert_eq!(decision(&r, "d/b").replay_node, None);
     }
 
-    #[test]
-    fn a_marked_decision_does_not_see_a_node_added_after_it() {
+    /// n1 is small, n2 big (LeastAllocated prefers n2); a is bound to
+    /// `bound_to` with `mark` after n2 arrived at rv 3.
+    fn node_arrives_before_the_binding(bound_to: &str, mark: &str) -> Recording {
         use ChangeType::*;
-        // a was decided on n1 when n1 was the only node; the bigger n2
-        // arrived before the binding was written.
-        let rec = Recording {
+        Recording {
             label: "rec".into(),
             base: vec![node("n1", "1", 1), pod("a", "600m", None, 2)],
             changes: vec![
                 change(Added, node("n2", "8", 3)),
-                change(Modified, marked(pod("a", "600m", Some("n1"), 4), "2/1")),
+                change(Added, namespace("other", 4)),
+                change(Modified, marked(pod("a", "600m", Some(bound_to), 5), mark)),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_marked_decision_sees_the_changes_its_scheduler_had_seen_and_no_others() {
+        // Decided when only n1 existed: n2 is not applied before it.
+        let r = run(&node_arrives_before_the_binding("n1", "1/1/Node=1,Pod=2"));
+        assert!(decision(&r, "d/a").same, "{r:#?}");
+        // Decided after the scheduler had seen n2: it is applied first.
+        let r = run(&node_arrives_before_the_binding("n2", "1/1/Node=3,Pod=2"));
+        assert!(decision(&r, "d/a").same, "{r:#?}");
+        // Unmarked, a is decided at its binding, where n2 scores higher.
+        let mut plain = node_arrives_before_the_binding("n1", "");
+        plain.changes[2].object = pod("a", "600m", Some("n1"), 5);
+        let r = run(&plain);
+        assert_eq!(decision(&r, "d/a").replay_node.as_deref(), Some("n2"));
+    }
+
+    #[test]
+    fn kinds_are_applied_as_far_as_their_own_informer_had_seen() {
+        use ChangeType::*;
+        // n2 (rv 3) came before a (rv 4), but the node informer lagged:
+        // the scheduler had seen pods up to 4 and nodes only up to 1.
+        let rec = Recording {
+            label: "rec".into(),
+            base: vec![node("n1", "1", 1)],
+            changes: vec![
+                change(Added, node("n2", "8", 3)),
+                change(Added, pod("a", "600m", None, 4)),
+                change(
+                    Modified,
+                    marked(pod("a", "600m", Some("n1"), 6), "1/1/Node=1,Pod=4"),
+                ),
             ],
         };
         let r = run(&rec);
         assert!(decision(&r, "d/a").same, "{r:#?}");
-        // Unmarked, it is decided at the binding, where n2 scores higher.
-        let mut plain = rec.clone();
-        plain.changes[1].object = pod("a", "600m", Some("n1"), 4);
-        let r = run(&plain);
+    }
+
+    #[test]
+    fn marks_that_do_not_fit_the_recording_are_ignored() {
+        // It says its scheduler had seen pods only up to rv 1, before a
+        // arrived (a mark copied onto a recreated pod): a is decided at its
+        // binding, as without a mark.
+        let r = run(&node_arrives_before_the_binding("n1", "1/1/Node=1,Pod=1"));
+        assert_eq!(decision(&r, "d/a").replay_node.as_deref(), Some("n2"));
+        // Malformed: the same.
+        let r = run(&node_arrives_before_the_binding("n1", "1/1/Node=1,Pod=x"));
         assert_eq!(decision(&r, "d/a").replay_node.as_deref(), Some("n2"));
     }
 
