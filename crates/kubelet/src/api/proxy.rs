@@ -73,18 +73,21 @@ pub struct Backend {
     pub target: String,
 }
 
-/// Parses a streaming URL (`http://127.0.0.1:PORT/exec/TOKEN`).
+/// Parses a streaming URL (`http://127.0.0.1:PORT/exec/TOKEN`). Errors
+/// never quote the URL: its path is a one-time token that runs a command
+/// in a container, and errors are logged and answered to the client.
 pub fn backend(url: &str) -> Result<Backend, String> {
     let uri: Uri = url
         .parse()
-        .map_err(|e| format!("invalid streaming URL {url:?}: {e}"))?;
+        .map_err(|e| format!("invalid streaming URL from the runtime: {e}"))?;
     if uri.scheme_str() != Some("http") {
         return Err(format!(
-            "streaming URL {url:?}: only http:// streaming servers are supported"
+            "streaming URL with scheme {:?}: only http:// streaming servers are supported",
+            uri.scheme_str().unwrap_or_default()
         ));
     }
     let Some(auth) = uri.authority() else {
-        return Err(format!("streaming URL {url:?} has no host"));
+        return Err("streaming URL from the runtime has no host".into());
     };
     let authority = match auth.port_u16() {
         Some(_) => auth.as_str().to_string(),

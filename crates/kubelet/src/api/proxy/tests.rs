@@ -203,8 +203,14 @@ fn streaming_urls_and_requests() {
             .authority,
         "[::1]:80"
     );
-    assert!(super::backend("https://127.0.0.1:1/exec/t").is_err());
-    assert!(super::backend("not a url").is_err());
+    for bad in [
+        "https://127.0.0.1:1/exec/SECRET",
+        "not a url SECRET",
+        "/exec/SECRET",
+    ] {
+        let e = super::backend(bad).unwrap_err();
+        assert!(!e.contains("SECRET"), "the token is not repeated: {e}");
+    }
 
     let mut h = HeaderMap::new();
     h.insert(
