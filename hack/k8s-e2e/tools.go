@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package tools pins upstream's e2e suite, which hack/e2e builds into
+// e2e.test with `go test -c`, so that `go mod tidy` keeps it (and its test
+// dependencies) in go.mod. A module of its own so that hack/k8s's go.sum,
+// and with it the cache key of the control-plane binaries, stays as it is.
+// This file is never compiled.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/test/e2e"
+)
