@@ -257,7 +257,13 @@ fn a_dead_scheduling_loop_ends_the_process() {
         &cp,
         "loop-a",
         &short,
-        &[("RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER", "5")],
+        // No backtrace: symbolizing one from a debug binary took seconds
+        // once (RUST_BACKTRACE=1 in CI's environment), and the panic is
+        // injected on purpose.
+        &[
+            ("RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER", "5"),
+            ("RUST_BACKTRACE", "0"),
+        ],
     );
     wait_leader(&[&a], Duration::from_secs(30));
     let mut b = Replica::start(&cp, "loop-b", &short);
@@ -289,8 +295,9 @@ fn a_dead_scheduling_loop_ends_the_process() {
     };
     let exit_after = panicked_at.elapsed();
     assert_eq!(code, Some(1), "{}", a.log_text());
+    // Well inside the 4 s lease: the dead leader stops renewing at once.
     assert!(
-        exit_after < Duration::from_secs(1),
+        exit_after < Duration::from_secs(2),
         "exit took {exit_after:?}"
     );
     assert!(
