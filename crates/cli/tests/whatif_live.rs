@@ -389,8 +389,19 @@ fn assert_private(dir: &Path) {
     }
 }
 
+/// A child process killed when the test ends, also when it fails (a
+/// failed assertion must not leave a kubelet running after the test).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Three sim nodes of 4 CPUs from one `rkube kubelet --runtime sim`.
-fn sim_nodes(cp: &ControlPlane) -> std::process::Child {
+fn sim_nodes(cp: &ControlPlane) -> Killed {
     let cfg = cp.dir().join("drain-kubelet.yaml");
     std::fs::write(
         &cfg,
@@ -422,6 +433,7 @@ fn sim_nodes(cp: &ControlPlane) -> std::process::Child {
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
+        .map(Killed)
         .expect("start the sim kubelet")
 }
 
@@ -488,7 +500,7 @@ spec:
 #[ignore = "needs hack/build-k8s; run by hack/test"]
 fn drain_predicts_where_kubectl_drain_sends_the_pods() {
     let cp = ControlPlane::start().expect("control plane starts");
-    let mut kubelet = sim_nodes(&cp);
+    let kubelet = sim_nodes(&cp);
     // All three first: a node registered after the Deployment was placed
     // (or after the snapshot) changes the forced outcome below.
     wait_nodes_ready(&cp, 3, Duration::from_secs(90));
@@ -587,6 +599,5 @@ fn drain_predicts_where_kubectl_drain_sends_the_pods() {
     assert!(!got.contains(&target));
     eprintln!("drained {target}: replacements on {got:?}, as predicted");
     drop(sched);
-    let _ = kubelet.kill();
-    let _ = kubelet.wait();
+    drop(kubelet);
 }
