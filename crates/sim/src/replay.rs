@@ -358,14 +358,9 @@ pub fn replay(
                     .unwrap_or("default-scheduler"),
             )
     };
-    // Where the recording bound each pod that arrived pending (by uid),
-    // and the change at which it did.
-    let mut arrived: HashSet<String> = rec
-        .base
-        .iter()
-        .filter(|o| ours(o) && node_of(o).is_none())
-        .map(uid)
-        .collect();
+    // The pods that arrived pending (by uid, with the resourceVersion they
+    // arrived at), where the recording bound each and the change at which
+    // it did.
     let mut arrived_rv: HashMap<String, u64> = rec
         .base
         .iter()
@@ -380,10 +375,9 @@ pub fn replay(
         }
         match (c.change, node_of(o)) {
             (ChangeType::Added, None) => {
-                arrived.insert(uid(o));
                 arrived_rv.insert(uid(o), resource_version(o).unwrap_or(0));
             }
-            (ChangeType::Modified, Some(node)) if arrived.contains(&uid(o)) => {
+            (ChangeType::Modified, Some(node)) if arrived_rv.contains_key(&uid(o)) => {
                 bound_at.entry(uid(o)).or_insert((i, node));
             }
             _ => {}
