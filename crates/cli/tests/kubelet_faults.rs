@@ -8,6 +8,11 @@
 //!   then SIGCONTinued, 3 times: the same process renews its lease, the
 //!   node is Ready and untainted again, every pod is Running and Ready with
 //!   the same uid and container, none duplicated, nothing panicked.
+//! * `sim_agent_partitioned_…` and `cri_agent_partitioned_…`: the same
+//!   silence made by the network instead: the kubelet (sim, and cri on
+//!   hack/containerd with busybox pods) runs in a network namespace of its
+//!   own (`common::netns`) and is cut off from the API server (packets
+//!   dropped, not refused) until its node is Unknown, then the cut heals.
 //! * `containerd_restarted_under_the_kubelet`: `rkube kubelet --runtime cri`
 //!   on hack/containerd with a running pod; containerd is stopped (SIGTERM,
 //!   then SIGKILL, then SIGTERM), kept down ≥ 6 s (the node reports
@@ -15,7 +20,7 @@
 //!   state: the kubelet recovers without a restart, the pod keeps its
 //!   container id and restartCount, and a pod created afterwards runs.
 //!
-//! Both print the numbers RELIABILITY.md's table shows. Needs hack/build-k8s
+//! All print the numbers RELIABILITY.md's table shows. Needs hack/build-k8s
 //! (and root for containerd); run by hack/test with --test-threads=1.
 
 use std::collections::BTreeMap;
@@ -31,6 +36,9 @@ use kube::{Api, ResourceExt};
 use rkube_testcp::support::{client, free_port, wait_for};
 use rkube_testcp::ControlPlane;
 use serde_json::json;
+
+mod common;
+use common::netns::{Lan, Space};
 
 /// Fault rounds per test: `RKUBE_FAULT_RUNS` (hack/test sets 2, so both
 /// SIGTERM and SIGKILL of containerd are exercised; `--full` 3, the count
@@ -51,8 +59,22 @@ struct Kubelet {
 
 impl Kubelet {
     fn start(args: &[String], log: PathBuf) -> Kubelet {
+        Kubelet::start_in(None, args, log)
+    }
+
+    /// In network namespace `netns` when given (`ip netns exec` execs
+    /// rkube in place, so the child is rkube itself).
+    fn start_in(netns: Option<&str>, args: &[String], log: PathBuf) -> Kubelet {
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_rkube")]);
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_rkube")),
+        };
+        let child = cmd
             .arg("kubelet")
             .args(args)
             .env("RUST_BACKTRACE", "1")
@@ -205,12 +227,55 @@ fn runtime() -> tokio::runtime::Runtime {
 #[ignore = "needs hack/build-k8s; ~4 min; run by hack/test"]
 fn agent_stopped_longer_than_the_lease() {
     let cp = ControlPlane::start().expect("control plane starts");
-    runtime().block_on(sigstop_scenario(&cp));
+    runtime().block_on(silence_scenario(&cp, None, None));
 }
 
-async fn sigstop_scenario(cp: &ControlPlane) {
+/// A control plane also served on a [`Lan`] (tag `tag`) and one namespace
+/// on it.
+fn partitionable(tag: u8) -> (ControlPlane, Lan, Space) {
+    let host = Lan::host_ip_for(tag);
+    let cp = ControlPlane::start_with(&[("RKUBE_CP_APISERVER_IP", host.as_str())])
+        .expect("control plane starts");
+    let mut lan = Lan::new(tag);
+    let space = lan.space();
+    (cp, lan, space)
+}
+
+#[test]
+#[ignore = "needs root and hack/build-k8s; ~4 min; run by hack/test"]
+fn sim_agent_partitioned_from_the_api_server_longer_than_the_lease() {
+    let (cp, lan, space) = partitionable(2);
+    runtime().block_on(silence_scenario(&cp, Some((&lan, &space)), None));
+}
+
+#[test]
+#[ignore = "needs root, hack/build-k8s and hack/containerd; ~4 min; run by hack/test"]
+fn cri_agent_partitioned_from_the_api_server_longer_than_the_lease() {
+    let (cp, lan, space) = partitionable(3);
+    let ctrd = Containerd::up();
+    runtime().block_on(silence_scenario(&cp, Some((&lan, &space)), Some(&ctrd)));
+}
+
+/// The kubelet (sim, or cri on `ctrd`) falls silent longer than its lease,
+/// `runs()` times: stopped with SIGSTOP, or (with a Lan) cut off from the
+/// API server by a partition of its network namespace; then it resumes, or
+/// the cut heals.
+async fn silence_scenario(
+    cp: &ControlPlane,
+    net: Option<(&Lan, &Space)>,
+    ctrd: Option<&Containerd>,
+) {
     let runs = runs();
-    const NODE: &str = "fault-sim";
+    let how = if net.is_some() {
+        "partition"
+    } else {
+        "SIGSTOP"
+    };
+    let node = if ctrd.is_some() {
+        "silent-cri"
+    } else {
+        "silent-sim"
+    };
     const PODS: usize = 5;
     let started = Instant::now();
     let admin = client(cp.kubeconfig()).await;
@@ -219,49 +284,86 @@ async fn sigstop_scenario(cp: &ControlPlane) {
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
     let dir = cp.dir().join("kubelet-faults");
     std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("sim.yaml");
-    std::fs::write(
-        &cfg,
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzPort: 0\n",
-    )
-    .unwrap();
-    let kc = cp.node_kubeconfig(NODE).unwrap();
-    let args: Vec<String> = vec![
-        "--runtime=sim".into(),
-        format!("--hostname-override={NODE}"),
+    let cfg = dir.join("kubelet.yaml");
+    let mut config =
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzPort: 0\n"
+            .to_string();
+    if let Some(ctrd) = ctrd {
+        config.push_str(&format!(
+            "address: 127.0.0.1\nport: {}\n\
+             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
+             containerRuntimeEndpoint: {}\n",
+            free_port(),
+            ctrd.endpoint
+        ));
+    }
+    std::fs::write(&cfg, config).unwrap();
+    let mut kc = cp.node_kubeconfig(node).unwrap();
+    if let Some((lan, _)) = net {
+        let moved = dir.join("node-lan.kubeconfig");
+        lan.kubeconfig(&kc, &moved);
+        kc = moved;
+    }
+    let mut args: Vec<String> = vec![
+        format!("--hostname-override={node}"),
         format!("--kubeconfig={}", kc.display()),
         format!("--config={}", cfg.display()),
-        "--pod-start-delay=500ms".into(),
     ];
-    let mut kubelet = Kubelet::start(&args, dir.join("sim-kubelet.log"));
+    if ctrd.is_some() {
+        args.extend([
+            "--runtime=cri".to_string(),
+            "--node-ip=127.0.0.1".to_string(),
+            format!("--root-dir={}", dir.join("root").display()),
+        ]);
+    } else {
+        args.extend([
+            "--runtime=sim".to_string(),
+            "--pod-start-delay=500ms".to_string(),
+        ]);
+    }
+    let mut kubelet = Kubelet::start_in(
+        net.map(|(_, space)| space.name.as_str()),
+        &args,
+        dir.join(format!("{node}-kubelet.log")),
+    );
+    let silence = |kubelet: &Kubelet, on: bool| match net {
+        Some((lan, space)) if on => lan.partition(space),
+        Some((lan, space)) => lan.heal(space),
+        None => kubelet.signal(if on { "STOP" } else { "CONT" }),
+    };
     wait_for("node Ready", Duration::from_secs(60), || async {
-        let n = nodes.get_opt(NODE).await.ok()??;
+        let n = nodes.get_opt(node).await.ok()??;
         (ready(&n) == "True").then_some(())
     })
     .await;
     for i in 0..PODS {
-        let p: Pod = serde_json::from_value(json!({
-            "metadata": {"name": format!("steady-{i}"), "namespace": "default"},
-            "spec": {"nodeName": NODE, "automountServiceAccountToken": false,
-                     "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}
-        }))
-        .unwrap();
+        let name = format!("steady-{i}");
+        let p: Pod = if ctrd.is_some() {
+            busybox_pod(&name, node)
+        } else {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                         "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}
+            }))
+            .unwrap()
+        };
         pods.create(&PostParams::default(), &p).await.unwrap();
     }
     let before = wait_for("pods Running", Duration::from_secs(60), || async {
-        running_pods(&pods, NODE).await.filter(|m| m.len() == PODS)
+        running_pods(&pods, node).await.filter(|m| m.len() == PODS)
     })
     .await;
 
     let mut stops = Vec::new();
     for run in 1..=runs {
-        kubelet.signal("STOP");
+        silence(&kubelet, true);
         let t = Instant::now();
         wait_for(
             "node Unknown + unreachable taint",
             Duration::from_secs(180),
             || async {
-                let n = nodes.get(NODE).await.ok()?;
+                let n = nodes.get(node).await.ok()?;
                 (ready(&n) == "Unknown" && has_taint(&n, "node.kubernetes.io/unreachable"))
                     .then_some(())
             },
@@ -279,14 +381,14 @@ async fn sigstop_scenario(cp: &ControlPlane) {
             stopped_for > Duration::from_secs(40),
             "longer than the lease"
         );
-        kubelet.signal("CONT");
+        silence(&kubelet, false);
         let c = Instant::now();
         wait_for(
             "node Ready, taint removed, lease renewed",
             Duration::from_secs(60),
             || async {
-                let n = nodes.get(NODE).await.ok()?;
-                let l = leases.get(NODE).await.ok()?;
+                let n = nodes.get(node).await.ok()?;
+                let l = leases.get(node).await.ok()?;
                 let renewed = l.spec?.renew_time?.0;
                 let fresh = Timestamp::now().duration_since(renewed).as_secs_f64() < 15.0;
                 (ready(&n) == "True" && !has_taint(&n, "node.kubernetes.io/unreachable") && fresh)
@@ -298,7 +400,7 @@ async fn sigstop_scenario(cp: &ControlPlane) {
         let after = wait_for(
             "pods Running and Ready",
             Duration::from_secs(60),
-            || async { running_pods(&pods, NODE).await.filter(|m| m.len() == PODS) },
+            || async { running_pods(&pods, node).await.filter(|m| m.len() == PODS) },
         )
         .await;
         let pods_back = c.elapsed();
@@ -306,8 +408,8 @@ async fn sigstop_scenario(cp: &ControlPlane) {
         kubelet.assert_alive();
         kubelet.assert_no_panic();
         eprintln!(
-            "run {run}: stopped {stopped_for:.1?} (Unknown + tainted after {unknown_after:.1?}); \
-             after SIGCONT node Ready and untainted in {node_back:.1?}, {PODS}/{PODS} pods Running and Ready in {pods_back:.1?}"
+            "run {run}: {how} for {stopped_for:.1?} (Unknown + tainted after {unknown_after:.1?}); \
+             after it node Ready and untainted in {node_back:.1?}, {PODS}/{PODS} pods Running and Ready in {pods_back:.1?}"
         );
         stops.push((stopped_for, node_back, pods_back));
     }
@@ -317,7 +419,7 @@ async fn sigstop_scenario(cp: &ControlPlane) {
     let code = kubelet.stop();
     assert_eq!(code, Some(0), "clean exit on SIGTERM");
     eprintln!(
-        "SIGSTOP > lease: {runs} runs, {PODS} pods, 0 lost, same process (pid kept), no panic; \
+        "{how} > lease: {runs} runs, {PODS} pods, 0 lost, same process (pid kept), no panic; \
          recovery {:.1?}..{:.1?}; total {:?}",
         stops.iter().map(|s| s.2).min().unwrap(),
         stops.iter().map(|s| s.2).max().unwrap(),

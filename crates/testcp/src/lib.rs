@@ -45,6 +45,12 @@ fn script(root: &Path) -> PathBuf {
 impl ControlPlane {
     /// Starts a control plane in a fresh directory under the system temp dir.
     pub fn start() -> Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// [`ControlPlane::start`] with options of `hack/control-plane up`
+    /// (`RKUBE_CP_APISERVER_IP`, `RKUBE_CP_AUDIT`: see its header).
+    pub fn start_with(options: &[(&str, &str)]) -> Result<Self> {
         let root = repo_root().canonicalize()?;
         let dir = std::env::temp_dir().join(format!(
             "rkube-cp-{}-{}",
@@ -57,6 +63,7 @@ impl ControlPlane {
         let out = Command::new(script(&root))
             .args(["up", "--dir"])
             .arg(&dir)
+            .envs(options.iter().copied())
             .output()
             .context("running hack/control-plane up")?;
         if !out.status.success() {

@@ -196,6 +196,8 @@ pub struct Replica {
     pub port: u16,
     /// Its log file.
     pub log: PathBuf,
+    /// The network namespace it runs in (`None`: the host's).
+    pub netns: Option<String>,
 }
 
 impl Replica {
@@ -209,13 +211,44 @@ impl Replica {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Replica {
+        Replica::spawn(cp, name, &cp.scheduler_kubeconfig(), None, extra, env)
+    }
+
+    /// A replica in network namespace `netns` (`ip netns exec`, which execs
+    /// rkube in place, so the child is rkube itself) with `kubeconfig`.
+    pub fn start_in(
+        cp: &ControlPlane,
+        name: &str,
+        netns: &str,
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+    ) -> Replica {
+        Replica::spawn(cp, name, kubeconfig, Some(netns), extra, &[])
+    }
+
+    fn spawn(
+        cp: &ControlPlane,
+        name: &str,
+        kubeconfig: &std::path::Path,
+        netns: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Replica {
         let port = free_port();
         let log = cp.dir().join(format!("logs/rkube-{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_rkube")]);
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_rkube")),
+        };
+        let child = cmd
             .arg("scheduler")
             .arg("--kubeconfig")
-            .arg(cp.scheduler_kubeconfig())
+            .arg(kubeconfig)
             .arg(format!("--secure-port={port}"))
             .arg("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
             .args(extra)
@@ -224,11 +257,24 @@ impl Replica {
             .stderr(file)
             .spawn()
             .expect("start rkube scheduler");
-        Replica { child, port, log }
+        Replica {
+            child,
+            port,
+            log,
+            netns: netns.map(str::to_string),
+        }
     }
 
     pub fn metrics(&self) -> Option<String> {
-        let out = Command::new("curl")
+        let mut curl = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "curl"]);
+                c
+            }
+            None => Command::new("curl"),
+        };
+        let out = curl
             .args(["-sk", "--max-time", "3"])
             .arg(format!("https://127.0.0.1:{}/metrics", self.port))
             .output()

@@ -2,8 +2,10 @@
 //! binary compiles its own copy and uses part of it).
 #![allow(dead_code)]
 
+pub mod audit;
 pub mod containerd;
 pub mod live;
+pub mod netns;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
