@@ -629,7 +629,10 @@ fn bindings_refused_by_priority_and_fairness_are_retried_after_retry_after() {
     while !kubectl(&cp, &["get", "--raw", "/metrics"])
         .contains("priority_level=\"rkube-throttled\"")
     {
-        assert!(Instant::now() < deadline, "the priority level never appeared");
+        assert!(
+            Instant::now() < deadline,
+            "the priority level never appeared"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     // All pods wait before the scheduler starts, so it binds many at once

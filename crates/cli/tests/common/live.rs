@@ -109,8 +109,45 @@ pub fn create_nodes(cp: &ControlPlane, n: usize, cpu: &str) {
 
 /// `count` pods named `{prefix}-{i}` for `scheduler`.
 pub fn create_pods(cp: &ControlPlane, prefix: &str, count: usize, scheduler: &str) {
+    apply(cp, prefix, &pods_yaml(prefix, 0..count, scheduler));
+}
+
+/// [`create_pods`] for many pods: created by a client of the test's own,
+/// 32 requests at a time (kubectl creates one at a time, about 20 a second
+/// on this machine).
+pub fn create_many_pods(cp: &ControlPlane, prefix: &str, count: usize, scheduler: &str) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    let docs = pods_yaml(prefix, 0..count, scheduler);
+    let pods: Vec<Pod> = docs
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_yaml_ng::from_str(d).expect("a pod"))
+        .collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = rkube_testcp::support::client(cp.kubeconfig()).await;
+        let api: kube::Api<Pod> = kube::Api::namespaced(client, "default");
+        let failed: Vec<String> = futures::stream::iter(pods)
+            .map(|p| {
+                let api = api.clone();
+                async move { api.create(&Default::default(), &p).await.err() }
+            })
+            .buffer_unordered(32)
+            .filter_map(|e| async move { e.map(|e| e.to_string()) })
+            .collect()
+            .await;
+        assert!(failed.is_empty(), "creating pods: {failed:?}");
+    });
+}
+
+fn pods_yaml(prefix: &str, range: std::ops::Range<usize>, scheduler: &str) -> String {
     let mut yaml = String::new();
-    for i in 0..count {
+    for i in range {
         yaml.push_str(&format!(
             r#"apiVersion: v1
 kind: Pod
@@ -124,7 +161,7 @@ spec:
 "#
         ));
     }
-    apply(cp, prefix, &yaml);
+    yaml
 }
 
 /// pod name → node name ("" when pending).

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod containerd;
 pub mod live;
 pub mod netns;
+pub mod relay;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -162,13 +162,35 @@ impl Lan {
     /// A copy of `kubeconfig` whose server is the bridge address (same
     /// port), written to `to`.
     pub fn kubeconfig(&self, kubeconfig: &Path, to: &Path) {
+        self.kubeconfig_at(kubeconfig, to, None);
+    }
+
+    /// [`Lan::kubeconfig`] with another port (a relay's) when given.
+    pub fn kubeconfig_at(&self, kubeconfig: &Path, to: &Path, port: Option<u16>) {
         let text = std::fs::read_to_string(kubeconfig).expect("read kubeconfig");
-        let moved = text.replace(
-            "server: https://127.0.0.1:",
-            &format!("server: https://{}:", self.host_ip()),
-        );
+        let moved: Vec<String> = text
+            .lines()
+            .map(|l| match l.split_once("server: https://127.0.0.1:") {
+                Some((indent, old)) => format!(
+                    "{indent}server: https://{}:{}",
+                    self.host_ip(),
+                    port.map_or(old.to_string(), |p| p.to_string())
+                ),
+                None => l.to_string(),
+            })
+            .collect();
+        let moved = moved.join("\n") + "\n";
         assert_ne!(moved, text, "kubeconfig has no 127.0.0.1 server");
         std::fs::write(to, moved).expect("write kubeconfig");
+    }
+
+    /// The API server's port in `kubeconfig` (its 127.0.0.1 server).
+    pub fn api_port(kubeconfig: &Path) -> u16 {
+        let text = std::fs::read_to_string(kubeconfig).expect("read kubeconfig");
+        text.lines()
+            .find_map(|l| l.split_once("server: https://127.0.0.1:"))
+            .and_then(|(_, p)| p.trim().parse().ok())
+            .expect("a 127.0.0.1 server in the kubeconfig")
     }
 }
 
