@@ -127,7 +127,7 @@ fn a_partitioned_leader_stops_binding_before_its_successor_starts() {
             let label = format!("app=burst{round:02}");
             let seen = Instant::now();
             while try_kubectl(
-                &cp,
+                cp,
                 &[
                     "get",
                     "pods",
