@@ -277,10 +277,10 @@ impl Replica {
         let mut cmd = match netns {
             Some(ns) => {
                 let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_rkube")]);
+                c.args(["netns", "exec", ns]).arg(super::rkube_bin());
                 c
             }
-            None => Command::new(env!("CARGO_BIN_EXE_rkube")),
+            None => Command::new(super::rkube_bin()),
         };
         let child = cmd
             .arg("scheduler")

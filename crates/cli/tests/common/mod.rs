@@ -18,6 +18,15 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The `rkube` binary daemons are started from: `RKUBE_TEST_BIN` when set
+/// (hack/soak runs a copy, so rebuilding meanwhile changes nothing), else
+/// the one built with the tests.
+pub fn rkube_bin() -> PathBuf {
+    std::env::var_os("RKUBE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rkube")))
+}
+
 /// Runs the built `rkube` in the repository root.
 pub fn rkube(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rkube"))
