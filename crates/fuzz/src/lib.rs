@@ -6,6 +6,8 @@
 //! Every case is a pure function of `(seed, case)`, so a failure printed by
 //! `hack/fuzz` replays with `rkube-fuzz --seed S --case I`.
 
+pub mod targets;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use rkube_model::load::{build, parse_documents};
