@@ -349,6 +349,17 @@ spec:
 
         let e = load("apiVersion: v1\nkind: Namespace\nmetadata: {name: UPPER}\n").unwrap_err();
         assert_eq!(e.field.as_deref(), Some("metadata.name"));
+
+        // Storage objects too (cargo-fuzz found a nameless PersistentVolume
+        // that bound a claim whose binding then never completed).
+        for doc in [
+            "apiVersion: v1\nkind: PersistentVolume\nspec: {capacity: {storage: 1Gi}}\n",
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: \"\"}\nspec: {}\n",
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: Fast_SSD}\nprovisioner: p\n",
+        ] {
+            let e = load(doc).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("metadata.name"), "{doc}: {e}");
+        }
     }
 
     #[test]

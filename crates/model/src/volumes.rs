@@ -163,6 +163,7 @@ impl Volumes {
                     .filter(|s| !s.is_empty())
                     .unwrap_or_else(|| "default".into());
                 let name = c.metadata.name.clone().unwrap_or_default();
+                convert::validate_subdomain_name(&name, "metadata.name").map_err(|e| err(o, e))?;
                 let pvc = Pvc {
                     uid: c
                         .metadata
@@ -207,8 +208,10 @@ impl Volumes {
             "PersistentVolume" => {
                 let v: core::PersistentVolume = o.decode()?;
                 let spec = v.spec.clone().unwrap_or_default();
+                let name = v.metadata.name.clone().unwrap_or_default();
+                convert::validate_subdomain_name(&name, "metadata.name").map_err(|e| err(o, e))?;
                 let pv = Pv {
-                    name: v.metadata.name.clone().unwrap_or_default(),
+                    name,
                     labels: v.metadata.labels.clone().unwrap_or_default(),
                     storage_class: spec.storage_class_name.clone().unwrap_or_default(),
                     capacity: storage_bytes(spec.capacity.as_ref(), "spec.capacity", o)?,
@@ -243,6 +246,11 @@ impl Volumes {
             }
             "StorageClass" => {
                 let s: storage::StorageClass = o.decode()?;
+                convert::validate_subdomain_name(
+                    s.metadata.name.as_deref().unwrap_or(""),
+                    "metadata.name",
+                )
+                .map_err(|e| err(o, e))?;
                 let allowed = match &s.allowed_topologies {
                     Some(terms) if !terms.is_empty() => {
                         let sel = core::NodeSelector {
