@@ -15,8 +15,11 @@ pub const FILE: &str = "fuzz.yaml";
 /// `hack/fuzz --cargo-fuzz` is the same).
 pub const MAX_LEN: usize = 64 * 1024;
 
+/// A target: any bytes in, `Err` for a wrong answer.
+pub type Target = fn(&[u8]) -> Result<(), String>;
+
 /// The targets by name (`fuzz/fuzz_targets/<name>.rs`, `fuzz/corpus/<name>/`).
-pub const TARGETS: &[(&str, fn(&[u8]) -> Result<(), String>)] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("quantity", quantity),
     ("selector", selector),
     ("cluster_file", cluster_file),
