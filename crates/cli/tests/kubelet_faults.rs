@@ -44,7 +44,17 @@ use common::netns::{Lan, Space};
 /// SIGTERM and SIGKILL of containerd are exercised; `--full` 3, the count
 /// RELIABILITY.md reports; 3 when unset).
 fn runs() -> usize {
-    std::env::var("RKUBE_FAULT_RUNS")
+    env_runs("RKUBE_FAULT_RUNS")
+}
+
+/// Partitions per test: `RKUBE_PARTITION_RUNS` (hack/test sets 1, each cut
+/// lasts about a minute; `--full` 3; 3 when unset).
+fn partition_runs() -> usize {
+    env_runs("RKUBE_PARTITION_RUNS")
+}
+
+fn env_runs(name: &str) -> usize {
+    std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)
@@ -265,7 +275,11 @@ async fn silence_scenario(
     net: Option<(&Lan, &Space)>,
     ctrd: Option<&Containerd>,
 ) {
-    let runs = runs();
+    let runs = if net.is_some() {
+        partition_runs()
+    } else {
+        runs()
+    };
     let how = if net.is_some() {
         "partition"
     } else {
