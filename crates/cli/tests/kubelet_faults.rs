@@ -54,11 +54,7 @@ fn partition_runs() -> usize {
 }
 
 fn env_runs(name: &str) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(3)
+    common::env_count(name, 3)
 }
 
 /// The `rkube kubelet` process, its log in a file; killed on drop.

@@ -46,11 +46,7 @@ const SHORT_LEASE: [&str; 3] = [
 
 /// How many apiserver restarts and leader kills to run (see the module doc).
 fn restart_rounds() -> usize {
-    std::env::var("RKUBE_RESTART_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(10)
+    common::env_count("RKUBE_RESTART_ROUNDS", 10)
 }
 
 /// pod name → (Scheduled events, their reporting controllers and instances).

@@ -46,11 +46,7 @@ const BURST: usize = 60;
 const PARTITION: Duration = Duration::from_secs(8);
 
 fn rounds() -> usize {
-    std::env::var("RKUBE_RESTART_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(10)
+    common::env_count("RKUBE_RESTART_ROUNDS", 10)
 }
 
 /// Waits until one of `replicas` leads (by its metrics) and returns its index.
@@ -255,10 +251,7 @@ fn a_lossy_slow_link_loses_no_pod() {
     const TAG: u8 = 4;
     const LOSS: f64 = 0.05;
     const DELAY: Duration = Duration::from_millis(20);
-    let pods: usize = std::env::var("RKUBE_LOSSY_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5000);
+    let pods = common::env_count("RKUBE_LOSSY_PODS", 5000);
     let host = Lan::host_ip_for(TAG);
     let cp = ControlPlane::start_with(&[("RKUBE_CP_APISERVER_IP", host.as_str())])
         .expect("control plane");

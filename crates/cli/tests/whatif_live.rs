@@ -162,11 +162,7 @@ fn wait_all_bound_but(cp: &ControlPlane, except: &[&str]) {
 }
 
 fn replay_seconds() -> u64 {
-    std::env::var("RKUBE_REPLAY_SECONDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(600)
+    common::env_count("RKUBE_REPLAY_SECONDS", 600) as u64
 }
 
 fn add_node(cp: &ControlPlane, name: &str, cpu: &str) {

@@ -18,6 +18,16 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// A positive count from the environment variable `name`, else `default`
+/// (how hack/test sizes the long suites per tier).
+pub fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
+
 /// The `rkube` binary daemons are started from: `RKUBE_TEST_BIN` when set
 /// (hack/soak runs a copy, so rebuilding meanwhile changes nothing), else
 /// the one built with the tests.
