@@ -246,6 +246,29 @@ fn survives_etcd_restarts() {
 #[test]
 #[ignore = "needs hack/build-k8s; run by hack/test"]
 fn a_dead_scheduling_loop_ends_the_process() {
+    a_panic_ends_the_process(
+        "RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER",
+        "the scheduling loop failed",
+        "dead scheduling loop",
+    );
+}
+
+/// A binding cycle panics (a debug-build hook) on its thread: as a
+/// goroutine's panic ends kube-scheduler, the process exits 1 instead of
+/// leaving the pod assumed and in flight for ever.
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn a_panicking_binding_cycle_ends_the_process() {
+    a_panic_ends_the_process(
+        "RKUBE_TEST_PANIC_BINDING_AFTER",
+        "a binding cycle panicked",
+        "panicking binding cycle",
+    );
+}
+
+/// The leader panics where `hook` says after 5 pods; it must exit 1 with
+/// `failure` in its log, and the standby bind every pod once.
+fn a_panic_ends_the_process(hook: &str, failure: &str, what: &str) {
     let cp = ControlPlane::start().expect("control plane");
     create_nodes(&cp, 10, "64");
     let short = SHORT_LEASE;
@@ -256,10 +279,7 @@ fn a_dead_scheduling_loop_ends_the_process() {
         // No backtrace: symbolizing one from a debug binary took seconds
         // once (RUST_BACKTRACE=1 in CI's environment), and the panic is
         // injected on purpose.
-        &[
-            ("RKUBE_TEST_PANIC_SCHEDULE_LOOP_AFTER", "5"),
-            ("RUST_BACKTRACE", "0"),
-        ],
+        &[(hook, "5"), ("RUST_BACKTRACE", "0")],
     );
     wait_leader(&[&a], Duration::from_secs(30));
     let mut b = Replica::start(&cp, "loop-b", &short);
@@ -296,18 +316,14 @@ fn a_dead_scheduling_loop_ends_the_process() {
         exit_after < Duration::from_secs(2),
         "exit took {exit_after:?}"
     );
-    assert!(
-        a.log_text().contains("the scheduling loop failed"),
-        "{}",
-        a.log_text()
-    );
+    assert!(a.log_text().contains(failure), "{}", a.log_text());
     wait_leader(&[&b], Duration::from_secs(30));
     let placed = wait_all_bound(&cp, 20, Duration::from_secs(60));
     let with_events = assert_bound_once(&cp, &placed);
     assert!(b.alive());
     no_panic(&b);
     eprintln!(
-        "dead scheduling loop: exit 1 {exit_after:?} after the panic; standby took over; {} pods bound, 0 lost, {with_events} with a Scheduled event",
+        "{what}: exit 1 {exit_after:?} after the panic; standby took over; {} pods bound, 0 lost, {with_events} with a Scheduled event",
         placed.len()
     );
 }

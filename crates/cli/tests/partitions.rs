@@ -32,18 +32,21 @@ use common::live::*;
 use common::netns::{Lan, Space};
 use common::relay::Relay;
 
-/// 4 s lease, 3 s renew deadline, 0.5 s retry (as the leader tests).
+/// 6 s lease, 4 s renew deadline, 0.5 s retry: short, yet with room for a
+/// renewal delayed by a loaded 2-core machine (with the leader tests'
+/// 4 s/3 s a replica that was never cut off exited once in CI, most likely
+/// a renewal missed under load; its log was not kept then, it is now).
 const SHORT_LEASE: [&str; 3] = [
-    "--leader-elect-lease-duration=4s",
-    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-lease-duration=6s",
+    "--leader-elect-renew-deadline=4s",
     "--leader-elect-retry-period=500ms",
 ];
 
 /// Pods created right before each cut.
 const BURST: usize = 60;
 
-/// How long a partition lasts: twice the lease.
-const PARTITION: Duration = Duration::from_secs(8);
+/// How long a partition lasts: longer than the lease.
+const PARTITION: Duration = Duration::from_secs(10);
 
 fn rounds() -> usize {
     common::env_count("RKUBE_RESTART_ROUNDS", 10)
@@ -139,7 +142,9 @@ fn a_partitioned_leader_stops_binding_before_its_successor_starts() {
                     seen.elapsed() < Duration::from_secs(30),
                     "burst {round} not bound"
                 );
-                std::thread::sleep(Duration::from_millis(20));
+                // Each poll is a kubectl process: poll gently, the 2-core
+                // machine also runs the API server and both replicas.
+                std::thread::sleep(Duration::from_millis(100));
             }
             let (mut old, space) = replicas.remove(leader);
             let cut = Instant::now();
@@ -147,7 +152,7 @@ fn a_partitioned_leader_stops_binding_before_its_successor_starts() {
             burst.join().unwrap();
             leaders.push(space.ip.clone());
             // The old leader gives up when it cannot renew for the renew
-            // deadline (3 s) and exits 1, as kube-scheduler does.
+            // deadline (4 s) and exits 1, as kube-scheduler does.
             let deadline = cut + Duration::from_secs(8);
             while old.alive() {
                 assert!(
@@ -204,7 +209,12 @@ fn a_partitioned_leader_stops_binding_before_its_successor_starts() {
         "every pod bound exactly once, all through the audited clients"
     );
     for (r, _) in &mut replicas {
-        assert!(r.alive());
+        assert!(
+            r.alive(),
+            "{} exited although never cut off:\n{}",
+            r.log.display(),
+            r.log_text()
+        );
         assert!(!r.log_text().contains("panicked"));
     }
     // How each burst was split between the partitioned leader and its

@@ -53,6 +53,15 @@ fn usage(pid: u32) -> Usage {
 }
 
 /// Least-squares slope of `ys` over `xs`.
+/// The sum of the samples in a `/metrics` text whose series starts with
+/// `series` (a name with an opening or complete label set).
+fn gauge_sum(text: &str, series: &str) -> i64 {
+    text.lines()
+        .filter(|l| l.starts_with(series))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+        .sum()
+}
+
 fn slope(xs: &[f64], ys: &[f64]) -> f64 {
     let n = xs.len() as f64;
     let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
@@ -157,7 +166,7 @@ fn soak_under_mixed_churn() {
     let (mut batch, mut scale_up, mut node_flips) = (0usize, true, 0usize);
     let mut samples: Vec<(f64, Usage, Usage)> = Vec::new();
     eprintln!(
-        "minute  sched-MiB sched-fds sched-thr  kubelet-MiB kubelet-fds kubelet-thr  pods pending"
+        "minute  sched-MiB sched-fds sched-thr  kubelet-MiB kubelet-fds kubelet-thr  pods pending  cache assumed binding in-flight events"
     );
     while Instant::now() < end {
         let now = Instant::now();
@@ -221,9 +230,22 @@ fn soak_under_mixed_churn() {
                     "name",
                 ],
             );
+            // The scheduler's own sizes: what its memory holds.
+            let m = sched.metrics().unwrap_or_default();
+            let g = |series: &str| gauge_sum(&m, series);
             eprintln!(
-                "{minute:6.1}  {:9.1} {:9} {:9}  {:11.1} {:11} {:11}  {pods:4} {pending:7}",
-                s.rss_mib, s.fds, s.threads, k.rss_mib, k.fds, k.threads
+                "{minute:6.1}  {:9.1} {:9} {:9}  {:11.1} {:11} {:11}  {pods:4} {pending:7}  {:5} {:7} {:7} {:9} {:6}",
+                s.rss_mib,
+                s.fds,
+                s.threads,
+                k.rss_mib,
+                k.fds,
+                k.threads,
+                g("scheduler_cache_size{type=\"pods\"}"),
+                g("scheduler_cache_size{type=\"assumed_pods\"}"),
+                g("scheduler_goroutines{operation=\"binding\"}"),
+                g("scheduler_inflight_events{event=\"PodPopped\"}"),
+                g("scheduler_inflight_events{") - g("scheduler_inflight_events{event=\"PodPopped\"}"),
             );
             samples.push((minute, s, k));
             next_sample = now + Duration::from_secs(60);

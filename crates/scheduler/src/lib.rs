@@ -75,6 +75,8 @@ pub struct Shared {
     synced: AtomicBool,
     in_flight: AtomicUsize,
     bound_or_failed: tokio::sync::Notify,
+    /// A binding cycle panicked: the process ends.
+    binding_panicked: tokio::sync::Notify,
     explain_scores: bool,
     /// `--record-decisions`: bindings carry the decision mark
     /// ([`rkube_model::decision`]).
@@ -108,9 +110,11 @@ impl Shared {
         self.synced.load(Ordering::SeqCst)
     }
 
-    /// The queue's sizes.
-    pub fn pending(&self) -> metrics::Pending {
-        self.lock().queue.pending()
+    /// The sizes `/metrics` reports.
+    pub fn gauges(&self) -> metrics::Gauges {
+        let mut g = self.lock().gauges();
+        g.binding = self.in_flight.load(Ordering::SeqCst);
+        g
     }
 
     /// Waits until no binding is in flight, at most `limit`.
@@ -277,6 +281,7 @@ pub async fn run_with(
         synced: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
         bound_or_failed: tokio::sync::Notify::new(),
+        binding_panicked: tokio::sync::Notify::new(),
         explain_scores: opts.explain_scores || opts.verbosity >= 10,
         record_decisions: opts.record_decisions,
         hooks,
@@ -375,6 +380,7 @@ pub async fn run_with(
             Ok(())
         }
         _ = lost => Err(anyhow::anyhow!("leader election lost")),
+        _ = shared.binding_panicked.notified() => Err(anyhow::anyhow!("a binding cycle panicked")),
         r = &mut scheduling => match r {
             Ok(()) => Err(anyhow::anyhow!("the scheduling loop ended unexpectedly")),
             Err(e) => Err(anyhow::anyhow!("the scheduling loop failed: {e}")),

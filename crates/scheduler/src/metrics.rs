@@ -9,7 +9,9 @@
 //! `scheduler_framework_extension_point_duration_seconds`,
 //! `scheduler_plugin_execution_duration_seconds` (10% of cycles sampled, as
 //! upstream), `scheduler_preemption_attempts_total`,
-//! `scheduler_preemption_victims` and `leader_election_master_status`.
+//! `scheduler_preemption_victims`, `scheduler_cache_size`,
+//! `scheduler_inflight_events`, `scheduler_goroutines{operation="binding"}`
+//! and `leader_election_master_status`.
 
 use std::sync::Mutex;
 
@@ -60,6 +62,26 @@ pub struct Pending {
     pub gated: usize,
 }
 
+/// The sizes sampled at each scrape: the queue's, the cache's and the
+/// work in flight.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gauges {
+    /// `scheduler_pending_pods`.
+    pub pending: Pending,
+    /// `scheduler_cache_size{type="nodes"}`.
+    pub nodes: usize,
+    /// `scheduler_cache_size{type="pods"}`: pods the cache holds, assumed
+    /// ones included.
+    pub pods: usize,
+    /// `scheduler_cache_size{type="assumed_pods"}`.
+    pub assumed_pods: usize,
+    /// `scheduler_inflight_events{event}`: the queue's recorded events by
+    /// label, and `PodPopped` for the pods in flight.
+    pub inflight_events: Vec<(String, usize)>,
+    /// `scheduler_goroutines{operation="binding"}`: binding cycles running.
+    pub binding: usize,
+}
+
 /// The scheduler's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -74,6 +96,9 @@ pub struct Metrics {
     preemption_attempts: Counter,
     preemption_victims: Histogram,
     leader: Family<Labels, Gauge>,
+    cache_size: Family<Labels, Gauge>,
+    inflight_events: Family<Labels, Gauge>,
+    goroutines: Family<Labels, Gauge>,
     // Registry encoding takes `&self`; the lock keeps scrapes whole.
     encode_lock: Mutex<()>,
 }
@@ -149,6 +174,24 @@ impl Metrics {
             "Number of selected preemption victims",
             preemption_victims.clone(),
         );
+        let cache_size = Family::<Labels, Gauge>::default();
+        reg.register(
+            "cache_size",
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            cache_size.clone(),
+        );
+        let inflight_events = Family::<Labels, Gauge>::default();
+        reg.register(
+            "inflight_events",
+            "Number of events currently tracked in the scheduling queue.",
+            inflight_events.clone(),
+        );
+        let goroutines = Family::<Labels, Gauge>::default();
+        reg.register(
+            "goroutines",
+            "Number of running goroutines split by the work they do such as binding.",
+            goroutines.clone(),
+        );
         let leader = Family::<Labels, Gauge>::default();
         root.register(
             "leader_election_master_status",
@@ -168,6 +211,9 @@ impl Metrics {
             preemption_attempts,
             preemption_victims,
             leader,
+            cache_size,
+            inflight_events,
+            goroutines,
             encode_lock: Mutex::new(()),
         }
     }
@@ -244,20 +290,39 @@ impl Metrics {
             .set(i64::from(leading));
     }
 
-    /// The Prometheus text exposition of every metric, with the queue's
-    /// current sizes.
-    pub fn render(&self, pending: Pending) -> String {
-        for (queue, n) in [
-            ("active", pending.active),
-            ("backoff", pending.backoff),
-            ("unschedulable", pending.unschedulable),
-            ("gated", pending.gated),
-        ] {
-            self.pending_pods
-                .get_or_create(&vec![("queue", queue.to_string())])
-                .set(n as i64);
-        }
+    /// The Prometheus text exposition of every metric, with the current
+    /// sizes.
+    pub fn render(&self, g: &Gauges) -> String {
         let _guard = self.encode_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let set = |family: &Family<Labels, Gauge>, label: &'static str, value: &str, n: usize| {
+            family
+                .get_or_create(&vec![(label, value.to_string())])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        };
+        let p = &g.pending;
+        for (queue, n) in [
+            ("active", p.active),
+            ("backoff", p.backoff),
+            ("unschedulable", p.unschedulable),
+            ("gated", p.gated),
+        ] {
+            set(&self.pending_pods, "queue", queue, n);
+        }
+        for (kind, n) in [
+            ("nodes", g.nodes),
+            ("pods", g.pods),
+            ("assumed_pods", g.assumed_pods),
+        ] {
+            set(&self.cache_size, "type", kind, n);
+        }
+        // Labels of events no longer tracked read 0, as upstream's gauges
+        // decremented to zero.
+        self.inflight_events.clear();
+        set(&self.inflight_events, "event", "PodPopped", 0);
+        for (event, n) in &g.inflight_events {
+            set(&self.inflight_events, "event", event, *n);
+        }
+        set(&self.goroutines, "operation", "binding", g.binding);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
@@ -299,11 +364,18 @@ mod tests {
         m.incoming_pods("active", "NodeAdd");
         m.incoming_pods("active", "NodeAdd");
         m.incoming_pods("unschedulable", "ScheduleAttemptFailure");
-        let text = m.render(Pending {
-            active: 3,
-            backoff: 1,
-            unschedulable: 2,
-            gated: 0,
+        let text = m.render(&Gauges {
+            pending: Pending {
+                active: 3,
+                backoff: 1,
+                unschedulable: 2,
+                gated: 0,
+            },
+            nodes: 5,
+            pods: 7,
+            assumed_pods: 1,
+            inflight_events: vec![("PodPopped".into(), 2), ("NodeAdd".into(), 3)],
+            binding: 4,
         });
         for line in [
             "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 2",
@@ -317,6 +389,12 @@ mod tests {
             "scheduler_preemption_attempts_total 1",
             "scheduler_preemption_victims_sum 2.0",
             "leader_election_master_status{name=\"kube-scheduler\"} 1",
+            "scheduler_cache_size{type=\"nodes\"} 5",
+            "scheduler_cache_size{type=\"pods\"} 7",
+            "scheduler_cache_size{type=\"assumed_pods\"} 1",
+            "scheduler_inflight_events{event=\"PodPopped\"} 2",
+            "scheduler_inflight_events{event=\"NodeAdd\"} 3",
+            "scheduler_goroutines{operation=\"binding\"} 4",
             "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"PreFilter\",status=\"Success\",profile=\"default-scheduler\"} 1",
             "scheduler_plugin_execution_duration_seconds_count{plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"} 1",
         ] {

@@ -44,7 +44,7 @@
 
 mod heap;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -292,6 +292,17 @@ impl Queue {
             unschedulable: self.unschedulable.len() - gated,
             gated,
         }
+    }
+
+    /// The events recorded for pods in flight, counted by label, and
+    /// `PodPopped` for the pods in flight (`scheduler_inflight_events`).
+    pub fn inflight_events(&self) -> Vec<(String, usize)> {
+        let mut by_label: BTreeMap<String, usize> = BTreeMap::new();
+        for e in &self.in_flight_events {
+            *by_label.entry(e.event.label()).or_default() += 1;
+        }
+        by_label.insert("PodPopped".to_string(), self.in_flight.len());
+        by_label.into_iter().collect()
     }
 
     /// True when no pod waits.

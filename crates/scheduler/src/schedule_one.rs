@@ -293,10 +293,19 @@ fn binding_cycle(
     mut state: CycleState,
 ) {
     let _in_flight = InFlight(shared.clone());
+    #[cfg(debug_assertions)]
+    if binding_panic_due() {
+        panic!("RKUBE_TEST_PANIC_BINDING_AFTER: injected panic in a binding cycle");
+    }
     let handle = tokio::runtime::Handle::current();
     let uid = assumed.uid.clone();
     let key = assumed.key();
     let Some(fw) = shared.profiles.for_pod(&assumed) else {
+        // Its profile was found in the scheduling cycle; should it ever
+        // be gone, the pod must not stay assumed and in flight.
+        let mut st = shared.lock();
+        st.forget(&uid);
+        st.queue.done(&uid);
         return;
     };
     let raw = attempt.entry.raw.clone();
@@ -448,13 +457,35 @@ fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failur
     });
 }
 
-/// Counts a binding as finished when dropped.
+/// Test hook, debug builds only: the binding cycle after
+/// `RKUBE_TEST_PANIC_BINDING_AFTER` of them panics.
+#[cfg(debug_assertions)]
+fn binding_panic_due() -> bool {
+    static LEFT: std::sync::LazyLock<Option<std::sync::atomic::AtomicU64>> =
+        std::sync::LazyLock::new(|| {
+            std::env::var("RKUBE_TEST_PANIC_BINDING_AFTER")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(std::sync::atomic::AtomicU64::new)
+        });
+    LEFT.as_ref().is_some_and(|left| {
+        left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_err()
+    })
+}
+
+/// Counts a binding as finished when dropped. Dropped by a panic, it ends
+/// the process (as a goroutine's panic ends kube-scheduler): the pod would
+/// otherwise stay assumed and in flight, pinning the queue's event list.
 struct InFlight(Arc<Shared>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.0.bound_or_failed.notify_waiters();
+        if std::thread::panicking() {
+            self.0.binding_panicked.notify_one();
+        }
     }
 }
 

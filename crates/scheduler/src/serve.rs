@@ -59,7 +59,7 @@ impl Status for Shared {
     }
 
     fn metrics(&self) -> String {
-        self.metrics.render(self.pending())
+        self.metrics.render(&self.gauges())
     }
 }
 

@@ -205,6 +205,24 @@ impl State {
         }
     }
 
+    /// The queue's and the cache's sizes for `/metrics` (upstream's cache
+    /// counts assigned and assumed pods, not pending ones).
+    pub fn gauges(&self) -> crate::metrics::Gauges {
+        let assigned = self
+            .pods
+            .iter()
+            .filter(|(uid, e)| !e.model.node_name.is_empty() && !self.assumed.contains_key(*uid))
+            .count();
+        crate::metrics::Gauges {
+            pending: self.queue.pending(),
+            nodes: self.nodes.len(),
+            pods: assigned + self.assumed.len(),
+            assumed_pods: self.assumed.len(),
+            inflight_events: self.queue.inflight_events(),
+            binding: 0,
+        }
+    }
+
     /// Counts a pod on its node before its binding is confirmed.
     pub fn assume(&mut self, uid: String, pod: Arc<Pod>) {
         self.assumed.insert(uid.clone(), pod);

@@ -276,6 +276,10 @@ fn events_during_an_attempt_count_when_the_pod_comes_back() {
     let other = q.pop(t1 + Duration::from_secs(10)).unwrap();
     let (e, n) = node_add(node("big2", 8000));
     q.move_pods(&e, None, n.as_ref(), None, t1);
+    assert_eq!(
+        q.inflight_events(),
+        [("NodeAdd".to_string(), 1), ("PodPopped".to_string(), 2)]
+    );
     // "other" was popped before the event, "a" too: both see it.
     q.requeue_unschedulable(p.pod.clone(), fit.clone(), t1 + Duration::from_secs(10));
     assert_eq!(q.place("a"), Some(Place::Backoff));
@@ -285,6 +289,7 @@ fn events_during_an_attempt_count_when_the_pod_comes_back() {
     assert_eq!(q.place("a"), Some(Place::Unschedulable));
     q.done(&other.pod.uid);
     assert!(q.in_flight.is_empty() && q.in_flight_events.is_empty());
+    assert_eq!(q.inflight_events(), [("PodPopped".to_string(), 0)]);
 }
 
 /// 5,000 pods asking for 100m..5000m of CPU, all rejected by
@@ -351,7 +356,10 @@ fn five_thousand_rejected_pods_move_only_when_a_node_fits_them() {
     assert_eq!(q.pending().unschedulable, 4000);
     assert_eq!(m.incoming_pods_count("active", "NodeAdd"), 1000);
     assert_eq!(m.incoming_pods_count("backoff", "NodeAdd"), 0);
-    let text = m.render(q.pending());
+    let text = m.render(&crate::metrics::Gauges {
+        pending: q.pending(),
+        ..Default::default()
+    });
     assert!(
         text.contains(
             "scheduler_queue_incoming_pods_total{queue=\"active\",event=\"NodeAdd\"} 1000"
