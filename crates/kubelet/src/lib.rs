@@ -298,9 +298,13 @@ pub async fn run_with_metrics(
     tokio::pin!(shutdown);
     let writer = Arc::new(pods::writer::StatusWriter::default());
     tasks.spawn(writer.clone().run(client.clone(), metrics.clone(), 16));
+    // Node status and leases on a connection of their own, as the
+    // kubelet's heartbeat client: pod status writes queued on the main
+    // HTTP/2 connection must not delay a lease renewal.
+    let heartbeat_client = self::client(&opts).await?;
     tasks.spawn(
         heartbeat::Heartbeat {
-            client: client.clone(),
+            client: heartbeat_client,
             config: cfg.clone(),
             metrics: metrics.clone(),
             health,

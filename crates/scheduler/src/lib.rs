@@ -153,7 +153,7 @@ pub fn load_config(opts: &Options) -> Result<KubeSchedulerConfiguration> {
 
 /// A client for the kubeconfig (`clientConnection.kubeconfig` wins over
 /// `--kubeconfig`, as in kube-scheduler); in-cluster or `$KUBECONFIG`
-/// without either.
+/// without either. Each call makes a client with a connection of its own.
 pub async fn client(opts: &Options, cfg: &KubeSchedulerConfiguration) -> Result<Client> {
     let path = if !cfg.client_connection.kubeconfig.is_empty() {
         Some(Path::new(&cfg.client_connection.kubeconfig).to_path_buf())
@@ -265,7 +265,13 @@ pub async fn run_with(
     let mut profiles = rkube_plugins::profiles(&cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
     let metrics = Arc::new(Metrics::new());
     profiles.set_recorder(metrics.clone());
+    // Three clients, as kube-scheduler's three clientsets (informers and
+    // reads, writes and events, leader election), each on a connection of
+    // its own: one HTTP/2 connection queues requests past the server's
+    // stream limit (Go's transport would open another), so bindings piling
+    // up behind the QPS limit must not delay a lease renewal or a watch.
     let client = client(&opts, &cfg).await?;
+    let write_client = self::client(&opts, &cfg).await?;
     let queue = Queue::new(
         backoff_seconds(cfg.pod_initial_backoff_seconds, 1),
         backoff_seconds(cfg.pod_max_backoff_seconds, 10),
@@ -287,7 +293,7 @@ pub async fn run_with(
         hooks,
     });
     let writer = Writer {
-        client: client.clone(),
+        client: write_client,
         hostname: api::hostname(),
         limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
         event_limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
@@ -334,9 +340,13 @@ pub async fn run_with(
 
     // Only the leader schedules; standbys keep their caches warm.
     let mut holding: Option<tokio::task::JoinHandle<()>> = None;
-    if let Some(lc) = &settings.leader {
+    let election_client = match &settings.leader {
+        Some(_) => Some(self::client(&opts, &cfg).await?),
+        None => None,
+    };
+    if let (Some(lc), Some(election_client)) = (&settings.leader, &election_client) {
         shared.metrics.set_leader(&lc.name, false);
-        let mut elector = Elector::new(client.clone(), lc.clone());
+        let mut elector = Elector::new(election_client.clone(), lc.clone());
         tracing::info!(lease = %format!("{}/{}", lc.namespace, lc.name), identity = %lc.identity, "attempting to acquire the leader lease");
         tokio::select! {
             _ = &mut shutdown => {
@@ -393,8 +403,8 @@ pub async fn run_with(
     }
     if outcome.is_ok() {
         shared.drain_bindings(Duration::from_secs(10)).await;
-        if let Some(lc) = &settings.leader {
-            let mut elector = Elector::new(client.clone(), lc.clone());
+        if let (Some(lc), Some(election_client)) = (&settings.leader, &election_client) {
+            let mut elector = Elector::new(election_client.clone(), lc.clone());
             if let Err(e) = elector.release().await {
                 tracing::warn!(error = %e, "could not release the lease");
             }
