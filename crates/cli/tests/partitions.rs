@@ -45,6 +45,15 @@ const SHORT_LEASE: [&str; 3] = [
 /// Pods created right before each cut.
 const BURST: usize = 60;
 
+/// Sets its flag when dropped, by the end of a scope or by a panic.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// How long a partition lasts: longer than the lease.
 const PARTITION: Duration = Duration::from_secs(10);
 
@@ -101,6 +110,9 @@ fn a_partitioned_leader_stops_binding_before_its_successor_starts() {
     let done = AtomicBool::new(false);
     let mut report = Vec::new();
     std::thread::scope(|s| {
+        // A failed assertion below must stop the pod creator too, or the
+        // scope would wait for it for ever.
+        let _stop = StopOnDrop(&done);
         // Pods arrive all the time, so the leader has bindings in flight
         // when it is cut off.
         s.spawn(|| {

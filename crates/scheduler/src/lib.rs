@@ -474,6 +474,14 @@ fn spawn_informers(tasks: &mut tokio::task::JoinSet<()>, client: &Client, shared
     });
 }
 
+/// The object without `metadata.managedFields`, which nothing here reads
+/// (kube-scheduler's pod informer drops them too, to save memory: they
+/// are often the larger part of a pod).
+fn trimmed<K: kube::Resource>(mut o: K) -> K {
+    o.meta_mut().managed_fields = None;
+    o
+}
+
 /// One informer: a kube-runtime watcher (list, then watch; relists after
 /// 410 Gone or errors, with backoff) feeding the cache. A (re)list is
 /// buffered and applied at once, so objects deleted while the watch was
@@ -500,11 +508,11 @@ where
                 continue;
             }
             Ok(Event::InitApply(o)) => {
-                buffer.push(o);
+                buffer.push(trimmed(o));
                 continue;
             }
             Ok(Event::InitDone) => Change::Replace(std::mem::take(&mut buffer)),
-            Ok(Event::Apply(o)) => Change::Apply(o),
+            Ok(Event::Apply(o)) => Change::Apply(trimmed(o)),
             Ok(Event::Delete(o)) => Change::Delete(o),
             Err(e) => {
                 tracing::warn!(%kind, error = %e, "watch failed; retrying");
@@ -613,5 +621,22 @@ pub fn main(args: Vec<String>) -> i32 {
             rt.shutdown_background();
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn informed_objects_lose_their_managed_fields_only() {
+        let mut p = core::Pod::default();
+        p.metadata.name = Some("a".into());
+        p.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+        p.metadata.managed_fields = Some(vec![Default::default()]);
+        let t = trimmed(p);
+        assert!(t.metadata.managed_fields.is_none());
+        assert_eq!(t.metadata.name.as_deref(), Some("a"));
+        assert_eq!(t.metadata.labels.map(|l| l.len()), Some(1));
     }
 }
