@@ -15,12 +15,6 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use rkube_sim::{SimError, SimulateOptions};
 
-/// mimalloc, not glibc's malloc: the daemons' blocking threads each got a
-/// glibc arena, and a soak's freed memory stayed with them (see
-/// RELIABILITY.md's soak).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 const EXIT_STATUS: &str = "Exit status:
   0  success (`config check`: the configuration is valid; warnings allowed)
   1  runtime failure (a plugin failed, output could not be written)
