@@ -206,12 +206,17 @@ impl State {
     }
 
     /// The queue's and the cache's sizes for `/metrics` (upstream's cache
-    /// counts assigned and assumed pods, not pending ones).
+    /// counts assigned and assumed pods, not pending ones, nor finished
+    /// ones, which its informer never sees).
     pub fn gauges(&self) -> crate::metrics::Gauges {
         let assigned = self
             .pods
             .iter()
-            .filter(|(uid, e)| !e.model.node_name.is_empty() && !self.assumed.contains_key(*uid))
+            .filter(|(uid, e)| {
+                !e.model.node_name.is_empty()
+                    && !e.model.terminated
+                    && !self.assumed.contains_key(*uid)
+            })
             .count();
         crate::metrics::Gauges {
             pending: self.queue.pending(),

@@ -359,3 +359,30 @@ fn claim_events_move_the_pods_that_use_the_claim() {
     assert_eq!(s.queue.place("uses"), Some(Place::Active));
     assert_eq!(s.queue.place("fit"), Some(Place::Unschedulable));
 }
+
+#[test]
+fn cache_size_counts_assigned_and_assumed_pods_not_pending_or_finished_ones() {
+    let (mut s, profiles) = state();
+    let now = Instant::now();
+    s.nodes_changed(Change::Apply(node(json!({}), "2026-01-01T00:00:00Z")), now);
+    let make = |uid: &str, node: Option<&str>, phase: &str| {
+        let mut p = pod(node, json!({}), "");
+        p.metadata.uid = Some(uid.into());
+        p.metadata.name = Some(uid.into());
+        p.status.get_or_insert_with(Default::default).phase = Some(phase.into());
+        p
+    };
+    for (uid, node, phase) in [
+        ("waiting", None, "Pending"),
+        ("to-assume", None, "Pending"),
+        ("running", Some("n1"), "Running"),
+        ("finished", Some("n1"), "Succeeded"),
+    ] {
+        s.pods_changed(&profiles, Change::Apply(make(uid, node, phase)), now);
+    }
+    let mut assumed = (*s.pods["to-assume"].model).clone();
+    assumed.node_name = "n1".into();
+    s.assume("to-assume".into(), Arc::new(assumed));
+    let g = s.gauges();
+    assert_eq!((g.nodes, g.pods, g.assumed_pods), (1, 2, 1), "{g:?}");
+}
