@@ -52,7 +52,6 @@ fn usage(pid: u32) -> Usage {
     }
 }
 
-/// Least-squares slope of `ys` over `xs`.
 /// The sum of the samples in a `/metrics` text whose series starts with
 /// `series` (a name with an opening or complete label set).
 fn gauge_sum(text: &str, series: &str) -> i64 {
@@ -62,6 +61,7 @@ fn gauge_sum(text: &str, series: &str) -> i64 {
         .sum()
 }
 
+/// Least-squares slope of `ys` over `xs`.
 fn slope(xs: &[f64], ys: &[f64]) -> f64 {
     let n = xs.len() as f64;
     let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);

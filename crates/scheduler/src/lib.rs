@@ -340,13 +340,13 @@ pub async fn run_with(
 
     // Only the leader schedules; standbys keep their caches warm.
     let mut holding: Option<tokio::task::JoinHandle<()>> = None;
-    let election_client = match &settings.leader {
-        Some(_) => Some(self::client(&opts, &cfg).await?),
+    let election = match &settings.leader {
+        Some(lc) => Some((lc, self::client(&opts, &cfg).await?)),
         None => None,
     };
-    if let (Some(lc), Some(election_client)) = (&settings.leader, &election_client) {
+    if let Some((lc, election_client)) = &election {
         shared.metrics.set_leader(&lc.name, false);
-        let mut elector = Elector::new(election_client.clone(), lc.clone());
+        let mut elector = Elector::new(election_client.clone(), (*lc).clone());
         tracing::info!(lease = %format!("{}/{}", lc.namespace, lc.name), identity = %lc.identity, "attempting to acquire the leader lease");
         tokio::select! {
             _ = &mut shutdown => {
@@ -403,8 +403,8 @@ pub async fn run_with(
     }
     if outcome.is_ok() {
         shared.drain_bindings(Duration::from_secs(10)).await;
-        if let (Some(lc), Some(election_client)) = (&settings.leader, &election_client) {
-            let mut elector = Elector::new(election_client.clone(), lc.clone());
+        if let Some((lc, election_client)) = &election {
+            let mut elector = Elector::new(election_client.clone(), (*lc).clone());
             if let Err(e) = elector.release().await {
                 tracing::warn!(error = %e, "could not release the lease");
             }

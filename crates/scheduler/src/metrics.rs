@@ -315,10 +315,9 @@ impl Metrics {
         ] {
             set(&self.cache_size, "type", kind, n);
         }
-        // Labels of events no longer tracked read 0, as upstream's gauges
-        // decremented to zero.
+        // Only the labels tracked now (the queue always reports
+        // `PodPopped`, zero or not).
         self.inflight_events.clear();
-        set(&self.inflight_events, "event", "PodPopped", 0);
         for (event, n) in &g.inflight_events {
             set(&self.inflight_events, "event", event, *n);
         }
