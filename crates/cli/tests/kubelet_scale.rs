@@ -59,6 +59,18 @@ async fn count_ready_nodes(nodes: &Api<Node>) -> usize {
     }
 }
 
+/// The agent's lease counters so far, for the log.
+fn renewals(m: &Metrics) -> String {
+    format!(
+        "{} renewals, {} missed, {} late, {} errors, max gap {} ms",
+        Metrics::get(&m.lease_renewals),
+        Metrics::get(&m.lease_renewals_missed),
+        Metrics::get(&m.lease_renewals_late),
+        Metrics::get(&m.lease_renewal_errors),
+        Metrics::get(&m.lease_max_gap_ms),
+    )
+}
+
 async fn stale_leases(leases: &Api<Lease>, max_age: f64) -> (usize, usize) {
     let now = Timestamp::now();
     let all = leases.list(&Default::default()).await.unwrap();
@@ -140,7 +152,11 @@ async fn scenario(cp: &ControlPlane) {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     let all_ready = Instant::now();
-    eprintln!("{nodes_n} sim nodes Ready after {:?}", t0.elapsed());
+    eprintln!(
+        "{nodes_n} sim nodes Ready after {:?} ({})",
+        t0.elapsed(),
+        renewals(&metrics)
+    );
 
     // rkube scheduler binds the Deployment's pods.
     let sched_opts = rkube_scheduler::options::parse(
@@ -199,7 +215,10 @@ async fn scenario(cp: &ControlPlane) {
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
     };
-    eprintln!("{pods_n}-replica Deployment Ready after {running_after:?}");
+    eprintln!(
+        "{pods_n}-replica Deployment Ready after {running_after:?} ({})",
+        renewals(&metrics)
+    );
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
     let mut running = 0;
     let mut token: Option<String> = None;
@@ -231,12 +250,9 @@ async fn scenario(cp: &ControlPlane) {
     assert_eq!(stale, 0, "leases older than their 40 s duration");
     let missed = Metrics::get(&metrics.lease_renewals_missed);
     eprintln!(
-        "{nodes_n} nodes for {:?}: {} renewals, {missed} missed, {} late, {} errors, max gap {} ms",
+        "{nodes_n} nodes for {:?}: {}",
         all_ready.elapsed(),
-        Metrics::get(&metrics.lease_renewals),
-        Metrics::get(&metrics.lease_renewals_late),
-        Metrics::get(&metrics.lease_renewal_errors),
-        Metrics::get(&metrics.lease_max_gap_ms),
+        renewals(&metrics)
     );
     assert_eq!(missed, 0, "missed lease renewals");
     let _ = stop_sched.send(());

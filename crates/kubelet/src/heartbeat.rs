@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KQuantity;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use tokio::sync::mpsc;
 
+use crate::capacity::{self, NodeCapacity};
 use crate::config::KubeletConfiguration;
 use crate::eviction::PressureBoard;
 use crate::lease;
@@ -94,38 +94,6 @@ impl NodeState {
     }
 }
 
-/// Watches this process's Nodes and sends (index, capacity) whenever one
-/// changes, as upstream's kubelet reads its Node before each status update.
-async fn watch_capacity(
-    client: Client,
-    names: HashMap<String, usize>,
-    tx: mpsc::Sender<(usize, BTreeMap<String, KQuantity>)>,
-) {
-    let api: Api<Node> = Api::all(client);
-    let cfg = match names.keys().next() {
-        Some(only) if names.len() == 1 => {
-            watcher::Config::default().fields(&format!("metadata.name={only}"))
-        }
-        _ => watcher::Config::default(),
-    };
-    let mut stream = watcher::watcher(api, cfg)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    while let Some(ev) = stream.next().await {
-        let Ok(node) = ev else { continue };
-        let Some(&i) = node.metadata.name.as_ref().and_then(|n| names.get(n)) else {
-            continue;
-        };
-        let Some(cap) = node.status.and_then(|s| s.capacity) else {
-            continue;
-        };
-        if tx.send((i, cap)).await.is_err() {
-            return;
-        }
-    }
-}
-
 enum Done {
     Register {
         node: usize,
@@ -190,7 +158,7 @@ impl Heartbeat {
             .enumerate()
             .map(|(i, n)| (n.desc.name.clone(), i))
             .collect();
-        let watch = tokio::spawn(watch_capacity(self.client.clone(), names, capacity_tx));
+        let watch = tokio::spawn(capacity::watch(self.client.clone(), names, capacity_tx));
         let _stop_watch = AbortOnDrop(watch);
         let mut unregistered = nodes.iter().filter(|n| n.registered.is_none()).count();
         let mut inflight: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
@@ -283,7 +251,8 @@ impl Heartbeat {
                         let epoch = n.report_epoch;
                         busy[slot(job)] += 1;
                         inflight.push(Box::pin(async move {
-                            let api: Api<Node> = Api::all(client);
+                            // The answer read as name and capacity only.
+                            let api: Api<NodeCapacity> = Api::all(client);
                             let result = api
                                 .patch_status(
                                     &name,
@@ -291,7 +260,7 @@ impl Heartbeat {
                                     &Patch::Strategic(&body),
                                 )
                                 .await
-                                .map(|node| node.status.and_then(|s| s.capacity));
+                                .map(NodeCapacity::capacity);
                             Done::Status {
                                 node: i,
                                 due,

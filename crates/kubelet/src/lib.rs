@@ -4,8 +4,9 @@
 //!
 //! * [`options`], [`config`]: flags and KubeletConfiguration v1beta1.
 //! * [`node`], [`nodes`], [`machine`]: the Node object and registration.
-//! * [`heartbeat`] ([`lease`], [`status`], [`schedule`]): one task registers,
-//!   renews every lease and posts every node status, spread over the interval.
+//! * [`heartbeat`] ([`lease`], [`status`], [`schedule`], [`capacity`]): one
+//!   task registers, renews every lease and posts every node status, spread
+//!   over the interval.
 //! * [`pods`]: one watch, one worker per pod, one batched status writer.
 //! * [`runtime`]: the trait, and the sim runtime (`--runtime sim`), with
 //!   which one process can host thousands of fake nodes (`--nodes N`).
@@ -30,6 +31,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod api;
+pub mod capacity;
 pub mod config;
 pub mod eviction;
 pub mod heartbeat;
