@@ -6,17 +6,16 @@
 //! patch of `pods/status`), and preemption (a `DisruptionTarget` condition,
 //! then delete).
 
-use std::collections::HashMap;
-
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, ResourceExt};
 use rkube_model::decision::{self, DecisionMark};
 use rkube_model::volumes::{Pv, Pvc, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE};
 use serde_json::json;
+
+use crate::events::{reference, EventQueue, Pending};
 
 /// Upstream's `validation.NoteLengthLimit`.
 const NOTE_LENGTH_LIMIT: usize = 1024;
@@ -53,26 +52,40 @@ pub struct Writer {
     pub hostname: String,
     /// Client-side QPS/burst limit of API writes (bindings, status).
     pub limiter: std::sync::Arc<crate::ratelimit::RateLimiter>,
-    /// Events have their own (kube-scheduler makes a second client for
-    /// its event broadcaster, with its own QPS/burst).
-    pub event_limiter: std::sync::Arc<crate::ratelimit::RateLimiter>,
-    /// One event recorder per profile (they aggregate repeats).
-    pub recorders: std::sync::Arc<std::sync::Mutex<HashMap<String, Recorder>>>,
-}
-
-fn reference(pod: &core::Pod) -> core::ObjectReference {
-    core::ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        namespace: pod.namespace(),
-        name: Some(pod.name_any()),
-        uid: pod.metadata.uid.clone(),
-        resource_version: pod.metadata.resource_version.clone(),
-        field_path: None,
-    }
+    /// Events, published by their own task with their own QPS/burst
+    /// (kube-scheduler makes a second client for its event broadcaster).
+    pub events: EventQueue,
+    /// A token of `limiter` taken ahead, for the next write (see
+    /// [`Writer::prepaid`]).
+    pub prepaid: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Writer {
+    /// A copy of this writer holding one rate-limit token, taken now: its
+    /// first write does not wait again. The binding cycle's writer is
+    /// prepaid before its thread is taken, so a burst of bindings waits
+    /// for the rate limit as tasks, not as hundreds of blocked threads.
+    pub async fn prepaid(&self) -> Writer {
+        self.limiter.acquire().await;
+        Writer {
+            prepaid: Some(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(
+                true,
+            ))),
+            ..self.clone()
+        }
+    }
+
+    /// Waits for a rate-limit token, unless one was taken ahead.
+    async fn token(&self) {
+        let ahead = self
+            .prepaid
+            .as_ref()
+            .is_some_and(|p| p.swap(false, std::sync::atomic::Ordering::SeqCst));
+        if !ahead {
+            self.limiter.acquire().await;
+        }
+    }
+
     fn pods(&self, ns: &str) -> Api<core::Pod> {
         Api::namespaced(self.client.clone(), ns)
     }
@@ -106,7 +119,7 @@ impl Writer {
                 ..Default::default()
             },
         };
-        self.limiter.acquire().await;
+        self.token().await;
         let _: serde_json::Value = self
             .pods(&ns)
             .create_subresource("binding", &pod.name_any(), &PostParams::default(), &binding)
@@ -114,14 +127,10 @@ impl Writer {
         Ok(())
     }
 
-    /// Records an events.k8s.io/v1 Event about a pod through kube-runtime's
-    /// recorder, one per profile: a repeat of the same event (same pod
-    /// version, reason, action, related object) within six minutes updates
-    /// the first one's `series` (count, last observed time) instead of
-    /// creating another object, as client-go's event recorder aggregates.
-    /// Failures are logged.
+    /// Records an events.k8s.io/v1 Event about a pod: queued, never
+    /// waited for (see [`crate::events`]).
     #[allow(clippy::too_many_arguments)]
-    pub async fn event(
+    pub fn event(
         &self,
         scheduler_name: &str,
         regarding: &core::Pod,
@@ -131,40 +140,15 @@ impl Writer {
         action: &str,
         note: &str,
     ) {
-        let recorder = self.recorder(scheduler_name);
-        let ev = Event {
-            type_: if type_ == "Warning" {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
+        self.events.record(Pending {
+            scheduler_name: scheduler_name.into(),
+            regarding: reference(regarding),
+            related: related.map(reference),
+            warning: type_ == "Warning",
             reason: reason.into(),
-            note: Some(note.into()),
             action: action.into(),
-            secondary: related.map(reference),
-        };
-        self.event_limiter.acquire().await;
-        if let Err(e) = recorder.publish(&ev, &reference(regarding)).await {
-            let ns = regarding.namespace().unwrap_or_default();
-            tracing::warn!(pod = %format!("{ns}/{}", regarding.name_any()), reason, error = %e, "could not record event");
-        }
-    }
-
-    /// The profile's event recorder (`reportingController` is the
-    /// schedulerName, `reportingInstance` `<schedulerName>-<hostname>`).
-    fn recorder(&self, scheduler_name: &str) -> Recorder {
-        let mut map = self.recorders.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(scheduler_name.to_string())
-            .or_insert_with(|| {
-                Recorder::new(
-                    self.client.clone(),
-                    Reporter {
-                        controller: scheduler_name.into(),
-                        instance: Some(format!("{scheduler_name}-{}", self.hostname)),
-                    },
-                )
-            })
-            .clone()
+            note: note.into(),
+        });
     }
 
     /// Sets `PodScheduled` to False with `reason` and `message`, and the
@@ -224,7 +208,7 @@ impl Writer {
             );
         }
         let patch = json!({ "status": st });
-        self.limiter.acquire().await;
+        self.token().await;
         self.pods(&pod.namespace().unwrap_or_else(|| "default".into()))
             .patch_status(
                 &pod.name_any(),
@@ -248,7 +232,7 @@ impl Writer {
             return Ok(());
         }
         let patch = json!({ "status": { "nominatedNodeName": node } });
-        self.limiter.acquire().await;
+        self.token().await;
         self.pods(&pod.namespace().unwrap_or_else(|| "default".into()))
             .patch_status(
                 &pod.name_any(),
@@ -287,7 +271,7 @@ impl Writer {
             }},
         });
         let api: Api<core::PersistentVolume> = Api::all(self.client.clone());
-        self.limiter.acquire().await;
+        self.token().await;
         api.patch(&pv.name, &PatchParams::default(), &Patch::Merge(patch))
             .await
     }
@@ -307,7 +291,7 @@ impl Writer {
         }});
         let api: Api<core::PersistentVolumeClaim> =
             Api::namespaced(self.client.clone(), &pvc.namespace);
-        self.limiter.acquire().await;
+        self.token().await;
         api.patch(&pvc.name, &PatchParams::default(), &Patch::Merge(patch))
             .await
     }
@@ -315,7 +299,7 @@ impl Writer {
     /// Clears a pod's `nominatedNodeName`.
     pub async fn clear_nomination(&self, pod: &core::Pod) -> kube::Result<()> {
         let patch = json!({ "status": { "nominatedNodeName": null } });
-        self.limiter.acquire().await;
+        self.token().await;
         self.pods(&pod.namespace().unwrap_or_else(|| "default".into()))
             .patch_status(
                 &pod.name_any(),
@@ -344,7 +328,7 @@ impl Writer {
             "lastTransitionTime": meta::Time(Timestamp::now()),
         }]}});
         let api = self.pods(&ns);
-        self.limiter.acquire().await;
+        self.token().await;
         match api
             .patch_status(
                 &victim.name_any(),
@@ -357,7 +341,7 @@ impl Writer {
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
             Err(e) => return Err(e),
         }
-        self.limiter.acquire().await;
+        self.token().await;
         match api
             .delete(&victim.name_any(), &DeleteParams::default())
             .await
@@ -377,8 +361,7 @@ impl Writer {
                 "Preempted by pod {} on node {node}",
                 preemptor.metadata.uid.as_deref().unwrap_or("")
             ),
-        )
-        .await;
+        );
         Ok(())
     }
 }
@@ -403,5 +386,36 @@ mod tests {
         let t = truncate_message(&long);
         assert_eq!(t.len(), NOTE_LENGTH_LIMIT);
         assert!(t.ends_with(" ..."));
+    }
+
+    /// A limiter of `burst` tokens that refills once in ~17 minutes: a
+    /// wait for one more never ends within a test.
+    fn writer(burst: i32) -> Writer {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        Writer {
+            client: Client::try_from(config).unwrap(),
+            hostname: "h".into(),
+            limiter: std::sync::Arc::new(crate::ratelimit::RateLimiter::new(0.001, burst)),
+            events: EventQueue::new(1).0,
+            prepaid: None,
+        }
+    }
+
+    async fn completes(f: impl std::future::Future<Output = ()>) -> bool {
+        tokio::time::timeout(std::time::Duration::from_millis(200), f)
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_prepaid_writer_spends_its_token_once() {
+        let w = writer(2);
+        let paid = w.prepaid().await; // the first of two tokens
+        assert!(completes(paid.token()).await, "the token taken ahead");
+        assert!(completes(w.token()).await, "the second token");
+        // Both are spent: neither writer gets another, the prepaid one's
+        // clone included (the token travels with the cycle, once).
+        assert!(!completes(paid.clone().token()).await);
+        assert!(!completes(w.token()).await);
     }
 }

@@ -22,6 +22,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod api;
+pub mod events;
 pub mod leader;
 pub mod metrics;
 pub mod options;
@@ -292,12 +293,13 @@ pub async fn run_with(
         record_decisions: opts.record_decisions,
         hooks,
     });
+    let (events, queued_events) = events::EventQueue::new(events::MAX_QUEUED);
     let writer = Writer {
-        client: write_client,
+        client: write_client.clone(),
         hostname: api::hostname(),
         limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
-        event_limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
-        recorders: Arc::default(),
+        events,
+        prepaid: None,
     };
     tracing::info!(
         qps = settings.qps,
@@ -305,6 +307,12 @@ pub async fn run_with(
         "client rate limit for API writes"
     );
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(events::run(
+        write_client,
+        api::hostname(),
+        Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
+        queued_events,
+    ));
     if opts.secure_port != 0 {
         let tls = serve::tls_config(
             opts.tls_cert_file.as_deref(),

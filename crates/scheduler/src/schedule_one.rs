@@ -6,13 +6,15 @@
 //! schedule_loop ── next_pod (queue) ── scheduling_cycle
 //!     Scheduler::schedule_with        (PreFilter … Score, PostFilter)   framework
 //!     assume_reserve_permit           State::assume, binding::reserve/permit (State is the AssumeCache)
-//!     └─ spawn_blocking binding_cycle binding::pre_bind_pre_flight → Writer::nominate
+//!     └─ task: Writer::prepaid (the rate-limit token), then
+//!        spawn_blocking binding_cycle binding::pre_bind_pre_flight → Writer::nominate
 //!                                     binding::binding_cycle (ApiHost is the ClusterApi:
 //!                                       WaitOnPermit, PreBind → Writer::bind_pv/select_node,
 //!                                       Bind → Writer::bind, PostBind)
 //!        on failure                   binding::unreserve, State::forget, queue move
 //!     handle_failure                  Nominator::record_failure, requeue,
-//!                                     victims deleted, FailedScheduling event, PodScheduled
+//!                                     victims deleted, FailedScheduling event (queued,
+//!                                     crate::events), PodScheduled
 //! ```
 
 use std::collections::BTreeSet;
@@ -192,8 +194,14 @@ fn scheduling_cycle(
                 Ok((state, assumed)) => {
                     shared.in_flight.fetch_add(1, Ordering::SeqCst);
                     let (shared, writer) = (shared.clone(), writer.clone());
-                    tokio::task::spawn_blocking(move || {
-                        binding_cycle(shared, writer, attempt, assumed, node, state)
+                    // The binding's first rate-limit token is taken here,
+                    // before a thread is: threads are held only by
+                    // bindings that can write.
+                    tokio::spawn(async move {
+                        let writer = writer.prepaid().await;
+                        tokio::task::spawn_blocking(move || {
+                            binding_cycle(shared, writer, attempt, assumed, node, state)
+                        });
                     });
                 }
                 Err(failure) => handle_failure(shared, writer, &attempt, failure),
@@ -342,7 +350,7 @@ fn binding_cycle(
             attempt.started.elapsed().as_secs_f64(),
         );
         shared.metrics.scheduled_after(attempt.attempts.max(1));
-        handle.block_on(writer.event(
+        writer.event(
             &attempt.profile,
             &raw,
             None,
@@ -350,7 +358,7 @@ fn binding_cycle(
             "Scheduled",
             "Binding",
             &format!("Successfully assigned {key} to {node}"),
-        ));
+        );
         return;
     }
     tracing::warn!(pod = %key, %node, message = %status.message(), "binding cycle failed");
@@ -437,17 +445,15 @@ fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failur
         if !f.report {
             return;
         }
-        writer
-            .event(
-                &profile,
-                &raw,
-                None,
-                "Warning",
-                "FailedScheduling",
-                "Scheduling",
-                &truncate_message(&f.message),
-            )
-            .await;
+        writer.event(
+            &profile,
+            &raw,
+            None,
+            "Warning",
+            "FailedScheduling",
+            "Scheduling",
+            &truncate_message(&f.message),
+        );
         if let Err(e) = writer
             .update_pod_status(&raw, f.reason, &f.message, f.nominated_node.as_deref())
             .await
