@@ -14,6 +14,8 @@
 //!   behind a bounded TTL [`cache`], as upstream's delegating
 //!   authenticator and authorizer.
 //! * [`logging`]: `-v` levels onto `tracing` filters.
+//! * [`memory`]: freed memory handed back to the kernel (glibc arenas
+//!   capped, trimmed every minute).
 //! * [`probe_tls`]: the kubelet's HTTPS probes (no certificate check, as
 //!   upstream's prober).
 //! * [`signal`]: SIGINT/SIGTERM as a future.
@@ -25,6 +27,7 @@ pub mod auth;
 pub mod cache;
 pub mod client;
 pub mod logging;
+pub mod memory;
 pub mod probe_tls;
 pub mod server;
 pub mod signal;

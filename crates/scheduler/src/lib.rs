@@ -609,6 +609,8 @@ pub fn main(args: Vec<String>) -> i32 {
         eprintln!("error: {e:#}");
         return 2;
     }
+    // Before the runtime's threads: each would otherwise get an arena.
+    rkube_daemon::memory::limit_arenas(rkube_daemon::memory::ARENAS);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -619,7 +621,12 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let result = rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal()));
+    let result = {
+        rt.spawn(rkube_daemon::memory::trim_every(
+            rkube_daemon::memory::TRIM_EVERY,
+        ));
+        rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal()))
+    };
     match result {
         Ok(()) => 0,
         Err(e) => {
