@@ -386,12 +386,10 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    match {
-        rt.spawn(rkube_daemon::memory::trim_every(
-            rkube_daemon::memory::TRIM_EVERY,
-        ));
-        rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal()))
-    } {
+    rt.spawn(rkube_daemon::memory::trim_every(
+        rkube_daemon::memory::TRIM_EVERY,
+    ));
+    match rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal())) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -621,12 +621,10 @@ pub fn main(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let result = {
-        rt.spawn(rkube_daemon::memory::trim_every(
-            rkube_daemon::memory::TRIM_EVERY,
-        ));
-        rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal()))
-    };
+    rt.spawn(rkube_daemon::memory::trim_every(
+        rkube_daemon::memory::TRIM_EVERY,
+    ));
+    let result = rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal()));
     match result {
         Ok(()) => 0,
         Err(e) => {
