@@ -7,7 +7,11 @@ use std::path::Path;
 use std::process::Command;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Cargo's value when the script runs, not when it was compiled: one
+    // target directory serves several checkouts (CI's clone, the working
+    // tree), and a script compiled in a removed clone would look there.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default();
+    let root = Path::new(&manifest_dir).join("../..");
     let kver_file = root.join("KUBERNETES_VERSION");
     println!("cargo:rerun-if-changed={}", kver_file.display());
     let kver = std::fs::read_to_string(&kver_file)
