@@ -129,6 +129,9 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
                 file: objects
                     .iter()
                     .find(|o| o.kind == "Node" && o.display_name == n.name)
+                    // A name the decoder saw differently (a repeated key):
+                    // still the file the Nodes came from.
+                    .or_else(|| objects.iter().rfind(|o| o.kind == "Node"))
                     .map(|o| o.file.clone())
                     .unwrap_or_default(),
                 object: Some(format!("Node {}", n.name)),
@@ -144,6 +147,7 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
                 file: objects
                     .iter()
                     .find(|o| o.kind == "Pod" && o.display_name.ends_with(&p.name))
+                    .or_else(|| objects.iter().rfind(|o| o.kind == "Pod"))
                     .map(|o| o.file.clone())
                     .unwrap_or_default(),
                 object: Some(format!("Pod {}/{}", p.namespace, p.name)),
