@@ -48,8 +48,6 @@ pub fn hostname() -> String {
 pub struct Writer {
     /// The client.
     pub client: Client,
-    /// Host name for `reportingInstance`.
-    pub hostname: String,
     /// Client-side QPS/burst limit of API writes (bindings, status).
     pub limiter: std::sync::Arc<crate::ratelimit::RateLimiter>,
     /// Events, published by their own task with their own QPS/burst
@@ -394,7 +392,6 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
         Writer {
             client: Client::try_from(config).unwrap(),
-            hostname: "h".into(),
             limiter: std::sync::Arc::new(crate::ratelimit::RateLimiter::new(0.001, burst)),
             events: EventQueue::new(1).0,
             prepaid: None,

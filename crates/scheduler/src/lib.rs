@@ -296,7 +296,6 @@ pub async fn run_with(
     let (events, queued_events) = events::EventQueue::new(events::MAX_QUEUED);
     let writer = Writer {
         client: write_client.clone(),
-        hostname: api::hostname(),
         limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
         events,
         prepaid: None,
