@@ -8,11 +8,13 @@
 //!   `rkube_sim::simulate`, with a clock around each attempt).
 //!
 //! * [`live`]: upstream kube-scheduler and `rkube scheduler` against the
-//!   same genuine API server.
+//!   same genuine API server; [`ceiling`]: the same bindings with no
+//!   scheduler, the most that API server takes.
 //!
 //! `hack/bench inprocess --workload W` drives both and compares them;
 //! `hack/bench live --workload W` does the same against a real API server.
 
+pub mod ceiling;
 pub mod compare;
 pub mod live;
 pub mod run;

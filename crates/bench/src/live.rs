@@ -47,6 +47,9 @@ pub struct Options {
     pub burst: i32,
     /// Give up on a run after this long.
     pub timeout: Duration,
+    /// Also run the ceiling: bindings to precomputed nodes with no
+    /// scheduler ([`crate::ceiling`]).
+    pub ceiling: bool,
 }
 
 /// One run's result.
@@ -182,13 +185,35 @@ fn config_file(dir: &Path, o: &Options) -> Result<PathBuf> {
 
 enum Running {
     Upstream,
-    Rkube(Child),
+    Process(Child),
+}
+
+/// The placements file of the ceiling runs, in the control plane's folder.
+fn placements_file(cp: &ControlPlane) -> PathBuf {
+    cp.dir().join("ceiling-placements.json")
 }
 
 fn start(cp: &ControlPlane, which: &str, o: &Options, cfg: &Path) -> Result<Running> {
     if which == "upstream" {
         cp.start_upstream_scheduler(Some(cfg), &[])?;
         return Ok(Running::Upstream);
+    }
+    if which == "ceiling" {
+        let log = std::fs::File::create(cp.dir().join("logs/rkube-bench-bind.log"))?;
+        let me = std::env::current_exe().context("finding rkube-bench itself")?;
+        let child = Command::new(me)
+            .arg("bind")
+            .arg("--kubeconfig")
+            .arg(cp.scheduler_kubeconfig())
+            .arg("--placements")
+            .arg(placements_file(cp))
+            .args(["--qps", &o.qps.to_string()])
+            .args(["--burst", &o.burst.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("starting rkube-bench bind")?;
+        return Ok(Running::Process(child));
     }
     let log = std::fs::File::create(cp.dir().join("logs/rkube-bench.log"))?;
     let child = Command::new(&o.rkube)
@@ -202,13 +227,13 @@ fn start(cp: &ControlPlane, which: &str, o: &Options, cfg: &Path) -> Result<Runn
         .stderr(log)
         .spawn()
         .with_context(|| format!("starting {}", o.rkube.display()))?;
-    Ok(Running::Rkube(child))
+    Ok(Running::Process(child))
 }
 
 fn stop(cp: &ControlPlane, r: Running) -> Result<()> {
     match r {
         Running::Upstream => cp.stop_upstream_scheduler(),
-        Running::Rkube(mut c) => {
+        Running::Process(mut c) => {
             let _ = Command::new("kill")
                 .args(["-TERM", &c.id().to_string()])
                 .status();
@@ -493,19 +518,36 @@ pub async fn live(o: &Options) -> Result<bool> {
             ""
         }
     );
-    let measured = Measured {
-        pending: &pending,
-        expect,
-        churn: w.churn(),
+    let placed = if o.ceiling {
+        let p = crate::ceiling::placements(&cluster)?;
+        crate::ceiling::write_placements(&placements_file(&cp), &p)?;
+        println!(
+            "ceiling: {} bindings to the nodes rkube's simulator chose, no scheduler",
+            p.len()
+        );
+        p.len()
+    } else {
+        0
+    };
+    let which: &[&str] = if o.ceiling {
+        &["upstream", "rkube", "ceiling"]
+    } else {
+        &["upstream", "rkube"]
     };
     println!(
         "{:<7} {:<9} {:>7} {:>10} {:>9}",
         "RUN", "SCHEDULER", "BOUND", "PODS/S", "WALL S"
     );
-    let mut results: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
+    let mut results: Vec<Vec<Sample>> = vec![Vec::new(); which.len()];
     let mut ok = true;
     for run in 0..o.runs {
-        for (i, which) in ["upstream", "rkube"].iter().enumerate() {
+        for (i, which) in which.iter().enumerate() {
+            let expect = if *which == "ceiling" { placed } else { expect };
+            let measured = Measured {
+                pending: &pending,
+                expect,
+                churn: w.churn(),
+            };
             let s = one_run(&cp, &c, which, o, &cfg, &measured).await?;
             println!(
                 "{:<7} {:<9} {:>7} {:>10.1} {:>9.2}",
@@ -533,18 +575,33 @@ pub async fn live(o: &Options) -> Result<bool> {
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
     }
-    let up = median(results[0].iter().map(|s| s.pods_per_second).collect());
-    let rk = median(results[1].iter().map(|s| s.pods_per_second).collect());
-    let up_wall = median(results[0].iter().map(|s| s.wall.as_secs_f64()).collect());
-    let rk_wall = median(results[1].iter().map(|s| s.wall.as_secs_f64()).collect());
+    let rate = |i: usize| median(results[i].iter().map(|s| s.pods_per_second).collect());
+    let wall = |i: usize| median(results[i].iter().map(|s| s.wall.as_secs_f64()).collect());
+    let (up, rk, up_wall, rk_wall) = (rate(0), rate(1), wall(0), wall(1));
     println!("median  upstream  {up:>17.1} {up_wall:>9.2}");
     println!("median  rkube     {rk:>17.1} {rk_wall:>9.2}");
-    println!(
+    let mut summary = format!(
         "SUMMARY live workload={} qps={} burst={} upstream_pods_per_s={up:.1} rkube_pods_per_s={rk:.1} ratio={:.2} upstream_wall_s={up_wall:.2} rkube_wall_s={rk_wall:.2}",
         o.workload,
         o.qps,
         o.burst,
         if up > 0.0 { rk / up } else { 0.0 }
     );
+    if o.ceiling {
+        let (ce, ce_wall) = (rate(2), wall(2));
+        let pct = |x: f64| if ce > 0.0 { 100.0 * x / ce } else { 0.0 };
+        println!("median  ceiling   {ce:>17.1} {ce_wall:>9.2}");
+        println!(
+            "of the ceiling: upstream {:.0} %, rkube {:.0} %",
+            pct(up),
+            pct(rk)
+        );
+        summary.push_str(&format!(
+            " ceiling_pods_per_s={ce:.1} upstream_pct_of_ceiling={:.1} rkube_pct_of_ceiling={:.1}",
+            pct(up),
+            pct(rk)
+        ));
+    }
+    println!("{summary}");
     Ok(ok)
 }

@@ -3,7 +3,8 @@
 //!
 //!   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
 //!   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify]
-//!   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS]
+//!   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling]
+//!   rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B]
 //!
 //! Prints one JSON line with the same fields as `oracle simulate`:
 //! {"scheduled","unschedulable","pending","attempts","seconds","podsPerSecond",
@@ -21,7 +22,8 @@ use rkube_bench::run::run;
 const USAGE: &str = "usage:
   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify]
-  rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS]";
+  rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling]
+  rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B]";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -39,6 +41,7 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Some("bind") => bind(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             Ok(())
@@ -83,6 +86,7 @@ fn live(args: &[String]) -> Result<bool> {
         qps: 50.0,
         burst: 100,
         timeout: std::time::Duration::from_secs(600),
+        ceiling: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -94,6 +98,7 @@ fn live(args: &[String]) -> Result<bool> {
             "--qps" => o.qps = val()?.parse()?,
             "--burst" => o.burst = val()?.parse()?,
             "--timeout" => o.timeout = std::time::Duration::from_secs(val()?.parse()?),
+            "--ceiling" => o.ceiling = true,
             other => bail!("unexpected argument {other:?}\n{USAGE}"),
         }
     }
@@ -105,6 +110,41 @@ fn live(args: &[String]) -> Result<bool> {
         .enable_all()
         .build()?
         .block_on(rkube_bench::live::live(&o))
+}
+
+/// The live ceiling's binder (started by `live --ceiling`): exit 1 when a
+/// binding failed.
+fn bind(args: &[String]) -> Result<()> {
+    let mut o = rkube_bench::ceiling::BindOptions {
+        kubeconfig: PathBuf::new(),
+        placements: PathBuf::new(),
+        qps: 50.0,
+        burst: 100,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--kubeconfig" => o.kubeconfig = PathBuf::from(val()?),
+            "--placements" => o.placements = PathBuf::from(val()?),
+            "--qps" => o.qps = val()?.parse()?,
+            "--burst" => o.burst = val()?.parse()?,
+            other => bail!("unexpected argument {other:?}\n{USAGE}"),
+        }
+    }
+    if o.kubeconfig.as_os_str().is_empty() || o.placements.as_os_str().is_empty() {
+        bail!("bind needs --kubeconfig and --placements\n{USAGE}");
+    }
+    let (ok, failed) = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(rkube_bench::ceiling::bind(&o))?;
+    eprintln!("{ok} bound, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn simulate(args: &[String]) -> Result<()> {

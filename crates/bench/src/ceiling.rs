@@ -1,0 +1,203 @@
+//! `hack/bench live --ceiling`: the most bindings per second the API server
+//! takes, measured with no scheduler at all.
+//!
+//! Where each pending pod goes is decided before the run, by rkube's
+//! simulator on the same workload ([`placements`]). `rkube-bench bind`
+//! ([`bind`]) is then started in place of a scheduler: a process that makes
+//! the scheduler's client (rkube-daemon's HTTP/2 connection, the scheduler's
+//! kubeconfig and so its API Priority and Fairness flow), and POSTs one
+//! Binding per pod through the same client-side token bucket (QPS/burst)
+//! the schedulers run with. No informers, no cache sync, no scoring: its
+//! wall time, measured by the same watch as theirs, bounds what any
+//! scheduler can reach with that client and API server.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PostParams;
+use kube::Api;
+use rkube_scheduler::ratelimit::RateLimiter;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One pod and the node it is bound to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// Namespace of the pod.
+    pub namespace: String,
+    /// Name of the pod.
+    pub name: String,
+    /// The node.
+    pub node: String,
+}
+
+/// Where rkube's simulator places each pending pod of a workload's cluster
+/// (default configuration, seed 0); pods it leaves pending are left out.
+pub fn placements(cluster: &Value) -> Result<Vec<Placement>> {
+    let text = serde_json::to_string(cluster)?;
+    let objects = rkube_model::load::parse_documents("workload.json", &text)?;
+    let cluster = rkube_model::load::build(&objects, &mut |_| Ok(false))?;
+    let cfg = rkube_sim::load::load_config(None)?;
+    let sim = rkube_sim::simulate(&cluster, &cfg, &rkube_sim::SimulateOptions::default())?;
+    let mut out = Vec::with_capacity(sim.placements.len());
+    for p in sim.placements.iter().filter(|p| !p.evicted) {
+        let Some(node) = &p.node else { continue };
+        let Some((namespace, name)) = p.pod.split_once('/') else {
+            bail!("simulator placement {:?} is not namespace/name", p.pod);
+        };
+        out.push(Placement {
+            namespace: namespace.into(),
+            name: name.into(),
+            node: node.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Options of `rkube-bench bind`.
+#[derive(Debug, Clone)]
+pub struct BindOptions {
+    /// The scheduler's kubeconfig.
+    pub kubeconfig: std::path::PathBuf,
+    /// A JSON array of [`Placement`]s.
+    pub placements: std::path::PathBuf,
+    /// Client QPS.
+    pub qps: f32,
+    /// Client burst.
+    pub burst: i32,
+}
+
+/// Reads a placements file written by [`write_placements`].
+pub fn read_placements(path: &Path) -> Result<Vec<Placement>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a placements file", path.display()))
+}
+
+/// Writes `placements` for [`read_placements`].
+pub fn write_placements(path: &Path, placements: &[Placement]) -> Result<()> {
+    std::fs::write(path, serde_json::to_vec(placements)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn binding(p: &Placement) -> Binding {
+    Binding {
+        metadata: ObjectMeta {
+            name: Some(p.name.clone()),
+            namespace: Some(p.namespace.clone()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(p.node.clone()),
+            ..Default::default()
+        },
+    }
+}
+
+/// Binds every pod of the placements file, in order, one rate-limit token
+/// each; every binding runs as its own task once it has its token (as the
+/// schedulers' binding cycles do). Returns how many bindings succeeded;
+/// errors are counted, not retried.
+pub async fn bind(o: &BindOptions) -> Result<(usize, usize)> {
+    let placements = read_placements(&o.placements)?;
+    let client = rkube_daemon::from_kubeconfig(Some(&o.kubeconfig)).await?;
+    let limiter = RateLimiter::new(o.qps, o.burst);
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in placements {
+        limiter.acquire().await;
+        let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
+        tasks.spawn(async move {
+            api.create_subresource::<_, Value>(
+                "binding",
+                &p.name,
+                &PostParams::default(),
+                &binding(&p),
+            )
+            .await
+            .map_err(|e| format!("{}/{}: {e}", p.namespace, p.name))
+        });
+    }
+    let (mut ok, mut failed) = (0, 0);
+    while let Some(r) = tasks.join_next().await {
+        match r? {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                failed += 1;
+                if failed <= 5 {
+                    eprintln!("binding {e}");
+                }
+            }
+        }
+    }
+    Ok((ok, failed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Workload;
+
+    /// The ceiling binds exactly the pods the simulator places, on its
+    /// nodes, and a placements file reads back the same.
+    #[test]
+    fn placements_are_the_simulators() {
+        for name in [
+            "SchedulingWithMixedChurn/20Nodes_40Pods",
+            "Unschedulable/20Nodes_40Pods",
+        ] {
+            check_placements(name);
+        }
+    }
+
+    fn check_placements(name: &str) {
+        let w = Workload::parse(name).unwrap();
+        let cluster = w.generate();
+        let got = placements(&cluster).unwrap();
+        let nodes: std::collections::HashSet<&str> = cluster["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["kind"] == "Node")
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect();
+        let pending: std::collections::HashSet<String> = cluster["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["kind"] == "Pod" && !i["spec"]["nodeName"].is_string())
+            .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
+            .collect();
+        assert_eq!(got.len(), pending.len() - w.extra_unschedulable());
+        for p in &got {
+            assert!(nodes.contains(p.node.as_str()), "{p:?} on an unknown node");
+            assert!(pending.contains(&p.name), "{p:?} is not a pending pod");
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "rkube-ceiling-{}-{}",
+            std::process::id(),
+            w.pending_pods()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("placements.json");
+        write_placements(&file, &got).unwrap();
+        assert_eq!(read_placements(&file).unwrap(), got);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_binding_names_the_pod_and_the_node() {
+        let b = binding(&Placement {
+            namespace: "ns".into(),
+            name: "p".into(),
+            node: "n1".into(),
+        });
+        assert_eq!(b.metadata.name.as_deref(), Some("p"));
+        assert_eq!(b.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(b.target.kind.as_deref(), Some("Node"));
+        assert_eq!(b.target.name.as_deref(), Some("n1"));
+    }
+}
