@@ -171,10 +171,20 @@ async fn scenario(cp: &ControlPlane) {
         .map(String::from),
     )
     .unwrap();
+    // On a runtime (and threads) of its own, as in its own process: its
+    // informers and bindings must not queue the agent's lease renewals
+    // behind them on two shared workers.
     let (stop_sched, sched_stopped) = tokio::sync::oneshot::channel::<()>();
-    let sched = tokio::spawn(rkube_scheduler::run(sched_opts, async {
-        let _ = sched_stopped.await;
-    }));
+    let sched = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(rkube_scheduler::run(sched_opts, async {
+                let _ = sched_stopped.await;
+            }))
+    });
     let deployment: Deployment = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "scale", "namespace": "default"},
@@ -256,7 +266,11 @@ async fn scenario(cp: &ControlPlane) {
     );
     assert_eq!(missed, 0, "missed lease renewals");
     let _ = stop_sched.send(());
-    sched.await.unwrap().unwrap();
+    tokio::task::spawn_blocking(move || sched.join())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     let _ = stop_kubelet.send(());
     agent.await.unwrap().unwrap();
 }
