@@ -147,8 +147,13 @@ impl NodeInfo {
         } else {
             self.requested.sub(&pod.requests);
         }
-        self.non_zero_requested.milli_cpu += sign * pod.non_zero_milli_cpu;
-        self.non_zero_requested.memory += sign * pod.non_zero_memory;
+        let nz = &mut self.non_zero_requested;
+        nz.milli_cpu = nz
+            .milli_cpu
+            .wrapping_add(sign.wrapping_mul(pod.non_zero_milli_cpu));
+        nz.memory = nz
+            .memory
+            .wrapping_add(sign.wrapping_mul(pod.non_zero_memory));
         for p in pod.host_ports() {
             if sign > 0 {
                 self.used_ports.add(p);

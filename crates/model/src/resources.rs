@@ -70,19 +70,25 @@ impl Resources {
         r
     }
 
-    /// Adds a resource list (upstream's `Resource.Add`).
+    /// Adds a resource list (upstream's `Resource.Add`). Sums wrap as Go's
+    /// int64 does: quantities near 2^63 (`64Ei`) are valid, and two of them
+    /// on one node must not panic.
     pub fn add_list(&mut self, list: &ResourceList) {
         for (name, q) in list {
-            match name.as_str() {
-                names::CPU => self.milli_cpu += q.milli_value(),
-                names::MEMORY => self.memory += q.value(),
-                names::PODS => self.allowed_pod_number += q.value(),
-                names::EPHEMERAL_STORAGE => self.ephemeral_storage += q.value(),
-                other if is_scalar_resource_name(other) => {
-                    *self.scalar.entry(other.to_string()).or_default() += q.value()
+            let field = match name.as_str() {
+                names::CPU => {
+                    self.milli_cpu = self.milli_cpu.wrapping_add(q.milli_value());
+                    continue;
                 }
-                _ => {}
-            }
+                names::MEMORY => &mut self.memory,
+                names::PODS => &mut self.allowed_pod_number,
+                names::EPHEMERAL_STORAGE => &mut self.ephemeral_storage,
+                other if is_scalar_resource_name(other) => {
+                    self.scalar.entry(other.to_string()).or_default()
+                }
+                _ => continue,
+            };
+            *field = field.wrapping_add(q.value());
         }
     }
 
@@ -96,12 +102,14 @@ impl Resources {
         self.add_signed(other, -1);
     }
 
+    /// `self += sign × other`, wrapping as Go's int64 (NodeInfo.update).
     fn add_signed(&mut self, other: &Resources, sign: i64) {
-        self.milli_cpu += sign * other.milli_cpu;
-        self.memory += sign * other.memory;
-        self.ephemeral_storage += sign * other.ephemeral_storage;
+        let add = |a: &mut i64, b: i64| *a = a.wrapping_add(sign.wrapping_mul(b));
+        add(&mut self.milli_cpu, other.milli_cpu);
+        add(&mut self.memory, other.memory);
+        add(&mut self.ephemeral_storage, other.ephemeral_storage);
         for (k, v) in &other.scalar {
-            *self.scalar.entry(k.clone()).or_default() += sign * v;
+            add(self.scalar.entry(k.clone()).or_default(), *v);
         }
     }
 

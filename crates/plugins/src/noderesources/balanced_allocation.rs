@@ -76,7 +76,13 @@ fn balanced_resource_score_in(requested: &[i64], allocatable: &[i64], buf: &mut 
 pub fn balanced_resource_scorer(requested: &[i64], allocated: &[i64], allocatable: &[i64]) -> i64 {
     let with_pod = balanced_resource_score(requested, allocatable);
     let without_pod = balanced_resource_score(allocated, allocatable);
-    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_pod - without_pod) / 2
+    // Wrapping as Go's int64: a node whose bound pods' requests summed past
+    // 2^63 has negative fractions, and scores far outside [0, 100] (which
+    // the framework then refuses, as upstream's does).
+    let diff = (MAX_NODE_SCORE / 2)
+        .wrapping_add(with_pod)
+        .wrapping_sub(without_pod);
+    (MAX_NODE_SCORE / 2).wrapping_add(diff / 2)
 }
 
 impl Plugin for BalancedAllocation {

@@ -94,7 +94,7 @@ fn fits(
     if node.pods.len() as i64 + 1 > alloc.allowed_pod_number {
         return false;
     }
-    let ok = |want: i64, alloc: i64, used: i64| !(want > 0 && want > alloc - used);
+    let ok = |want: i64, alloc: i64, used: i64| !(want > 0 && want > alloc.wrapping_sub(used));
     ok(req.milli_cpu, alloc.milli_cpu, used.milli_cpu)
         && ok(req.memory, alloc.memory, used.memory)
         && ok(
@@ -139,7 +139,7 @@ pub fn fits_request(
         return out;
     }
     let mut check = |name: &str, want: i64, alloc: i64, used: i64| {
-        if want > 0 && want > alloc - used {
+        if want > 0 && want > alloc.wrapping_sub(used) {
             out.push(InsufficientResource {
                 name: name.to_string(),
                 reason: format!("Insufficient {name}"),
@@ -175,7 +175,10 @@ fn least_requested_score(requested: i64, capacity: i64) -> i64 {
         return 0;
     }
     // Go's int64 arithmetic wraps on absurd capacities; so does this.
-    (capacity - requested).wrapping_mul(MAX_NODE_SCORE) / capacity
+    capacity
+        .wrapping_sub(requested)
+        .wrapping_mul(MAX_NODE_SCORE)
+        / capacity
 }
 
 fn most_requested_score(requested: i64, capacity: i64) -> i64 {
