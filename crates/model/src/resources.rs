@@ -75,20 +75,17 @@ impl Resources {
     /// on one node must not panic.
     pub fn add_list(&mut self, list: &ResourceList) {
         for (name, q) in list {
-            let field = match name.as_str() {
-                names::CPU => {
-                    self.milli_cpu = self.milli_cpu.wrapping_add(q.milli_value());
-                    continue;
-                }
-                names::MEMORY => &mut self.memory,
-                names::PODS => &mut self.allowed_pod_number,
-                names::EPHEMERAL_STORAGE => &mut self.ephemeral_storage,
+            let (field, amount) = match name.as_str() {
+                names::CPU => (&mut self.milli_cpu, q.milli_value()),
+                names::MEMORY => (&mut self.memory, q.value()),
+                names::PODS => (&mut self.allowed_pod_number, q.value()),
+                names::EPHEMERAL_STORAGE => (&mut self.ephemeral_storage, q.value()),
                 other if is_scalar_resource_name(other) => {
-                    self.scalar.entry(other.to_string()).or_default()
+                    (self.scalar.entry(other.to_string()).or_default(), q.value())
                 }
                 _ => continue,
             };
-            *field = field.wrapping_add(q.value());
+            *field = field.wrapping_add(amount);
         }
     }
 
