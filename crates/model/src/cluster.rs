@@ -28,6 +28,8 @@ pub struct Cluster {
     pub workloads: crate::workloads::WorkloadSelectors,
     /// PersistentVolumes, claims, StorageClasses and CSINode limits.
     pub volumes: crate::volumes::Volumes,
+    /// DeviceClasses, ResourceSlices, ResourceClaims and templates.
+    pub dra: crate::dra::Dra,
     /// Notes about objects that were read but not used.
     pub warnings: Vec<String>,
 }

@@ -816,7 +816,22 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
             .flatten()
             .filter_map(|v| v.image.as_ref().and_then(|i| i.reference.clone()))
             .collect(),
-        has_resource_claims: spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()),
+        resource_claims: spec
+            .resource_claims
+            .iter()
+            .flatten()
+            .map(|c| PodResourceClaim {
+                name: c.name.clone(),
+                claim_name: c.resource_claim_name.clone(),
+                template_name: c.resource_claim_template_name.clone(),
+            })
+            .collect(),
+        claim_statuses: status
+            .and_then(|s| s.resource_claim_statuses.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|s| (s.name.clone(), s.resource_claim_name.clone()))
+            .collect(),
         terminated: phase == "Succeeded" || phase == "Failed",
         mirror: p
             .metadata

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod convert;
 pub mod decision;
+pub mod dra;
 mod expand;
 pub mod load;
 pub mod objects;

@@ -109,11 +109,15 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
             }
             k if IGNORED_KINDS.contains(&k) => {}
             _ => {
-                if !workloads.take(o, &mut cluster)? && !cluster.volumes.take(o)? && !extra(o)? {
+                if !workloads.take(o, &mut cluster)?
+                    && !cluster.volumes.take(o)?
+                    && !cluster.dra.take(o)?
+                    && !extra(o)?
+                {
                     return Err(o.error(
                         Some("kind".into()),
                         format!(
-                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services, storage objects (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
+                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services, storage objects (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes), DRA objects (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates) and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
                             o.kind
                         ),
                     ));
@@ -122,6 +126,7 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
         }
     }
     crate::expand::expand(workloads, &mut cluster, &classes, &mut seq)?;
+    crate::dra::generate_claims(&mut cluster.pods, &mut cluster.dra);
     let mut names = std::collections::HashSet::new();
     for n in &cluster.nodes {
         if !names.insert(n.name.as_str()) {

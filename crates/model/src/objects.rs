@@ -335,6 +335,17 @@ impl Pod {
     }
 }
 
+/// An entry of `spec.resourceClaims`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PodResourceClaim {
+    /// `name` (what containers refer to).
+    pub name: String,
+    /// `resourceClaimName`.
+    pub claim_name: Option<String>,
+    /// `resourceClaimTemplateName`.
+    pub template_name: Option<String>,
+}
+
 /// A pod as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Pod {
@@ -388,8 +399,11 @@ pub struct Pod {
     pub volumes: Vec<Volume>,
     /// References of `image` volumes (ImageLocality counts them).
     pub image_volumes: Vec<String>,
-    /// The pod uses DynamicResourceAllocation (`spec.resourceClaims`).
-    pub has_resource_claims: bool,
+    /// `spec.resourceClaims`.
+    pub resource_claims: Vec<PodResourceClaim>,
+    /// `status.resourceClaimStatuses`: pod claim name → generated claim's
+    /// name (None: the controller decided no claim is needed).
+    pub claim_statuses: Vec<(String, Option<String>)>,
     /// Terminated (Succeeded or Failed): does not occupy its node.
     pub terminated: bool,
     /// A static pod's mirror (annotation `kubernetes.io/config.mirror`):
@@ -434,6 +448,11 @@ impl Pod {
     /// (`metav1.GetControllerOf`).
     pub fn controller(&self) -> Option<&OwnerRef> {
         self.owners.iter().find(|o| o.controller)
+    }
+
+    /// The pod uses DynamicResourceAllocation (`spec.resourceClaims`).
+    pub fn has_resource_claims(&self) -> bool {
+        !self.resource_claims.is_empty()
     }
 
     /// The pod has pod affinity or anti-affinity.

@@ -68,7 +68,7 @@ pub fn dynamic_resources() -> Arc<dyn Plugin> {
         },
         ..plugin(
             "DynamicResources",
-            |p| p.has_resource_claims,
+            |p| p.has_resource_claims(),
             "rkube does not model DynamicResourceAllocation (ResourceClaims) yet",
         )
     })

@@ -1,0 +1,6 @@
+//! Dynamic Resource Allocation as v1.37's `k8s.io/dynamic-resource-allocation`
+//! does it: CEL device selectors ([`cel`]) and semantic versions
+//! ([`semver`]) for the structured allocator.
+
+pub mod cel;
+pub mod semver;
