@@ -2,5 +2,8 @@
 //! does it: CEL device selectors ([`cel`]) and semantic versions
 //! ([`semver`]) for the structured allocator.
 
+pub mod allocator;
+pub mod capacity;
 pub mod cel;
+pub mod pools;
 pub mod semver;

@@ -18,6 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rkube_model::dra::ResourceClaim;
 use rkube_model::volumes::{PodVolumes, Pv, Pvc};
 use rkube_model::{Node, Pod};
 
@@ -40,6 +41,11 @@ pub trait AssumeCache {
     /// Restores what [`AssumeCache::assume_volumes`] changed
     /// (`RevertAssumedPodVolumes`).
     fn revert_volumes(&mut self, pod: &Pod, volumes: &PodVolumes);
+    /// Puts `claim` in the cache as the scheduler now sees it: Reserve
+    /// passes the claim with its new allocation (later pods see its
+    /// devices as taken), Unreserve the claim as it was (upstream's
+    /// DRA manager's in-flight claims and `AssumedClaimRestore`).
+    fn assume_claim(&mut self, claim: &ResourceClaim);
 }
 
 /// The API server as the binding cycle's plugins write to and read from
@@ -56,6 +62,13 @@ pub trait ClusterApi {
     /// `node` (asks the provisioner for a volume reachable from it; `pvc` as
     /// it was read). Returns the claim as written.
     fn select_node(&mut self, pvc: &Pvc, node: &str) -> Result<Pvc, String>;
+    /// Writes a ResourceClaim's status (allocation and `reservedFor`) and,
+    /// when it lacks it, the delete-protection finalizer (`claim` as it was
+    /// read, for the update's optimistic concurrency). Returns the claim as
+    /// written.
+    fn update_claim_status(&mut self, claim: &ResourceClaim) -> Result<ResourceClaim, String>;
+    /// The ResourceClaim as the host last saw it; `None` if gone.
+    fn resource_claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim>;
     /// The claim as the host last saw it (informer cache); `None` if gone.
     fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc>;
     /// The volume as the host last saw it; `None` if gone.

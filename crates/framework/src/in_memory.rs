@@ -14,6 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rkube_model::dra::ResourceClaim;
 use rkube_model::volumes::{PodVolumes, Pv, Pvc};
 use rkube_model::{Node, Pod};
 
@@ -52,6 +53,12 @@ impl AssumeCache for SnapshotHost<'_> {
     fn revert_volumes(&mut self, _: &Pod, volumes: &PodVolumes) {
         Arc::make_mut(&mut self.snapshot.volumes).revert_bindings(volumes);
     }
+
+    fn assume_claim(&mut self, claim: &ResourceClaim) {
+        if let Some(dra) = self.snapshot.dra.as_mut() {
+            Arc::make_mut(dra).claims.insert(claim.key(), claim.clone());
+        }
+    }
 }
 
 impl ClusterApi for SnapshotHost<'_> {
@@ -84,6 +91,30 @@ impl ClusterApi for SnapshotHost<'_> {
                     pvc.namespace, pvc.name
                 )
             })
+    }
+
+    /// The API server accepts the status at once: the claim in the
+    /// snapshot becomes `claim`, finalizer included.
+    fn update_claim_status(&mut self, claim: &ResourceClaim) -> Result<ResourceClaim, String> {
+        let dra = self
+            .snapshot
+            .dra
+            .as_mut()
+            .ok_or_else(|| "resourceclaims are not modelled by this host".to_string())?;
+        let dra = Arc::make_mut(dra);
+        let Some(stored) = dra.claims.get_mut(&claim.key()) else {
+            return Err(format!(
+                "resourceclaims.resource.k8s.io {:?} not found",
+                claim.name
+            ));
+        };
+        *stored = claim.clone();
+        stored.protected = true;
+        Ok(stored.clone())
+    }
+
+    fn resource_claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim> {
+        self.snapshot.dra.as_ref()?.claim(namespace, name).cloned()
     }
 
     fn node(&self, name: &str) -> Option<Arc<Node>> {

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use rkube_model::dra::Dra;
 use rkube_model::volumes::Volumes;
 use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{Cluster, Labels, Pod};
@@ -22,6 +23,10 @@ pub struct Snapshot {
     pub workloads: Arc<WorkloadSelectors>,
     /// Volumes, claims and classes, with the bindings assumed so far.
     pub volumes: Arc<Volumes>,
+    /// DeviceClasses, ResourceSlices and ResourceClaims, with the
+    /// allocations assumed so far; `None` when the host does not watch
+    /// them (DynamicResources then refuses pods with claims).
+    pub dra: Option<Arc<Dra>>,
 }
 
 impl Snapshot {
@@ -31,6 +36,7 @@ impl Snapshot {
         let mut snap = Snapshot::new(cluster.nodes.iter().cloned().map(Arc::new).collect());
         snap.workloads = Arc::new(cluster.workloads.clone());
         snap.volumes = Arc::new(cluster.volumes.clone());
+        snap.dra = Some(Arc::new(cluster.dra.clone()));
         for ns in cluster.namespaces.values() {
             snap.namespaces.insert(ns.name.clone(), ns.labels.clone());
         }
@@ -81,6 +87,7 @@ impl Snapshot {
             namespaces: BTreeMap::new(),
             workloads: Arc::default(),
             volumes: Arc::default(),
+            dra: None,
         }
     }
 

@@ -202,6 +202,11 @@ impl Quantity {
         }
     }
 
+    /// The opposite quantity.
+    pub fn negated(&self) -> Quantity {
+        Quantity { nanos: -self.nanos }
+    }
+
     /// Compares values.
     pub fn cmp_value(&self, other: &Quantity) -> std::cmp::Ordering {
         self.nanos.cmp(&other.nanos)

@@ -54,6 +54,15 @@ mod tests {
         fn select_node(&mut self, _: &Pvc, _: &str) -> Result<Pvc, String> {
             unreachable!()
         }
+        fn update_claim_status(
+            &mut self,
+            _: &rkube_model::dra::ResourceClaim,
+        ) -> Result<rkube_model::dra::ResourceClaim, String> {
+            unreachable!()
+        }
+        fn resource_claim(&self, _: &str, _: &str) -> Option<rkube_model::dra::ResourceClaim> {
+            None
+        }
         fn node(&self, _: &str) -> Option<std::sync::Arc<rkube_model::Node>> {
             None
         }

@@ -127,6 +127,16 @@ impl ClusterApi for FakeApi {
         Ok(c.clone())
     }
 
+    fn update_claim_status(
+        &mut self,
+        _: &rkube_model::dra::ResourceClaim,
+    ) -> Result<rkube_model::dra::ResourceClaim, String> {
+        unreachable!("no DRA here")
+    }
+    fn resource_claim(&self, _: &str, _: &str) -> Option<rkube_model::dra::ResourceClaim> {
+        None
+    }
+
     fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
         let mut c = self.volumes.pvc(namespace, name)?.clone();
         if self.controllers_done() {

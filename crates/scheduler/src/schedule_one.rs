@@ -546,6 +546,20 @@ impl ClusterApi for ApiHost<'_> {
             .ok_or_else(|| format!("persistentvolumeclaims {:?} not found", pvc.name))
     }
 
+    fn update_claim_status(
+        &mut self,
+        claim: &rkube_model::dra::ResourceClaim,
+    ) -> Result<rkube_model::dra::ResourceClaim, String> {
+        Err(format!(
+            "resourceclaim {}/{}: rkube's live scheduler does not watch ResourceClaims yet",
+            claim.namespace, claim.name
+        ))
+    }
+
+    fn resource_claim(&self, _: &str, _: &str) -> Option<rkube_model::dra::ResourceClaim> {
+        None
+    }
+
     fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
         self.shared.lock().informer_pvc(namespace, name)
     }

@@ -939,6 +939,11 @@ impl AssumeCache for State {
     fn revert_volumes(&mut self, pod: &Pod, _: &PodVolumes) {
         self.drop_assumed_volumes(&pod.uid);
     }
+
+    /// The live scheduler does not watch DRA objects yet: its snapshots
+    /// carry none, and DynamicResources refuses pods with claims before
+    /// any Reserve.
+    fn assume_claim(&mut self, _: &rkube_model::dra::ResourceClaim) {}
 }
 
 /// Applies a change to a map of converted objects; `convert` returns `None`

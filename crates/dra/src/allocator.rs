@@ -1,0 +1,1232 @@
+//! The structured allocator, as v1.37's "incubating" implementation (the
+//! one the default feature gates select) decides: for one node, find
+//! devices for every request of every claim, first fit, depth first with
+//! backtracking. Claims in order, requests in order, devices in pool order
+//! (see [`crate::pools`]); within one request devices are tried as
+//! combinations in pool order, never permutations. The first complete
+//! solution wins; there is no scoring.
+//!
+//! The outcome is upstream's three-way contract: the allocations (one per
+//! claim), `None` (cannot allocate on this node), or an error. Errors are
+//! fatal to the scheduling attempt ([`Failure::Error`]) except "invalid
+//! resource pools were encountered", a rejection of the node only
+//! ([`Failure::Node`]).
+//!
+//! Upstream bounds the search with the Filter timeout (10 s). rkube bounds
+//! it by work instead, so that results do not depend on the machine: past
+//! [`STEP_BUDGET`] search steps on one node the allocation fails as a
+//! timeout would.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use rkube_model::dra::{
+    AllocatedConfig, Allocation, AllocationMode, AttrValue, Device, DeviceClass, DeviceResult, Dra,
+    ExactRequest, ResourceClaim, ResourceSlice,
+};
+use rkube_model::selector::{NodeSelector, NodeSelectorTerm, Operator, Requirement};
+use rkube_model::{Node, Quantity};
+
+use crate::capacity;
+use crate::cel::{Cache, DeviceView};
+use crate::pools::{self, Pool};
+
+/// The most devices one claim's allocation may hold
+/// (`AllocationResultsMaxSize`).
+pub const MAX_RESULTS: usize = 32;
+
+/// Search steps allowed on one node before the allocation counts as timed
+/// out (upstream: the 10 s `filterTimeout`).
+pub const STEP_BUDGET: u64 = 2_000_000;
+
+/// `driver/pool/device`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    /// Driver.
+    pub driver: String,
+    /// Pool.
+    pub pool: String,
+    /// Device.
+    pub device: String,
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// What existing claims already hold (upstream's `AllocatedState`).
+#[derive(Debug, Clone, Default)]
+pub struct AllocatedState {
+    /// Devices held exclusively.
+    pub devices: HashSet<DeviceId>,
+    /// Shares of devices allowing multiple allocations (device, shareID).
+    pub shared: HashSet<(DeviceId, String)>,
+    /// Capacity held by shares, summed per device.
+    pub capacity: HashMap<DeviceId, BTreeMap<String, Quantity>>,
+}
+
+impl AllocatedState {
+    /// Adds an allocation's devices (admin-access results hold nothing).
+    pub fn add(&mut self, a: &Allocation) {
+        for r in &a.devices {
+            if r.admin_access {
+                continue;
+            }
+            let id = DeviceId {
+                driver: r.driver.clone(),
+                pool: r.pool.clone(),
+                device: r.device.clone(),
+            };
+            match &r.share_id {
+                Some(share) => {
+                    let held = self.capacity.entry(id.clone()).or_default();
+                    for (k, q) in &r.consumed_capacity {
+                        let e = held.entry(k.clone()).or_default();
+                        *e = e.checked_add(q);
+                    }
+                    self.shared.insert((id, share.clone()));
+                }
+                None => {
+                    self.devices.insert(id);
+                }
+            }
+        }
+    }
+
+    /// The state of every allocated claim of a cluster.
+    pub fn of(dra: &Dra) -> Self {
+        let mut s = AllocatedState::default();
+        for c in dra.claims.values() {
+            if let Some(a) = &c.allocation {
+                s.add(a);
+            }
+        }
+        s
+    }
+
+    /// Held in any way (exclusively, shared, or with capacity).
+    fn is_allocated(&self, id: &DeviceId) -> bool {
+        self.devices.contains(id)
+            || self.capacity.contains_key(id)
+            || self.shared.iter().any(|(d, _)| d == id)
+    }
+}
+
+/// Why an allocation could not be computed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// A fatal error (upstream: the Filter returns Error).
+    Error(String),
+    /// The node cannot be used (invalid pools).
+    Node(String),
+    /// The search ran past [`STEP_BUDGET`].
+    Timeout,
+}
+
+/// The allocator for one scheduling attempt.
+pub struct Allocator<'a> {
+    dra: &'a Dra,
+    state: &'a AllocatedState,
+    cache: &'a Cache,
+    /// Shares get deterministic IDs (upstream draws random UUIDs).
+    share_seed: String,
+}
+
+/// `ns/name`, or `name` without a namespace (klog's `KObj`).
+fn kobj(c: &ResourceClaim) -> String {
+    if c.namespace.is_empty() {
+        c.name.clone()
+    } else {
+        format!("{}/{}", c.namespace, c.name)
+    }
+}
+
+/// One request, or one subrequest of a `firstAvailable` list.
+struct RequestData<'a> {
+    req: &'a ExactRequest,
+    /// The parent request's name, for subrequests.
+    parent: Option<&'a str>,
+    class: &'a DeviceClass,
+    num_devices: usize,
+    /// All mode: the selectable devices.
+    all_devices: Vec<DevRef<'a>>,
+}
+
+impl RequestData<'_> {
+    fn own_name<'n>(&'n self, base: &'n str) -> &'n str {
+        if self.parent.is_some() {
+            &self.req.name
+        } else {
+            base
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct DevRef<'a> {
+    pool: usize,
+    slice: &'a ResourceSlice,
+    index: usize,
+}
+
+impl<'a> DevRef<'a> {
+    fn device(&self) -> &'a Device {
+        &self.slice.devices[self.index]
+    }
+    fn id(&self) -> DeviceId {
+        DeviceId {
+            driver: self.slice.driver.clone(),
+            pool: self.slice.pool.clone(),
+            device: self.device().name.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Constraint {
+    Match {
+        requests: Vec<String>,
+        attribute: String,
+        reference: Option<AttrValue>,
+        count: usize,
+    },
+    Distinct {
+        requests: Vec<String>,
+        attribute: String,
+        values: Vec<AttrValue>,
+    },
+}
+
+fn in_scope(requests: &[String], base: &str, sub: Option<&str>) -> bool {
+    requests.is_empty()
+        || requests.iter().any(|r| r == base)
+        || sub.is_some_and(|s| requests.iter().any(|r| *r == format!("{base}/{s}")))
+}
+
+fn same_kind_equal(a: &AttrValue, b: &AttrValue) -> bool {
+    match (a, b) {
+        (AttrValue::String(x), AttrValue::String(y)) => x == y,
+        (AttrValue::Int(x), AttrValue::Int(y)) => x == y,
+        (AttrValue::Bool(x), AttrValue::Bool(y)) => x == y,
+        (AttrValue::Version(x), AttrValue::Version(y)) => x == y,
+        _ => false,
+    }
+}
+
+impl Constraint {
+    fn add(&mut self, base: &str, sub: Option<&str>, device: &Device) -> bool {
+        match self {
+            Constraint::Match {
+                requests,
+                attribute,
+                reference,
+                count,
+            } => {
+                if !in_scope(requests, base, sub) {
+                    return true;
+                }
+                let Some(v) = device.attributes.get(attribute.as_str()) else {
+                    return false;
+                };
+                if *count == 0 {
+                    *reference = Some(v.clone());
+                    *count = 1;
+                    return true;
+                }
+                if !reference.as_ref().is_some_and(|r| same_kind_equal(v, r)) {
+                    return false;
+                }
+                *count += 1;
+                true
+            }
+            Constraint::Distinct {
+                requests,
+                attribute,
+                values,
+            } => {
+                if !in_scope(requests, base, sub) {
+                    return true;
+                }
+                let Some(v) = device.attributes.get(attribute.as_str()) else {
+                    return false;
+                };
+                if values.iter().any(|x| same_kind_equal(v, x)) {
+                    return false;
+                }
+                values.push(v.clone());
+                true
+            }
+        }
+    }
+
+    fn remove(&mut self, base: &str, sub: Option<&str>) {
+        match self {
+            Constraint::Match {
+                requests, count, ..
+            } => {
+                if in_scope(requests, base, sub) {
+                    *count -= 1;
+                }
+            }
+            Constraint::Distinct {
+                requests, values, ..
+            } => {
+                if in_scope(requests, base, sub) {
+                    values.pop();
+                }
+            }
+        }
+    }
+}
+
+/// One device picked during the search.
+struct Picked<'a> {
+    request: String,
+    parent: Option<String>,
+    dev: DevRef<'a>,
+    admin_access: bool,
+    share_id: Option<String>,
+    consumed: BTreeMap<String, Quantity>,
+}
+
+/// Key of a request (or subrequest) in a search: claim, request, sub.
+type ReqKey = (usize, usize, usize);
+
+/// How to undo one picked device.
+#[derive(Default)]
+struct Undo {
+    counters: bool,
+    constraints: usize,
+    marked: bool,
+    capacity_existed: bool,
+    capacity: Option<BTreeMap<String, Quantity>>,
+    result: bool,
+}
+
+struct Search<'a, 'b> {
+    alloc: &'b Allocator<'a>,
+    node: &'b Node,
+    claims: &'b [&'a ResourceClaim],
+    pools: Vec<Pool<'a>>,
+    requests: HashMap<ReqKey, RequestData<'a>>,
+    selected_sub: HashMap<(usize, usize), usize>,
+    constraints: Vec<Vec<Constraint>>,
+    matches: HashMap<(DeviceId, ReqKey), bool>,
+    allocating: HashMap<DeviceId, BTreeSet<usize>>,
+    allocating_capacity: HashMap<DeviceId, BTreeMap<String, Quantity>>,
+    available_counters: HashMap<usize, BTreeMap<String, BTreeMap<String, Quantity>>>,
+    consumed_counters: HashMap<usize, BTreeMap<String, BTreeMap<String, Quantity>>>,
+    results: Vec<Vec<Picked<'a>>>,
+    steps: u64,
+    shares: u64,
+}
+
+/// Internal outcome of a search step.
+enum Stop {
+    MaxSize,
+    Fail(Failure),
+}
+
+type Step = Result<bool, Stop>;
+
+fn fatal(msg: String) -> Stop {
+    Stop::Fail(Failure::Error(msg))
+}
+
+impl<'a> Allocator<'a> {
+    /// An allocator over a cluster's classes and slices, with what is
+    /// already allocated.
+    pub fn new(dra: &'a Dra, state: &'a AllocatedState, cache: &'a Cache) -> Self {
+        Allocator {
+            dra,
+            state,
+            cache,
+            share_seed: String::new(),
+        }
+    }
+
+    /// Seeds the share IDs of devices allowing multiple allocations (the
+    /// pod's UID: one pod's shares are distinct and reproducible).
+    pub fn with_share_seed(mut self, seed: &str) -> Self {
+        self.share_seed = seed.to_string();
+        self
+    }
+
+    /// Allocates every claim on `node`: the allocations, or `None` when
+    /// they cannot all be satisfied there.
+    pub fn allocate(
+        &self,
+        node: &Node,
+        claims: &[&'a ResourceClaim],
+    ) -> Result<Option<Vec<Allocation>>, Failure> {
+        self.allocate_counted(node, claims).0
+    }
+
+    /// [`Allocator::allocate`], with the number of search steps it took
+    /// (upstream's `allocateOne` invocations).
+    pub fn allocate_counted(
+        &self,
+        node: &Node,
+        claims: &[&'a ResourceClaim],
+    ) -> (Result<Option<Vec<Allocation>>, Failure>, u64) {
+        let mut s = Search {
+            alloc: self,
+            node,
+            claims,
+            pools: pools::gather(&self.dra.slices, node),
+            requests: HashMap::new(),
+            selected_sub: HashMap::new(),
+            constraints: Vec::new(),
+            matches: HashMap::new(),
+            allocating: HashMap::new(),
+            allocating_capacity: HashMap::new(),
+            available_counters: HashMap::new(),
+            consumed_counters: HashMap::new(),
+            results: (0..claims.len()).map(|_| Vec::new()).collect(),
+            steps: 0,
+            shares: 0,
+        };
+        if let Err(e) = s.preflight() {
+            let f = match e {
+                Stop::Fail(f) => f,
+                Stop::MaxSize => Failure::Error("internal error: size limit in preflight".into()),
+            };
+            return (Err(f), 0);
+        }
+        let out = match s.allocate_one((0, 0, 0, 0), false, (0, 0, 0)) {
+            Ok(true) => s.finish().map(Some),
+            Ok(false) | Err(Stop::MaxSize) => {
+                if s.pools.iter().any(|p| p.invalid.is_some()) {
+                    Err(Failure::Node(
+                        "invalid resource pools were encountered".into(),
+                    ))
+                } else {
+                    Ok(None)
+                }
+            }
+            Err(Stop::Fail(f)) => Err(f),
+        };
+        (out, s.steps)
+    }
+}
+
+impl<'a> Search<'a, '_> {
+    fn preflight(&mut self) -> Result<(), Stop> {
+        let claims = self.claims;
+        for (ci, claim) in claims.iter().enumerate() {
+            let mut min_claim = 0usize;
+            for (ri, request) in claim.spec.requests.iter().enumerate() {
+                let min_req = if request.first_available.is_empty() {
+                    let Some(e) = &request.exactly else {
+                        return Err(fatal(format!(
+                            "claim {}, request {}: missing device class name (unsupported request type?)",
+                            kobj(claim),
+                            request.name
+                        )));
+                    };
+                    let d = self.validate(ci, ri, 0, e, None)?;
+                    let n = d.num_devices;
+                    self.requests.insert((ci, ri, 0), d);
+                    n
+                } else {
+                    let mut min = usize::MAX;
+                    for (si, sub) in request.first_available.iter().enumerate() {
+                        let d = self.validate(ci, ri, si, sub, Some(request.name.as_str()))?;
+                        min = min.min(d.num_devices);
+                        self.requests.insert((ci, ri, si), d);
+                    }
+                    min
+                };
+                if min_req > MAX_RESULTS.saturating_sub(min_claim) {
+                    return Err(fatal(format!(
+                        "claim {}, request {}: adding {min_req} devices exceeds the claim limit of {MAX_RESULTS}, with {min_claim} already accounted for",
+                        kobj(claim),
+                        request.name
+                    )));
+                }
+                min_claim += min_req;
+            }
+            let mut cs = Vec::new();
+            for (i, c) in claim.spec.constraints.iter().enumerate() {
+                if let Some(a) = &c.match_attribute {
+                    cs.push(Constraint::Match {
+                        requests: c.requests.clone(),
+                        attribute: a.clone(),
+                        reference: None,
+                        count: 0,
+                    });
+                } else if let Some(a) = &c.distinct_attribute {
+                    cs.push(Constraint::Distinct {
+                        requests: c.requests.clone(),
+                        attribute: a.clone(),
+                        values: Vec::new(),
+                    });
+                } else {
+                    return Err(fatal(format!(
+                        "claim {}, constraint #{i}: empty constraint (unsupported constraint type?)",
+                        kobj(claim)
+                    )));
+                }
+            }
+            self.constraints.push(cs);
+        }
+        Ok(())
+    }
+
+    fn validate(
+        &mut self,
+        ci: usize,
+        ri: usize,
+        si: usize,
+        req: &'a ExactRequest,
+        parent: Option<&'a str>,
+    ) -> Result<RequestData<'a>, Stop> {
+        let claim = self.claims[ci];
+        let name = if parent.is_some() {
+            req.name.as_str()
+        } else {
+            claim.spec.requests[ri].name.as_str()
+        };
+        if req.device_class_name.is_empty() {
+            return Err(fatal(format!(
+                "claim {}, request {name}: missing device class name (unsupported request type?)",
+                kobj(claim)
+            )));
+        }
+        let Some(class) = self.alloc.dra.classes.get(&req.device_class_name) else {
+            return Err(fatal(format!(
+                "claim {}, request {name}: could not retrieve device class {}: deviceclass.resource.k8s.io {:?} not found",
+                kobj(claim),
+                req.device_class_name,
+                req.device_class_name
+            )));
+        };
+        let mut data = RequestData {
+            req,
+            parent,
+            class,
+            num_devices: 0,
+            all_devices: Vec::new(),
+        };
+        match req.mode {
+            AllocationMode::ExactCount(n) => {
+                data.num_devices = usize::try_from(n).unwrap_or(usize::MAX);
+            }
+            AllocationMode::All => {
+                for pi in 0..self.pools.len() {
+                    let pool = &self.pools[pi];
+                    if pool.incomplete {
+                        return Err(fatal(format!(
+                            "claim {}, request {name}: asks for all devices, but resource pool {}/{} is currently being updated",
+                            kobj(claim),
+                            pool.driver,
+                            pool.name
+                        )));
+                    }
+                    if pool.invalid.is_some() {
+                        return Err(fatal(format!(
+                            "claim {}, request {name}: asks for all devices, but resource pool {}/{} is currently invalid",
+                            kobj(claim),
+                            pool.driver,
+                            pool.name
+                        )));
+                    }
+                    let slices = pool.slices.clone();
+                    for slice in slices {
+                        for index in 0..slice.devices.len() {
+                            let dev = DevRef {
+                                pool: pi,
+                                slice,
+                                index,
+                            };
+                            if !self.selectable((ci, ri, si), &data, dev)? {
+                                continue;
+                            }
+                            let d = dev.device();
+                            let ok = capacity::fits(&req.capacity, &d.capacity, None, None)
+                                .map_err(|e| {
+                                    fatal(format!(
+                                        "claim {}, request {name}: checking capacity for device {}: {e}",
+                                        kobj(claim),
+                                        d.name
+                                    ))
+                                })?;
+                            if ok {
+                                data.all_devices.push(dev);
+                            }
+                        }
+                    }
+                }
+                data.num_devices = data.all_devices.len();
+            }
+        }
+        Ok(data)
+    }
+
+    /// Upstream's `isSelectable`: class selectors, then the request's,
+    /// then per-device node selection; definite answers are cached.
+    fn selectable(
+        &mut self,
+        key: ReqKey,
+        data: &RequestData<'a>,
+        dev: DevRef<'a>,
+    ) -> Result<bool, Stop> {
+        let device = dev.device();
+        let id = dev.id();
+        if let Some(m) = self.matches.get(&(id.clone(), key)) {
+            return Ok(*m);
+        }
+        let view = DeviceView {
+            driver: &dev.slice.driver,
+            attributes: &device.attributes,
+            capacity: &device.capacity,
+            allow_multiple_allocations: device.allow_multiple_allocations,
+        };
+        let claim = self.claims[key.0];
+        let mut ok = self.selectors_match(
+            &view,
+            &id,
+            &data.class.selectors,
+            Some(&data.class.name),
+            claim,
+        )?;
+        if ok {
+            ok = self.selectors_match(&view, &id, &data.req.selectors, None, claim)?;
+        }
+        if ok && dev.slice.node == rkube_model::dra::NodeScope::PerDevice {
+            ok = device
+                .node
+                .as_ref()
+                .is_some_and(|s| pools::scope_matches(s, self.node));
+        }
+        self.matches.insert((id, key), ok);
+        Ok(ok)
+    }
+
+    fn selectors_match(
+        &self,
+        view: &DeviceView<'_>,
+        id: &DeviceId,
+        selectors: &[String],
+        class: Option<&str>,
+        claim: &ResourceClaim,
+    ) -> Result<bool, Stop> {
+        let owner = match class {
+            Some(c) => format!("class {c}"),
+            None => format!("claim {}", kobj(claim)),
+        };
+        for (i, src) in selectors.iter().enumerate() {
+            let compiled = self.alloc.cache.get(src);
+            let sel = match compiled.as_ref() {
+                Ok(s) => s,
+                Err(e) => {
+                    return Err(fatal(format!(
+                        "{owner}: selector #{i}: CEL compile error: {e}"
+                    )))
+                }
+            };
+            match sel.matches(view) {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(e) => {
+                    return Err(fatal(format!(
+                        "{owner}: selector #{i} on device {id}: CEL runtime error: {e}"
+                    )))
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn in_use(&self, id: &DeviceId) -> bool {
+        self.alloc.state.devices.contains(id)
+            || self.allocating.get(id).is_some_and(|s| !s.is_empty())
+    }
+
+    fn capacity_in_use(&self, id: &DeviceId) -> bool {
+        self.alloc.state.capacity.contains_key(id)
+            || self.alloc.state.shared.iter().any(|(d, _)| d == id)
+            || self.allocating_capacity.contains_key(id)
+    }
+
+    fn capacity_fits(&self, req: &ExactRequest, dev: DevRef<'a>) -> Result<bool, String> {
+        let id = dev.id();
+        capacity::fits(
+            &req.capacity,
+            &dev.device().capacity,
+            self.alloc.state.capacity.get(&id),
+            self.allocating_capacity.get(&id),
+        )
+    }
+
+    /// The search (upstream's `allocateOne`): `r` is (claim, request,
+    /// subrequest, device number), `start` the (pool, slice, device) to
+    /// continue from within the current request.
+    fn allocate_one(
+        &mut self,
+        r: (usize, usize, usize, usize),
+        in_sub: bool,
+        start: (usize, usize, usize),
+    ) -> Step {
+        self.steps += 1;
+        if self.steps > STEP_BUDGET {
+            return Err(Stop::Fail(Failure::Timeout));
+        }
+        let (ci, ri, si, di) = r;
+        if ci >= self.claims.len() {
+            return Ok(true);
+        }
+        let claim = self.claims[ci];
+        if ri >= claim.spec.requests.len() {
+            return match self.allocate_one((ci + 1, 0, 0, 0), false, (0, 0, 0)) {
+                Err(Stop::MaxSize) => Ok(false),
+                other => other,
+            };
+        }
+        let request = &claim.spec.requests[ri];
+        if !in_sub && !request.first_available.is_empty() {
+            let mut all_exceeded = true;
+            for sub in 0..request.first_available.len() {
+                match self.allocate_one((ci, ri, sub, di), true, (0, 0, 0)) {
+                    Err(Stop::MaxSize) => continue,
+                    Err(e) => return Err(e),
+                    Ok(true) => {
+                        self.selected_sub.insert((ci, ri), sub);
+                        return Ok(true);
+                    }
+                    Ok(false) => all_exceeded = false,
+                }
+            }
+            return if all_exceeded {
+                Err(Stop::MaxSize)
+            } else {
+                Ok(false)
+            };
+        }
+        let key = (ci, ri, si);
+        let (num, all, admin) = {
+            let d = &self.requests[&key];
+            (
+                d.num_devices,
+                matches!(d.req.mode, AllocationMode::All),
+                d.req.admin_access,
+            )
+        };
+        if all && num == 0 {
+            return Ok(false);
+        }
+        if di >= num {
+            return self.allocate_one((ci, ri + 1, 0, 0), false, (0, 0, 0));
+        }
+        if num - di > MAX_RESULTS.saturating_sub(self.results[ci].len()) {
+            return Err(Stop::MaxSize);
+        }
+        if all {
+            let dev = self.requests[&key].all_devices[di];
+            let Some(undo) = self.allocate_device(r, dev, true)? else {
+                return Ok(false);
+            };
+            let done = self.allocate_one((ci, ri, si, di + 1), in_sub, (0, 0, 0));
+            if !matches!(done, Ok(true)) {
+                self.rollback(r, dev, undo);
+            }
+            return done;
+        }
+        for pi in start.0..self.pools.len() {
+            if self.pools[pi].incomplete || self.pools[pi].invalid.is_some() {
+                continue;
+            }
+            let slice_start = if pi == start.0 { start.1 } else { 0 };
+            for sx in slice_start..self.pools[pi].slices.len() {
+                let slice = self.pools[pi].slices[sx];
+                let dev_start = if pi == start.0 && sx == start.1 {
+                    start.2
+                } else {
+                    0
+                };
+                for dx in dev_start..slice.devices.len() {
+                    let dev = DevRef {
+                        pool: pi,
+                        slice,
+                        index: dx,
+                    };
+                    let id = dev.id();
+                    if admin && self.allocating.get(&id).is_some_and(|c| c.contains(&ci)) {
+                        continue;
+                    }
+                    if !admin && self.in_use(&id) {
+                        continue;
+                    }
+                    // `selectable` needs the request data and `&mut self`
+                    // (its cache): the data is lent out meanwhile.
+                    let d = self.requests.remove(&key).expect("request data");
+                    let req = d.req;
+                    let sel = self.selectable(key, &d, dev);
+                    self.requests.insert(key, d);
+                    if !sel? {
+                        continue;
+                    }
+                    let fits = self.capacity_fits(req, dev).map_err(|e| {
+                        fatal(format!(
+                            "claim {}, request {}: checking capacity for device {id}: {e}",
+                            kobj(claim),
+                            self.requests[&key].own_name(&request.name)
+                        ))
+                    })?;
+                    if !fits {
+                        continue;
+                    }
+                    let Some(undo) = self.allocate_device(r, dev, false)? else {
+                        continue;
+                    };
+                    match self.allocate_one((ci, ri, si, di + 1), in_sub, (pi, sx, dx + 1)) {
+                        Ok(true) => return Ok(true),
+                        Ok(false) => self.rollback(r, dev, undo),
+                        Err(e) => {
+                            self.rollback(r, dev, undo);
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    fn names(&self, r: (usize, usize, usize, usize)) -> (String, Option<String>) {
+        let claim = self.claims[r.0];
+        let request = &claim.spec.requests[r.1];
+        let d = &self.requests[&(r.0, r.1, r.2)];
+        match d.parent {
+            Some(p) => (p.to_string(), Some(d.req.name.clone())),
+            None => (request.name.clone(), None),
+        }
+    }
+
+    /// Upstream's `allocateDevice`: `Some(undo)` when the device was taken.
+    fn allocate_device(
+        &mut self,
+        r: (usize, usize, usize, usize),
+        dev: DevRef<'a>,
+        must: bool,
+    ) -> Result<Option<Undo>, Stop> {
+        let (ci, ri, si, _) = r;
+        let claim = self.claims[ci];
+        let key = (ci, ri, si);
+        let req = self.requests[&key].req;
+        let device = dev.device();
+        let id = dev.id();
+        let multi = device.allow_multiple_allocations;
+        if !multi && req.admin_access && self.allocating.get(&id).is_some_and(|c| c.contains(&ci)) {
+            return Ok(None);
+        }
+        if !req.admin_access && self.in_use(&id) {
+            return Ok(None);
+        }
+        let mut undo = Undo::default();
+        let skip_counters = multi && self.capacity_in_use(&id);
+        if !skip_counters && !device.consumes_counters.is_empty() {
+            if !self.take_counters(dev) {
+                return Ok(None);
+            }
+            undo.counters = true;
+        }
+        let (base, sub) = self.names(r);
+        if taint_prevents(device, req) {
+            self.rollback(r, dev, undo);
+            return Ok(None);
+        }
+        for i in 0..self.constraints[ci].len() {
+            if !self.constraints[ci][i].add(&base, sub.as_deref(), device) {
+                self.rollback(r, dev, undo);
+                if must {
+                    return Err(fatal(format!(
+                        "claim {}, request {}: cannot add device {id} because a claim constraint would not be satisfied",
+                        kobj(claim),
+                        self.requests[&key].own_name(&base)
+                    )));
+                }
+                return Ok(None);
+            }
+            undo.constraints += 1;
+        }
+        if !multi {
+            self.allocating.entry(id.clone()).or_default().insert(ci);
+            undo.marked = true;
+        }
+        let own = self.requests[&key].own_name(&base).to_string();
+        match self.capacity_fits(req, dev) {
+            Ok(true) => {}
+            Ok(false) => {
+                self.rollback(r, dev, undo);
+                return Ok(None);
+            }
+            Err(e) => {
+                self.rollback(r, dev, undo);
+                return Err(fatal(format!(
+                    "claim {}, request {own}: rechecking capacity for device {id}: {e}",
+                    kobj(claim)
+                )));
+            }
+        }
+        let mut consumed = BTreeMap::new();
+        let mut share_id = None;
+        if multi {
+            consumed = match capacity::consumed_all(&req.capacity, &device.capacity) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.rollback(r, dev, undo);
+                    return Err(fatal(format!(
+                        "claim {}, request {own}: computing consumed capacity for device {id}: {e}",
+                        kobj(claim)
+                    )));
+                }
+            };
+            self.shares += 1;
+            share_id = Some(share_uid(&self.alloc.share_seed, self.shares));
+            undo.capacity_existed = self.allocating_capacity.contains_key(&id);
+            let e = self.allocating_capacity.entry(id.clone()).or_default();
+            for (k, q) in &consumed {
+                let v = e.entry(k.clone()).or_default();
+                *v = v.checked_add(q);
+            }
+            undo.capacity = Some(consumed.clone());
+        }
+        self.results[ci].push(Picked {
+            request: if sub.is_some() { own } else { base.clone() },
+            parent: sub.as_ref().map(|_| base.clone()),
+            dev,
+            admin_access: req.admin_access,
+            share_id,
+            consumed,
+        });
+        undo.result = true;
+        Ok(Some(undo))
+    }
+
+    fn rollback(&mut self, r: (usize, usize, usize, usize), dev: DevRef<'a>, undo: Undo) {
+        let ci = r.0;
+        let id = dev.id();
+        if undo.result {
+            self.results[ci].pop();
+        }
+        if let Some(consumed) = undo.capacity {
+            if let Some(e) = self.allocating_capacity.get_mut(&id) {
+                for (k, q) in &consumed {
+                    if let Some(v) = e.get_mut(k) {
+                        *v = v.checked_add(&neg(q));
+                    }
+                }
+                if !undo.capacity_existed {
+                    self.allocating_capacity.remove(&id);
+                }
+            }
+        }
+        if undo.marked {
+            if let Some(s) = self.allocating.get_mut(&id) {
+                s.remove(&ci);
+            }
+        }
+        if undo.constraints > 0 {
+            let (base, sub) = self.names(r);
+            for i in 0..undo.constraints {
+                self.constraints[ci][i].remove(&base, sub.as_deref());
+            }
+        }
+        if undo.counters {
+            self.release_counters(dev);
+        }
+    }
+
+    /// Shared counters: the pool's available counters (what allocated
+    /// devices left), then whether this device's consumption fits beside
+    /// what this attempt took. Takes the counters when it does.
+    fn take_counters(&mut self, dev: DevRef<'a>) -> bool {
+        let pi = dev.pool;
+        if !self.available_counters.contains_key(&pi) {
+            let pool = &self.pools[pi];
+            let mut avail: BTreeMap<String, BTreeMap<String, Quantity>> = pool
+                .counter_sets
+                .iter()
+                .map(|(k, v)| (k.to_string(), (*v).clone()))
+                .collect();
+            for slice in pool.slices.iter().chain(pool.other_slices.iter()) {
+                for d in &slice.devices {
+                    let id = DeviceId {
+                        driver: slice.driver.clone(),
+                        pool: slice.pool.clone(),
+                        device: d.name.clone(),
+                    };
+                    if !self.alloc.state.is_allocated(&id) {
+                        continue;
+                    }
+                    for c in &d.consumes_counters {
+                        if let Some(set) = avail.get_mut(&c.counter_set) {
+                            for (name, q) in &c.counters {
+                                if let Some(v) = set.get_mut(name) {
+                                    *v = v.checked_add(&neg(q));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            self.available_counters.insert(pi, avail);
+        }
+        let device = dev.device();
+        let consumed = self.consumed_counters.entry(pi).or_default();
+        for c in &device.consumes_counters {
+            let set = consumed.entry(c.counter_set.clone()).or_default();
+            for (name, q) in &c.counters {
+                let v = set.entry(name.clone()).or_default();
+                *v = v.checked_add(q);
+            }
+        }
+        let avail = &self.available_counters[&pi];
+        let consumed = &self.consumed_counters[&pi];
+        let fits = avail.iter().all(|(set, counters)| {
+            counters.iter().all(|(name, a)| {
+                let used = consumed
+                    .get(set)
+                    .and_then(|s| s.get(name))
+                    .copied()
+                    .unwrap_or_default();
+                *a >= used
+            })
+        });
+        if !fits {
+            self.release_counters(dev);
+        }
+        fits
+    }
+
+    fn release_counters(&mut self, dev: DevRef<'a>) {
+        if let Some(consumed) = self.consumed_counters.get_mut(&dev.pool) {
+            for c in &dev.device().consumes_counters {
+                if let Some(set) = consumed.get_mut(&c.counter_set) {
+                    for (name, q) in &c.counters {
+                        if let Some(v) = set.get_mut(name) {
+                            *v = v.checked_add(&neg(q));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The allocation results (upstream's result building).
+    fn finish(&self) -> Result<Vec<Allocation>, Failure> {
+        let mut out = Vec::with_capacity(self.claims.len());
+        for (ci, claim) in self.claims.iter().enumerate() {
+            let picked = &self.results[ci];
+            let devices = picked
+                .iter()
+                .map(|p| {
+                    let d = p.dev.device();
+                    let tolerations = match &p.parent {
+                        None => claim
+                            .spec
+                            .requests
+                            .iter()
+                            .find(|r| r.name == p.request)
+                            .and_then(|r| r.exactly.as_ref())
+                            .map(|e| e.tolerations.clone()),
+                        Some(parent) => claim
+                            .spec
+                            .requests
+                            .iter()
+                            .find(|r| r.name == *parent)
+                            .and_then(|r| r.first_available.iter().find(|s| s.name == p.request))
+                            .map(|s| s.tolerations.clone()),
+                    }
+                    .unwrap_or_default();
+                    DeviceResult {
+                        request: match &p.parent {
+                            Some(parent) => format!("{parent}/{}", p.request),
+                            None => p.request.clone(),
+                        },
+                        driver: p.dev.slice.driver.clone(),
+                        pool: p.dev.slice.pool.clone(),
+                        device: d.name.clone(),
+                        admin_access: p.admin_access,
+                        tolerations,
+                        share_id: p.share_id.clone(),
+                        consumed_capacity: p.consumed.clone(),
+                        binding_conditions: d.binding_conditions.clone(),
+                        binding_failure_conditions: d.binding_failure_conditions.clone(),
+                    }
+                })
+                .collect();
+            let config = self.configs(ci, claim);
+            let node_selector = self.node_selector(picked).map_err(|e| {
+                Failure::Error(format!("create NodeSelector for claim {}: {e}", claim.name))
+            })?;
+            out.push(Allocation {
+                devices,
+                config,
+                node_selector,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The selected request name of request `ri`: `req` or `req/sub`.
+    fn selected_name(&self, ci: usize, ri: usize, claim: &ResourceClaim) -> (String, usize) {
+        let request = &claim.spec.requests[ri];
+        if request.first_available.is_empty() {
+            return (request.name.clone(), 0);
+        }
+        let si = self.selected_sub.get(&(ci, ri)).copied().unwrap_or(0);
+        (
+            format!("{}/{}", request.name, request.first_available[si].name),
+            si,
+        )
+    }
+
+    fn configs(&self, ci: usize, claim: &ResourceClaim) -> Vec<AllocatedConfig> {
+        let mut out: Vec<AllocatedConfig> = Vec::new();
+        let mut by_class: HashMap<&str, (usize, usize)> = HashMap::new();
+        for ri in 0..claim.spec.requests.len() {
+            let (name, si) = self.selected_name(ci, ri, claim);
+            let class = self.requests[&(ci, ri, si)].class;
+            if let Some(&(start, end)) = by_class.get(class.name.as_str()) {
+                for c in &mut out[start..end] {
+                    c.config.requests.push(name.clone());
+                }
+                continue;
+            }
+            let start = out.len();
+            for c in &class.config {
+                let mut cfg = c.clone();
+                cfg.requests = vec![name.clone()];
+                out.push(AllocatedConfig {
+                    source: "FromClass".into(),
+                    config: cfg,
+                });
+            }
+            by_class.insert(class.name.as_str(), (start, out.len()));
+        }
+        let selected: Vec<(String, String)> = (0..claim.spec.requests.len())
+            .map(|ri| {
+                (
+                    claim.spec.requests[ri].name.clone(),
+                    self.selected_name(ci, ri, claim).0,
+                )
+            })
+            .collect();
+        for c in &claim.spec.config {
+            let keep = c.requests.is_empty()
+                || selected.iter().any(|(plain, chosen)| {
+                    c.requests.contains(plain) || (chosen != plain && c.requests.contains(chosen))
+                });
+            if keep {
+                out.push(AllocatedConfig {
+                    source: "FromClaim".into(),
+                    config: c.clone(),
+                });
+            }
+        }
+        for c in &mut out {
+            let rs = &c.config.requests;
+            if rs.is_empty() {
+                continue;
+            }
+            let covers_all = selected
+                .iter()
+                .all(|(plain, chosen)| rs.contains(plain) || rs.contains(chosen));
+            if covers_all {
+                c.config.requests.clear();
+            }
+        }
+        out
+    }
+
+    /// Upstream's `createNodeSelector`.
+    fn node_selector(&self, picked: &[Picked<'a>]) -> Result<Option<NodeSelector>, String> {
+        use rkube_model::dra::NodeScope;
+        let mut term = NodeSelectorTerm::default();
+        for p in picked {
+            let d = p.dev.device();
+            let scope = if p.dev.slice.node == NodeScope::PerDevice {
+                d.node.as_ref()
+            } else {
+                Some(&p.dev.slice.node)
+            };
+            if matches!(scope, Some(NodeScope::Name(_))) || d.binds_to_node {
+                return Ok(Some(NodeSelector {
+                    terms: vec![NodeSelectorTerm {
+                        match_fields: vec![Requirement {
+                            key: "metadata.name".into(),
+                            op: Operator::In,
+                            values: vec![self.node.name.clone()],
+                        }],
+                        ..Default::default()
+                    }],
+                }));
+            }
+            if let Some(NodeScope::Selector(s)) = scope {
+                match s.terms.len() {
+                    0 => {}
+                    1 => {
+                        merge(&s.terms[0].match_fields, &mut term.match_fields);
+                        merge(&s.terms[0].match_expressions, &mut term.match_expressions);
+                    }
+                    n => {
+                        return Err(format!(
+                            "unsupported ResourceSlice.NodeSelector with {n} terms"
+                        ))
+                    }
+                }
+            }
+        }
+        if term.match_fields.is_empty() && term.match_expressions.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(NodeSelector { terms: vec![term] }))
+    }
+}
+
+fn merge(from: &[Requirement], to: &mut Vec<Requirement>) {
+    for r in from {
+        let dup = to.iter().any(|t| {
+            t.key == r.key && t.op == r.op && {
+                let a: BTreeSet<&String> = t.values.iter().collect();
+                let b: BTreeSet<&String> = r.values.iter().collect();
+                a == b
+            }
+        });
+        if !dup {
+            to.push(r.clone());
+        }
+    }
+}
+
+fn neg(q: &Quantity) -> Quantity {
+    q.negated()
+}
+
+fn taint_prevents(device: &Device, req: &ExactRequest) -> bool {
+    device.taints.iter().any(|t| {
+        matches!(t.effect.as_str(), "NoSchedule" | "NoExecute")
+            && !req.tolerations.iter().any(|tol| tol.tolerates(t))
+    })
+}
+
+/// A deterministic UUID-shaped share ID.
+fn share_uid(seed: &str, n: u64) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in seed.bytes().chain(n.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let l = h.rotate_left(29) ^ n;
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        h >> 32,
+        (h >> 16) & 0xffff,
+        h & 0xfff,
+        l & 0xfff,
+        l >> 16
+    )
+}
