@@ -80,7 +80,7 @@ pub fn run(
         let gated = fw.plugins(Point::PreEnqueue).iter().any(|p| {
             !p.as_pre_enqueue()
                 .expect("framework checked")
-                .pre_enqueue(pod)
+                .pre_enqueue(pod, snapshot.dra.as_deref())
                 .is_success()
         });
         if gated {

@@ -404,7 +404,7 @@ fn device_value(d: &DeviceView<'_>) -> Result<Record, String> {
             .entry(domain.to_string())
             .or_default()
             .entries
-            .insert(id.to_string(), Box::new(CelQuantity(c.value.clone())));
+            .insert(id.to_string(), Box::new(CelQuantity(c.value)));
     }
     let outer = |m: BTreeMap<String, Record>| Record {
         entries: m

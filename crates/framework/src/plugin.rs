@@ -100,7 +100,9 @@ pub trait QueueSortPlugin: Plugin {
 /// Gates a pod before it enters the active queue.
 pub trait PreEnqueuePlugin: Plugin {
     /// Success lets the pod in; UnschedulableAndUnresolvable keeps it out.
-    fn pre_enqueue(&self, pod: &Pod) -> Status;
+    /// `dra` is the host's DRA objects (`None` when it does not watch
+    /// them), which DynamicResources looks up a pod's claims in.
+    fn pre_enqueue(&self, pod: &Pod, dra: Option<&rkube_model::dra::Dra>) -> Status;
 }
 
 /// Node names a PreFilter plugin restricts the pod to (`None`: all nodes).

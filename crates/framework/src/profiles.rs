@@ -90,12 +90,16 @@ impl Profiles {
 /// The PreEnqueue verdict (upstream's `RunPreEnqueuePlugins`): the first
 /// plugin's rejection message, if any plugin keeps the pod out of the
 /// active queue.
-pub fn pre_enqueue_rejection(fw: &Framework, pod: &Pod) -> Option<String> {
+pub fn pre_enqueue_rejection(
+    fw: &Framework,
+    pod: &Pod,
+    dra: Option<&rkube_model::dra::Dra>,
+) -> Option<String> {
     fw.plugins(Point::PreEnqueue).iter().find_map(|p| {
         let s = p
             .as_pre_enqueue()
             .expect("framework checked")
-            .pre_enqueue(pod);
+            .pre_enqueue(pod, dra);
         (!s.is_success()).then(|| s.message())
     })
 }

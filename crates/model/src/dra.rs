@@ -899,7 +899,7 @@ fn claim_spec(d: Option<&api::DeviceClaim>, path: &str) -> Result<ClaimSpec> {
                 &format!("{p}.firstAvailable[{j}]"),
             )?);
         }
-        if exactly.is_some() == !first_available.is_empty() {
+        if exactly.is_some() != first_available.is_empty() {
             return Err(ferr(
                 p,
                 "Invalid value: exactly one of `exactly` or `firstAvailable` is required",

@@ -4,6 +4,7 @@
 
 pub mod default_binder;
 pub mod default_preemption;
+pub mod dynamic_resources;
 pub mod helper;
 pub mod image_locality;
 pub mod inter_pod_affinity;

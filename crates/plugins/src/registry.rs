@@ -56,9 +56,7 @@ pub fn in_tree() -> Registry {
     });
     r.register(pod_topology_spread::NAME, pod_topology_spread::new);
     r.register(inter_pod_affinity::NAME, inter_pod_affinity::new);
-    r.register("DynamicResources", |_, _| {
-        simple(skip_unless::dynamic_resources())
-    });
+    r.register(dynamic_resources::NAME, dynamic_resources::new);
     r.register("NodeDeclaredFeatures", |_, _| {
         simple(skip_unless::node_declared_features())
     });

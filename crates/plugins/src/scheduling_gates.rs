@@ -30,7 +30,7 @@ impl Plugin for SchedulingGates {
 }
 
 impl PreEnqueuePlugin for SchedulingGates {
-    fn pre_enqueue(&self, pod: &Pod) -> Status {
+    fn pre_enqueue(&self, pod: &Pod, _: Option<&rkube_model::dra::Dra>) -> Status {
         if pod.scheduling_gates.is_empty() {
             return Status::success();
         }
@@ -50,12 +50,14 @@ mod tests {
 
     #[test]
     fn gates() {
-        assert!(SchedulingGates.pre_enqueue(&Pod::default()).is_success());
+        assert!(SchedulingGates
+            .pre_enqueue(&Pod::default(), None)
+            .is_success());
         let pod = Pod {
             scheduling_gates: vec!["foo".into(), "bar".into()],
             ..Default::default()
         };
-        let s = SchedulingGates.pre_enqueue(&pod);
+        let s = SchedulingGates.pre_enqueue(&pod, None);
         assert_eq!(s.code, Code::UnschedulableAndUnresolvable);
         assert_eq!(s.message(), "waiting for scheduling gates: [foo bar]");
     }

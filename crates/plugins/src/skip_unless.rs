@@ -1,9 +1,7 @@
 //! Default plugins whose work does not arise for the objects rkube models
-//! (DynamicResources, NodeDeclaredFeatures, GangScheduling). Each behaves as
-//! upstream does for a pod that does not use the feature: PreFilter Skip,
-//! DynamicResources scores 0, GangScheduling admits pods without a pod group.
-//! A pod that does use DRA is rejected with an explicit reason rather than
-//! scheduled as if its claims did not exist.
+//! (NodeDeclaredFeatures, GangScheduling). Each behaves as upstream does
+//! for a pod that does not use the feature: PreFilter Skip, GangScheduling
+//! admits pods without a pod group.
 
 use std::sync::Arc;
 
@@ -43,35 +41,6 @@ fn plugin(name: &'static str, uses: fn(&Pod) -> bool, reason: &'static str) -> S
         permit: false,
         events: Vec::new,
     }
-}
-
-/// DynamicResources: pods without resource claims skip its filter and score 0.
-/// It registers upstream's events without their hints: the rejection it
-/// gives (DRA is not modelled) cannot be undone by any of them, and rkube
-/// watches no claims, slices or classes.
-pub fn dynamic_resources() -> Arc<dyn Plugin> {
-    Arc::new(SkipUnless {
-        score: true,
-        events: || {
-            use ActionType as A;
-            use EventResource as R;
-            vec![
-                ClusterEventWithHint::always(
-                    R::Node,
-                    A::ADD | A::UPDATE_NODE_LABEL | A::UPDATE_NODE_ALLOCATABLE,
-                ),
-                ClusterEventWithHint::always(R::ResourceClaim, A::ADD | A::UPDATE | A::DELETE),
-                ClusterEventWithHint::always(R::TargetPod, A::UPDATE_POD_GENERATED_RESOURCE_CLAIM),
-                ClusterEventWithHint::always(R::DeviceClass, A::ADD | A::UPDATE),
-                ClusterEventWithHint::always(R::ResourceSlice, A::ADD | A::UPDATE),
-            ]
-        },
-        ..plugin(
-            "DynamicResources",
-            |p| p.has_resource_claims(),
-            "rkube does not model DynamicResourceAllocation (ResourceClaims) yet",
-        )
-    })
 }
 
 /// NodeDeclaredFeatures: rkube infers no feature requirements, so it always
@@ -170,7 +139,7 @@ impl PreScorePlugin for SkipUnless {
 }
 
 impl PreEnqueuePlugin for SkipUnless {
-    fn pre_enqueue(&self, _: &Pod) -> Status {
+    fn pre_enqueue(&self, _: &Pod, _: Option<&rkube_model::dra::Dra>) -> Status {
         Status::success()
     }
 }

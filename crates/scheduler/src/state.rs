@@ -370,7 +370,7 @@ impl State {
 
     /// The PreEnqueue rejection of a pod, if any.
     pub fn pre_enqueue_rejection(profiles: &Profiles, pod: &Pod) -> Option<String> {
-        rkube_framework::pre_enqueue_rejection(profiles.for_pod(pod)?, pod)
+        rkube_framework::pre_enqueue_rejection(profiles.for_pod(pod)?, pod, None)
     }
 
     /// What a scheduling cycle for the pod `uid` runs on: its latest

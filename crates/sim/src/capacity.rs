@@ -154,7 +154,7 @@ pub fn capacity(
                     break 'rounds;
                 }
                 let clone = clone_of(&shape.pod, i, results[i].count);
-                if let Some(gate) = pre_enqueue_rejection(fw, &clone) {
+                if let Some(gate) = pre_enqueue_rejection(fw, &clone, snapshot.dra.as_deref()) {
                     results[i].stopped = Some(Stop {
                         pod: clone.key(),
                         message: gate,

@@ -265,7 +265,7 @@ pub fn explain_with_profiles(
     };
     let scheduler = Scheduler::new(seed, profiles.percentage_of_nodes_to_score);
     let nominator = initial_nominator(&pending_pods(cluster, profiles));
-    if let Some(gate) = pre_enqueue_rejection(fw, &unbound) {
+    if let Some(gate) = pre_enqueue_rejection(fw, &unbound, snapshot.dra.as_deref()) {
         return Ok(PodExplanation {
             pod: pod_key.to_string(),
             profile: fw.profile_name.clone(),

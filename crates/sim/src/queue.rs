@@ -116,7 +116,7 @@ impl<'p> Queue<'p> {
                 ),
             ));
         };
-        if let Some(gate) = pre_enqueue_rejection(fw, pod) {
+        if let Some(gate) = pre_enqueue_rejection(fw, pod, snapshot.dra.as_deref()) {
             return Ok(pending(pod, gate));
         }
         let mut current = pod.clone();

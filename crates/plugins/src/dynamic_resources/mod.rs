@@ -1,0 +1,467 @@
+//! DynamicResources: a pod's ResourceClaims must be allocatable on the
+//! node, as v1.37's plugin decides (`pkg/scheduler/framework/plugins/
+//! dynamicresources`, default gates).
+//!
+//! - PreEnqueue keeps a pod out while a claim is missing, being deleted, or
+//!   not yet generated from its template.
+//! - PreFilter finds the claims, checks that every request's DeviceClass
+//!   exists, and, when some claim is unallocated, prepares the structured
+//!   allocator over what other claims already hold.
+//! - Filter rejects a node where an allocated claim is not available, or
+//!   where the unallocated claims cannot all be allocated; the allocations
+//!   for each feasible node are kept for Score, Reserve and PreBind.
+//! - Score prefers nodes where `firstAvailable` requests got an earlier
+//!   choice (8 − index per choice, normalized to 0–100).
+//! - Reserve puts the chosen node's allocations in the host's cache (later
+//!   pods see the devices as taken); Unreserve restores the claims.
+//! - PreBind writes each allocation, the delete-protection finalizer and
+//!   the pod's `reservedFor` entry to the claim.
+//!
+//! When the host does not watch DRA objects (the live scheduler, for now)
+//! a pod with claims is refused with an explicit reason rather than placed
+//! as if its claims did not exist.
+//!
+//! Not modelled yet (each refused or reported, never ignored silently):
+//! extended resources backed by DRA (`extendedResourceName`), PostFilter's
+//! deallocation of claims allocated for unavailable nodes, binding
+//! conditions.
+
+mod claims;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use rkube_dra::allocator::{AllocatedState, Allocator, Failure};
+use rkube_dra::cel::Cache;
+use rkube_framework::{
+    ActionType, AssumeCache, ClusterApi, ClusterEventWithHint, Code, CycleState, EventResource,
+    FilterPlugin, NodeInfo, NodeScore, Plugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
+    PreFilterResult, ReservePlugin, ScorePlugin, Snapshot, Status,
+};
+use rkube_model::dra::{Allocation, Consumer, Dra, ResourceClaim};
+use rkube_model::Pod;
+
+pub use claims::pod_claims;
+
+/// Upstream name.
+pub const NAME: &str = "DynamicResources";
+/// The unallocated claims cannot all be allocated on the node.
+pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+/// An allocated claim's node selector excludes the node.
+pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// The most `firstAvailable` subrequests (`FirstAvailableDeviceRequestMaxSize`).
+const FIRST_AVAILABLE_MAX: i64 = 8;
+/// Why a pod with claims is refused by a host without DRA objects.
+pub const NOT_WATCHED: &str =
+    "rkube's live scheduler does not watch DynamicResourceAllocation objects (ResourceClaims, ResourceSlices, DeviceClasses) yet";
+
+/// The plugin.
+pub struct DynamicResources {
+    cache: Arc<Cache>,
+}
+
+/// Builds the plugin (its arguments are validated by the config layer;
+/// rkube bounds allocation by work, not by `filterTimeout`).
+pub fn new(_: &serde_json::Value, _: &str) -> Result<Arc<dyn Plugin>, String> {
+    Ok(Arc::new(DynamicResources {
+        cache: Arc::new(Cache::default()),
+    }))
+}
+
+/// A claim of the pod and, when allocated, where it can be used.
+struct ClaimInfo {
+    claim: ResourceClaim,
+}
+
+/// The cycle's view of the pod's claims.
+struct State {
+    claims: Vec<ClaimInfo>,
+    /// Indices (into `claims`) of the unallocated claims.
+    to_allocate: Vec<usize>,
+    dra: Arc<Dra>,
+    allocated: AllocatedState,
+    /// Allocations of `to_allocate`, per feasible node.
+    by_node: Mutex<HashMap<String, Vec<Allocation>>>,
+    /// Claims found unavailable on some node.
+    unavailable: Mutex<BTreeSet<usize>>,
+}
+
+/// Reserve's result: the claims as they were, to restore.
+struct Reserved {
+    originals: Vec<ResourceClaim>,
+    allocated: Vec<(usize, Allocation)>,
+}
+
+const RESERVED: &str = "DynamicResources/reserved";
+
+fn unresolvable(msg: impl Into<String>) -> Status {
+    Status::new(Code::UnschedulableAndUnresolvable, msg)
+}
+
+impl Plugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_pre_enqueue(&self) -> Option<&dyn PreEnqueuePlugin> {
+        Some(self)
+    }
+    fn as_pre_filter(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_score(&self) -> Option<&dyn ScorePlugin> {
+        Some(self)
+    }
+    fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
+        Some(self)
+    }
+    fn as_pre_bind(&self) -> Option<&dyn PreBindPlugin> {
+        Some(self)
+    }
+    /// Upstream's registrations, without their hints (rkube re-queues on
+    /// every such event).
+    fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
+        use ActionType as A;
+        use EventResource as R;
+        Some(vec![
+            ClusterEventWithHint::always(
+                R::Node,
+                A::ADD | A::UPDATE_NODE_LABEL | A::UPDATE_NODE_ALLOCATABLE,
+            ),
+            ClusterEventWithHint::always(R::ResourceClaim, A::ADD | A::UPDATE | A::DELETE),
+            ClusterEventWithHint::always(R::TargetPod, A::UPDATE_POD_GENERATED_RESOURCE_CLAIM),
+            ClusterEventWithHint::always(R::DeviceClass, A::ADD | A::UPDATE),
+            ClusterEventWithHint::always(R::ResourceSlice, A::ADD | A::UPDATE),
+        ])
+    }
+}
+
+impl PreEnqueuePlugin for DynamicResources {
+    fn pre_enqueue(&self, pod: &Pod, dra: Option<&Dra>) -> Status {
+        if !pod.has_resource_claims() {
+            return Status::success();
+        }
+        let Some(dra) = dra else {
+            return unresolvable(NOT_WATCHED);
+        };
+        match pod_claims(pod, dra) {
+            Ok(_) => Status::success(),
+            Err(e) => unresolvable(e),
+        }
+    }
+}
+
+/// PreFilter's check of one request's class.
+fn check_class(dra: &Dra, request: &str, class: &str) -> Result<(), Status> {
+    if class.is_empty() {
+        return Err(Status::error(format!(
+            "request {request}: unsupported request type"
+        )));
+    }
+    if !dra.classes.contains_key(class) {
+        return Err(unresolvable(format!(
+            "request {request}: device class {class} does not exist"
+        )));
+    }
+    Ok(())
+}
+
+impl PreFilterPlugin for DynamicResources {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (PreFilterResult, Status) {
+        if !pod.has_resource_claims() {
+            return (None, Status::skip());
+        }
+        let Some(dra) = snapshot.dra.clone() else {
+            return (None, unresolvable(NOT_WATCHED));
+        };
+        let found = match pod_claims(pod, &dra) {
+            Ok(c) => c,
+            Err(e) => return (None, unresolvable(e)),
+        };
+        if found.is_empty() {
+            return (None, Status::skip());
+        }
+        let mut to_allocate = Vec::new();
+        for (i, claim) in found.iter().enumerate() {
+            if claim.allocation.is_some() {
+                continue;
+            }
+            to_allocate.push(i);
+            for r in &claim.spec.requests {
+                if let Some(e) = &r.exactly {
+                    if let Err(s) = check_class(&dra, &r.name, &e.device_class_name) {
+                        return (None, s);
+                    }
+                } else if !r.first_available.is_empty() {
+                    for sub in &r.first_available {
+                        let name = format!("{}/{}", r.name, sub.name);
+                        if let Err(s) = check_class(&dra, &name, &sub.device_class_name) {
+                            return (None, s);
+                        }
+                    }
+                } else {
+                    return (
+                        None,
+                        unresolvable(format!(
+                            "resource claim {}/{}, request {}: unknown request type",
+                            claim.namespace, claim.name, r.name
+                        )),
+                    );
+                }
+            }
+        }
+        let claims = found
+            .into_iter()
+            .map(|c| ClaimInfo { claim: c.clone() })
+            .collect();
+        let allocated = if to_allocate.is_empty() {
+            AllocatedState::default()
+        } else {
+            AllocatedState::of(&dra)
+        };
+        state.write(
+            NAME,
+            State {
+                claims,
+                to_allocate,
+                dra,
+                allocated,
+                by_node: Mutex::new(HashMap::new()),
+                unavailable: Mutex::new(BTreeSet::new()),
+            },
+        );
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for DynamicResources {
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        let Some(s) = state.read::<State>(NAME) else {
+            return Status::success();
+        };
+        let n = &node.node;
+        let mut unavailable = Vec::new();
+        for (i, c) in s.claims.iter().enumerate() {
+            if let Some(sel) = c
+                .claim
+                .allocation
+                .as_ref()
+                .and_then(|a| a.node_selector.as_ref())
+            {
+                if !sel.matches(&n.name, &n.labels) {
+                    unavailable.push(i);
+                }
+            }
+        }
+        if !s.to_allocate.is_empty() {
+            let claims: Vec<&ResourceClaim> =
+                s.to_allocate.iter().map(|&i| &s.claims[i].claim).collect();
+            let allocator =
+                Allocator::new(&s.dra, &s.allocated, &self.cache).with_share_seed(&pod.uid);
+            match allocator.allocate(n, &claims) {
+                Err(Failure::Timeout) => {
+                    return Status::error(format!(
+                        "node {}: timed out trying to allocate devices",
+                        n.name
+                    ))
+                }
+                Err(Failure::Node(m)) => return unresolvable(m),
+                Err(Failure::Error(m)) => return Status::error(m),
+                Ok(None) => return unresolvable(ERR_CANNOT_ALLOCATE),
+                Ok(Some(allocations)) => {
+                    if unavailable.is_empty() {
+                        s.by_node
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(n.name.clone(), allocations);
+                    }
+                }
+            }
+        }
+        if !unavailable.is_empty() {
+            s.unavailable
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(unavailable);
+            return unresolvable(ERR_NOT_AVAILABLE);
+        }
+        Status::success()
+    }
+}
+
+impl ScorePlugin for DynamicResources {
+    fn score(&self, state: &CycleState, _: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(s) = state.read::<State>(NAME) else {
+            return Ok(0);
+        };
+        let by_node = s.by_node.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(new) = by_node.get(node.name()) else {
+            return Ok(0);
+        };
+        let mut next = new.iter();
+        let mut score = 0;
+        for c in &s.claims {
+            let allocation = match &c.claim.allocation {
+                Some(a) => a,
+                None => match next.next() {
+                    Some(a) => a,
+                    None => break,
+                },
+            };
+            let chosen: BTreeSet<&str> = allocation
+                .devices
+                .iter()
+                .map(|d| d.request.as_str())
+                .filter(|r| r.matches('/').count() == 1)
+                .collect();
+            for r in &c.claim.spec.requests {
+                for (i, sub) in r.first_available.iter().enumerate() {
+                    if chosen.contains(format!("{}/{}", r.name, sub.name).as_str()) {
+                        score += FIRST_AVAILABLE_MAX - i as i64;
+                    }
+                }
+            }
+        }
+        Ok(score)
+    }
+
+    fn has_normalize(&self) -> bool {
+        true
+    }
+
+    fn normalize(&self, _: &CycleState, _: &Pod, scores: &mut [NodeScore]) -> Status {
+        crate::helper::default_normalize_score(rkube_framework::MAX_NODE_SCORE, false, scores)
+    }
+}
+
+impl ReservePlugin for DynamicResources {
+    fn reserve(
+        &self,
+        state: &mut CycleState,
+        _: &Pod,
+        node: &str,
+        cache: &mut dyn AssumeCache,
+    ) -> Status {
+        let Some(s) = state.read::<State>(NAME) else {
+            return Status::success();
+        };
+        if s.to_allocate.is_empty() {
+            return Status::success();
+        }
+        let Some(allocations) = s
+            .by_node
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(node)
+            .cloned()
+        else {
+            return Status::error("claim allocation not found for node");
+        };
+        if allocations.len() != s.to_allocate.len() {
+            return Status::error(format!(
+                "internal error, have {} allocations, {} claims to allocate, want {} claims",
+                allocations.len(),
+                s.to_allocate.len(),
+                s.to_allocate.len()
+            ));
+        }
+        let mut reserved = Reserved {
+            originals: Vec::new(),
+            allocated: Vec::new(),
+        };
+        for (&i, a) in s.to_allocate.iter().zip(allocations) {
+            let original = &s.claims[i].claim;
+            let mut c = original.clone();
+            c.protected = true;
+            c.allocation = Some(a.clone());
+            cache.assume_claim(&c);
+            reserved.originals.push(original.clone());
+            reserved.allocated.push((i, a));
+        }
+        state.write(RESERVED, reserved);
+        Status::success()
+    }
+
+    fn unreserve(&self, state: &mut CycleState, _: &Pod, _: &str, cache: &mut dyn AssumeCache) {
+        if let Some(r) = state.read::<Reserved>(RESERVED) {
+            for c in &r.originals {
+                cache.assume_claim(c);
+            }
+        }
+    }
+}
+
+impl PreBindPlugin for DynamicResources {
+    fn pre_bind_pre_flight(&self, state: &mut CycleState, _: &Pod, _: &str) -> Status {
+        if state.read::<State>(NAME).is_some() {
+            Status::success()
+        } else {
+            Status::skip()
+        }
+    }
+
+    fn pre_bind(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        _: &str,
+        api: &mut dyn ClusterApi,
+    ) -> Status {
+        let Some(s) = state.read::<State>(NAME) else {
+            return Status::success();
+        };
+        let reserved: HashMap<usize, &Allocation> = state
+            .read::<Reserved>(RESERVED)
+            .map(|r| r.allocated.iter().map(|(i, a)| (*i, a)).collect())
+            .unwrap_or_default();
+        for (i, info) in s.claims.iter().enumerate() {
+            if info.claim.is_reserved_for(&pod.uid) {
+                continue;
+            }
+            let (ns, name) = (&info.claim.namespace, &info.claim.name);
+            let Some(mut claim) = api.resource_claim(ns, name) else {
+                return Status::error(format!("claim {ns}/{name} got deleted in the meantime"));
+            };
+            if claim.deleting {
+                return Status::error(format!("claim {ns}/{name} got deleted in the meantime"));
+            }
+            let ours = reserved.get(&i);
+            if let Some(a) = ours {
+                // The host's own cache may already hold this allocation
+                // (Reserve put it there); any other one is a conflict.
+                if claim.allocation.as_ref().is_some_and(|have| have != *a) {
+                    return Status::error(format!(
+                        "claim {ns}/{name} got allocated elsewhere in the meantime"
+                    ));
+                }
+                claim.allocation = Some((*a).clone());
+            } else if claim.allocation.is_none() {
+                return Status::error(format!(
+                    "claim {ns}/{name} got deallocated elsewhere in the meantime"
+                ));
+            }
+            claim.reserved_for.push(Consumer {
+                api_group: String::new(),
+                resource: "pods".into(),
+                name: pod.name.clone(),
+                uid: pod.uid.clone(),
+            });
+            if let Err(e) = api.update_claim_status(&claim) {
+                let what = if ours.is_some() {
+                    "add allocation and reservation to claim"
+                } else {
+                    "add reservation to claim"
+                };
+                return Status::error(format!("{what} {ns}/{name}: {e}"));
+            }
+        }
+        Status::success()
+    }
+}
