@@ -3,7 +3,9 @@
 //! Every feature rkube implements is exercised: resources (incl. extended,
 //! init containers, sidecars, overhead, missing and zero requests), labels,
 //! taints and tolerations, node selectors and affinity, images, host ports,
-//! pod (anti-)affinity, topology spread, priorities and plugin configs.
+//! pod (anti-)affinity, topology spread, priorities and plugin configs, and
+//! (in about a third of the cases) Dynamic Resource Allocation
+//! ([`crate::gen_dra`]).
 
 use serde_json::{json, Value};
 
@@ -399,7 +401,9 @@ pub fn case(seed: u64) -> Case {
         let ns = if r.chance(80) { "default" } else { "other" };
         items.push(pod(r, &format!("existing-{i}"), ns, Some(&node), false));
     }
-    items.push(pod(r, "incoming", "default", None, true));
+    let mut incoming = pod(r, "incoming", "default", None, true);
+    crate::gen_dra::add(seed, &mut items, n_nodes, &mut incoming);
+    items.push(incoming);
     Case {
         cluster: json!({"apiVersion": "v1", "kind": "List", "items": items}),
         config: config(r),

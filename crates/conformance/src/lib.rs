@@ -2,3 +2,4 @@
 //! and for invariant (property) tests of the simulator.
 
 pub mod gen;
+pub mod gen_dra;

@@ -61,6 +61,26 @@ pub fn explain(fw: &Framework, snapshot: &Snapshot, pod: &Pod) -> Result<Explana
         Err(s) if s.is_rejected() => None,
         Err(s) => return Err(s.clone()),
     };
+    // PreFilter rejected the pod: every PreFilter plugin's own verdict, as
+    // if none stopped the others; a rejection stands for every node.
+    let mut rejected_by: Vec<(&'static str, Status)> = Vec::new();
+    let mut skipped_each = std::collections::BTreeSet::new();
+    if pre.is_err() {
+        let mut each = CycleState::new();
+        for p in fw.plugins(Point::PreFilter) {
+            let (_, s) = p
+                .as_pre_filter()
+                .expect("framework checked")
+                .pre_filter(&mut each, pod, snapshot);
+            if s.is_rejected() {
+                rejected_by.push((p.name(), s));
+            } else if s.code == Code::Skip {
+                skipped_each.insert(p.name());
+            }
+        }
+    }
+    let rejected_by = &rejected_by;
+    let skipped_each = &skipped_each;
     let state_ref = &state;
     let per_node: Vec<NodeExplanation> = (0..snapshot.len())
         .into_par_iter()
@@ -72,7 +92,15 @@ pub fn explain(fw: &Framework, snapshot: &Snapshot, pod: &Pod) -> Result<Explana
                     .as_ref()
                     .is_none_or(|names| names.contains(info.name()));
             for p in fw.plugins(Point::Filter) {
-                if state_ref.skip_filter.contains(p.name()) {
+                if let Some((_, s)) = rejected_by.iter().find(|(n, _)| *n == p.name()) {
+                    filters.push(FilterVerdict {
+                        plugin: p.name(),
+                        code: s.code,
+                        reasons: s.reasons.clone(),
+                    });
+                    continue;
+                }
+                if state_ref.skip_filter.contains(p.name()) || skipped_each.contains(p.name()) {
                     filters.push(FilterVerdict {
                         plugin: p.name(),
                         code: Code::Skip,
@@ -89,6 +117,15 @@ pub fn explain(fw: &Framework, snapshot: &Snapshot, pod: &Pod) -> Result<Explana
                     code: s.code,
                     reasons: s.reasons,
                 });
+            }
+            for (name, s) in rejected_by {
+                if fw.plugins(Point::Filter).iter().all(|p| p.name() != *name) {
+                    filters.push(FilterVerdict {
+                        plugin: name,
+                        code: s.code,
+                        reasons: s.reasons.clone(),
+                    });
+                }
             }
             NodeExplanation {
                 node: i,
