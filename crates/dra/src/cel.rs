@@ -361,6 +361,8 @@ static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
 #[derive(Debug)]
 pub struct Selector {
     program: Program,
+    /// Its cost bound passes upstream's limit ([`crate::cel_cost`]).
+    over_budget: bool,
 }
 
 /// What a selector is evaluated against.
@@ -440,14 +442,28 @@ impl Selector {
                 source.len()
             ));
         }
+        let ops = crate::cel_cost::operator_count(source);
+        if ops > crate::cel_cost::MAX_OPERATORS {
+            return Err(format!(
+                "compilation failed: expression nests too deeply ({ops} operators; rkube allows at most {})",
+                crate::cel_cost::MAX_OPERATORS
+            ));
+        }
         let program = ENV
             .compile(source)
             .map_err(|e| format!("compilation failed: {e}"))?;
-        Ok(Selector { program })
+        let over_budget = crate::cel_cost::cost(program.expression()) > crate::cel_cost::MAX_COST;
+        Ok(Selector {
+            program,
+            over_budget,
+        })
     }
 
     /// Whether the device matches: true or false, or the runtime error.
     pub fn matches(&self, device: &DeviceView<'_>) -> Result<bool, String> {
+        if self.over_budget {
+            return Err("operation cancelled: actual cost limit exceeded".into());
+        }
         let mut ctx = Context::with_env(ENV.clone());
         ctx.add_variable_as_val("device", Box::new(device_value(device)?));
         match self.program.execute(&ctx) {
@@ -455,6 +471,10 @@ impl Selector {
             Ok(other) => Err(format!(
                 "CEL result of type {} could not be converted to bool",
                 other.type_of()
+            )),
+            // cel-go's text, with the hint upstream appends to it.
+            Err(ExecutionError::NoSuchKey(k)) => Err(format!(
+                "no such key: {k}. consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() for optional fields"
             )),
             Err(e) => Err(e.to_string()),
         }
@@ -576,7 +596,7 @@ mod tests {
     #[test]
     fn runtime_errors_are_reported() {
         let e = eval(r#"device.attributes["gpu.example.com"].missing == 1"#).unwrap_err();
-        assert!(e.contains("missing"), "{e}");
+        assert!(e.starts_with("no such key: missing. consider using CEL optional chaining (.? followed by orValue())"), "{e}");
         let e = eval(r#"device.attributes["gpu.example.com"].cores"#).unwrap_err();
         assert!(e.contains("could not be converted to bool"), "{e}");
         assert!(Selector::compile("device.driver ==").is_err());
@@ -589,5 +609,57 @@ mod tests {
         let a = c.get("device.driver == 'x'");
         let b = c.get("device.driver == 'x'");
         assert!(Arc::ptr_eq(&a, &b));
+    }
+}
+
+#[cfg(test)]
+mod deep_tests {
+    use super::*;
+
+    fn eval_on_small_stack(src: String) -> Result<bool, String> {
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let (a, cap) = (BTreeMap::new(), BTreeMap::new());
+                let d = DeviceView {
+                    driver: "d",
+                    attributes: &a,
+                    capacity: &cap,
+                    allow_multiple_allocations: false,
+                };
+                Selector::compile(&src)?.matches(&d)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    #[test]
+    fn deep_expressions_are_refused_not_a_stack_overflow() {
+        // 2,400 chained additions overflowed a 2 MiB stack before the guard.
+        let e = eval_on_small_stack(format!("{}1 == 1", "1 + ".repeat(2400))).unwrap_err();
+        assert!(e.contains("nests too deeply"), "{e}");
+        let e = eval_on_small_stack(format!("{}true", "!".repeat(9000))).unwrap_err();
+        assert!(e.contains("nests too deeply"), "{e}");
+        // Just under the limit still works on a worker thread's stack.
+        assert_eq!(
+            eval_on_small_stack(format!("{}1 == 1", "1 + ".repeat(240))),
+            Ok(false)
+        );
+        assert_eq!(
+            eval_on_small_stack(format!("{}true", "true && ".repeat(240))),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn costly_selectors_fail_as_upstreams_do() {
+        let big: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+        let l = format!("[{}]", big.join(","));
+        let e =
+            eval_on_small_stack(format!("{l}.all(x, {l}.all(y, x != y || x == y))")).unwrap_err();
+        assert_eq!(e, "operation cancelled: actual cost limit exceeded");
+        let e = eval_on_small_stack("lists.range(4000000000).size() > 0".into()).unwrap_err();
+        assert_eq!(e, "operation cancelled: actual cost limit exceeded");
     }
 }

@@ -5,5 +5,6 @@
 pub mod allocator;
 pub mod capacity;
 pub mod cel;
+pub mod cel_cost;
 pub mod pools;
 pub mod semver;
