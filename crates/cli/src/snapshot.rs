@@ -14,6 +14,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::ListParams;
 use kube::{Api, Client};
@@ -85,15 +88,32 @@ where
     K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
     K::DynamicType: Default,
 {
+    list_or_absent::<K>(client, limiter, items, bar, false).await
+}
+
+/// Lists `K`; with `optional`, an API the server does not serve (404)
+/// lists nothing (DRA objects on a cluster without `resource.k8s.io/v1`).
+async fn list_or_absent<K>(
+    client: &Client,
+    limiter: &mut Limiter,
+    items: &mut Vec<Value>,
+    bar: Option<&ProgressBar>,
+    optional: bool,
+) -> Result<()>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+    K::DynamicType: Default,
+{
     let api: Api<K> = Api::all(client.clone());
     let plural = K::plural(&Default::default()).into_owned();
     let mut params = ListParams::default().limit(PAGE);
     loop {
         limiter.wait().await;
-        let page = api
-            .list(&params)
-            .await
-            .with_context(|| format!("listing {plural}"))?;
+        let page = match api.list(&params).await {
+            Ok(p) => p,
+            Err(kube::Error::Api(e)) if optional && e.code == 404 => return Ok(()),
+            Err(e) => return Err(e).with_context(|| format!("listing {plural}")),
+        };
         for obj in &page.items {
             let mut v = serde_json::to_value(obj)?;
             strip(&mut v);
@@ -147,6 +167,10 @@ pub async fn collect(client: &Client, qps: f64, bar: Option<&ProgressBar>) -> Re
     list::<Namespace>(&client, l, it, bar).await?;
     list::<PriorityClass>(&client, l, it, bar).await?;
     list::<StorageClass>(&client, l, it, bar).await?;
+    list_or_absent::<DeviceClass>(&client, l, it, bar, true).await?;
+    list_or_absent::<ResourceSlice>(&client, l, it, bar, true).await?;
+    list_or_absent::<ResourceClaimTemplate>(&client, l, it, bar, true).await?;
+    list_or_absent::<ResourceClaim>(&client, l, it, bar, true).await?;
     list::<CSINode>(&client, l, it, bar).await?;
     list::<PersistentVolume>(&client, l, it, bar).await?;
     list::<PersistentVolumeClaim>(&client, l, it, bar).await?;

@@ -57,6 +57,30 @@ spec:
   automountServiceAccountToken: false
   tolerations: [{operator: Exists}]
   containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: "8"}}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec: {selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpus}
+spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}, {name: gpu-1}]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: two-gpus, namespace: snap}
+spec: {devices: {requests: [{name: gpus, exactly: {deviceClassName: gpu, count: 2}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gpu, namespace: snap}
+spec:
+  automountServiceAccountToken: false
+  tolerations: [{operator: Exists}]
+  resourceClaims: [{name: gpus, resourceClaimName: two-gpus}]
+  containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {claims: [{name: gpus}]}}]
 "#;
 
 fn items(path: &Path) -> Vec<Value> {
@@ -133,6 +157,10 @@ fn snapshot_of_a_live_cluster_simulates() {
     find("Namespace", "", "kube-system");
     find("Service", "default", "kubernetes");
     find("PriorityClass", "", "system-node-critical");
+    // DRA objects, as resource.k8s.io/v1.
+    assert_eq!(find("DeviceClass", "", "gpu")["apiVersion"], "resource.k8s.io/v1");
+    find("ResourceSlice", "", "n1-gpus");
+    find("ResourceClaim", "snap", "two-gpus");
 
     // The snapshot is a cluster file: the pending pod fits next to the bound one.
     let report: Value = serde_json::from_str(&ok(rkube(&[
@@ -153,6 +181,8 @@ fn snapshot_of_a_live_cluster_simulates() {
     };
     assert_eq!(node_of("snap/pending"), "n1");
     assert!(node_of("snap/too-big").is_null());
+    // Its claim is allocated from n1's slice.
+    assert_eq!(node_of("snap/gpu"), "n1");
     let n1 = &report["nodes"].as_array().unwrap()[0];
     assert_eq!(n1["requestedMilliCpu"], 3000, "bound 1 CPU + pending 2 CPU");
 
