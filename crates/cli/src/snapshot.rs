@@ -13,10 +13,10 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::ListParams;
 use kube::{Api, Client};

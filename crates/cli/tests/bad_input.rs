@@ -213,6 +213,37 @@ fn cluster_needles(name: &str) -> &'static [&'static str] {
         "big-taint-effect.yaml" => &["Node n1", "spec.taints[0].effect", "bytes elided"],
         "big-quantity.yaml" => &["Pod shop/web", "requests.cpu", "bytes elided"],
         "invalid-utf8.yaml" => &["valid UTF-8"],
+        "dra-bad-cel.yaml" => &[
+            "DeviceClass gpu",
+            "spec.selectors[0].cel.expression",
+            "compilation failed",
+        ],
+        "dra-deep-cel.yaml" => &[
+            "ResourceClaim shop/deep",
+            "spec.devices.requests[0].exactly.selectors[0].cel.expression",
+            "nests too deeply",
+        ],
+        "dra-slice-count-zero.yaml" => &[
+            "ResourceSlice n1-gpus",
+            "spec.pool.resourceSliceCount",
+            "must be greater than zero",
+        ],
+        "dra-attribute-without-value.yaml" => &[
+            "ResourceSlice n1-gpus",
+            "spec.devices[0].attributes[model]",
+            "exactly one value",
+        ],
+        "dra-negative-count.yaml" => &[
+            "ResourceClaim shop/gpus",
+            "spec.devices.requests[0].exactly.count",
+            "must be greater than zero",
+        ],
+        "dra-v1beta1.yaml" => &["DeviceClass gpu", "apiVersion", "resource.k8s.io/v1"],
+        "dra-exactly-and-first-available.yaml" => &[
+            "ResourceClaimTemplate shop/gpus",
+            "spec.spec.devices.requests[0]",
+            "exactly one of",
+        ],
         _ if name.starts_with("config-")
             || name == "unknown-plugin.yaml"
             || name == "v1beta1.yaml" =>

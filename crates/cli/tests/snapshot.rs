@@ -158,7 +158,10 @@ fn snapshot_of_a_live_cluster_simulates() {
     find("Service", "default", "kubernetes");
     find("PriorityClass", "", "system-node-critical");
     // DRA objects, as resource.k8s.io/v1.
-    assert_eq!(find("DeviceClass", "", "gpu")["apiVersion"], "resource.k8s.io/v1");
+    assert_eq!(
+        find("DeviceClass", "", "gpu")["apiVersion"],
+        "resource.k8s.io/v1"
+    );
     find("ResourceSlice", "", "n1-gpus");
     find("ResourceClaim", "snap", "two-gpus");
 

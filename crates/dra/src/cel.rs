@@ -449,9 +449,16 @@ impl Selector {
                 crate::cel_cost::MAX_OPERATORS
             ));
         }
-        let program = ENV
-            .compile(source)
-            .map_err(|e| format!("compilation failed: {e}"))?;
+        // cel-go's text without its source excerpt lines (one line).
+        let program = ENV.compile(source).map_err(|e| {
+            let text = e.to_string();
+            let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("ERROR:")).collect();
+            if errors.is_empty() {
+                format!("compilation failed: {}", text.replace('\n', " "))
+            } else {
+                format!("compilation failed: {}", errors.join("; "))
+            }
+        })?;
         let over_budget = crate::cel_cost::cost(program.expression()) > crate::cel_cost::MAX_COST;
         Ok(Selector {
             program,

@@ -126,10 +126,74 @@ pub fn load_cluster(path: &Path) -> Result<Cluster, SimError> {
     load_cluster_from(ClusterInput::Path(path))
 }
 
+/// Compiles every CEL device selector of DeviceClasses, ResourceClaims and
+/// ResourceClaimTemplates, as the API server does when they are created:
+/// one that does not compile is refused, naming its file, object and field.
+fn validate_selectors(objects: &[RawObject]) -> Result<(), LoadError> {
+    fn check(o: &RawObject, selectors: &serde_json::Value, path: &str) -> Result<(), LoadError> {
+        for (i, s) in selectors.as_array().into_iter().flatten().enumerate() {
+            let Some(expr) = s["cel"]["expression"].as_str() else {
+                continue;
+            };
+            if let Err(e) = rkube_dra::cel::Selector::compile(expr) {
+                return Err(LoadError {
+                    file: o.file.clone(),
+                    object: Some(o.describe()),
+                    field: Some(format!("{path}[{i}].cel.expression")),
+                    message: rkube_model::convert::clip_message(format!(
+                        "Invalid value: {expr:?}: {e}"
+                    )),
+                });
+            }
+        }
+        Ok(())
+    }
+    fn requests(o: &RawObject, devices: &serde_json::Value, path: &str) -> Result<(), LoadError> {
+        for (i, r) in devices["requests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let p = format!("{path}.requests[{i}]");
+            check(
+                o,
+                &r["exactly"]["selectors"],
+                &format!("{p}.exactly.selectors"),
+            )?;
+            for (j, s) in r["firstAvailable"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                check(
+                    o,
+                    &s["selectors"],
+                    &format!("{p}.firstAvailable[{j}].selectors"),
+                )?;
+            }
+        }
+        Ok(())
+    }
+    for o in objects {
+        match o.kind.as_str() {
+            "DeviceClass" => check(o, &o.value["spec"]["selectors"], "spec.selectors")?,
+            "ResourceClaim" => requests(o, &o.value["spec"]["devices"], "spec.devices")?,
+            "ResourceClaimTemplate" => {
+                requests(o, &o.value["spec"]["spec"]["devices"], "spec.spec.devices")?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Loads a cluster from any [`ClusterInput`].
 pub fn load_cluster_from(input: ClusterInput<'_>) -> Result<Cluster, SimError> {
     let mut warnings = Vec::new();
     let objects = cluster_objects(input, &mut warnings)?;
+    validate_selectors(&objects).map_err(SimError::Load)?;
     let mut cluster = build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
     warnings.append(&mut cluster.warnings);
     cluster.warnings = warnings;
@@ -173,6 +237,7 @@ pub fn load_cluster_and_shapes(
         keys.push((file, format!("{ns}/{name}")));
         objects.push(obj.clone());
     }
+    validate_selectors(&objects).map_err(SimError::Load)?;
     let mut cluster = build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
     let mut pods = Vec::with_capacity(keys.len());
     for (file, key) in keys {
