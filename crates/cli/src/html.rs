@@ -804,6 +804,7 @@ mod tests {
                     weighted: 6,
                 }],
                 total: 6,
+                devices: vec![],
             }],
             selected_node: Some("n\"1".into()),
             top_nodes: vec![],
@@ -820,6 +821,7 @@ mod tests {
                     evicted: false,
                     preempted_by: None,
                     explain: Some(explain),
+                    devices: vec![],
                 },
                 Placement {
                     pod: "ns/p2".into(),
@@ -829,6 +831,7 @@ mod tests {
                     evicted: false,
                     preempted_by: None,
                     explain: None,
+                    devices: vec![],
                 },
             ],
             preemptions: vec![],

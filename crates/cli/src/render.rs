@@ -214,6 +214,26 @@ pub fn simulation(r: &SimulationReport) -> String {
         ]);
     }
     let mut out = table(&rows);
+    let mut devices = vec![vec![
+        "POD".to_string(),
+        "CLAIM".into(),
+        "REQUEST".into(),
+        "DEVICE (DRIVER/POOL/DEVICE)".into(),
+    ]];
+    for p in r.placements.iter().filter(|p| !p.evicted) {
+        for d in &p.devices {
+            devices.push(vec![
+                p.pod.clone(),
+                d.claim.clone(),
+                d.request.clone(),
+                format!("{}/{}/{}", d.driver, d.pool, d.device),
+            ]);
+        }
+    }
+    if devices.len() > 1 {
+        out.push_str("\nDevices allocated (DRA)\n");
+        out.push_str(&table(&devices));
+    }
     out.push('\n');
     let mut rows = vec![vec![
         "NODE".to_string(),

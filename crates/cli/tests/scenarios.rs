@@ -89,3 +89,81 @@ fn claim_bound_to_zonal_volume() {
         ("shop/cache-0".into(), Some("node-a2".into()), String::new())
     );
 }
+
+/// `examples/gpu`: the inference replicas land on the only node with free
+/// GPUs, each with its own device; the 8-GPU job stays Pending with
+/// upstream's message and `explain` names the failing request per node.
+#[test]
+fn gpu_pod_pending_is_explained_per_request() {
+    let v = simulate("examples/gpu/cluster.yaml");
+    let p = placements(&v);
+    assert_eq!(p.len(), 4, "{p:?}");
+    let mut taken = std::collections::BTreeSet::new();
+    for (i, placement) in v["placements"].as_array().unwrap()[..3].iter().enumerate() {
+        assert!(p[i].0.starts_with("ml/inference-"), "{p:?}");
+        assert_eq!(p[i].1.as_deref(), Some("gpu-3"), "{p:?}");
+        let devices = placement["devices"].as_array().unwrap();
+        assert_eq!(devices.len(), 1, "{placement}");
+        assert_eq!(devices[0]["request"], "gpu");
+        assert_eq!(devices[0]["pool"], "gpu-3");
+        assert!(
+            taken.insert(devices[0]["device"].as_str().unwrap().to_string()),
+            "a later pod sees earlier pods' devices as taken: {v}"
+        );
+    }
+    assert_eq!(p[3].0, "ml/finetune-gnmrx");
+    assert_eq!(p[3].1, None);
+    assert_eq!(
+        p[3].2,
+        "0/4 nodes are available: 4 cannot allocate all claims. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+    );
+
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let explain = |output: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
+            .args(["explain", "--cluster", "examples/gpu/cluster.yaml"])
+            .args(["--pod", "ml/finetune-gnmrx", "-o", output])
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let e: Value = serde_json::from_str(&explain("json")).unwrap();
+    let per_node: BTreeMap<String, (u64, u64, u64)> = e["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            let d = &n["devices"][0];
+            assert_eq!(d["request"], "gpus", "{n}");
+            assert_eq!(d["class"], "large-gpu", "{n}");
+            assert_eq!(d["wants"], "8", "{n}");
+            let num = |k: &str| d[k].as_u64().unwrap();
+            (
+                n["name"].as_str().unwrap().to_string(),
+                (num("devices"), num("matching"), num("free")),
+            )
+        })
+        .collect();
+    assert_eq!(
+        per_node,
+        BTreeMap::from([
+            ("cpu-1".into(), (0, 0, 0)),
+            ("gpu-1".into(), (8, 8, 0)),
+            ("gpu-2".into(), (8, 8, 0)),
+            ("gpu-3".into(), (8, 0, 0)),
+        ]),
+        "gpu-1/2: every large GPU is held by the training workers; gpu-3's GPUs are too small"
+    );
+    let text = explain("table");
+    assert!(text.contains("Devices (why DynamicResources"), "{text}");
+    assert!(
+        text.contains("gpu-3  no        DynamicResources: cannot allocate all claims"),
+        "{text}"
+    );
+}

@@ -6,5 +6,7 @@ pub mod allocator;
 pub mod capacity;
 pub mod cel;
 pub mod cel_cost;
+pub mod diagnose;
 pub mod pools;
+pub mod resourceclaim;
 pub mod semver;

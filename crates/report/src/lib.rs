@@ -51,6 +51,48 @@ pub struct NodeExplanation {
     pub scores: Vec<ScoreResult>,
     /// Sum of weighted scores.
     pub total: i64,
+    /// When DynamicResources could not allocate the pod's claims here: per
+    /// request, the node's devices that match it and are free.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<rkube_dra::diagnose::RequestDiagnosis>,
+}
+
+/// Upstream's Filter reason when the claims cannot be allocated on a node.
+const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+
+/// Per node that DynamicResources rejected with "cannot allocate all
+/// claims", why, request by request.
+fn device_diagnoses(pod: &Pod, snapshot: &Snapshot, nodes: &mut [NodeExplanation]) {
+    let Some(dra) = snapshot.dra.as_deref() else {
+        return;
+    };
+    if !pod.has_resource_claims() {
+        return;
+    }
+    let Ok(claims) = rkube_dra::resourceclaim::pod_claims(pod, dra) else {
+        return;
+    };
+    let unallocated: Vec<_> = claims
+        .into_iter()
+        .filter(|c| c.allocation.is_none())
+        .collect();
+    if unallocated.is_empty() {
+        return;
+    }
+    let state = rkube_dra::allocator::AllocatedState::of(dra);
+    let cache = rkube_dra::cel::Cache::default();
+    for n in nodes {
+        let rejected = n.filters.iter().any(|f| {
+            f.plugin == "DynamicResources" && f.reasons.iter().any(|r| r == CANNOT_ALLOCATE)
+        });
+        if !rejected {
+            continue;
+        }
+        if let Some(info) = snapshot.get(&n.name) {
+            n.devices =
+                rkube_dra::diagnose::diagnose(dra, &state, &cache, &info.node, &unallocated);
+        }
+    }
 }
 
 /// `rkube explain -o json`.
@@ -111,9 +153,11 @@ impl PodExplanation {
                     })
                     .collect(),
                 total: n.total,
+                devices: Vec::new(),
             })
             .collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        device_diagnoses(pod, snapshot, &mut nodes);
         let mut top_nodes: Vec<String> = e
             .top_nodes
             .iter()

@@ -59,6 +59,45 @@ pub fn explanation(e: &PodExplanation) -> String {
         ]);
     }
     out.push_str(&table(&rows));
+    let devices: Vec<_> = e.nodes.iter().filter(|n| !n.devices.is_empty()).collect();
+    if !devices.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nDevices (why DynamicResources cannot allocate the claims; each request counted on its own)"
+        );
+        let mut rows = vec![vec![
+            "  NODE".to_string(),
+            "CLAIM".into(),
+            "REQUEST".into(),
+            "CLASS".into(),
+            "WANTS".into(),
+            "DEVICES".into(),
+            "MATCHING".into(),
+            "FREE".into(),
+            "NOTE".into(),
+        ]];
+        for n in devices {
+            for d in &n.devices {
+                let note = match &d.error {
+                    Some(e) => e.clone(),
+                    None if d.tainted > 0 => format!("{} of the free ones tainted", d.tainted),
+                    None => String::new(),
+                };
+                rows.push(vec![
+                    format!("  {}", n.name),
+                    d.claim.clone(),
+                    d.request.clone(),
+                    d.class.clone(),
+                    d.wants.clone(),
+                    d.devices.to_string(),
+                    d.matching.to_string(),
+                    d.free.to_string(),
+                    note,
+                ]);
+            }
+        }
+        out.push_str(&table(&rows));
+    }
     let mut scored: Vec<_> = e.nodes.iter().filter(|n| n.feasible).collect();
     scored.sort_by(|a, b| b.total.cmp(&a.total).then(a.name.cmp(&b.name)));
     for n in scored {

@@ -177,6 +177,7 @@ impl<'p> Queue<'p> {
                 Ok(Attempt::Placed(Placement {
                     node: Some(name),
                     explain: explanation,
+                    devices: crate::report::AllocatedDevice::of(current, snapshot.dra.as_deref()),
                     ..pending(current, String::new())
                 }))
             }
@@ -261,5 +262,6 @@ fn pending(pod: &Pod, message: String) -> Placement {
         evicted: false,
         preempted_by: None,
         explain: None,
+        devices: Vec::new(),
     }
 }

@@ -31,6 +31,51 @@ pub struct Placement {
     /// Explanation (with `--explain`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<PodExplanation>,
+    /// The devices allocated to the pod's claims (DRA), when placed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<AllocatedDevice>,
+}
+
+/// A device allocated to one of a placed pod's ResourceClaims.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AllocatedDevice {
+    /// `namespace/name` of the claim.
+    pub claim: String,
+    /// The request (`request` or `request/subrequest`).
+    pub request: String,
+    /// Driver.
+    pub driver: String,
+    /// Pool.
+    pub pool: String,
+    /// Device.
+    pub device: String,
+}
+
+impl AllocatedDevice {
+    /// The devices of `pod`'s allocated claims in `dra`.
+    pub fn of(pod: &rkube_model::Pod, dra: Option<&rkube_model::dra::Dra>) -> Vec<Self> {
+        let Some(dra) = dra else {
+            return Vec::new();
+        };
+        let Ok(claims) = rkube_dra::resourceclaim::pod_claims(pod, dra) else {
+            return Vec::new();
+        };
+        claims
+            .iter()
+            .flat_map(|c| {
+                c.allocation
+                    .iter()
+                    .flat_map(|a| a.devices.iter())
+                    .map(|d| AllocatedDevice {
+                        claim: format!("{}/{}", c.namespace, c.name),
+                        request: d.request.clone(),
+                        driver: d.driver.clone(),
+                        pool: d.pool.clone(),
+                        device: d.device.clone(),
+                    })
+            })
+            .collect()
+    }
 }
 
 /// One preemption: a pending pod evicted lower-priority pods from a node.

@@ -26,8 +26,6 @@
 //! deallocation of claims allocated for unavailable nodes, binding
 //! conditions.
 
-mod claims;
-
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -41,7 +39,7 @@ use rkube_framework::{
 use rkube_model::dra::{Allocation, Consumer, Dra, ResourceClaim};
 use rkube_model::Pod;
 
-pub use claims::pod_claims;
+pub use rkube_dra::resourceclaim::pod_claims;
 
 /// Upstream name.
 pub const NAME: &str = "DynamicResources";

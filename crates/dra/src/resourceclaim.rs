@@ -1,5 +1,6 @@
 //! A pod's ResourceClaims, found as upstream's plugin finds them
-//! (`foreachPodResourceClaim` with `resourceclaim.Name` and `IsForPod`):
+//! (`foreachPodResourceClaim` with `resourceclaim.Name` and `IsForPod` of
+//! `k8s.io/dynamic-resource-allocation/resourceclaim`):
 //! in `spec.resourceClaims` order, a claim by name as it is, a template's
 //! claim through `status.resourceClaimStatuses` and only if the pod
 //! controls it. The first problem is the pod's status message.
