@@ -385,17 +385,6 @@ fn assert_private(dir: &Path) {
     }
 }
 
-/// A child process killed when the test ends, also when it fails (a
-/// failed assertion must not leave a kubelet running after the test).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Three sim nodes of 4 CPUs from one `rkube kubelet --runtime sim`.
 fn sim_nodes(cp: &ControlPlane) -> Killed {
     let cfg = cp.dir().join("drain-kubelet.yaml");

@@ -43,6 +43,7 @@ pub mod nodes;
 pub mod options;
 pub mod pods;
 pub mod probe;
+pub mod resource_slices;
 pub mod runtime;
 pub mod schedule;
 pub mod server;
@@ -73,6 +74,8 @@ pub struct Prepared {
     pub config: KubeletConfiguration,
     /// The sim node template.
     pub template: nodes::Template,
+    /// The sim nodes' ResourceSlices (`--sim-resource-slice`).
+    pub slices: Vec<resource_slices::SliceTemplate>,
     /// Warnings (ignored fields).
     pub warnings: Vec<String>,
 }
@@ -95,9 +98,15 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
         }
         None => nodes::Template::default_shape(config.max_pods),
     };
+    let slices = opts
+        .sim_resource_slices
+        .iter()
+        .map(|p| resource_slices::SliceTemplate::load(p))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Prepared {
         config,
         template,
+        slices,
         warnings,
     })
 }
@@ -204,6 +213,17 @@ pub async fn run_with_metrics(
         .map(Arc::new)
         .collect();
     let mut tasks = tokio::task::JoinSet::new();
+    if !prepared.slices.is_empty() {
+        let slices = descs
+            .iter()
+            .flat_map(|d| prepared.slices.iter().map(|t| t.for_node(&d.name)))
+            .collect();
+        tasks.spawn(resource_slices::publish(
+            client.clone(),
+            slices,
+            opts.api_concurrency,
+        ));
+    }
     if cfg.healthz_port != 0 {
         let addr = format!("{}:{}", cfg.healthz_bind_address, cfg.healthz_port);
         let listener = tokio::net::TcpListener::bind(&addr)

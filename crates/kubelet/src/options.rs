@@ -42,6 +42,9 @@ pub struct Options {
     pub pod_start_delay: Duration,
     /// `--pod-run-time` (sim): Running → Succeeded for restartPolicy Never/OnFailure.
     pub pod_run_time: Duration,
+    /// `--sim-resource-slice FILE` (sim, repeatable): a ResourceSlice
+    /// every sim node publishes as its own (a fake DRA driver's devices).
+    pub sim_resource_slices: Vec<PathBuf>,
     /// `--sim-signals FILE` (sim): eviction signals and pod usage, a JSON
     /// file read every eviction round (see [`crate::eviction`]).
     pub sim_signals: Option<PathBuf>,
@@ -66,6 +69,7 @@ impl Default for Options {
             nodes: 1,
             node_name_pattern: "sim-node-{}".into(),
             node_template: None,
+            sim_resource_slices: Vec::new(),
             pod_start_delay: Duration::from_secs(1),
             pod_run_time: Duration::from_secs(10),
             sim_signals: None,
@@ -104,6 +108,10 @@ Sim runtime (--runtime sim): nothing runs; one process hosts many nodes.
       --node-template FILE        Node YAML whose capacity/allocatable/labels/taints
                                   every sim node copies (default: 32 cpu, 256Gi,
                                   100Gi ephemeral-storage, 110 pods)
+      --sim-resource-slice FILE   a ResourceSlice (resource.k8s.io/v1) each sim node
+                                  publishes as its own: the driver and devices of FILE,
+                                  nodeName and a one-slice pool named after the node
+                                  (repeatable: one per driver)
       --pod-start-delay D         Pending → Running after D (default 1s)
       --pod-run-time D            pods with restartPolicy Never/OnFailure exit 0 D after
                                   starting → Succeeded (default 10s; 0: run until deleted)
@@ -225,6 +233,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             "node-template" => {
                 o.node_template = Some(PathBuf::from(value()?));
                 saw_sim_only.get_or_insert("--node-template");
+            }
+            "sim-resource-slice" => {
+                o.sim_resource_slices.push(PathBuf::from(value()?));
+                saw_sim_only.get_or_insert("--sim-resource-slice");
             }
             "sim-signals" => {
                 o.sim_signals = Some(PathBuf::from(value()?));

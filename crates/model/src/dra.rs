@@ -669,6 +669,13 @@ pub fn resource_slice(s: &api::ResourceSlice) -> Result<ResourceSlice> {
     if spec.driver.is_empty() {
         return Err(ferr("spec.driver", "Required value"));
     }
+    if spec.driver.len() > 63 {
+        return Err(ferr(
+            "spec.driver",
+            "Too long: may not be more than 63 bytes",
+        ));
+    }
+    convert::validate_subdomain_name(&spec.driver, "spec.driver")?;
     if spec.pool.name.is_empty() {
         return Err(ferr("spec.pool.name", "Required value"));
     }
@@ -1092,7 +1099,7 @@ pub fn generate_claims(pods: &mut [crate::objects::Pod], dra: &mut Dra) {
 /// (the random part derived from `seed`).
 pub fn claim_name_for(pod: &str, claim: &str, seed: &str) -> String {
     const MAX_BASE: usize = 57;
-    let random = &crate::expand::generated_name("", &format!("{seed}/{claim}"), 0)[1..];
+    let random = &crate::names::generated_name("", &format!("{seed}/{claim}"), 0)[1..];
     let base = format!("{pod}-{claim}-");
     if base.len() <= MAX_BASE {
         return format!("{base}{random}");

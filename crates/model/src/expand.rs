@@ -13,46 +13,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use crate::cluster::Cluster;
 use crate::convert::{self, PriorityClasses};
+use crate::names::{fnv32a, generated_name, safe_encode};
 use crate::objects::{Node, Pod};
 use crate::raw::{LoadError, RawObject};
 use crate::selector::Labels;
-
-const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-fn fnv32a(data: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in data {
-        h ^= *b as u32;
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
-/// Upstream's `SafeEncodeString` of a number: digits mapped onto consonants.
-fn safe_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| ALPHANUMS[b as usize % ALPHANUMS.len()] as char)
-        .collect()
-}
 
 /// A stable pod-template-hash for a template.
 fn template_hash(t: &core::PodTemplateSpec) -> String {
     let json = serde_json::to_vec(t).unwrap_or_default();
     safe_encode(&fnv32a(&json).to_string())
-}
-
-/// The `i`th name `generateName: "<prefix>-"` would give, deterministic
-/// for a seed (the controller's uid): `<prefix>-` and 5 characters.
-pub fn generated_name(prefix: &str, seed: &str, i: usize) -> String {
-    format!("{prefix}-{}", suffix(seed, i))
-}
-
-/// A deterministic 5-character suffix, as generateName would add.
-fn suffix(seed: &str, i: usize) -> String {
-    let h = fnv32a(format!("{seed}/{i}").as_bytes()) as usize;
-    (0..5)
-        .map(|k| ALPHANUMS[(h >> (k * 5)) % ALPHANUMS.len()] as char)
-        .collect()
 }
 
 /// Pending work collected while reading objects.

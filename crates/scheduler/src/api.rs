@@ -7,6 +7,7 @@
 //! then delete).
 
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -292,6 +293,94 @@ impl Writer {
         self.token().await;
         api.patch(&pvc.name, &PatchParams::default(), &Patch::Merge(patch))
             .await
+    }
+
+    /// PreBind's write of a ResourceClaim, as upstream's `bindClaim`: with
+    /// a new `allocation`, the delete-protection finalizer first (a normal
+    /// update), then the status with the allocation, its timestamp and the
+    /// pod in `reservedFor`. Each write carries the resourceVersion read;
+    /// a conflict re-reads the claim and tries again (client-go's
+    /// `retry.DefaultRetry`: 5 attempts).
+    pub async fn write_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        allocation: Option<&rkube_model::dra::Allocation>,
+        consumer: &rkube_model::dra::Consumer,
+    ) -> Result<resource::ResourceClaim, String> {
+        let api: Api<resource::ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+        let conflict = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 409);
+        let mut last = String::new();
+        for _ in 0..5 {
+            self.token().await;
+            let mut claim = match api.get(name).await {
+                Ok(c) => c,
+                Err(e) => {
+                    return Err(format!(
+                        "get updated claim {namespace}/{name} after conflict: {}",
+                        api_message(&e)
+                    ))
+                }
+            };
+            if claim.metadata.deletion_timestamp.is_some() {
+                return Err(format!(
+                    "claim {namespace}/{name} got deleted in the meantime"
+                ));
+            }
+            let mut status = claim.status.clone().unwrap_or_default();
+            if let Some(a) = allocation {
+                if status.allocation.is_some() {
+                    return Err(format!(
+                        "claim {namespace}/{name} got allocated elsewhere in the meantime"
+                    ));
+                }
+                let finalizers = claim.metadata.finalizers.get_or_insert_with(Vec::new);
+                if !finalizers
+                    .iter()
+                    .any(|f| f == rkube_model::dra::DELETE_PROTECTION_FINALIZER)
+                {
+                    finalizers.push(rkube_model::dra::DELETE_PROTECTION_FINALIZER.into());
+                    self.token().await;
+                    match api.replace(name, &PostParams::default(), &claim).await {
+                        Ok(c) => claim = c,
+                        Err(e) if conflict(&e) => {
+                            last = api_message(&e);
+                            continue;
+                        }
+                        Err(e) => {
+                            return Err(format!(
+                                "add finalizer to claim {namespace}/{name}: {}",
+                                api_message(&e)
+                            ))
+                        }
+                    }
+                }
+                status.allocation = Some(rkube_model::dra_api::allocation(a));
+            }
+            let Some(alloc) = status.allocation.as_mut() else {
+                return Err(format!(
+                    "claim {namespace}/{name} got deallocated elsewhere in the meantime"
+                ));
+            };
+            if alloc.allocation_timestamp.is_none() {
+                alloc.allocation_timestamp = Some(meta::Time(Timestamp::now()));
+            }
+            status
+                .reserved_for
+                .get_or_insert_with(Vec::new)
+                .push(rkube_model::dra_api::consumer(consumer));
+            claim.status = Some(status);
+            self.token().await;
+            match api
+                .replace_status(name, &PostParams::default(), &claim)
+                .await
+            {
+                Ok(c) => return Ok(c),
+                Err(e) if conflict(&e) => last = api_message(&e),
+                Err(e) => return Err(api_message(&e)),
+            }
+        }
+        Err(last)
     }
 
     /// Clears a pod's `nominatedNodeName`.

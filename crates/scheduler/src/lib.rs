@@ -43,6 +43,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::api::storage::v1 as storage;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -60,7 +61,7 @@ use crate::queue::Queue;
 use crate::state::{Change, State};
 
 /// Number of kinds watched (see [`spawn_informers`]).
-const WATCHED_KINDS: usize = 11;
+const WATCHED_KINDS: usize = 14;
 
 /// What the informers, the scheduling loop, the binders and the health
 /// endpoints share.
@@ -478,6 +479,15 @@ fn spawn_informers(tasks: &mut tokio::task::JoinSet<()>, client: &Client, shared
     });
     spawn::<storage::CSINode>(tasks, client, shared, |s, _, c, now| {
         s.csi_nodes_changed(c, now)
+    });
+    spawn::<resource::DeviceClass>(tasks, client, shared, |s, p, c, now| {
+        s.device_classes_changed(p, c, now)
+    });
+    spawn::<resource::ResourceSlice>(tasks, client, shared, |s, p, c, now| {
+        s.resource_slices_changed(p, c, now)
+    });
+    spawn::<resource::ResourceClaim>(tasks, client, shared, |s, p, c, now| {
+        s.resource_claims_changed(p, c, now)
     });
 }
 

@@ -434,6 +434,33 @@ impl Queue {
         }
     }
 
+    /// Re-runs PreEnqueue on the gated pods `affected` selects after a
+    /// cluster event (`event`): those `still_gated` no longer rejects go
+    /// to the active queue (upstream's PreEnqueue plugins with event
+    /// registrations, e.g. DynamicResources waiting for a claim).
+    pub fn recheck_gated(
+        &mut self,
+        event: &ClusterEvent,
+        affected: impl Fn(&Pod) -> bool,
+        still_gated: impl Fn(&Pod) -> bool,
+        now: Instant,
+    ) -> usize {
+        let passing: Vec<String> = self
+            .unschedulable
+            .values()
+            .filter(|qp| qp.gated && affected(&qp.pod) && !still_gated(&qp.pod))
+            .map(|qp| qp.pod.uid.clone())
+            .collect();
+        let label = event.label();
+        for uid in &passing {
+            if let Some(mut qp) = self.unpark(uid) {
+                qp.gated = false;
+                self.activate(qp, now, &label);
+            }
+        }
+        passing.len()
+    }
+
     /// Removes a pod (deleted, bound by someone else, no longer ours).
     pub fn delete(&mut self, uid: &str) {
         self.active.remove(uid);

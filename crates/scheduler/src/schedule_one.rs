@@ -546,18 +546,40 @@ impl ClusterApi for ApiHost<'_> {
             .ok_or_else(|| format!("persistentvolumeclaims {:?} not found", pvc.name))
     }
 
+    /// Writes what PreBind decided: the allocation when the informer's
+    /// claim had none (Reserve's), and the pod's `reservedFor` entry (the
+    /// last one of `claim`).
     fn update_claim_status(
         &mut self,
         claim: &rkube_model::dra::ResourceClaim,
     ) -> Result<rkube_model::dra::ResourceClaim, String> {
-        Err(format!(
-            "resourceclaim {}/{}: rkube's live scheduler does not watch ResourceClaims yet",
-            claim.namespace, claim.name
-        ))
+        let (ns, name) = (&claim.namespace, &claim.name);
+        let informer = self.shared.lock().informer_claim(ns, name);
+        let ours = claim
+            .allocation
+            .as_ref()
+            .filter(|_| informer.is_none_or(|c| c.allocation.is_none()));
+        let consumer = claim
+            .reserved_for
+            .last()
+            .ok_or_else(|| format!("claim {ns}/{name}: no consumer to reserve for"))?;
+        let written = self
+            .handle
+            .block_on(self.writer.write_claim(ns, name, ours, consumer))?;
+        rkube_model::dra::resource_claim(&written).map_err(|e| {
+            format!(
+                "the API server's claim {ns}/{name}: {}: {}",
+                e.path, e.message
+            )
+        })
     }
 
-    fn resource_claim(&self, _: &str, _: &str) -> Option<rkube_model::dra::ResourceClaim> {
-        None
+    fn resource_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<rkube_model::dra::ResourceClaim> {
+        self.shared.lock().informer_claim(namespace, name)
     }
 
     fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {

@@ -90,6 +90,9 @@ pub struct State {
     assumed_volumes: HashMap<String, (String, PodVolumes)>,
     /// CSINodes as the hints read them, by name.
     csi_nodes: BTreeMap<String, Arc<CsiNode>>,
+    /// DeviceClasses, ResourceSlices and ResourceClaims (and the claims
+    /// assumed by pods in their binding cycle).
+    dra: dra::DraCache,
     /// The workloads the queue's hints read; `false` after a workload
     /// change, until they are handed to the queue again.
     workloads_synced: bool,
@@ -144,6 +147,7 @@ impl State {
             volumes: Volumes::default(),
             assumed_volumes: HashMap::new(),
             csi_nodes: BTreeMap::new(),
+            dra: dra::DraCache::default(),
             workloads_synced: false,
             waiting: WaitingPods::new(),
             queue,
@@ -272,6 +276,7 @@ impl State {
             volumes.assume_bindings(v, node);
         }
         snap.volumes = Arc::new(volumes);
+        snap.dra = Some(self.dra_view());
         snap.namespaces = self.namespaces.clone();
         let mut placed: Vec<&Arc<Pod>> = self
             .pods
@@ -369,8 +374,9 @@ impl State {
     }
 
     /// The PreEnqueue rejection of a pod, if any.
-    pub fn pre_enqueue_rejection(profiles: &Profiles, pod: &Pod) -> Option<String> {
-        rkube_framework::pre_enqueue_rejection(profiles.for_pod(pod)?, pod, None)
+    pub fn pre_enqueue_rejection(&self, profiles: &Profiles, pod: &Pod) -> Option<String> {
+        let dra = pod.has_resource_claims().then(|| self.dra_view());
+        rkube_framework::pre_enqueue_rejection(profiles.for_pod(pod)?, pod, dra.as_deref())
     }
 
     /// What a scheduling cycle for the pod `uid` runs on: its latest
@@ -543,7 +549,7 @@ impl State {
             self.nominator
                 .add(model.clone(), &model.nominated_node_name.clone());
         }
-        let gated = Self::pre_enqueue_rejection(profiles, &model).is_some();
+        let gated = self.pre_enqueue_rejection(profiles, &model).is_some();
         self.sync_queue_workloads();
         self.queue
             .upsert(old_model.as_deref(), model.clone(), gated, now);
@@ -940,10 +946,9 @@ impl AssumeCache for State {
         self.drop_assumed_volumes(&pod.uid);
     }
 
-    /// The live scheduler does not watch DRA objects yet: its snapshots
-    /// carry none, and DynamicResources refuses pods with claims before
-    /// any Reserve.
-    fn assume_claim(&mut self, _: &rkube_model::dra::ResourceClaim) {}
+    fn assume_claim(&mut self, claim: &rkube_model::dra::ResourceClaim) {
+        self.assume_dra_claim(claim);
+    }
 }
 
 /// Applies a change to a map of converted objects; `convert` returns `None`
@@ -972,5 +977,6 @@ fn replace_map<K: kube::Resource, V>(
     }
 }
 
+mod dra;
 #[cfg(test)]
 mod tests;

@@ -363,3 +363,14 @@ impl Drop for Replica {
         self.kill();
     }
 }
+
+/// A child process killed when the test ends, also when it fails (a
+/// failed assertion must not leave a kubelet running after the test).
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

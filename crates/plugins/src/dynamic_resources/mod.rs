@@ -17,9 +17,11 @@
 //! - PreBind writes each allocation, the delete-protection finalizer and
 //!   the pod's `reservedFor` entry to the claim.
 //!
-//! When the host does not watch DRA objects (the live scheduler, for now)
-//! a pod with claims is refused with an explicit reason rather than placed
-//! as if its claims did not exist.
+//! Both hosts give the plugin the DRA objects: the simulator from the
+//! cluster file, the live scheduler from its informers (with Reserve's
+//! allocations assumed until the API server confirms them). A host
+//! without them would have a pod with claims refused with an explicit
+//! reason rather than placed as if its claims did not exist.
 //!
 //! Not modelled yet (each refused or reported, never ignored silently):
 //! extended resources backed by DRA (`extendedResourceName`), PostFilter's
@@ -51,7 +53,7 @@ pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 const FIRST_AVAILABLE_MAX: i64 = 8;
 /// Why a pod with claims is refused by a host without DRA objects.
 pub const NOT_WATCHED: &str =
-    "rkube's live scheduler does not watch DynamicResourceAllocation objects (ResourceClaims, ResourceSlices, DeviceClasses) yet";
+    "this host does not provide DynamicResourceAllocation objects (ResourceClaims, ResourceSlices, DeviceClasses)";
 
 /// The plugin.
 pub struct DynamicResources {

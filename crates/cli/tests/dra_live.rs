@@ -1,0 +1,285 @@
+//! Dynamic Resource Allocation against a genuine control plane
+//! (kube-apiserver with resource.k8s.io/v1, kube-controller-manager's
+//! resource-claim controller), rkube scheduler and upstream kube-scheduler
+//! side by side, two `rkube kubelet --runtime sim` nodes publishing 4 GPUs
+//! each as ResourceSlices, driven with the real `kubectl`:
+//!
+//! - a Deployment whose pods ask for 2 GPUs each through a
+//!   ResourceClaimTemplate: every replica runs, each claim is allocated
+//!   (devices of the pod's node, none shared) and reserved for its pod;
+//! - a pod asking for more GPUs than any node has stays Pending with the
+//!   message upstream's scheduler gives an identical pod;
+//! - scaling the Deployment to zero frees the devices: a second one that
+//!   needs every GPU of the cluster then runs.
+//!
+//! Needs hack/build-k8s; run by hack/test (`--ignored`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rkube_testcp::ControlPlane;
+use serde_json::Value;
+
+mod common;
+use common::live::*;
+
+fn get_json(cp: &ControlPlane, args: &[&str]) -> Value {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-o", "json"]);
+    serde_json::from_str(&kubectl(cp, &a)).unwrap()
+}
+
+fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+const GPUS: &str = r#"apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: template}
+spec:
+  driver: gpu.example.com
+  pool: {name: template, generation: 1, resourceSliceCount: 1}
+  nodeName: template
+  devices:
+  - {name: gpu-0, attributes: {model: {string: h100}}, capacity: {memory: {value: 80Gi}}}
+  - {name: gpu-1, attributes: {model: {string: h100}}, capacity: {memory: {value: 80Gi}}}
+  - {name: gpu-2, attributes: {model: {string: h100}}, capacity: {memory: {value: 80Gi}}}
+  - {name: gpu-3, attributes: {model: {string: h100}}, capacity: {memory: {value: 80Gi}}}
+"#;
+
+/// Two sim nodes (`gpu-00000`, `gpu-00001`) with the 4 GPUs of [`GPUS`].
+fn gpu_nodes(cp: &ControlPlane) -> Killed {
+    let dir = cp.dir();
+    let cfg = dir.join("dra-kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzPort: 0\n",
+    )
+    .unwrap();
+    let slice = dir.join("dra-gpus.yaml");
+    std::fs::write(&slice, GPUS).unwrap();
+    let log = std::fs::File::create(dir.join("logs/rkube-kubelet-dra.log")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(["kubelet", "--runtime=sim", "--nodes=2"])
+        .arg("--node-name-pattern=gpu-{}")
+        .arg(format!("--kubeconfig={}", cp.kubeconfig().display()))
+        .arg(format!("--config={}", cfg.display()))
+        .arg(format!("--sim-resource-slice={}", slice.display()))
+        .arg(format!("--root-dir={}", dir.join("kubelet-dra").display()))
+        .args(["--pod-start-delay=200ms", "--pod-run-time=0"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map(Killed)
+        .expect("start the sim kubelet")
+}
+
+fn deployment(name: &str, replicas: usize, gpus: usize) -> String {
+    format!(
+        r#"apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: {name}-gpus, namespace: ml}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly: {{deviceClassName: gpu, count: {gpus}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: ml}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      schedulerName: rkube
+      automountServiceAccountToken: false
+      resourceClaims: [{{name: gpus, resourceClaimTemplateName: {name}-gpus}}]
+      containers:
+      - name: c
+        image: registry.k8s.io/pause:3.10
+        resources: {{claims: [{{name: gpus}}]}}
+"#
+    )
+}
+
+/// A pod with its own claim for `gpus` GPUs, under `scheduler`.
+fn greedy_pod(name: &str, scheduler: &str, gpus: usize) -> String {
+    format!(
+        r#"apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: {name}, namespace: ml}}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      exactly: {{deviceClassName: gpu, count: {gpus}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: ml}}
+spec:
+  schedulerName: {scheduler}
+  automountServiceAccountToken: false
+  resourceClaims: [{{name: gpus, resourceClaimName: {name}}}]
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.10
+    resources: {{claims: [{{name: gpus}}]}}
+"#
+    )
+}
+
+/// Waits for `n` Running pods of `app` and checks their claims: allocated
+/// on the pod's node, reserved for the pod, no device twice. Returns the
+/// devices by node.
+fn running_with_devices(
+    cp: &ControlPlane,
+    app: &str,
+    n: usize,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let pods = wait_until(
+        &format!("{n} Running {app} pods"),
+        Duration::from_secs(120),
+        || {
+            let v = get_json(cp, &["pods", "-n", "ml", "-l", &format!("app={app}")]);
+            let items = v["items"].as_array()?.clone();
+            let running = items
+                .iter()
+                .filter(|p| p["status"]["phase"] == "Running")
+                .count();
+            (items.len() == n && running == n).then_some(items)
+        },
+    );
+    let mut by_node: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for p in &pods {
+        let pod = p["metadata"]["name"].as_str().unwrap();
+        let node = p["spec"]["nodeName"].as_str().unwrap();
+        let statuses = p["status"]["resourceClaimStatuses"].as_array().unwrap();
+        let claim_name = statuses[0]["resourceClaimName"].as_str().unwrap();
+        let claim = get_json(cp, &["resourceclaims", "-n", "ml", claim_name]);
+        let status = &claim["status"];
+        let reserved = status["reservedFor"].as_array().unwrap();
+        assert_eq!(reserved.len(), 1, "{claim}");
+        assert_eq!(reserved[0]["name"], pod, "{claim}");
+        assert_eq!(reserved[0]["uid"], p["metadata"]["uid"], "{claim}");
+        assert!(
+            status["allocation"]["allocationTimestamp"].is_string(),
+            "{claim}"
+        );
+        assert!(
+            claim["metadata"]["finalizers"].as_array().is_some_and(|f| f
+                .iter()
+                .any(|f| f == "resource.kubernetes.io/delete-protection")),
+            "{claim}"
+        );
+        let selector = &status["allocation"]["nodeSelector"]["nodeSelectorTerms"][0];
+        assert_eq!(
+            selector["matchFields"][0]["values"][0], node,
+            "the allocation is usable on the pod's node: {claim}"
+        );
+        for r in status["allocation"]["devices"]["results"]
+            .as_array()
+            .unwrap()
+        {
+            assert_eq!(r["driver"], "gpu.example.com");
+            assert_eq!(r["pool"], node, "devices of the pod's node: {claim}");
+            let device = format!("{node}/{}", r["device"].as_str().unwrap());
+            assert!(
+                by_node.entry(node.to_string()).or_default().insert(device),
+                "a device allocated twice: {claim}"
+            );
+        }
+    }
+    by_node
+}
+
+fn unschedulable_message(cp: &ControlPlane, pod: &str) -> String {
+    wait_until(
+        &format!("{pod}'s PodScheduled=False"),
+        Duration::from_secs(60),
+        || {
+            let p = get_json(cp, &["pod", "-n", "ml", pod]);
+            p["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
+                .and_then(|c| c["message"].as_str().map(str::to_string))
+        },
+    )
+}
+
+#[test]
+#[ignore = "needs hack/build-k8s; run by hack/test"]
+fn gpu_pods_get_devices_through_resource_claims() {
+    let cp = ControlPlane::start().expect("control plane");
+    let _nodes = gpu_nodes(&cp);
+    wait_nodes_ready(&cp, 2, Duration::from_secs(60));
+    let r = rkube_beside_upstream(&cp, "dra", &[]);
+    apply(
+        &cp,
+        "dra-class",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ml}\n---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\nspec:\n  selectors:\n  - cel: {expression: 'device.driver == \"gpu.example.com\" && device.capacity[\"gpu.example.com\"].memory.compareTo(quantity(\"40Gi\")) >= 0'}\n",
+    );
+    wait_until("both nodes' slices", Duration::from_secs(60), || {
+        let v = get_json(&cp, &["resourceslices"]);
+        (v["items"].as_array()?.len() == 2).then_some(())
+    });
+
+    // Three replicas of 2 GPUs on 8 GPUs.
+    apply(&cp, "dra-train", &deployment("train", 3, 2));
+    let used = running_with_devices(&cp, "train", 3);
+    assert_eq!(
+        used.values().map(BTreeSet::len).sum::<usize>(),
+        6,
+        "{used:?}"
+    );
+
+    // More GPUs than any node has: Pending, as upstream says.
+    apply(&cp, "dra-greedy-rk", &greedy_pod("greedy-rk", "rkube", 5));
+    apply(
+        &cp,
+        "dra-greedy-up",
+        &greedy_pod("greedy-up", "default-scheduler", 5),
+    );
+    let upstream = unschedulable_message(&cp, "greedy-up");
+    let rkube = unschedulable_message(&cp, "greedy-rk");
+    assert_eq!(
+        rkube, upstream,
+        "rkube's FailedScheduling message is upstream's"
+    );
+    assert!(rkube.contains("cannot allocate all claims"), "{rkube}");
+
+    // Freed devices go to the next pods: 4 × 2 needs every GPU.
+    kubectl(
+        &cp,
+        &["scale", "deployment/train", "-n", "ml", "--replicas=0"],
+    );
+    apply(&cp, "dra-serve", &deployment("serve", 4, 2));
+    let used = running_with_devices(&cp, "serve", 4);
+    assert_eq!(
+        used.values().map(BTreeSet::len).collect::<Vec<_>>(),
+        [4, 4],
+        "every GPU of both nodes: {used:?}"
+    );
+
+    let log = r.log_text();
+    assert!(!log.contains("panicked"), "{log}");
+    let m = r.metrics().expect("metrics");
+    assert!(
+        m.contains("extension_point=\"PreBind\",status=\"Success\",profile=\"rkube\""),
+        "PreBind ran and is measured: {m}"
+    );
+}

@@ -1,0 +1,256 @@
+//! DeviceClasses, ResourceSlices and ResourceClaims as the informers send
+//! them (upstream's DRA manager), with the claims Reserve assumed for pods
+//! in their binding cycle layered on top (upstream's assume cache: an
+//! assumed claim counts until the informer sends a newer version).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::resource::v1 as api;
+use kube::ResourceExt;
+use rkube_framework::events::{ActionType, ClusterEvent, EventResource};
+use rkube_framework::Profiles;
+use rkube_model::dra::{self, DeviceClass, Dra, ResourceClaim, ResourceSlice};
+
+use super::{key_of, Change, State};
+
+type Key = (String, String);
+
+/// The DRA objects the scheduler reads.
+#[derive(Default)]
+pub(crate) struct DraCache {
+    classes: BTreeMap<String, DeviceClass>,
+    slices: BTreeMap<String, ResourceSlice>,
+    claims: BTreeMap<Key, ResourceClaim>,
+    /// Claims as Reserve left them (allocated for a pod in its binding
+    /// cycle), over the informer's version they were assumed from.
+    assumed: HashMap<Key, ResourceClaim>,
+    /// The view handed to cycles, rebuilt after each change.
+    built: Arc<Dra>,
+}
+
+impl DraCache {
+    /// The objects as one [`Dra`] (assumed claims win).
+    pub(crate) fn view(&self) -> Arc<Dra> {
+        self.built.clone()
+    }
+
+    fn rebuild(&mut self) {
+        let mut claims = self.claims.clone();
+        for (k, c) in &self.assumed {
+            claims.insert(k.clone(), c.clone());
+        }
+        self.built = Arc::new(Dra {
+            classes: self.classes.clone(),
+            slices: self.slices.values().cloned().collect(),
+            claims,
+            templates: BTreeMap::new(),
+        });
+    }
+
+    /// The claim as the informer last sent it.
+    pub(crate) fn informer_claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim> {
+        self.claims
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    fn set_claim(&mut self, c: ResourceClaim) {
+        let key = c.key();
+        // A newer version from the API server replaces what was assumed.
+        if self
+            .assumed
+            .get(&key)
+            .is_some_and(|a| a.resource_version != c.resource_version)
+        {
+            self.assumed.remove(&key);
+        }
+        self.claims.insert(key, c);
+    }
+
+    fn remove_claim(&mut self, key: &Key) {
+        self.claims.remove(key);
+        self.assumed.remove(key);
+    }
+
+    /// Reserve's allocation (or Unreserve's restore, which equals the
+    /// informer's version and drops the assumption).
+    pub(crate) fn assume(&mut self, c: &ResourceClaim) {
+        let key = c.key();
+        if self.claims.get(&key) == Some(c) {
+            self.assumed.remove(&key);
+        } else {
+            self.assumed.insert(key, c.clone());
+        }
+        self.rebuild();
+    }
+}
+
+fn warn(kind: &str, name: &str, e: impl std::fmt::Display) {
+    tracing::warn!(kind, object = %name, error = %e, "ignoring object that cannot be converted");
+}
+
+/// Applies one informer change to a map of converted objects; returns
+/// what happened to the map (for the queue's event).
+fn apply<K, V, F>(
+    map: &mut BTreeMap<Key, V>,
+    change: Change<K>,
+    kind: &str,
+    convert: F,
+) -> Vec<ActionType>
+where
+    K: kube::Resource,
+    F: Fn(&K) -> Result<V, rkube_model::convert::FieldError>,
+{
+    let mut actions = Vec::new();
+    let put = |map: &mut BTreeMap<Key, V>, o: &K, actions: &mut Vec<ActionType>| {
+        let key = key_of(o);
+        match convert(o) {
+            Ok(v) => {
+                let had = map.insert(key, v).is_some();
+                actions.push(if had {
+                    ActionType::UPDATE
+                } else {
+                    ActionType::ADD
+                });
+            }
+            Err(e) => {
+                warn(kind, &o.name_any(), format!("{}: {}", e.path, e.message));
+                if map.remove(&key).is_some() {
+                    actions.push(ActionType::DELETE);
+                }
+            }
+        }
+    };
+    match change {
+        Change::Apply(o) => put(map, &o, &mut actions),
+        Change::Delete(o) => {
+            if map.remove(&key_of(&o)).is_some() {
+                actions.push(ActionType::DELETE);
+            }
+        }
+        Change::Replace(list) => {
+            let keep: std::collections::BTreeSet<Key> = list.iter().map(key_of).collect();
+            let before = map.len();
+            map.retain(|k, _| keep.contains(k));
+            if map.len() != before {
+                actions.push(ActionType::DELETE);
+            }
+            for o in &list {
+                put(map, o, &mut actions);
+            }
+        }
+    }
+    actions
+}
+
+impl State {
+    /// The DRA objects cycles see.
+    pub(crate) fn dra_view(&self) -> Arc<Dra> {
+        self.dra.view()
+    }
+
+    /// Reserve's allocation of a claim, or Unreserve's restore.
+    pub(crate) fn assume_dra_claim(&mut self, c: &ResourceClaim) {
+        self.dra.assume(c);
+        self.set_snapshot_dra();
+    }
+
+    /// The claim as the informer last sent it.
+    pub fn informer_claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim> {
+        self.dra.informer_claim(namespace, name)
+    }
+
+    fn set_snapshot_dra(&mut self) {
+        let view = self.dra.view();
+        if let Some(s) = self.snap.as_mut() {
+            Arc::make_mut(s).dra = Some(view);
+        }
+    }
+
+    /// After a DRA change: the snapshot's view is replaced (copy-on-write),
+    /// pods the event may help are moved, gated pods re-run PreEnqueue.
+    fn dra_changed(
+        &mut self,
+        profiles: &Profiles,
+        resource: EventResource,
+        actions: Vec<ActionType>,
+        now: Instant,
+    ) {
+        self.dra.rebuild();
+        self.set_snapshot_dra();
+        let view = self.dra.view();
+        let distinct: std::collections::BTreeSet<ActionType> = actions.into_iter().collect();
+        for action in distinct {
+            let event = ClusterEvent::new(resource, action);
+            self.move_pods(&event, None, None, None, now);
+            let moved = self.queue.recheck_gated(
+                &event,
+                |p| p.has_resource_claims(),
+                |p| {
+                    profiles.for_pod(p).is_none_or(|fw| {
+                        rkube_framework::pre_enqueue_rejection(fw, p, Some(&view)).is_some()
+                    })
+                },
+                now,
+            );
+            if moved > 0 {
+                tracing::debug!(event = %event.label(), moved, "PreEnqueue admits pods now");
+            }
+        }
+    }
+
+    /// Applies a DeviceClass watch event.
+    pub fn device_classes_changed(
+        &mut self,
+        profiles: &Profiles,
+        change: Change<api::DeviceClass>,
+        now: Instant,
+    ) {
+        let mut keyed: BTreeMap<Key, DeviceClass> = std::mem::take(&mut self.dra.classes)
+            .into_iter()
+            .map(|(k, v)| ((String::new(), k), v))
+            .collect();
+        let actions = apply(&mut keyed, change, "DeviceClass", dra::device_class);
+        self.dra.classes = keyed.into_iter().map(|((_, k), v)| (k, v)).collect();
+        self.dra_changed(profiles, EventResource::DeviceClass, actions, now);
+    }
+
+    /// Applies a ResourceSlice watch event.
+    pub fn resource_slices_changed(
+        &mut self,
+        profiles: &Profiles,
+        change: Change<api::ResourceSlice>,
+        now: Instant,
+    ) {
+        let mut keyed: BTreeMap<Key, ResourceSlice> = std::mem::take(&mut self.dra.slices)
+            .into_iter()
+            .map(|(k, v)| ((String::new(), k), v))
+            .collect();
+        let actions = apply(&mut keyed, change, "ResourceSlice", dra::resource_slice);
+        self.dra.slices = keyed.into_iter().map(|((_, k), v)| (k, v)).collect();
+        self.dra_changed(profiles, EventResource::ResourceSlice, actions, now);
+    }
+
+    /// Applies a ResourceClaim watch event.
+    pub fn resource_claims_changed(
+        &mut self,
+        profiles: &Profiles,
+        change: Change<api::ResourceClaim>,
+        now: Instant,
+    ) {
+        let mut claims = std::mem::take(&mut self.dra.claims);
+        let before: Vec<Key> = claims.keys().cloned().collect();
+        let actions = apply(&mut claims, change, "ResourceClaim", dra::resource_claim);
+        for k in before {
+            if !claims.contains_key(&k) {
+                self.dra.remove_claim(&k);
+            }
+        }
+        for c in claims.into_values() {
+            self.dra.set_claim(c);
+        }
+        self.dra_changed(profiles, EventResource::ResourceClaim, actions, now);
+    }
+}
