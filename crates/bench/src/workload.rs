@@ -18,10 +18,20 @@
 //!   churn (a node, a high-priority 9-CPU pod and a Service created and
 //!   deleted in turn every second) is API traffic over time, so only the
 //!   live benchmark runs it ([`Workload::churn`]).
+//! * `SchedulingWithResourceClaimTemplate` (scheduler_perf's `dra` config):
+//!   the initial claims (`initClaims`, counted as the size's initial pods)
+//!   are written allocated, ten to a node in node order as the
+//!   `allocResourceClaims` op leaves them; each measured pod's claim is
+//!   written as the resource-claim controller would have generated it from
+//!   the template, and the pod names it (`resourceClaimName`), because the
+//!   oracle's bulk mode runs no controller: neither side times claim
+//!   creation.
 
 use std::fmt;
 
 use serde_json::{json, Value};
+
+mod dra;
 
 /// The workload families.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,13 +57,16 @@ pub enum Kind {
     /// misc: pod-default pods while a node, a large high-priority pod and a
     /// Service are recreated every second (live only).
     SchedulingWithMixedChurn,
+    /// dra: pods with one claim for a device of `test-class`, nodes with a
+    /// ResourceSlice of 10 devices each.
+    SchedulingWithResourceClaimTemplate,
 }
 
 /// One measured high-priority large-cpu pod per this many measured pods in
 /// `Unschedulable`.
 pub const UNSCHEDULABLE_EVERY: usize = 20;
 
-const ALL: [Kind; 10] = [
+const ALL: [Kind; 11] = [
     Kind::SchedulingBasic,
     Kind::SchedulingPodAntiAffinity,
     Kind::SchedulingPodAffinity,
@@ -64,6 +77,7 @@ const ALL: [Kind; 10] = [
     Kind::Unschedulable,
     Kind::PreemptionBasic,
     Kind::SchedulingWithMixedChurn,
+    Kind::SchedulingWithResourceClaimTemplate,
 ];
 
 impl fmt::Display for Kind {
@@ -134,6 +148,12 @@ impl Kind {
                 ("5000Nodes", 5000, 0, 2000),
                 ("5000Nodes_10000Pods", 5000, 0, 10000),
             ],
+            // (nodes, initClaims, measurePods) of dra/performance-config.yaml.
+            Kind::SchedulingWithResourceClaimTemplate => &[
+                ("5Nodes", 5, 10, 10),
+                ("2000pods_200nodes", 200, 1000, 1000),
+                ("5000pods_500nodes", 500, 2500, 2500),
+            ],
         }
     }
 
@@ -148,6 +168,7 @@ impl Kind {
             Kind::Unschedulable => nodes / 50,
             Kind::PreemptionBasic => nodes * 4,
             Kind::SchedulingWithMixedChurn => 0,
+            Kind::SchedulingWithResourceClaimTemplate => nodes * 5,
         }
     }
 }
@@ -270,6 +291,9 @@ impl Workload {
     /// The cluster file: a `v1` `List` of Namespaces, PriorityClasses, Nodes
     /// and Pods.
     pub fn generate(&self) -> Value {
+        if self.kind == Kind::SchedulingWithResourceClaimTemplate {
+            return dra::generate(self.nodes, self.init_pods, self.measure_pods);
+        }
         let mut items = Vec::new();
         let namespaces: &[&str] = match self.kind {
             Kind::SchedulingPodAntiAffinity
@@ -374,6 +398,7 @@ impl Workload {
             Kind::PreferredTopologySpreading => Shape::PreferredSpread,
             Kind::SchedulingNodeAffinity => Shape::NodeAffinity,
             Kind::PreemptionBasic => Shape::HighPriority,
+            Kind::SchedulingWithResourceClaimTemplate => Shape::Default,
         }
     }
 }
@@ -543,7 +568,7 @@ mod tests {
         assert_eq!((w.nodes, w.measure_pods), (1000, 2000));
         assert!(Workload::parse("Nope/5Nodes").is_err());
         assert!(Workload::parse("SchedulingBasic/lots").is_err());
-        assert_eq!(Workload::catalog().len(), 45);
+        assert_eq!(Workload::catalog().len(), 48);
         assert!(Workload::parse("SchedulingWithMixedChurn/1000Nodes")
             .unwrap()
             .churn());

@@ -6,7 +6,10 @@ package main
 // schedule, assume into the cache, PostFilter (preemption), async binding
 // through DefaultBinder against the fake API. Only the harness is ours: a
 // reactor that applies pods/binding to the fake API (so the informers confirm
-// the assumed pods, as with an apiserver) and wrappers around
+// the assumed pods, as with an apiserver), one that gives every update a new
+// resourceVersion (as an apiserver does; upstream's assume caches for claims
+// and volumes compare versions, and the plain tracker keeps none), and
+// wrappers around
 // Scheduler.SchedulePod / FailureHandler that take times and count outcomes.
 // Upstream code is unchanged.
 
@@ -16,11 +19,14 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -127,6 +133,11 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 		objs = append(objs, obj)
 	}
 	tr.remaining = len(tr.state)
+	for _, obj := range objs {
+		if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() == "" {
+			m.SetResourceVersion("1")
+		}
+	}
 
 	// The plain object tracker: NewClientset's field-managed tracker builds a
 	// REST mapper on every update, which made the harness's binding (not the
@@ -135,6 +146,16 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	var version atomic.Int64
+	version.Store(1)
+	e.client.PrependReactor("update", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if ua, ok := action.(clienttesting.UpdateAction); ok {
+			if m, err := meta.Accessor(ua.GetObject()); err == nil {
+				m.SetResourceVersion(strconv.FormatInt(version.Add(1), 10))
+			}
+		}
+		return false, nil, nil
+	})
 	// pods/binding: what the apiserver does (set spec.nodeName), so that the
 	// informer delivers the update and the cache confirms the assumed pod.
 	podsGVR := v1.SchemeGroupVersion.WithResource("pods")
