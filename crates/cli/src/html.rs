@@ -429,6 +429,51 @@ fn preemptions_table(r: &SimulationReport) -> String {
     out
 }
 
+/// Devices allocated to the placed pods' claims (DRA), by node.
+fn devices_table(r: &SimulationReport) -> Option<String> {
+    let mut by_node: std::collections::BTreeMap<&str, Vec<(&str, &rkube_sim::AllocatedDevice)>> =
+        Default::default();
+    for p in &r.placements {
+        if let Some(n) = &p.node {
+            for d in &p.devices {
+                by_node.entry(n).or_default().push((&p.pod, d));
+            }
+        }
+    }
+    if by_node.is_empty() {
+        return None;
+    }
+    let mut out = String::from(
+        "<table class=\"devices\">\n<thead><tr><th>node</th><th>devices</th><th>pod</th><th>claim / request</th><th>device (driver/pool/device)</th></tr></thead>\n<tbody>\n",
+    );
+    for (node, rows) in &by_node {
+        for (i, (pod, d)) in rows.iter().enumerate() {
+            let head = if i == 0 {
+                format!(
+                    "<td rowspan=\"{n}\">{node}</td><td rowspan=\"{n}\" class=\"num\">{n}</td>",
+                    n = rows.len(),
+                    node = esc(node)
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "<tr class=\"device\" data-node=\"{nd}\">{head}<td>{}</td><td>{} / {}</td><td>{}/{}/{}</td></tr>",
+                esc(pod),
+                esc(&d.claim),
+                esc(&d.request),
+                esc(&d.driver),
+                esc(&d.pool),
+                esc(&d.device),
+                nd = esc(node),
+            );
+        }
+    }
+    out.push_str("</tbody>\n</table>\n");
+    Some(out)
+}
+
 /// The body of a simulation report; `compact` for half-width columns.
 fn simulation_body(r: &SimulationReport, compact: bool) -> String {
     let h = if compact { "h3" } else { "h2" };
@@ -460,6 +505,10 @@ fn simulation_body(r: &SimulationReport, compact: bool) -> String {
     if !explained.is_empty() {
         let _ = writeln!(out, "<{h}>Scores: pod × node</{h}>");
         out.push_str(&heatmap(&explained));
+    }
+    if let Some(t) = devices_table(r) {
+        let _ = writeln!(out, "<{h}>Devices allocated (DRA), by node</{h}>");
+        out.push_str(&t);
     }
     if !r.preemptions.is_empty() {
         let _ = writeln!(out, "<{h}>Preemptions</{h}>");
@@ -821,7 +870,16 @@ mod tests {
                     evicted: false,
                     preempted_by: None,
                     explain: Some(explain),
-                    devices: vec![],
+                    devices: ["gpu-0", "gpu-<1>"]
+                        .into_iter()
+                        .map(|d| rkube_sim::AllocatedDevice {
+                            claim: "ns/c".into(),
+                            request: "gpus".into(),
+                            driver: "gpu.example.com".into(),
+                            pool: "n\"1".into(),
+                            device: d.into(),
+                        })
+                        .collect(),
                 },
                 Placement {
                     pod: "ns/p2".into(),
@@ -875,6 +933,14 @@ mod tests {
         );
         assert!(html.contains("raw 1 → normalized 2 × weight 3 = 6"));
         assert_eq!(html.matches("<tr class=\"unschedulable-pod\"").count(), 1);
+        // Device use per node: one node, both devices, the count spans them.
+        assert_eq!(
+            html.matches("<tr class=\"device\" data-node=\"n&quot;1\"")
+                .count(),
+            2
+        );
+        assert!(html.contains("<td rowspan=\"2\" class=\"num\">2</td>"));
+        assert!(html.contains("gpu.example.com/n&quot;1/gpu-&lt;1&gt;"));
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! timeout would.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use rkube_model::dra::{
     AllocatedConfig, Allocation, AllocationMode, AttrValue, Device, DeviceClass, DeviceResult, Dra,
@@ -55,18 +56,87 @@ impl std::fmt::Display for DeviceId {
     }
 }
 
-/// What existing claims already hold (upstream's `AllocatedState`).
+/// What existing claims already hold (upstream's `AllocatedState`),
+/// possibly as a few allocations on top of a shared base (what a sequence
+/// of scheduling cycles adds, one pod at a time, without recounting every
+/// claim of the cluster).
 #[derive(Debug, Clone, Default)]
 pub struct AllocatedState {
     /// Devices held exclusively.
-    pub devices: HashSet<DeviceId>,
+    devices: HashSet<DeviceId>,
     /// Shares of devices allowing multiple allocations (device, shareID).
-    pub shared: HashSet<(DeviceId, String)>,
+    shared: HashSet<(DeviceId, String)>,
     /// Capacity held by shares, summed per device.
-    pub capacity: HashMap<DeviceId, BTreeMap<String, Quantity>>,
+    capacity: HashMap<DeviceId, BTreeMap<String, Quantity>>,
+    /// What is held besides (itself without a base).
+    base: Option<Arc<AllocatedState>>,
 }
 
 impl AllocatedState {
+    /// An empty layer over `base` (flattened: the base's own base is
+    /// merged into the new base first).
+    pub fn on_top(base: &Arc<AllocatedState>) -> Self {
+        let base = match &base.base {
+            None => base.clone(),
+            Some(_) => Arc::new(base.flattened()),
+        };
+        AllocatedState {
+            base: Some(base),
+            ..Default::default()
+        }
+    }
+
+    /// Entries in this layer (not counting the base).
+    pub fn layer_len(&self) -> usize {
+        self.devices.len() + self.shared.len()
+    }
+
+    /// One state holding this layer and its base.
+    pub fn flattened(&self) -> AllocatedState {
+        let mut out = match &self.base {
+            Some(b) => b.flattened(),
+            None => AllocatedState::default(),
+        };
+        out.devices.extend(self.devices.iter().cloned());
+        out.shared.extend(self.shared.iter().cloned());
+        for (id, held) in &self.capacity {
+            let e = out.capacity.entry(id.clone()).or_default();
+            for (k, q) in held {
+                let v = e.entry(k.clone()).or_default();
+                *v = v.checked_add(q);
+            }
+        }
+        out
+    }
+
+    /// Held exclusively by some claim.
+    pub fn holds(&self, id: &DeviceId) -> bool {
+        self.devices.contains(id) || self.base.as_ref().is_some_and(|b| b.holds(id))
+    }
+
+    /// Some share of the device is held.
+    fn has_shares(&self, id: &DeviceId) -> bool {
+        self.capacity.contains_key(id)
+            || self.shared.iter().any(|(d, _)| d == id)
+            || self.base.as_ref().is_some_and(|b| b.has_shares(id))
+    }
+
+    /// Capacity held by the device's shares, summed over the layers.
+    fn capacity_held(&self, id: &DeviceId) -> Option<BTreeMap<String, Quantity>> {
+        let below = self.base.as_ref().and_then(|b| b.capacity_held(id));
+        match (self.capacity.get(id), below) {
+            (None, b) => b,
+            (Some(c), None) => Some(c.clone()),
+            (Some(c), Some(mut b)) => {
+                for (k, q) in c {
+                    let v = b.entry(k.clone()).or_default();
+                    *v = v.checked_add(q);
+                }
+                Some(b)
+            }
+        }
+    }
+
     /// Adds an allocation's devices (admin-access results hold nothing).
     pub fn add(&mut self, a: &Allocation) {
         for r in &a.devices {
@@ -107,9 +177,7 @@ impl AllocatedState {
 
     /// Held in any way (exclusively, shared, or with capacity).
     fn is_allocated(&self, id: &DeviceId) -> bool {
-        self.devices.contains(id)
-            || self.capacity.contains_key(id)
-            || self.shared.iter().any(|(d, _)| d == id)
+        self.holds(id) || self.has_shares(id)
     }
 }
 
@@ -124,11 +192,38 @@ pub enum Failure {
     Timeout,
 }
 
+/// CEL selector results by (compiled selector, device), shared by the
+/// scheduling cycles that see the same slices: a device's attributes do
+/// not change while its slice does not.
+#[derive(Debug, Default)]
+pub struct SelectorMemo {
+    results: std::sync::RwLock<HashMap<(usize, usize), bool>>,
+}
+
+impl SelectorMemo {
+    fn get(&self, key: (usize, usize)) -> Option<bool> {
+        self.results
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied()
+    }
+
+    fn put(&self, key: (usize, usize), matched: bool) {
+        self.results
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, matched);
+    }
+}
+
 /// The allocator for one scheduling attempt.
 pub struct Allocator<'a> {
     dra: &'a Dra,
     state: &'a AllocatedState,
     cache: &'a Cache,
+    index: Option<&'a pools::SliceIndex>,
+    memo: Option<&'a SelectorMemo>,
     /// Shares get deterministic IDs (upstream draws random UUIDs).
     share_seed: String,
 }
@@ -342,8 +437,24 @@ impl<'a> Allocator<'a> {
             dra,
             state,
             cache,
+            index: None,
+            memo: None,
             share_seed: String::new(),
         }
+    }
+
+    /// Remembers selector results per device in `memo`, which must only
+    /// be used with the slices (and cache) it was first used with.
+    pub fn with_memo(mut self, memo: &'a SelectorMemo) -> Self {
+        self.memo = Some(memo);
+        self
+    }
+
+    /// Finds each node's slices through `index` (built from the same
+    /// `dra.slices`) instead of scanning them all.
+    pub fn with_index(mut self, index: &'a pools::SliceIndex) -> Self {
+        self.index = Some(index);
+        self
     }
 
     /// Seeds the share IDs of devices allowing multiple allocations (the
@@ -374,7 +485,7 @@ impl<'a> Allocator<'a> {
             alloc: self,
             node,
             claims,
-            pools: pools::gather(&self.dra.slices, node),
+            pools: pools::gather_indexed(&self.dra.slices, self.index, node),
             requests: HashMap::new(),
             selected_sub: HashMap::new(),
             constraints: Vec::new(),
@@ -612,7 +723,7 @@ impl<'a> Search<'a, '_> {
         class: Option<&str>,
         claim: &ResourceClaim,
     ) -> Result<bool, Stop> {
-        let owner = match class {
+        let owner = || match class {
             Some(c) => format!("class {c}"),
             None => format!("claim {}", kobj(claim)),
         };
@@ -622,16 +733,37 @@ impl<'a> Search<'a, '_> {
                 Ok(s) => s,
                 Err(e) => {
                     return Err(fatal(format!(
-                        "{owner}: selector #{i}: CEL compile error: {e}"
+                        "{}: selector #{i}: CEL compile error: {e}",
+                        owner()
                     )))
                 }
             };
-            match sel.matches(view) {
-                Ok(true) => {}
-                Ok(false) => return Ok(false),
+            // The compiled selector lives as long as the cache, the device
+            // as long as the slices the memo was made for.
+            let key = (
+                Arc::as_ptr(&compiled) as usize,
+                view.attributes as *const _ as usize,
+            );
+            let known = self.alloc.memo.and_then(|m| m.get(key));
+            let matched = match known {
+                Some(b) => Ok(b),
+                None => sel.matches(view),
+            };
+            match matched {
+                Ok(b) => {
+                    if known.is_none() {
+                        if let Some(m) = self.alloc.memo {
+                            m.put(key, b);
+                        }
+                    }
+                    if !b {
+                        return Ok(false);
+                    }
+                }
                 Err(e) => {
                     return Err(fatal(format!(
-                        "{owner}: selector #{i} on device {id}: CEL runtime error: {e}"
+                        "{}: selector #{i} on device {id}: CEL runtime error: {e}",
+                        owner()
                     )))
                 }
             }
@@ -640,14 +772,11 @@ impl<'a> Search<'a, '_> {
     }
 
     fn in_use(&self, id: &DeviceId) -> bool {
-        self.alloc.state.devices.contains(id)
-            || self.allocating.get(id).is_some_and(|s| !s.is_empty())
+        self.alloc.state.holds(id) || self.allocating.get(id).is_some_and(|s| !s.is_empty())
     }
 
     fn capacity_in_use(&self, id: &DeviceId) -> bool {
-        self.alloc.state.capacity.contains_key(id)
-            || self.alloc.state.shared.iter().any(|(d, _)| d == id)
-            || self.allocating_capacity.contains_key(id)
+        self.alloc.state.has_shares(id) || self.allocating_capacity.contains_key(id)
     }
 
     fn capacity_fits(&self, req: &ExactRequest, dev: DevRef<'a>) -> Result<bool, String> {
@@ -655,7 +784,7 @@ impl<'a> Search<'a, '_> {
         capacity::fits(
             &req.capacity,
             &dev.device().capacity,
-            self.alloc.state.capacity.get(&id),
+            self.alloc.state.capacity_held(&id).as_ref(),
             self.allocating_capacity.get(&id),
         )
     }

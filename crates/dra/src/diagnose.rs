@@ -120,7 +120,7 @@ fn one(
                     pool: slice.pool.clone(),
                     device: dev.name.clone(),
                 };
-                if !req.admin_access && state.devices.contains(&id) {
+                if !req.admin_access && state.holds(&id) {
                     continue;
                 }
                 d.free += 1;

@@ -6,7 +6,7 @@
 //! and name (pools with binding conditions last), slices by name; devices
 //! keep their slice's order. That order decides which devices are picked.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rkube_model::dra::{NodeScope, ResourceSlice};
 use rkube_model::{Node, Quantity};
@@ -51,11 +51,65 @@ fn relevant(slice: &ResourceSlice, node: &Node) -> bool {
     }
 }
 
+/// Which slices may concern a node, found without looking at every slice:
+/// those published for one node by name, and the others (all nodes, node
+/// selectors, per-device selection), as indices into the slice list.
+#[derive(Debug, Default)]
+pub struct SliceIndex {
+    by_node: HashMap<String, Vec<usize>>,
+    general: Vec<usize>,
+}
+
+impl SliceIndex {
+    /// Indexes `all`.
+    pub fn new(all: &[ResourceSlice]) -> Self {
+        let mut ix = SliceIndex::default();
+        for (i, s) in all.iter().enumerate() {
+            match &s.node {
+                NodeScope::Name(n) => ix.by_node.entry(n.clone()).or_default().push(i),
+                _ => ix.general.push(i),
+            }
+        }
+        ix
+    }
+
+    /// Indices of the slices that may concern `node`, in list order.
+    fn candidates(&self, node: &str) -> Vec<usize> {
+        let own = self.by_node.get(node).map_or(&[][..], |v| v.as_slice());
+        let mut out = Vec::with_capacity(own.len() + self.general.len());
+        let (mut a, mut b) = (0, 0);
+        while a < own.len() || b < self.general.len() {
+            if b == self.general.len() || (a < own.len() && own[a] < self.general[b]) {
+                out.push(own[a]);
+                a += 1;
+            } else {
+                out.push(self.general[b]);
+                b += 1;
+            }
+        }
+        out
+    }
+}
+
 /// Gathers the pools of `all` slices relevant to `node`.
 pub fn gather<'a>(all: &'a [ResourceSlice], node: &Node) -> Vec<Pool<'a>> {
+    gather_indexed(all, None, node)
+}
+
+/// [`gather`], looking only at the slices `index` (of `all`) names for the
+/// node.
+pub fn gather_indexed<'a>(
+    all: &'a [ResourceSlice],
+    index: Option<&SliceIndex>,
+    node: &Node,
+) -> Vec<Pool<'a>> {
+    let candidates: Box<dyn Iterator<Item = &'a ResourceSlice>> = match index {
+        Some(ix) => Box::new(ix.candidates(&node.name).into_iter().map(move |i| &all[i])),
+        None => Box::new(all.iter()),
+    };
     // Newest generation of each pool among the node's slices.
     let mut by_pool: BTreeMap<(&str, &str), Vec<&ResourceSlice>> = BTreeMap::new();
-    for s in all.iter().filter(|s| relevant(s, node)) {
+    for s in candidates.filter(|s| relevant(s, node)) {
         let e = by_pool
             .entry((s.driver.as_str(), s.pool.as_str()))
             .or_default();

@@ -56,7 +56,9 @@ impl AssumeCache for SnapshotHost<'_> {
 
     fn assume_claim(&mut self, claim: &ResourceClaim) {
         if let Some(dra) = self.snapshot.dra.as_mut() {
-            Arc::make_mut(dra).claims.insert(claim.key(), claim.clone());
+            Arc::make_mut(dra)
+                .claims
+                .insert(claim.key(), Arc::new(claim.clone()));
         }
     }
 }
@@ -108,9 +110,10 @@ impl ClusterApi for SnapshotHost<'_> {
                 claim.name
             ));
         };
-        *stored = claim.clone();
-        stored.protected = true;
-        Ok(stored.clone())
+        let mut written = claim.clone();
+        written.protected = true;
+        *stored = Arc::new(written.clone());
+        Ok(written)
     }
 
     fn resource_claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim> {

@@ -8,6 +8,7 @@
 //! kept as source here and compiled (once, cached) by `rkube-dra`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1 as api;
 
@@ -357,15 +358,17 @@ pub struct ResourceClaimTemplate {
     pub spec: ClaimSpec,
 }
 
-/// The DRA objects of a cluster.
+/// The DRA objects of a cluster. Cheap to clone: classes and slices are
+/// shared, claims are shared one by one (a scheduling cycle that assumes
+/// one claim copies the map, not every claim and device).
 #[derive(Debug, Clone, Default)]
 pub struct Dra {
     /// DeviceClasses by name.
-    pub classes: BTreeMap<String, DeviceClass>,
+    pub classes: Arc<BTreeMap<String, DeviceClass>>,
     /// ResourceSlices in input order.
-    pub slices: Vec<ResourceSlice>,
+    pub slices: Arc<Vec<ResourceSlice>>,
     /// Claims by (namespace, name).
-    pub claims: BTreeMap<(String, String), ResourceClaim>,
+    pub claims: BTreeMap<(String, String), Arc<ResourceClaim>>,
     /// Templates by (namespace, name).
     pub templates: BTreeMap<(String, String), ResourceClaimTemplate>,
 }
@@ -381,7 +384,9 @@ impl Dra {
 
     /// The claim `namespace/name`.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&ResourceClaim> {
-        self.claims.get(&(namespace.to_string(), name.to_string()))
+        self.claims
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(|c| &**c)
     }
 
     /// Takes a DRA object; false for other kinds.
@@ -411,16 +416,16 @@ impl Dra {
             "DeviceClass" => {
                 let c: api::DeviceClass = o.decode()?;
                 let class = device_class(&c).map_err(fe)?;
-                self.classes.insert(class.name.clone(), class);
+                Arc::make_mut(&mut self.classes).insert(class.name.clone(), class);
             }
             "ResourceSlice" => {
                 let s: api::ResourceSlice = o.decode()?;
-                self.slices.push(resource_slice(&s).map_err(fe)?);
+                Arc::make_mut(&mut self.slices).push(resource_slice(&s).map_err(fe)?);
             }
             "ResourceClaim" => {
                 let c: api::ResourceClaim = o.decode()?;
                 let claim = resource_claim(&c).map_err(fe)?;
-                self.claims.insert(claim.key(), claim);
+                self.claims.insert(claim.key(), Arc::new(claim));
             }
             "ResourceClaimTemplate" => {
                 let t: api::ResourceClaimTemplate = o.decode()?;
@@ -1089,7 +1094,7 @@ pub fn generate_claims(pods: &mut [crate::objects::Pod], dra: &mut Dra) {
                 spec: t.spec.clone(),
                 ..Default::default()
             };
-            dra.claims.insert(claim.key(), claim);
+            dra.claims.insert(claim.key(), Arc::new(claim));
             pod.claim_statuses.push((pc.name.clone(), Some(name)));
         }
     }

@@ -31,14 +31,15 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use rkube_dra::allocator::{AllocatedState, Allocator, Failure};
+use rkube_dra::allocator::{AllocatedState, Allocator, Failure, SelectorMemo};
 use rkube_dra::cel::Cache;
+use rkube_dra::pools::SliceIndex;
 use rkube_framework::{
     ActionType, AssumeCache, ClusterApi, ClusterEventWithHint, Code, CycleState, EventResource,
     FilterPlugin, NodeInfo, NodeScore, Plugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
     PreFilterResult, ReservePlugin, ScorePlugin, Snapshot, Status,
 };
-use rkube_model::dra::{Allocation, Consumer, Dra, ResourceClaim};
+use rkube_model::dra::{Allocation, Consumer, Dra, ResourceClaim, ResourceSlice};
 use rkube_model::Pod;
 
 pub use rkube_dra::resourceclaim::pod_claims;
@@ -58,6 +59,102 @@ pub const NOT_WATCHED: &str =
 /// The plugin.
 pub struct DynamicResources {
     cache: Arc<Cache>,
+    /// The slice index of the last slice list seen (slices are shared
+    /// between snapshots until one changes).
+    index: Mutex<Option<SliceCache>>,
+    /// What the claims of the last DRA view seen hold; the next view's is
+    /// derived from it when claims were only allocated in between (one
+    /// pod's Reserve), as upstream's DRA manager tracks allocated devices
+    /// from claim events instead of recounting them per pod.
+    allocated: Mutex<Option<(Arc<Dra>, Arc<AllocatedState>)>>,
+}
+
+/// What the plugin keeps per slice list: its index and the selector
+/// results on its devices (the list is held, so devices stay put).
+type SliceCache = (Arc<Vec<ResourceSlice>>, Arc<SliceIndex>, Arc<SelectorMemo>);
+
+/// Allocations kept as a layer over the counted state before recounting.
+const LAYER_MAX: usize = 256;
+
+/// The allocations `new` holds beyond `old`'s, or `None` when some claim
+/// lost or changed its allocation (the state must be recounted).
+fn added_allocations<'a>(old: &Dra, new: &'a Dra) -> Option<Vec<&'a Allocation>> {
+    use std::cmp::Ordering;
+    let mut added = Vec::new();
+    let mut o = old.claims.iter().peekable();
+    let mut n = new.claims.iter().peekable();
+    loop {
+        let order = match (o.peek(), n.peek()) {
+            (None, None) => return Some(added),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((ok, _)), Some((nk, _))) => ok.cmp(nk),
+        };
+        match order {
+            Ordering::Less => {
+                let (_, gone) = o.next()?;
+                if gone.allocation.is_some() {
+                    return None;
+                }
+            }
+            Ordering::Greater => {
+                let (_, c) = n.next()?;
+                added.extend(c.allocation.as_ref());
+            }
+            Ordering::Equal => {
+                let ((_, was), (_, now)) = (o.next()?, n.next()?);
+                if Arc::ptr_eq(was, now) || was.allocation == now.allocation {
+                    continue;
+                }
+                if was.allocation.is_some() {
+                    return None;
+                }
+                added.extend(now.allocation.as_ref());
+            }
+        }
+    }
+}
+
+impl DynamicResources {
+    fn allocated_state(&self, dra: &Arc<Dra>) -> Arc<AllocatedState> {
+        let mut last = self.allocated.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((seen, state)) = last.as_mut() {
+            if Arc::ptr_eq(seen, dra) {
+                return state.clone();
+            }
+            if let Some(added) = added_allocations(seen, dra) {
+                // A layer over the last base; recounted when it grows.
+                let mut next = AllocatedState::on_top(state);
+                if state.layer_len() <= LAYER_MAX {
+                    next = state.as_ref().clone();
+                }
+                for a in added {
+                    next.add(a);
+                }
+                if next.layer_len() <= LAYER_MAX {
+                    *state = Arc::new(next);
+                    *seen = dra.clone();
+                    return state.clone();
+                }
+            }
+        }
+        let state = Arc::new(AllocatedState::of(dra));
+        *last = Some((dra.clone(), state.clone()));
+        state
+    }
+
+    fn slice_index(&self, dra: &Dra) -> (Arc<SliceIndex>, Arc<SelectorMemo>) {
+        let mut last = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((slices, ix, memo)) = last.as_ref() {
+            if Arc::ptr_eq(slices, &dra.slices) {
+                return (ix.clone(), memo.clone());
+            }
+        }
+        let ix = Arc::new(SliceIndex::new(&dra.slices));
+        let memo = Arc::new(SelectorMemo::default());
+        *last = Some((dra.slices.clone(), ix.clone(), memo.clone()));
+        (ix, memo)
+    }
 }
 
 /// Builds the plugin (its arguments are validated by the config layer;
@@ -65,6 +162,8 @@ pub struct DynamicResources {
 pub fn new(_: &serde_json::Value, _: &str) -> Result<Arc<dyn Plugin>, String> {
     Ok(Arc::new(DynamicResources {
         cache: Arc::new(Cache::default()),
+        index: Mutex::new(None),
+        allocated: Mutex::new(None),
     }))
 }
 
@@ -79,7 +178,9 @@ struct State {
     /// Indices (into `claims`) of the unallocated claims.
     to_allocate: Vec<usize>,
     dra: Arc<Dra>,
-    allocated: AllocatedState,
+    index: Arc<SliceIndex>,
+    memo: Arc<SelectorMemo>,
+    allocated: Arc<AllocatedState>,
     /// Allocations of `to_allocate`, per feasible node.
     by_node: Mutex<HashMap<String, Vec<Allocation>>>,
     /// Claims found unavailable on some node.
@@ -222,16 +323,19 @@ impl PreFilterPlugin for DynamicResources {
             .map(|c| ClaimInfo { claim: c.clone() })
             .collect();
         let allocated = if to_allocate.is_empty() {
-            AllocatedState::default()
+            Arc::default()
         } else {
-            AllocatedState::of(&dra)
+            self.allocated_state(&dra)
         };
+        let (index, memo) = self.slice_index(&dra);
         state.write(
             NAME,
             State {
                 claims,
                 to_allocate,
                 dra,
+                index,
+                memo,
                 allocated,
                 by_node: Mutex::new(HashMap::new()),
                 unavailable: Mutex::new(BTreeSet::new()),
@@ -263,8 +367,10 @@ impl FilterPlugin for DynamicResources {
         if !s.to_allocate.is_empty() {
             let claims: Vec<&ResourceClaim> =
                 s.to_allocate.iter().map(|&i| &s.claims[i].claim).collect();
-            let allocator =
-                Allocator::new(&s.dra, &s.allocated, &self.cache).with_share_seed(&pod.uid);
+            let allocator = Allocator::new(&s.dra, &s.allocated, &self.cache)
+                .with_index(&s.index)
+                .with_memo(&s.memo)
+                .with_share_seed(&pod.uid);
             match allocator.allocate(n, &claims) {
                 Err(Failure::Timeout) => {
                     return Status::error(format!(

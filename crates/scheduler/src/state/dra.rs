@@ -20,12 +20,14 @@ type Key = (String, String);
 /// The DRA objects the scheduler reads.
 #[derive(Default)]
 pub(crate) struct DraCache {
-    classes: BTreeMap<String, DeviceClass>,
+    classes: Arc<BTreeMap<String, DeviceClass>>,
     slices: BTreeMap<String, ResourceSlice>,
-    claims: BTreeMap<Key, ResourceClaim>,
+    /// `slices` in name order, shared by every view until a slice changes.
+    slice_list: Arc<Vec<ResourceSlice>>,
+    claims: BTreeMap<Key, Arc<ResourceClaim>>,
     /// Claims as Reserve left them (allocated for a pod in its binding
     /// cycle), over the informer's version they were assumed from.
-    assumed: HashMap<Key, ResourceClaim>,
+    assumed: HashMap<Key, Arc<ResourceClaim>>,
     /// The view handed to cycles, rebuilt after each change.
     built: Arc<Dra>,
 }
@@ -43,7 +45,7 @@ impl DraCache {
         }
         self.built = Arc::new(Dra {
             classes: self.classes.clone(),
-            slices: self.slices.values().cloned().collect(),
+            slices: self.slice_list.clone(),
             claims,
             templates: BTreeMap::new(),
         });
@@ -53,10 +55,10 @@ impl DraCache {
     pub(crate) fn informer_claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim> {
         self.claims
             .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
+            .map(|c| (**c).clone())
     }
 
-    fn set_claim(&mut self, c: ResourceClaim) {
+    fn set_claim(&mut self, c: Arc<ResourceClaim>) {
         let key = c.key();
         // A newer version from the API server replaces what was assumed.
         if self
@@ -78,10 +80,10 @@ impl DraCache {
     /// informer's version and drops the assumption).
     pub(crate) fn assume(&mut self, c: &ResourceClaim) {
         let key = c.key();
-        if self.claims.get(&key) == Some(c) {
+        if self.claims.get(&key).is_some_and(|have| **have == *c) {
             self.assumed.remove(&key);
         } else {
-            self.assumed.insert(key, c.clone());
+            self.assumed.insert(key, Arc::new(c.clone()));
         }
         self.rebuild();
     }
@@ -208,12 +210,14 @@ impl State {
         change: Change<api::DeviceClass>,
         now: Instant,
     ) {
-        let mut keyed: BTreeMap<Key, DeviceClass> = std::mem::take(&mut self.dra.classes)
-            .into_iter()
-            .map(|(k, v)| ((String::new(), k), v))
+        let mut keyed: BTreeMap<Key, DeviceClass> = self
+            .dra
+            .classes
+            .iter()
+            .map(|(k, v)| ((String::new(), k.clone()), v.clone()))
             .collect();
         let actions = apply(&mut keyed, change, "DeviceClass", dra::device_class);
-        self.dra.classes = keyed.into_iter().map(|((_, k), v)| (k, v)).collect();
+        self.dra.classes = Arc::new(keyed.into_iter().map(|((_, k), v)| (k, v)).collect());
         self.dra_changed(profiles, EventResource::DeviceClass, actions, now);
     }
 
@@ -230,6 +234,7 @@ impl State {
             .collect();
         let actions = apply(&mut keyed, change, "ResourceSlice", dra::resource_slice);
         self.dra.slices = keyed.into_iter().map(|((_, k), v)| (k, v)).collect();
+        self.dra.slice_list = Arc::new(self.dra.slices.values().cloned().collect());
         self.dra_changed(profiles, EventResource::ResourceSlice, actions, now);
     }
 
@@ -240,16 +245,58 @@ impl State {
         change: Change<api::ResourceClaim>,
         now: Instant,
     ) {
-        let mut claims = std::mem::take(&mut self.dra.claims);
-        let before: Vec<Key> = claims.keys().cloned().collect();
-        let actions = apply(&mut claims, change, "ResourceClaim", dra::resource_claim);
-        for k in before {
-            if !claims.contains_key(&k) {
-                self.dra.remove_claim(&k);
+        let mut actions = Vec::new();
+        let put = |cache: &mut DraCache, o: &api::ResourceClaim, actions: &mut Vec<ActionType>| {
+            match dra::resource_claim(o) {
+                Ok(c) => {
+                    let had = cache.claims.contains_key(&c.key());
+                    cache.set_claim(Arc::new(c));
+                    actions.push(if had {
+                        ActionType::UPDATE
+                    } else {
+                        ActionType::ADD
+                    });
+                }
+                Err(e) => {
+                    warn(
+                        "ResourceClaim",
+                        &o.name_any(),
+                        format!("{}: {}", e.path, e.message),
+                    );
+                    if cache.claims.contains_key(&key_of(o)) {
+                        cache.remove_claim(&key_of(o));
+                        actions.push(ActionType::DELETE);
+                    }
+                }
             }
-        }
-        for c in claims.into_values() {
-            self.dra.set_claim(c);
+        };
+        match change {
+            Change::Apply(o) => put(&mut self.dra, &o, &mut actions),
+            Change::Delete(o) => {
+                if self.dra.claims.contains_key(&key_of(&o)) {
+                    self.dra.remove_claim(&key_of(&o));
+                    actions.push(ActionType::DELETE);
+                }
+            }
+            Change::Replace(list) => {
+                let keep: std::collections::BTreeSet<Key> = list.iter().map(key_of).collect();
+                let gone: Vec<Key> = self
+                    .dra
+                    .claims
+                    .keys()
+                    .filter(|k| !keep.contains(*k))
+                    .cloned()
+                    .collect();
+                for k in &gone {
+                    self.dra.remove_claim(k);
+                }
+                if !gone.is_empty() {
+                    actions.push(ActionType::DELETE);
+                }
+                for o in &list {
+                    put(&mut self.dra, o, &mut actions);
+                }
+            }
         }
         self.dra_changed(profiles, EventResource::ResourceClaim, actions, now);
     }
