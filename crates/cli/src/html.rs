@@ -548,7 +548,10 @@ pub fn explanation(e: &PodExplanation, nodes: &[NodeSummary], cluster: &str) -> 
         esc(&e.profile),
         e.nodes.len()
     );
-    if e.selected_node.is_none() {
+    if let Some(err) = &e.error {
+        out.push_str("<h2>Scheduling error</h2>\n");
+        out.push_str(&unschedulable(&[(e.pod.as_str(), err.as_str())]));
+    } else if e.selected_node.is_none() {
         out.push_str("<h2>Unschedulable</h2>\n");
         out.push_str(&unschedulable(&[(e.pod.as_str(), e.message.as_str())]));
     }
@@ -858,6 +861,7 @@ mod tests {
             selected_node: Some("n\"1".into()),
             top_nodes: vec![],
             message: String::new(),
+            error: None,
             live: None,
         };
         SimulationReport {

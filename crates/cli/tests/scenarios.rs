@@ -167,3 +167,86 @@ fn gpu_pod_pending_is_explained_per_request() {
         "{text}"
     );
 }
+
+/// A claim asking for all devices while the node's pool is incomplete (two
+/// slices announced, one published): upstream's allocator fails with an
+/// error rather than a verdict, the cycle stops, and the pod is retried.
+/// `explain` reports that error instead of a FailedScheduling message.
+#[test]
+fn dra_pool_being_updated_is_a_scheduling_error() {
+    let cluster = r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "4", memory: 4Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n2}, status: {allocatable: {cpu: "4", memory: 4Gi, pods: "10"}}}
+- {apiVersion: resource.k8s.io/v1, kind: DeviceClass, metadata: {name: gpu}, spec: {selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]}}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata: {name: n1-gpus-0}
+  spec:
+    driver: gpu.example.com
+    nodeName: n1
+    pool: {name: n1-gpus, generation: 1, resourceSliceCount: 2}
+    devices: [{name: gpu-0}]
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata: {name: all-gpus, namespace: default}
+  spec: {devices: {requests: [{name: r0, exactly: {deviceClassName: gpu, allocationMode: All}}]}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p, namespace: default}
+  spec:
+    containers: [{name: c, image: busybox}]
+    resourceClaims: [{name: gpus, resourceClaimName: all-gpus}]
+"#;
+    let dir = std::env::temp_dir().join(format!("rkube-dra-error-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.yaml");
+    std::fs::write(&file, cluster).unwrap();
+    let run = |output: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
+            .args(["explain", "--cluster"])
+            .arg(&file)
+            .args(["--pod", "default/p", "-o", output])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let want = "running \"DynamicResources\" filter plugin: claim default/all-gpus, request r0: asks for all devices, but resource pool gpu.example.com/n1-gpus is currently being updated";
+    let e: Value = serde_json::from_str(&run("json")).unwrap();
+    assert_eq!(e["error"], want, "{e}");
+    assert_eq!(e["message"], "", "{e}");
+    assert_eq!(e["selectedNode"], Value::Null, "{e}");
+    let n1 = e["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "n1")
+        .unwrap();
+    let dra = n1["filters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["plugin"] == "DynamicResources")
+        .unwrap();
+    assert_eq!(dra["code"], "Error", "{n1}");
+    let text = run("table");
+    assert!(
+        text.contains("No node selected: scheduling failed with an error") && text.contains(want),
+        "{text}"
+    );
+    // simulate keeps the pod pending with the error as its message (the
+    // condition upstream writes, reason SchedulerError) instead of failing.
+    let v = simulate(file.to_str().unwrap());
+    assert_eq!(
+        placements(&v),
+        [("default/p".to_string(), None, want.to_string())]
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

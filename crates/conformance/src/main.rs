@@ -80,7 +80,7 @@ fn normalize(x: &Value) -> Value {
         .filter_map(|v| v.as_str().map(str::to_string))
         .collect();
     top.sort();
-    json!({"nodes": nodes, "message": x["message"], "topNodes": top})
+    json!({"nodes": nodes, "message": x["message"], "error": x["error"], "topNodes": top})
 }
 
 /// Human-readable differences.
@@ -90,6 +90,12 @@ fn diff(oracle: &Value, rkube: &Value) -> Vec<String> {
         out.push(format!(
             "message:\n    upstream: {}\n    rkube:    {}",
             oracle["message"], rkube["message"]
+        ));
+    }
+    if oracle["error"] != rkube["error"] {
+        out.push(format!(
+            "error:\n    upstream: {}\n    rkube:    {}",
+            oracle["error"], rkube["error"]
         ));
     }
     if oracle["topNodes"] != rkube["topNodes"] {

@@ -111,6 +111,11 @@ pub struct PodExplanation {
     pub top_nodes: Vec<String>,
     /// Upstream's FailedScheduling message when no node fits, else empty.
     pub message: String,
+    /// The scheduler's error when a plugin failed internally (upstream's
+    /// `SchedulerError`: the pod is retried with back-off, not marked
+    /// unschedulable), else absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// With `--kubeconfig`: what the cluster's scheduler reported, and
     /// whether rkube agrees.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -171,6 +176,7 @@ impl PodExplanation {
             selected_node,
             top_nodes,
             message: e.message.clone(),
+            error: None,
             live: None,
         }
     }

@@ -125,9 +125,14 @@ pub fn explanation(e: &PodExplanation) -> String {
         Some(n) => {
             let _ = writeln!(out, "Selected node: {n}");
         }
-        None => {
-            let _ = writeln!(out, "No node selected: {}", e.message);
-        }
+        None => match &e.error {
+            Some(err) => {
+                let _ = writeln!(out, "No node selected: scheduling failed with an error (the scheduler retries the pod with back-off): {err}");
+            }
+            None => {
+                let _ = writeln!(out, "No node selected: {}", e.message);
+            }
+        },
     }
     if let Some(live) = &e.live {
         let o = &live.observed;

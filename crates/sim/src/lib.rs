@@ -205,13 +205,20 @@ fn explain_with(
         .map_err(|s| SimError::Runtime(format!("explaining {}: {}", pod.key(), s.message())))?;
     // The node the scheduler itself would pick from this state.
     let mut probe = scheduler.clone();
-    let selected = match probe.schedule_with(fw, snapshot, pod, nominator) {
-        Outcome::Scheduled { node, .. } => Some(snapshot.nodes[node].name().to_string()),
-        _ => None,
+    let (selected, error) = match probe.schedule_with(fw, snapshot, pod, nominator) {
+        Outcome::Scheduled { node, .. } => (Some(snapshot.nodes[node].name().to_string()), None),
+        Outcome::Error(s) => (None, Some(s.message())),
+        Outcome::Unschedulable { .. } => (None, None),
     };
-    Ok(PodExplanation::from_framework(
-        pod, fw, snapshot, &e, selected,
-    ))
+    let mut explanation = PodExplanation::from_framework(pod, fw, snapshot, &e, selected);
+    if error.is_some() {
+        // Upstream stops the cycle at the error: no FailedScheduling
+        // message, the error is what the pod's condition and event carry.
+        explanation.message.clear();
+        explanation.top_nodes.clear();
+        explanation.error = error;
+    }
+    Ok(explanation)
 }
 
 /// Summaries of every node of the cluster as given (what `explain` sees,
@@ -273,6 +280,7 @@ pub fn explain_with_profiles(
             selected_node: None,
             top_nodes: Vec::new(),
             message: gate,
+            error: None,
             live: None,
         });
     }

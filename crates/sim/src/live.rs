@@ -77,6 +77,7 @@ mod tests {
             selected_node: selected.map(str::to_string),
             top_nodes: top.iter().map(|s| s.to_string()).collect(),
             message: message.into(),
+            error: None,
             live: None,
         }
     }

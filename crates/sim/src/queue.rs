@@ -209,11 +209,19 @@ impl<'p> Queue<'p> {
                     ..pending(current, message)
                 }))
             }
-            Outcome::Error(s) => Err(SimError::Runtime(format!(
-                "scheduling {}: {}",
-                current.key(),
-                s.message()
-            ))),
+            Outcome::Error(s) => {
+                // A plugin's internal error (e.g. a device pool being
+                // updated) ends upstream's cycle: the pod stays pending
+                // with the error as its condition's message (reason
+                // SchedulerError) and its nomination cleared.
+                let cleared = self.nominator.record_failure(current, Some(""), false);
+                self.cleared.extend(cleared.iter().map(|p| p.uid.clone()));
+                current.nominated_node_name.clear();
+                Ok(Attempt::Pending(Placement {
+                    explain: explanation,
+                    ..pending(current, s.message())
+                }))
+            }
         }
     }
 

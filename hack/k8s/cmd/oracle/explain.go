@@ -61,6 +61,9 @@ type Explanation struct {
 	SelectedNode *string      `json:"selectedNode"`
 	TopNodes     []string     `json:"topNodes"`
 	Message      string       `json:"message"`
+	// Error is upstream's scheduling error when a plugin failed internally
+	// (the pod is retried, not marked unschedulable).
+	Error string `json:"error,omitempty"`
 }
 
 // ---------------------------------------------------------------- config
@@ -410,7 +413,11 @@ func explain(ctx context.Context, o explainOptions) (*Explanation, error) {
 			}
 		}
 	default:
-		return nil, fmt.Errorf("scheduling algorithm: %w", serr)
+		// An internal plugin error ends upstream's cycle: no node, no
+		// FailedScheduling message; the error is reported instead.
+		res.Error = serr.Error()
+		res.SelectedNode = nil
+		res.TopNodes = []string{}
 	}
 	if res.Message != "" && len(feasible) > 0 {
 		// keep the documented invariant: message only when nothing is feasible
