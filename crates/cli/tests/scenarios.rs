@@ -250,3 +250,69 @@ items:
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A claim left allocated on a node the pod cannot use (too little CPU
+/// there) and reserved by nobody: PostFilter deallocates it and the pod is
+/// placed on the other node with a fresh allocation.
+#[test]
+fn idle_claim_on_a_full_node_is_deallocated_and_the_pod_placed_elsewhere() {
+    let cluster = r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "1", memory: 4Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n2}, status: {allocatable: {cpu: "4", memory: 4Gi, pods: "10"}}}
+- {apiVersion: resource.k8s.io/v1, kind: DeviceClass, metadata: {name: gpu}, spec: {selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]}}
+- {apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: n1-gpus}, spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}]}}
+- {apiVersion: resource.k8s.io/v1, kind: ResourceSlice, metadata: {name: n2-gpus}, spec: {driver: gpu.example.com, nodeName: n2, pool: {name: n2, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}]}}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata: {name: idle, namespace: default}
+  spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu}}]}}
+  status:
+    allocation:
+      devices: {results: [{request: gpu, driver: gpu.example.com, pool: n1, device: gpu-0}]}
+      nodeSelector: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [n1]}]}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p, namespace: default}
+  spec:
+    containers: [{name: c, image: busybox, resources: {requests: {cpu: "2"}}}]
+    resourceClaims: [{name: gpu, resourceClaimName: idle}]
+"#;
+    let dir = std::env::temp_dir().join(format!("rkube-dra-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.yaml");
+    std::fs::write(&file, cluster).unwrap();
+    let v = simulate(file.to_str().unwrap());
+    assert_eq!(
+        placements(&v),
+        [(
+            "default/p".to_string(),
+            Some("n2".to_string()),
+            String::new()
+        )]
+    );
+    let devices = v["placements"][0]["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "{v}");
+    assert_eq!(devices[0]["pool"], "n2", "{v}");
+    // explain shows the first cycle: both nodes refuse, the claim is freed.
+    let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(["explain", "--cluster"])
+        .arg(&file)
+        .args(["--pod", "default/p", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        e["message"],
+        "0/2 nodes are available: 1 Insufficient cpu, 1 resourceclaim not available on the node. deallocation of ResourceClaim completed, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -298,6 +298,38 @@ pub fn add(seed: u64, items: &mut Vec<Value>, nodes: usize, incoming: &mut Value
     if let (Some(name), true) = (&shared, r.chance(20)) {
         pod_claims.push(json!({"name": "shared", "resourceClaimName": name}));
     }
+    // An idle claim (allocated earlier on some node for a pod since gone,
+    // reserved by nobody): where the pod cannot run, PostFilter deallocates
+    // it. Drawn from its own stream so the other objects stay as they were.
+    let idle_rng = &mut Rng::new(seed ^ 0x1D1E_C1A1_0000_0002);
+    if idle_rng.chance(40) {
+        let with_free: Vec<(usize, (String, String))> = inv
+            .iter()
+            .enumerate()
+            .filter_map(|(n, devs)| {
+                devs.iter()
+                    .find(|d| !taken.contains(d))
+                    .map(|d| (n, d.clone()))
+            })
+            .collect();
+        if !with_free.is_empty() {
+            let (node, free) = with_free[idle_rng.below(with_free.len())].clone();
+            let mut c = claim(
+                "idle",
+                "default",
+                vec![json!({"name": "req", "exactly": {"deviceClassName": "gpu"}})],
+                Vec::new(),
+            );
+            c["status"] = json!({
+                "allocation": {
+                    "devices": {"results": [{"request": "req", "driver": DRIVER, "pool": free.0, "device": free.1}]},
+                    "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [format!("node-{node}")]}]}]},
+                },
+            });
+            items.push(c);
+            pod_claims.push(json!({"name": "idle", "resourceClaimName": "idle"}));
+        }
+    }
     for c in 0..1 + r.below(2) {
         let requests: Vec<Value> = (0..1 + r.below(2))
             .map(|i| request(r, &format!("r{i}")))

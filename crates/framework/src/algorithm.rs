@@ -422,12 +422,17 @@ impl Scheduler {
         let mut reasons: Vec<String> = Vec::new();
         let mut decided: Option<crate::plugin::PostFilterResult> = None;
         for p in plugins {
-            let r = p.as_post_filter().expect("framework checked").post_filter(
+            let mut r = p.as_post_filter().expect("framework checked").post_filter(
                 state,
                 pod,
                 &diagnosis.node_to_status,
                 &handle,
             );
+            // Upstream's plugin has written the deallocation when it
+            // returns, whatever the later plugins decide.
+            diagnosis
+                .deallocated_claims
+                .append(&mut r.deallocate_claims);
             match r.status.code {
                 Code::Success | Code::UnschedulableAndUnresolvable => {
                     decided = Some(r);
@@ -659,6 +664,7 @@ mod tests {
                     nominated_node: Some(node.clone()),
                     victims: Vec::new(),
                     status: Status::success(),
+                    deallocate_claims: Vec::new(),
                 },
                 None => PostFilterResult::keep(Status::new(
                     Code::Unschedulable,

@@ -34,6 +34,11 @@ pub struct Diagnosis {
     pub pre_filter_msg: String,
     /// Message of PostFilter (preemption).
     pub post_filter_msg: String,
+    /// ResourceClaims (namespace, name) PostFilter deallocated: allocated
+    /// for nodes the pod cannot use and reserved by no other pod
+    /// (DynamicResources). The host clears their allocation and
+    /// `reservedFor`; the claim's change makes the pod schedulable again.
+    pub deallocated_claims: Vec<(String, String)>,
 }
 
 impl Diagnosis {

@@ -158,6 +158,9 @@ pub struct PostFilterResult {
     pub victims: Vec<Arc<Pod>>,
     /// Status; its message becomes the FailedScheduling text's PostFilter part.
     pub status: Status,
+    /// ResourceClaims (namespace, name) whose allocation the host must
+    /// clear (DynamicResources' deallocation of idle claims).
+    pub deallocate_claims: Vec<(String, String)>,
 }
 
 impl PostFilterResult {
@@ -167,6 +170,7 @@ impl PostFilterResult {
             nominated_node: None,
             victims: Vec::new(),
             status,
+            deallocate_claims: Vec::new(),
         }
     }
 }

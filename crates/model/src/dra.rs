@@ -382,6 +382,25 @@ impl Dra {
             && self.templates.is_empty()
     }
 
+    /// Clears a claim's allocation and `reservedFor` (what the scheduler's
+    /// PostFilter writes for an idle claim); false when the claim is
+    /// unknown or was not allocated.
+    pub fn deallocate(&mut self, namespace: &str, name: &str) -> bool {
+        let Some(c) = self
+            .claims
+            .get_mut(&(namespace.to_string(), name.to_string()))
+        else {
+            return false;
+        };
+        if c.allocation.is_none() {
+            return false;
+        }
+        let c = Arc::make_mut(c);
+        c.allocation = None;
+        c.reserved_for.clear();
+        true
+    }
+
     /// The claim `namespace/name`.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&ResourceClaim> {
         self.claims

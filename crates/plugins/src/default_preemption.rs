@@ -540,6 +540,7 @@ impl DefaultPreemption {
                 nominated_node: Some(String::new()),
                 victims: Vec::new(),
                 status: Status::new(Code::Unschedulable, fit_error_message(snapshot.len(), &d)),
+                deallocate_claims: Vec::new(),
             };
         }
         let best = pick_one_node_for_preemption(&dry.candidates).unwrap_or(0);
@@ -555,6 +556,7 @@ impl DefaultPreemption {
                     c.victims.len()
                 ),
             ),
+            deallocate_claims: Vec::new(),
         }
     }
 }

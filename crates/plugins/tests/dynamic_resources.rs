@@ -190,3 +190,88 @@ fn too_many_devices_cannot_be_allocated_anywhere() {
         "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
 }
+
+/// An allocated claim whose allocation `pod` cannot use, as a cluster file
+/// line; `reserved` is its `reservedFor` (YAML flow list).
+fn allocated_on(name: &str, node: &str, reserved: &str) -> String {
+    format!(
+        r#"
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata: {{name: {name}, namespace: d}}
+  spec: {{devices: {{requests: [{{name: req, exactly: {{deviceClassName: gpu}}}}]}}}}
+  status:
+    allocation:
+      devices: {{results: [{{request: req, driver: gpu.example.com, pool: {node}, device: gpu-0}}]}}
+      nodeSelector: {{nodeSelectorTerms: [{{matchFields: [{{key: metadata.name, operator: In, values: [{node}]}}]}}]}}
+    reservedFor: {reserved}
+"#
+    )
+}
+
+/// Upstream's "wrong-topology": a claim allocated for a node the pod
+/// cannot use and reserved by nobody is deallocated in PostFilter (before
+/// preemption), and the host is told to clear it.
+#[test]
+fn wrong_topology_claim_is_deallocated_in_post_filter() {
+    let c = cluster(&format!(
+        "{}{}",
+        allocated_on("idle", "gone", "[]"),
+        pod("p", "idle")
+    ));
+    let fw = framework();
+    let mut snap = Snapshot::from_cluster(&c);
+    let mut s = Scheduler::new(0, 100);
+    match s.schedule_one(&fw, &mut snap, &c.pods[0], &Nominator::new()) {
+        Outcome::Unschedulable {
+            message, diagnosis, ..
+        } => {
+            assert_eq!(
+                message,
+                "0/2 nodes are available: 2 resourceclaim not available on the node. deallocation of ResourceClaim completed, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+            );
+            assert_eq!(
+                diagnosis.deallocated_claims,
+                [("d".to_string(), "idle".to_string())]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Once the host cleared the allocation, the pod gets a new one.
+    let mut dra = snap.dra.clone().unwrap();
+    assert!(std::sync::Arc::make_mut(&mut dra).deallocate("d", "idle"));
+    snap.dra = Some(dra);
+    match s.schedule_one(&fw, &mut snap, &c.pods[0], &Nominator::new()) {
+        Outcome::Scheduled { .. } => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A claim another pod has reserved is not deallocated: PostFilter adds no
+/// reason and asks for nothing.
+#[test]
+fn a_claim_reserved_by_another_pod_is_kept() {
+    let c = cluster(&format!(
+        "{}{}",
+        allocated_on(
+            "held",
+            "gone",
+            "[{resource: pods, name: other, uid: uid-other}]"
+        ),
+        pod("p", "held")
+    ));
+    let mut s = Scheduler::new(0, 100);
+    let mut snap = Snapshot::from_cluster(&c);
+    match s.schedule_one(&framework(), &mut snap, &c.pods[0], &Nominator::new()) {
+        Outcome::Unschedulable {
+            message, diagnosis, ..
+        } => {
+            assert_eq!(
+                message,
+                "0/2 nodes are available: 2 resourceclaim not available on the node. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+            );
+            assert!(diagnosis.deallocated_claims.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -295,6 +295,41 @@ impl Writer {
             .await
     }
 
+    /// Clears an idle claim's allocation, `reservedFor` and device status
+    /// (DynamicResources' PostFilter, upstream's `deallocateOrDeletePodClaims`)
+    /// when it is still allocated and reserved by nobody or only by the
+    /// pod `pod_uid`; a claim changed meanwhile is left alone (its update
+    /// requeues the pod anyway).
+    pub async fn deallocate_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        pod_uid: &str,
+    ) -> Result<(), String> {
+        let api: Api<resource::ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+        self.token().await;
+        let mut claim = api.get(name).await.map_err(|e| api_message(&e))?;
+        let Some(status) = claim.status.as_mut() else {
+            return Ok(());
+        };
+        let idle = match status.reserved_for.as_deref().unwrap_or_default() {
+            [] => true,
+            [only] => only.uid == pod_uid,
+            _ => false,
+        };
+        if status.allocation.is_none() || !idle {
+            return Ok(());
+        }
+        status.allocation = None;
+        status.reserved_for = None;
+        status.devices = None;
+        self.token().await;
+        api.replace_status(name, &PostParams::default(), &claim)
+            .await
+            .map(|_| ())
+            .map_err(|e| api_message(&e))
+    }
+
     /// PreBind's write of a ResourceClaim, as upstream's `bindClaim`: with
     /// a new `allocation`, the delete-protection finalizer first (a normal
     /// update), then the status with the allocation, its timestamp and the

@@ -230,6 +230,7 @@ fn scheduling_cycle(
                 rejectors: diagnosis.unschedulable_plugins,
                 report: true,
             };
+            deallocate_claims(writer, diagnosis.deallocated_claims, &pod.uid);
             handle_failure(shared, writer, &attempt, failure);
         }
         Outcome::Error(s) => {
@@ -459,6 +460,23 @@ fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failur
             .await
         {
             tracing::warn!(pod = %raw.name_any(), error = %e, "updating pod status failed");
+        }
+    });
+}
+
+/// Writes PostFilter's deallocations (DynamicResources: idle claims
+/// allocated for nodes the pod cannot use). The claims' updates requeue
+/// the pod, as upstream's synchronous UpdateStatus does.
+fn deallocate_claims(writer: &Writer, claims: Vec<(String, String)>, pod_uid: &str) {
+    if claims.is_empty() {
+        return;
+    }
+    let (writer, uid) = (writer.clone(), pod_uid.to_string());
+    tokio::spawn(async move {
+        for (ns, name) in &claims {
+            if let Err(e) = writer.deallocate_claim(ns, name, &uid).await {
+                tracing::warn!(claim = %format!("{ns}/{name}"), error = %e, "deallocating claim failed");
+            }
         }
     });
 }

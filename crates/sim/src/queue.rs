@@ -185,8 +185,11 @@ impl<'p> Queue<'p> {
                 message,
                 nominated_node,
                 victims,
-                ..
+                diagnosis,
             } => {
+                // PostFilter deallocated idle claims: the claims' update
+                // makes the pod schedulable again, so it is retried.
+                let deallocated = deallocate_claims(snapshot, &diagnosis.deallocated_claims);
                 let target = nominated_node.clone().unwrap_or_default();
                 let preempting = !victims.is_empty() && !target.is_empty();
                 if preempting {
@@ -199,7 +202,7 @@ impl<'p> Queue<'p> {
                 if let Some(n) = nominated_node {
                     current.nominated_node_name = n;
                 }
-                if preempting && retry_allowed {
+                if (preempting || deallocated) && retry_allowed {
                     return Ok(Attempt::Retry);
                 }
                 Ok(Attempt::Pending(Placement {
@@ -272,4 +275,21 @@ fn pending(pod: &Pod, message: String) -> Placement {
         explain: None,
         devices: Vec::new(),
     }
+}
+
+/// Clears the allocation and `reservedFor` of the claims PostFilter
+/// deallocated; true when some claim changed.
+fn deallocate_claims(snapshot: &mut Snapshot, claims: &[(String, String)]) -> bool {
+    if claims.is_empty() {
+        return false;
+    }
+    let Some(dra) = snapshot.dra.as_mut() else {
+        return false;
+    };
+    let dra = Arc::make_mut(dra);
+    let mut changed = false;
+    for (namespace, name) in claims {
+        changed |= dra.deallocate(namespace, name);
+    }
+    changed
 }

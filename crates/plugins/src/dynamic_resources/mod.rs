@@ -10,6 +10,10 @@
 //! - Filter rejects a node where an allocated claim is not available, or
 //!   where the unallocated claims cannot all be allocated; the allocations
 //!   for each feasible node are kept for Score, Reserve and PreBind.
+//! - PostFilter deallocates one claim that was allocated for nodes the pod
+//!   cannot use and that no other pod reserves (the host clears its
+//!   allocation; the claim's update lets the pod be retried), before
+//!   preemption is tried.
 //! - Score prefers nodes where `firstAvailable` requests got an earlier
 //!   choice (8 − index per choice, normalized to 0–100).
 //! - Reserve puts the chosen node's allocations in the host's cache (later
@@ -24,8 +28,7 @@
 //! reason rather than placed as if its claims did not exist.
 //!
 //! Not modelled yet (each refused or reported, never ignored silently):
-//! extended resources backed by DRA (`extendedResourceName`), PostFilter's
-//! deallocation of claims allocated for unavailable nodes, binding
+//! extended resources backed by DRA (`extendedResourceName`), binding
 //! conditions.
 
 use std::collections::{BTreeSet, HashMap};
@@ -36,8 +39,9 @@ use rkube_dra::cel::Cache;
 use rkube_dra::pools::SliceIndex;
 use rkube_framework::{
     ActionType, AssumeCache, ClusterApi, ClusterEventWithHint, Code, CycleState, EventResource,
-    FilterPlugin, NodeInfo, NodeScore, Plugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
-    PreFilterResult, ReservePlugin, ScorePlugin, Snapshot, Status,
+    FilterPlugin, NodeInfo, NodeScore, NodeToStatus, Plugin, PostFilterHandle, PostFilterPlugin,
+    PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult,
+    ReservePlugin, ScorePlugin, Snapshot, Status,
 };
 use rkube_model::dra::{Allocation, Consumer, Dra, ResourceClaim, ResourceSlice};
 use rkube_model::Pod;
@@ -50,6 +54,8 @@ pub const NAME: &str = "DynamicResources";
 pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 /// An allocated claim's node selector excludes the node.
 pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+/// PostFilter's reason after deallocating an idle claim.
+pub const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
 /// The most `firstAvailable` subrequests (`FirstAvailableDeviceRequestMaxSize`).
 const FIRST_AVAILABLE_MAX: i64 = 8;
 /// Why a pod with claims is refused by a host without DRA objects.
@@ -210,6 +216,9 @@ impl Plugin for DynamicResources {
         Some(self)
     }
     fn as_filter(&self) -> Option<&dyn FilterPlugin> {
+        Some(self)
+    }
+    fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
         Some(self)
     }
     fn as_score(&self) -> Option<&dyn ScorePlugin> {
@@ -399,6 +408,39 @@ impl FilterPlugin for DynamicResources {
             return unresolvable(ERR_NOT_AVAILABLE);
         }
         Status::success()
+    }
+}
+
+impl PostFilterPlugin for DynamicResources {
+    /// Upstream picks one of the claims found unavailable at random (map
+    /// order); rkube takes the first, one of upstream's possible choices.
+    fn post_filter(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        _: &NodeToStatus,
+        _: &dyn PostFilterHandle,
+    ) -> PostFilterResult {
+        let nothing =
+            || PostFilterResult::keep(Status::with_reasons(Code::Unschedulable, Vec::new()));
+        let Some(s) = state.read::<State>(NAME) else {
+            return nothing();
+        };
+        let unavailable = s.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+        for &i in unavailable.iter() {
+            let c = &s.claims[i].claim;
+            let idle = match c.reserved_for.as_slice() {
+                [] => true,
+                [only] => only.uid == pod.uid,
+                _ => false,
+            };
+            if idle {
+                let mut r = PostFilterResult::keep(Status::new(Code::Unschedulable, DEALLOCATED));
+                r.deallocate_claims.push(c.key());
+                return r;
+            }
+        }
+        nothing()
     }
 }
 
