@@ -10,7 +10,11 @@
 //! - a pod asking for more GPUs than any node has stays Pending with the
 //!   message upstream's scheduler gives an identical pod;
 //! - scaling the Deployment to zero frees the devices: a second one that
-//!   needs every GPU of the cluster then runs.
+//!   needs every GPU of the cluster then runs;
+//! - a claim left allocated on one node and reserved by nobody, for a pod
+//!   that may only run on the other: PostFilter deallocates it (the
+//!   FailedScheduling message says so, as upstream's for an identical
+//!   pod), and the pod then runs with a new allocation.
 //!
 //! Needs hack/build-k8s; run by hack/test (`--ignored`).
 
@@ -206,6 +210,98 @@ fn running_with_devices(
     by_node
 }
 
+/// A claim for one GPU, allocated to device `device` of node `on` and
+/// reserved by nobody, and a pod under `scheduler` that uses it but may
+/// only run on node `runs_on`.
+fn idle_claim_pod(cp: &ControlPlane, name: &str, scheduler: &str, device: &str) {
+    let (on, runs_on) = ("gpu-00000", "gpu-00001");
+    apply(
+        cp,
+        &format!("dra-{name}-claim"),
+        &format!(
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: {name}, namespace: ml}}\nspec:\n  devices:\n    requests:\n    - name: gpus\n      exactly: {{deviceClassName: gpu}}\n"
+        ),
+    );
+    let status = serde_json::json!({"status": {"allocation": {
+        "devices": {"results": [{"request": "gpus", "driver": "gpu.example.com", "pool": on, "device": device}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [on]}]}]},
+    }}});
+    kubectl(
+        cp,
+        &[
+            "patch",
+            "resourceclaim",
+            name,
+            "-n",
+            "ml",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+    );
+    apply(
+        cp,
+        &format!("dra-{name}-pod"),
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: ml}}
+spec:
+  schedulerName: {scheduler}
+  automountServiceAccountToken: false
+  nodeSelector: {{kubernetes.io/hostname: {runs_on}}}
+  resourceClaims: [{{name: gpus, resourceClaimName: {name}}}]
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.10
+    resources: {{claims: [{{name: gpus}}]}}
+"#
+        ),
+    );
+}
+
+/// Waits for `pod` to run with its claim allocated on its node, and
+/// returns the message of its FailedScheduling event that reports the
+/// deallocation.
+fn ran_after_deallocation(cp: &ControlPlane, pod: &str) -> String {
+    let node = wait_until(&format!("{pod} Running"), Duration::from_secs(90), || {
+        let p = get_json(cp, &["pod", "-n", "ml", pod]);
+        (p["status"]["phase"] == "Running")
+            .then(|| p["spec"]["nodeName"].as_str().map(str::to_string))?
+    });
+    assert_eq!(node, "gpu-00001");
+    let claim = get_json(cp, &["resourceclaims", "-n", "ml", pod]);
+    let status = &claim["status"];
+    assert_eq!(
+        status["allocation"]["devices"]["results"][0]["pool"], "gpu-00001",
+        "allocated anew on the pod's node: {claim}"
+    );
+    assert_eq!(status["reservedFor"][0]["name"], pod, "{claim}");
+    wait_until(
+        &format!("{pod}'s FailedScheduling event"),
+        Duration::from_secs(30),
+        || {
+            let v = get_json(
+                cp,
+                &[
+                    "events",
+                    "-n",
+                    "ml",
+                    "--field-selector",
+                    &format!("involvedObject.name={pod},reason=FailedScheduling"),
+                ],
+            );
+            v["items"]
+                .as_array()?
+                .iter()
+                .filter_map(|e| e["message"].as_str())
+                .find(|m| m.contains("deallocation of ResourceClaim completed"))
+                .map(str::to_string)
+        },
+    )
+}
+
 fn unschedulable_message(cp: &ControlPlane, pod: &str) -> String {
     wait_until(
         &format!("{pod}'s PodScheduled=False"),
@@ -273,6 +369,30 @@ fn gpu_pods_get_devices_through_resource_claims() {
         used.values().map(BTreeSet::len).collect::<Vec<_>>(),
         [4, 4],
         "every GPU of both nodes: {used:?}"
+    );
+
+    // An idle claim allocated on the wrong node is deallocated, then the
+    // pod runs; rkube says so as upstream does.
+    kubectl(
+        &cp,
+        &["scale", "deployment/serve", "-n", "ml", "--replicas=0"],
+    );
+    wait_until("serve's claims gone", Duration::from_secs(90), || {
+        let v = get_json(&cp, &["resourceclaims", "-n", "ml"]);
+        let left = v["items"].as_array()?.iter().any(|c| {
+            c["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("serve-"))
+        });
+        (!left).then_some(())
+    });
+    idle_claim_pod(&cp, "idle-rk", "rkube", "gpu-0");
+    idle_claim_pod(&cp, "idle-up", "default-scheduler", "gpu-1");
+    let rkube = ran_after_deallocation(&cp, "idle-rk");
+    let upstream = ran_after_deallocation(&cp, "idle-up");
+    assert_eq!(
+        rkube, upstream,
+        "rkube's FailedScheduling message is upstream's"
     );
 
     let log = r.log_text();
