@@ -1,7 +1,14 @@
 //! DeviceClasses, ResourceSlices and ResourceClaims as the informers send
-//! them (upstream's DRA manager), with the claims Reserve assumed for pods
-//! in their binding cycle layered on top (upstream's assume cache: an
-//! assumed claim counts until the informer sends a newer version).
+//! them (upstream's DRA manager), with the claims Reserve allocated for
+//! pods in their binding cycle layered on top (upstream's in-flight
+//! allocations): such a claim counts as allocated until the informer sends
+//! a version that carries an allocation (PreBind's status write landed) or
+//! Unreserve gives it back. A newer version *without* an allocation — the
+//! delete-protection finalizer PreBind writes first — does not end it:
+//! otherwise the claim's devices would look free between PreBind's two
+//! writes and a later pod could be given the same device (upstream's
+//! `[DRA] control plane … uses all resources` e2e spec caught exactly
+//! that).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -26,7 +33,8 @@ pub(crate) struct DraCache {
     slice_list: Arc<Vec<ResourceSlice>>,
     claims: BTreeMap<Key, Arc<ResourceClaim>>,
     /// Claims as Reserve left them (allocated for a pod in its binding
-    /// cycle), over the informer's version they were assumed from.
+    /// cycle), over the informer's version, until the informer's version
+    /// is allocated too or Unreserve restores the claim.
     assumed: HashMap<Key, Arc<ResourceClaim>>,
     /// The view handed to cycles, rebuilt after each change.
     built: Arc<Dra>,
@@ -60,12 +68,9 @@ impl DraCache {
 
     fn set_claim(&mut self, c: Arc<ResourceClaim>) {
         let key = c.key();
-        // A newer version from the API server replaces what was assumed.
-        if self
-            .assumed
-            .get(&key)
-            .is_some_and(|a| a.resource_version != c.resource_version)
-        {
+        // The API server's allocation (PreBind's, or a conflicting one,
+        // which PreBind will then report) replaces the in-flight one.
+        if c.allocation.is_some() {
             self.assumed.remove(&key);
         }
         self.claims.insert(key, c);
@@ -76,11 +81,11 @@ impl DraCache {
         self.assumed.remove(key);
     }
 
-    /// Reserve's allocation (or Unreserve's restore, which equals the
-    /// informer's version and drops the assumption).
+    /// Reserve's allocation, or Unreserve's restore (a claim without an
+    /// allocation: the informer's version is the truth again).
     pub(crate) fn assume(&mut self, c: &ResourceClaim) {
         let key = c.key();
-        if self.claims.get(&key).is_some_and(|have| **have == *c) {
+        if c.allocation.is_none() {
             self.assumed.remove(&key);
         } else {
             self.assumed.insert(key, Arc::new(c.clone()));
@@ -299,5 +304,68 @@ impl State {
             }
         }
         self.dra_changed(profiles, EventResource::ResourceClaim, actions, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rkube_model::dra::{Allocation, DeviceResult};
+
+    fn claim(rv: &str, allocated: bool, protected: bool) -> ResourceClaim {
+        ResourceClaim {
+            namespace: "ml".into(),
+            name: "c".into(),
+            resource_version: rv.into(),
+            protected,
+            allocation: allocated.then(|| Allocation {
+                devices: vec![DeviceResult {
+                    request: "gpus".into(),
+                    driver: "gpu.example.com".into(),
+                    pool: "n1".into(),
+                    device: "gpu-0".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn allocated_in_view(cache: &DraCache) -> bool {
+        cache.view().claim("ml", "c").unwrap().allocation.is_some()
+    }
+
+    #[test]
+    fn an_in_flight_allocation_outlives_the_finalizer_write() {
+        let mut cache = DraCache::default();
+        cache.set_claim(Arc::new(claim("1", false, false)));
+        cache.rebuild();
+        // Reserve allocates.
+        cache.assume(&claim("1", true, true));
+        assert!(allocated_in_view(&cache));
+        // PreBind's finalizer update comes back first: still allocated.
+        cache.set_claim(Arc::new(claim("2", false, true)));
+        cache.rebuild();
+        assert!(allocated_in_view(&cache), "devices must not look free");
+        // The status write lands: the informer's version takes over.
+        cache.set_claim(Arc::new(claim("3", true, true)));
+        cache.rebuild();
+        assert!(allocated_in_view(&cache));
+        assert!(cache.assumed.is_empty());
+    }
+
+    #[test]
+    fn unreserve_gives_the_devices_back() {
+        let mut cache = DraCache::default();
+        cache.set_claim(Arc::new(claim("1", false, false)));
+        cache.assume(&claim("1", true, true));
+        cache.set_claim(Arc::new(claim("2", false, true)));
+        // The binding cycle failed: Unreserve restores the claim as it was.
+        cache.assume(&claim("1", false, false));
+        assert!(!allocated_in_view(&cache));
+        assert!(cache.assumed.is_empty());
+        // The view is the informer's version (with the finalizer).
+        assert_eq!(cache.view().claim("ml", "c").unwrap().resource_version, "2");
     }
 }
