@@ -275,3 +275,32 @@ fn a_claim_reserved_by_another_pod_is_kept() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A pod asking for an extended resource a DeviceClass backs (explicitly
+/// or by its implicit name) on nodes without it as allocatable: upstream
+/// would allocate devices for it; rkube does not model that yet and says so
+/// instead of "Insufficient example.com/gpu". Where every node offers the
+/// resource (a device plugin), nothing is delegated and Fit decides.
+#[test]
+fn dra_backed_extended_resources_are_refused_with_a_reason() {
+    let class = "- {apiVersion: resource.k8s.io/v1, kind: DeviceClass, metadata: {name: big}, spec: {extendedResourceName: example.com/gpu}}\n";
+    let wants = |res: &str| {
+        format!("- {{apiVersion: v1, kind: Pod, metadata: {{name: p, namespace: d}}, spec: {{containers: [{{name: c, resources: {{requests: {{{res}: \"1\"}}, limits: {{{res}: \"1\"}}}}}}]}}}}\n")
+    };
+    for res in ["example.com/gpu", "deviceclass.resource.kubernetes.io/big"] {
+        let c = cluster(&format!("{class}{}", wants(res)));
+        let e = explain(&framework(), &Snapshot::from_cluster(&c), &c.pods[0]).unwrap();
+        assert_eq!(
+            e.message,
+            format!("0/2 nodes are available: extended resource {res} is backed by DeviceClass big (DRA extended resources): rkube does not allocate devices for it yet, so it cannot judge this pod. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."),
+        );
+    }
+    // Every node offers it: not delegated, NodeResourcesFit places the pod.
+    let mut c = cluster(&format!("{class}{}", wants("example.com/gpu")));
+    for n in &mut c.nodes {
+        n.allocatable.scalar.insert("example.com/gpu".into(), 2);
+    }
+    let e = explain(&framework(), &Snapshot::from_cluster(&c), &c.pods[0]).unwrap();
+    assert_eq!(e.message, "");
+    assert_eq!(e.nodes.iter().filter(|n| n.feasible).count(), 2);
+}

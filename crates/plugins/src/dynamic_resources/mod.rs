@@ -28,8 +28,11 @@
 //! reason rather than placed as if its claims did not exist.
 //!
 //! Not modelled yet (each refused or reported, never ignored silently):
-//! extended resources backed by DRA (`extendedResourceName`), binding
-//! conditions.
+//! extended resources backed by DRA (`extendedResourceName`: a pod that
+//! requests one while some node lacks it as allocatable is refused in
+//! PreFilter with a reason naming the resource and the class, rather than
+//! judged "Insufficient" by NodeResourcesFit where upstream would allocate
+//! devices), binding conditions.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -263,6 +266,47 @@ impl PreEnqueuePlugin for DynamicResources {
     }
 }
 
+/// The implicit extended resource name of every DeviceClass.
+const IMPLICIT_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
+
+/// Why rkube cannot judge a pod requesting a DRA-backed extended resource
+/// (a DeviceClass's `extendedResourceName`, or the implicit
+/// `deviceclass.resource.kubernetes.io/<class>`) while some node does not
+/// offer it as allocatable: upstream would allocate devices there through a
+/// claim it creates, which rkube does not model yet.
+fn unmodelled_extended_resource(pod: &Pod, snapshot: &Snapshot) -> Option<String> {
+    if pod.requests.scalar.is_empty() {
+        return None;
+    }
+    let dra = snapshot.dra.as_deref()?;
+    for (name, &want) in &pod.requests.scalar {
+        if want == 0 {
+            continue;
+        }
+        let class = match name.strip_prefix(IMPLICIT_PREFIX) {
+            Some(c) if dra.classes.contains_key(c) => Some(c),
+            _ => dra
+                .classes
+                .iter()
+                .find(|(_, c)| c.extended_resource_name.as_deref() == Some(name.as_str()))
+                .map(|(n, _)| n.as_str()),
+        };
+        let Some(class) = class else {
+            continue;
+        };
+        if snapshot
+            .nodes
+            .iter()
+            .any(|n| n.allocatable.scalar(name) == 0)
+        {
+            return Some(format!(
+                "extended resource {name} is backed by DeviceClass {class} (DRA extended resources): rkube does not allocate devices for it yet, so it cannot judge this pod"
+            ));
+        }
+    }
+    None
+}
+
 /// PreFilter's check of one request's class.
 fn check_class(dra: &Dra, request: &str, class: &str) -> Result<(), Status> {
     if class.is_empty() {
@@ -285,6 +329,9 @@ impl PreFilterPlugin for DynamicResources {
         pod: &Pod,
         snapshot: &Snapshot,
     ) -> (PreFilterResult, Status) {
+        if let Some(why) = unmodelled_extended_resource(pod, snapshot) {
+            return (None, unresolvable(why));
+        }
         if !pod.has_resource_claims() {
             return (None, Status::skip());
         }
