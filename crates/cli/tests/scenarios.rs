@@ -119,20 +119,8 @@ fn gpu_pod_pending_is_explained_per_request() {
     );
 
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let explain = |output: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
-            .args(["explain", "--cluster", "examples/gpu/cluster.yaml"])
-            .args(["--pod", "ml/finetune-gnmrx", "-o", output])
-            .current_dir(&root)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let gpu = root.join("examples/gpu/cluster.yaml");
+    let explain = |output: &str| explain_pod(&gpu, "ml/finetune-gnmrx", output);
     let e: Value = serde_json::from_str(&explain("json")).unwrap();
     let per_node: BTreeMap<String, (u64, u64, u64)> = e["nodes"]
         .as_array()
@@ -168,6 +156,31 @@ fn gpu_pod_pending_is_explained_per_request() {
     );
 }
 
+/// Writes a cluster file into a fresh directory of its own.
+fn write_cluster(tag: &str, text: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("rkube-scenario-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.yaml");
+    std::fs::write(&file, text).unwrap();
+    (dir, file)
+}
+
+/// `rkube explain` of `pod` in `file`, printed as `output`.
+fn explain_pod(file: &std::path::Path, pod: &str, output: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(["explain", "--cluster"])
+        .arg(file)
+        .args(["--pod", pod, "-o", output])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// A claim asking for all devices while the node's pool is incomplete (two
 /// slices announced, one published): upstream's allocator fails with an
 /// error rather than a verdict, the cycle stops, and the pod is retried.
@@ -200,24 +213,8 @@ items:
     containers: [{name: c, image: busybox}]
     resourceClaims: [{name: gpus, resourceClaimName: all-gpus}]
 "#;
-    let dir = std::env::temp_dir().join(format!("rkube-dra-error-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("cluster.yaml");
-    std::fs::write(&file, cluster).unwrap();
-    let run = |output: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
-            .args(["explain", "--cluster"])
-            .arg(&file)
-            .args(["--pod", "default/p", "-o", output])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let (dir, file) = write_cluster("error", cluster);
+    let run = |output: &str| explain_pod(&file, "default/p", output);
     let want = "running \"DynamicResources\" filter plugin: claim default/all-gpus, request r0: asks for all devices, but resource pool gpu.example.com/n1-gpus is currently being updated";
     let e: Value = serde_json::from_str(&run("json")).unwrap();
     assert_eq!(e["error"], want, "{e}");
@@ -280,10 +277,7 @@ items:
     containers: [{name: c, image: busybox, resources: {requests: {cpu: "2"}}}]
     resourceClaims: [{name: gpu, resourceClaimName: idle}]
 "#;
-    let dir = std::env::temp_dir().join(format!("rkube-dra-idle-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("cluster.yaml");
-    std::fs::write(&file, cluster).unwrap();
+    let (dir, file) = write_cluster("idle", cluster);
     let v = simulate(file.to_str().unwrap());
     assert_eq!(
         placements(&v),
@@ -297,18 +291,7 @@ items:
     assert_eq!(devices.len(), 1, "{v}");
     assert_eq!(devices[0]["pool"], "n2", "{v}");
     // explain shows the first cycle: both nodes refuse, the claim is freed.
-    let out = Command::new(env!("CARGO_BIN_EXE_rkube"))
-        .args(["explain", "--cluster"])
-        .arg(&file)
-        .args(["--pod", "default/p", "-o", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e: Value = serde_json::from_str(&explain_pod(&file, "default/p", "json")).unwrap();
     assert_eq!(
         e["message"],
         "0/2 nodes are available: 1 Insufficient cpu, 1 resourceclaim not available on the node. deallocation of ResourceClaim completed, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",

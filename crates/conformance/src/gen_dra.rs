@@ -234,6 +234,15 @@ fn claim(name: &str, ns: &str, requests: Vec<Value>, constraints: Vec<Value>) ->
     json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": ns}, "spec": {"devices": devices}})
 }
 
+/// A claim's allocation of device `free` (pool, device) on `node-{node}`
+/// for its request `req`.
+fn allocation(free: &(String, String), node: usize) -> Value {
+    json!({
+        "devices": {"results": [{"request": "req", "driver": DRIVER, "pool": free.0, "device": free.1}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [format!("node-{node}")]}]}]},
+    })
+}
+
 /// Adds DRA objects to a case (about a third of cases): classes, slices,
 /// allocated claims of some existing pods, and claims for `incoming`.
 pub fn add(seed: u64, items: &mut Vec<Value>, nodes: usize, incoming: &mut Value) {
@@ -281,10 +290,7 @@ pub fn add(seed: u64, items: &mut Vec<Value>, nodes: usize, incoming: &mut Value
             Vec::new(),
         );
         c["status"] = json!({
-            "allocation": {
-                "devices": {"results": [{"request": "req", "driver": DRIVER, "pool": free.0, "device": free.1}]},
-                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [format!("node-{node}")]}]}]},
-            },
+            "allocation": allocation(&free, node),
             "reservedFor": [{"resource": "pods", "name": pod, "uid": format!("uid-{pod}")}],
         });
         items[i]["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimName": name}]);
@@ -320,12 +326,7 @@ pub fn add(seed: u64, items: &mut Vec<Value>, nodes: usize, incoming: &mut Value
                 vec![json!({"name": "req", "exactly": {"deviceClassName": "gpu"}})],
                 Vec::new(),
             );
-            c["status"] = json!({
-                "allocation": {
-                    "devices": {"results": [{"request": "req", "driver": DRIVER, "pool": free.0, "device": free.1}]},
-                    "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [format!("node-{node}")]}]}]},
-                },
-            });
+            c["status"] = json!({"allocation": allocation(&free, node)});
             items.push(c);
             pod_claims.push(json!({"name": "idle", "resourceClaimName": "idle"}));
         }
