@@ -924,6 +924,17 @@ mod tests {
     }
 
     #[test]
+    fn explain_page_shows_a_scheduling_error_escaped() {
+        let mut e = report().placements[0].explain.clone().unwrap();
+        e.selected_node = None;
+        e.error = Some("running \"DynamicResources\" filter plugin: pool <p>".into());
+        let html = explanation(&e, &[], "c.yaml");
+        assert!(html.contains("<h2>Scheduling error</h2>"), "{html}");
+        assert!(!html.contains("<h2>Unschedulable</h2>"), "{html}");
+        assert!(html.contains("filter plugin: pool &lt;p&gt;"), "{html}");
+    }
+
+    #[test]
     fn bars_and_heatmap_carry_the_numbers() {
         let html = simulation(&report(), "c.yaml", "<defaults>");
         assert_eq!(html.matches("<rect class=\"bar\"").count(), 4);
