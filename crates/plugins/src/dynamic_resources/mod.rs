@@ -32,7 +32,10 @@
 //! requests one while some node lacks it as allocatable is refused in
 //! PreFilter with a reason naming the resource and the class, rather than
 //! judged "Insufficient" by NodeResourcesFit where upstream would allocate
-//! devices), binding conditions.
+//! devices); binding conditions (`DRADeviceBindingConditions`, on in
+//! v1.37): placement is upstream's (such pools are tried last), but PreBind
+//! does not wait for a device's conditions, so the live scheduler binds as
+//! soon as the allocation is written.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
