@@ -392,18 +392,30 @@ pub async fn run_with(
             None => std::future::pending::<()>().await,
         }
     };
+    let loop_ended = |r: Result<(), tokio::task::JoinError>| match r {
+        Ok(()) => Err(anyhow::anyhow!("the scheduling loop ended unexpectedly")),
+        Err(e) => Err(anyhow::anyhow!("the scheduling loop failed: {e}")),
+    };
+    // Biased, the loop first: a task that ends because the loop died (its
+    // channel closed) must not be reported as the cause.
     let outcome = tokio::select! {
+        biased;
         _ = &mut shutdown => {
             tracing::info!("shutting down: no new pods are taken; finishing bindings in flight");
             Ok(())
         }
         _ = lost => Err(anyhow::anyhow!("leader election lost")),
         _ = shared.binding_panicked.notified() => Err(anyhow::anyhow!("a binding cycle panicked")),
-        r = &mut scheduling => match r {
-            Ok(()) => Err(anyhow::anyhow!("the scheduling loop ended unexpectedly")),
-            Err(e) => Err(anyhow::anyhow!("the scheduling loop failed: {e}")),
-        },
-        Some(r) = tasks.join_next() => task_failed(r),
+        r = &mut scheduling => loop_ended(r),
+        Some(r) = tasks.join_next() => {
+            // The loop may have died a moment before and taken this task
+            // with it: then the loop is the cause.
+            if scheduling.is_finished() {
+                loop_ended((&mut scheduling).await)
+            } else {
+                task_failed(r)
+            }
+        }
     };
     scheduling.abort();
     if let Some(h) = &holding {
