@@ -136,10 +136,11 @@ impl DynamicResources {
             }
             if let Some(added) = added_allocations(seen, dra) {
                 // A layer over the last base; recounted when it grows.
-                let mut next = AllocatedState::on_top(state);
-                if state.layer_len() <= LAYER_MAX {
-                    next = state.as_ref().clone();
-                }
+                let mut next = if state.layer_len() <= LAYER_MAX {
+                    state.as_ref().clone()
+                } else {
+                    AllocatedState::on_top(state)
+                };
                 for a in added {
                     next.add(a);
                 }
