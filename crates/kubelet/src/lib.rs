@@ -43,6 +43,7 @@ pub mod nodes;
 pub mod options;
 pub mod pods;
 pub mod probe;
+pub mod probe_request;
 pub mod resource_slices;
 pub mod runtime;
 pub mod schedule;

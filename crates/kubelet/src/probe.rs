@@ -17,7 +17,8 @@
 //!
 //! Handlers: `exec` (CRI `ExecSync` with `timeoutSeconds`), `httpGet`
 //! (HTTP/1.1 to `host` or the pod IP; 200–399 succeed; HTTPS without
-//! verifying the certificate, as upstream), `tcpSocket` (connect), `grpc`
+//! verifying the certificate, as upstream; the path encoded and the headers
+//! checked as Go's net/http does, [`crate::probe_request`]), `tcpSocket` (connect), `grpc`
 //! (`grpc.health.v1.Health/Check`, `SERVING` succeeds).
 
 use std::collections::HashMap;
@@ -384,11 +385,14 @@ async fn http_get(
     path: &str,
     headers: &[(String, String)],
 ) -> Result<u16, String> {
+    let target = crate::probe_request::request_target(path);
     let url = format!(
-        "{}://{}{path}",
+        "{}://{}{target}",
         if tls { "https" } else { "http" },
         host_header(host, port)
     );
+    let headers = crate::probe_request::request_headers(headers)
+        .map_err(|e| format!("Get \"{url}\": {e}"))?;
     let tcp = tokio::net::TcpStream::connect((host, port))
         .await
         .map_err(|e| format!("Get \"{url}\": {e}"))?;
@@ -396,21 +400,22 @@ async fn http_get(
         let s = rkube_daemon::probe_tls::connect_unverified(tcp, host)
             .await
             .map_err(|e| format!("Get \"{url}\": {e}"))?;
-        http_exchange(s, host, port, path, headers).await
+        http_exchange(s, host, port, &target, &headers).await
     } else {
-        http_exchange(tcp, host, port, path, headers).await
+        http_exchange(tcp, host, port, &target, &headers).await
     }
 }
 
-/// Sends the GET on `s` and reads the status line.
+/// Sends the GET for `target` (a well-formed request target, see
+/// [`crate::probe_request`]) on `s` and reads the status line.
 async fn http_exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     mut s: S,
     host: &str,
     port: u16,
-    path: &str,
+    target: &str,
     headers: &[(String, String)],
 ) -> Result<u16, String> {
-    let mut req = format!("GET {path} HTTP/1.1\r\n");
+    let mut req = format!("GET {target} HTTP/1.1\r\n");
     let has = |n: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(n));
     if !has("host") {
         req += &format!("Host: {}\r\n", host_header(host, port));
@@ -773,6 +778,31 @@ mod tests {
         assert_eq!(
             http_get(false, "127.0.0.1", port, "/bad", &[]).await,
             Ok(503)
+        );
+        // A path cannot split the request line; a header cannot be smuggled.
+        assert_eq!(
+            http_get(
+                false,
+                "127.0.0.1",
+                port,
+                "/ok HTTP/1.1\r\nX-Injected: 1",
+                &[]
+            )
+            .await,
+            Ok(503)
+        );
+        let e = http_get(
+            false,
+            "127.0.0.1",
+            port,
+            "/ok",
+            &[("X-A".into(), "v\r\nHost: evil".into())],
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            e,
+            format!("Get \"http://127.0.0.1:{port}/ok\": net/http: invalid header field value for \"X-A\"")
         );
         let closed = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -83,6 +83,21 @@ impl LogQuery {
     }
 }
 
+/// The most a followed log reads at a time (CRI log lines are at most
+/// 16 KiB of content).
+pub const FOLLOW_CHUNK: usize = 1 << 20;
+
+/// At most `max` bytes of `file` from `offset` on: a followed log reads
+/// only what the file gained, never the whole file again.
+pub async fn read_from(file: &Path, offset: usize, max: usize) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut f = tokio::fs::File::open(file).await?;
+    f.seek(std::io::SeekFrom::Start(offset as u64)).await?;
+    let mut out = Vec::new();
+    f.take(max as u64).read_to_end(&mut out).await?;
+    Ok(out)
+}
+
 /// The log files (`<attempt>.log`) of a container directory, oldest
 /// attempt first.
 pub fn log_files(dir: &Path) -> Vec<(u32, PathBuf)> {
@@ -223,5 +238,18 @@ mod tests {
         assert_eq!(pick(&dir, true).unwrap(), dir.join("1.log"));
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(pick(&dir, false), None);
+    }
+
+    #[tokio::test]
+    async fn a_followed_log_reads_only_what_it_gained() {
+        let dir = std::env::temp_dir().join(format!("rkube-logs-follow-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("0.log");
+        std::fs::write(&f, b"0123456789").unwrap();
+        assert_eq!(read_from(&f, 4, 3).await.unwrap(), b"456");
+        assert_eq!(read_from(&f, 8, 100).await.unwrap(), b"89");
+        assert!(read_from(&f, 10, 100).await.unwrap().is_empty());
+        assert!(read_from(&f, 50, 100).await.unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

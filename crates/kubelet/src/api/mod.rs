@@ -397,14 +397,24 @@ impl Follow {
         let mut idle_checks = 0u32;
         loop {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let bytes = tokio::fs::read(&self.file).await.unwrap_or_default();
-            if bytes.len() > self.offset {
-                let (out, used) = logs::render(&bytes[self.offset..], &q, self.now);
-                self.offset += used;
+            let bytes = logs::read_from(&self.file, self.offset, logs::FOLLOW_CHUNK)
+                .await
+                .unwrap_or_default();
+            if !bytes.is_empty() {
+                let (out, used) = logs::render(&bytes, &q, self.now);
+                // A chunk without a newline (a line longer than the chunk,
+                // which CRI logs never hold) is skipped, not waited on.
+                self.offset += if used == 0 && bytes.len() == logs::FOLLOW_CHUNK {
+                    bytes.len()
+                } else {
+                    used
+                };
                 if !out.is_empty() && tx.send(out.into()).await.is_err() {
                     return;
                 }
-                continue;
+                if used > 0 {
+                    continue;
+                }
             }
             if tx.is_closed() {
                 return;
