@@ -14,7 +14,15 @@
 //! - a claim left allocated on one node and reserved by nobody, for a pod
 //!   that may only run on the other: PostFilter deallocates it (the
 //!   FailedScheduling message says so, as upstream's for an identical
-//!   pod), and the pod then runs with a new allocation.
+//!   pod), and the pod then runs with a new allocation;
+//! - a pod asking for `example.com/gpu: 2`, an extended resource a
+//!   DeviceClass serves, under each scheduler: each runs, with a claim the
+//!   scheduler made for it (`<pod>-extended-resources-…`, the same device
+//!   requests from both), allocated, reserved, and named in the pod's
+//!   `status.extendedResourceClaimStatus`;
+//! - a claim for a device with binding conditions, under each scheduler:
+//!   the claim is allocated and reserved but the pod stays unbound until
+//!   the "driver" (kubectl) reports the condition true, then it binds.
 //!
 //! Needs hack/build-k8s; run by hack/test (`--ignored`).
 
@@ -58,6 +66,27 @@ spec:
   - {name: gpu-1, attributes: {model: {string: h100}}, capacity: {memory: {value: 80Gi}}}
   - {name: gpu-2, attributes: {model: {string: h100}}, capacity: {memory: {value: 80Gi}}}
   - {name: gpu-3, attributes: {model: {string: h100}}, capacity: {memory: {value: 80Gi}}}
+"#;
+
+/// A class and a slice on `gpu-00000` of two devices that must be
+/// attached (a binding condition) before a pod using them may bind.
+const FABRIC: &str = r#"apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: fabric}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "fabric.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: gpu-00000-fabric}
+spec:
+  driver: fabric.example.com
+  pool: {name: gpu-00000-fabric, generation: 1, resourceSliceCount: 1}
+  nodeName: gpu-00000
+  devices:
+  - {name: attach-0, bindingConditions: [Attached], bindingFailureConditions: [AttachFailed]}
+  - {name: attach-1, bindingConditions: [Attached], bindingFailureConditions: [AttachFailed]}
 "#;
 
 /// Two sim nodes (`gpu-00000`, `gpu-00001`) with the 4 GPUs of [`GPUS`].
@@ -394,6 +423,153 @@ fn gpu_pods_get_devices_through_resource_claims() {
         rkube, upstream,
         "rkube's FailedScheduling message is upstream's"
     );
+
+    // Extended resources backed by DRA: the scheduler makes the claim.
+    apply(
+        &cp,
+        "dra-ext-class",
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: xgpu}\nspec:\n  extendedResourceName: example.com/gpu\n  selectors:\n  - cel: {expression: 'device.driver == \"gpu.example.com\"'}\n",
+    );
+    let ext_pod = |name: &str, scheduler: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ml}}\nspec:\n  schedulerName: {scheduler}\n  automountServiceAccountToken: false\n  containers:\n  - name: c\n    image: registry.k8s.io/pause:3.10\n    resources: {{limits: {{example.com/gpu: \"2\"}}}}\n")
+    };
+    apply(&cp, "dra-ext-rk", &ext_pod("ext-rk", "rkube"));
+    apply(&cp, "dra-ext-up", &ext_pod("ext-up", "default-scheduler"));
+    let mut requests = Vec::new();
+    for pod in ["ext-rk", "ext-up"] {
+        let claim_name = wait_until(
+            &format!("{pod} Running with its extended-resource claim"),
+            Duration::from_secs(90),
+            || {
+                let p = get_json(&cp, &["pod", "-n", "ml", pod]);
+                (p["status"]["phase"] == "Running").then_some(())?;
+                let st = &p["status"]["extendedResourceClaimStatus"];
+                assert_eq!(
+                    st["requestMappings"],
+                    serde_json::json!([{"containerName": "c", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]),
+                    "{pod}: {p}"
+                );
+                st["resourceClaimName"].as_str().map(str::to_string)
+            },
+        );
+        assert!(
+            claim_name.starts_with(&format!("{pod}-extended-resources-")),
+            "{claim_name}"
+        );
+        let c = get_json(&cp, &["resourceclaim", "-n", "ml", &claim_name]);
+        assert_eq!(
+            c["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"],
+            "true"
+        );
+        assert_eq!(c["metadata"]["ownerReferences"][0]["name"], pod);
+        let results = c["status"]["allocation"]["devices"]["results"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{pod}'s claim is allocated: {c}"));
+        assert_eq!(results.len(), 2, "{c}");
+        assert_eq!(c["status"]["reservedFor"][0]["name"], pod, "{c}");
+        requests.push(c["spec"]["devices"]["requests"].clone());
+    }
+    assert_eq!(
+        requests[0], requests[1],
+        "the same claim spec as upstream's"
+    );
+
+    // Binding conditions: PreBind waits for the device to be attached.
+    apply(&cp, "dra-fabric", FABRIC);
+    for pod in ["fab-rk", "fab-up"] {
+        let scheduler = if pod == "fab-rk" {
+            "rkube"
+        } else {
+            "default-scheduler"
+        };
+        apply(
+            &cp,
+            &format!("dra-{pod}"),
+            &format!("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: {pod}, namespace: ml}}\nspec:\n  devices:\n    requests:\n    - {{name: req, exactly: {{deviceClassName: fabric}}}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: ml}}\nspec:\n  schedulerName: {scheduler}\n  automountServiceAccountToken: false\n  resourceClaims: [{{name: f, resourceClaimName: {pod}}}]\n  containers:\n  - name: c\n    image: registry.k8s.io/pause:3.10\n    resources: {{claims: [{{name: f}}]}}\n"),
+        );
+    }
+    let mut devices = BTreeMap::new();
+    for pod in ["fab-rk", "fab-up"] {
+        let device = wait_until(
+            &format!("{pod}'s claim allocated and reserved"),
+            Duration::from_secs(60),
+            || {
+                let c = get_json(&cp, &["resourceclaim", "-n", "ml", pod]);
+                (c["status"]["reservedFor"][0]["name"] == pod).then_some(())?;
+                let r = &c["status"]["allocation"]["devices"]["results"][0];
+                assert_eq!(
+                    r["bindingConditions"],
+                    serde_json::json!(["Attached"]),
+                    "{c}"
+                );
+                r["device"].as_str().map(str::to_string)
+            },
+        );
+        devices.insert(pod, device);
+    }
+    // Past one poll (5 s) and still unbound: both wait.
+    std::thread::sleep(Duration::from_secs(7));
+    for pod in ["fab-rk", "fab-up"] {
+        let p = get_json(&cp, &["pod", "-n", "ml", pod]);
+        assert!(
+            p["spec"]["nodeName"].is_null(),
+            "{pod} bound before its device was attached: {p}"
+        );
+    }
+    // Both say why they wait, as upstream's plugin does.
+    for pod in ["fab-rk", "fab-up"] {
+        let note = wait_until(
+            &format!("{pod}'s BindingConditionsPending event"),
+            Duration::from_secs(30),
+            || {
+                let v = get_json(
+                    &cp,
+                    &[
+                        "events",
+                        "-n",
+                        "ml",
+                        "--field-selector",
+                        &format!("involvedObject.name={pod},reason=BindingConditionsPending"),
+                    ],
+                );
+                v["items"][0]["message"].as_str().map(str::to_string)
+            },
+        );
+        assert_eq!(
+            note,
+            "waiting for binding conditions for device on node gpu-00000"
+        );
+    }
+    for (pod, device) in &devices {
+        let patch = serde_json::json!({"status": {"devices": [{
+            "driver": "fabric.example.com", "pool": "gpu-00000-fabric", "device": device,
+            "conditions": [{"type": "Attached", "status": "True", "reason": "Attached",
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}});
+        kubectl(
+            &cp,
+            &[
+                "patch",
+                "resourceclaim",
+                "-n",
+                "ml",
+                pod,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch.to_string(),
+            ],
+        );
+    }
+    for pod in ["fab-rk", "fab-up"] {
+        wait_until(
+            &format!("{pod} bound after attachment"),
+            Duration::from_secs(60),
+            || {
+                let p = get_json(&cp, &["pod", "-n", "ml", pod]);
+                (p["spec"]["nodeName"] == "gpu-00000").then_some(())
+            },
+        );
+    }
 
     let log = r.log_text();
     assert!(!log.contains("panicked"), "{log}");

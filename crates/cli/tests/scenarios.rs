@@ -299,3 +299,65 @@ items:
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Extended resources backed by DRA: pods asking for `example.com/gpu`
+/// (a DeviceClass's `extendedResourceName`) on nodes without a device
+/// plugin get devices through the claim the scheduler makes for each pod
+/// (`<pod>-extended-resources-…`); the third pod finds both nodes' devices
+/// taken and stays Pending with upstream's reason.
+#[test]
+fn dra_backed_extended_resources_in_simulate() {
+    let (dir, file) = write_cluster(
+        "ext-dra",
+        r#"
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "8", memory: 16Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n2}, status: {allocatable: {cpu: "8", memory: 16Gi, pods: "10"}}}
+- apiVersion: resource.k8s.io/v1
+  kind: DeviceClass
+  metadata: {name: gpu}
+  spec: {extendedResourceName: example.com/gpu, selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata: {name: n1}
+  spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}, {name: gpu-1}]}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata: {name: n2}
+  spec: {driver: gpu.example.com, nodeName: n2, pool: {name: n2, generation: 1, resourceSliceCount: 1}, devices: [{name: gpu-0}, {name: gpu-1}]}
+- {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: ml}, spec: {containers: [{name: c, resources: {limits: {example.com/gpu: "2"}}}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: ml}, spec: {containers: [{name: c, resources: {limits: {example.com/gpu: "2"}}}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: c, namespace: ml}, spec: {containers: [{name: c, resources: {limits: {example.com/gpu: "1"}}}]}}
+"#,
+    );
+    let v = simulate(file.to_str().unwrap());
+    let p = placements(&v);
+    let placed: Vec<_> = p
+        .iter()
+        .map(|(pod, node, _)| (pod.as_str(), node.as_deref()))
+        .collect();
+    assert_eq!(placed[2], ("ml/c", None), "{p:?}");
+    let mut nodes: Vec<_> = placed[..2].iter().map(|(_, n)| n.unwrap()).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2"], "{p:?}");
+    assert_eq!(
+        p[2].2,
+        "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+    for (i, pod) in ["a", "b"].iter().enumerate() {
+        let devices = v["placements"][i]["devices"].as_array().unwrap();
+        assert_eq!(devices.len(), 2, "{v}");
+        for d in devices {
+            let claim = d["claim"].as_str().unwrap();
+            assert!(
+                claim.starts_with(&format!("ml/{pod}-extended-resources-")),
+                "{claim}"
+            );
+            assert_eq!(d["request"], "container-0-request-0");
+            assert_eq!(d["pool"], placed[i].1.unwrap());
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

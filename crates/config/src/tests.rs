@@ -189,6 +189,18 @@ fn validation_messages() {
         e.to_string().contains("cannot be zero at the same time"),
         "{e}"
     );
+    let dra = |args: &str| {
+        load(&format!("profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: DynamicResources\n    args: {{{args}}}\n"))
+    };
+    let e = dra("bindingTimeout: 500ms").unwrap_err();
+    assert!(e.to_string().contains("profiles[0].pluginConfig[0].args.bindingTimeout: Invalid value: \"500ms\": must be at least 1 second"), "{e}");
+    let e = dra("filterTimeout: -1s").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("args.filterTimeout: Invalid value: \"-1s\": must be zero or positive"),
+        "{e}"
+    );
+    assert!(dra("bindingTimeout: 1s, filterTimeout: 0s").is_ok());
     let e = load("profiles:\n- schedulerName: a\n  plugins:\n    filter:\n      enabled:\n      - name: EBSLimits\n").unwrap_err();
     assert!(e.to_string().contains("profiles[0].plugins.filter.enabled[0]: Invalid value: EBSLimits: was invalid in version"), "{e}");
 }

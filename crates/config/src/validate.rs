@@ -2,6 +2,7 @@
 //! validations, with the same field paths and messages.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::args::{self, *};
 use crate::duration::parse_duration;
@@ -354,6 +355,43 @@ pub fn validate_plugin_args(name: &str, value: &serde_json::Value, path: &str) -
                 errs.extend(e);
             }
         }
+        "DynamicResources" => match args::decode::<DynamicResourcesArgs>(value, path) {
+            Ok(a) => {
+                let check = |errs: &mut FieldErrors, field: &str, v: &Option<String>, min| {
+                    let Some(v) = v else { return };
+                    let shown = format!("{v:?}");
+                    match rkube_util::duration::parse(v) {
+                        Err(e) if !v.trim_start().starts_with('-') => {
+                            errs.invalid(format!("{path}.{field}"), shown, &e.to_string())
+                        }
+                        Ok(d) if d >= min => {}
+                        _ if field == "filterTimeout" => errs.invalid(
+                            format!("{path}.{field}"),
+                            shown,
+                            "must be zero or positive",
+                        ),
+                        _ => errs.invalid(
+                            format!("{path}.{field}"),
+                            shown,
+                            "must be at least 1 second",
+                        ),
+                    }
+                };
+                check(
+                    &mut errs,
+                    "filterTimeout",
+                    &a.filter_timeout,
+                    Duration::ZERO,
+                );
+                check(
+                    &mut errs,
+                    "bindingTimeout",
+                    &a.binding_timeout,
+                    Duration::from_secs(1),
+                );
+            }
+            Err(e) => errs.extend(e),
+        },
         _ => {}
     }
     errs

@@ -403,10 +403,12 @@ pub fn case(seed: u64) -> Case {
     }
     let mut incoming = pod(r, "incoming", "default", None, true);
     crate::gen_dra::add(seed, &mut items, n_nodes, &mut incoming);
+    let mut config = config(r);
+    crate::gen_dra::scoring_config(seed, &incoming, &mut config);
     items.push(incoming);
     Case {
         cluster: json!({"apiVersion": "v1", "kind": "List", "items": items}),
-        config: config(r),
+        config,
         pod: "default/incoming".into(),
     }
 }

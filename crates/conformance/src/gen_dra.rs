@@ -348,5 +348,150 @@ pub fn add(seed: u64, items: &mut Vec<Value>, nodes: usize, incoming: &mut Value
         items.push(claim(&name, "default", requests, constraints));
         pod_claims.push(json!({"name": format!("c{c}"), "resourceClaimName": name}));
     }
+    let bind_rng = &mut Rng::new(seed ^ 0xB1D0_C0D5_0000_0004);
+    if bind_rng.chance(25) {
+        binding_conditions(bind_rng, items, nodes, &mut pod_claims);
+    }
+    let ext_rng = &mut Rng::new(seed ^ 0xE47E_4DED_0000_0003);
+    if ext_rng.chance(40) {
+        extended_resources(ext_rng, items, &mut pod_claims, incoming);
+    }
     incoming["spec"]["resourceClaims"] = json!(pod_claims);
+}
+
+/// The extended resource a generated class declares.
+const EXT: &str = "example.com/dra-gpu";
+
+/// Extended resources backed by DRA: a class declaring [`EXT`] (sometimes
+/// two, the newer one serving it), and the incoming pod asking for it or
+/// for the implicit `deviceclass.resource.kubernetes.io/gpu`, in one or two
+/// containers. The pod may keep its claims or not; some nodes may get the
+/// resource from a device plugin.
+fn extended_resources(
+    r: &mut Rng,
+    items: &mut Vec<Value>,
+    pod_claims: &mut Vec<Value>,
+    incoming: &mut Value,
+) {
+    let selectors = json!([{"cel": {"expression": r#"device.driver == "gpu.example.com""#}}]);
+    items.push(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "ext-gpu", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"extendedResourceName": EXT, "selectors": selectors}}),
+    );
+    if r.chance(30) {
+        // A newer class for the same name, selecting only model "a".
+        items.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "ext-gpu-a", "creationTimestamp": "2026-02-01T00:00:00Z"},
+            "spec": {"extendedResourceName": EXT, "selectors": [{"cel": {"expression":
+                r#"device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].model == "a""#}}]}}));
+    }
+    let res = if r.chance(70) {
+        EXT
+    } else {
+        "deviceclass.resource.kubernetes.io/gpu"
+    };
+    let containers = incoming["spec"]["containers"]
+        .as_array()
+        .map_or(0, |c| c.len());
+    let n = 1 + r.below(2);
+    for i in 0..containers.min(n) {
+        let want = json!(r.pick(&["1", "2"]).to_string());
+        let c = &mut incoming["spec"]["containers"][i];
+        // Limits alone stand for the requests too: keep it that way.
+        let parts: &[&str] =
+            if c["resources"]["limits"].is_object() && !c["resources"]["requests"].is_object() {
+                &["limits"]
+            } else {
+                &["requests", "limits"]
+            };
+        for part in parts {
+            if !c["resources"][*part].is_object() {
+                c["resources"][*part] = json!({});
+            }
+            c["resources"][*part][res] = want.clone();
+        }
+    }
+    if r.chance(50) {
+        pod_claims.clear();
+    }
+    if r.chance(50) {
+        for item in items.iter_mut().filter(|i| i["kind"] == "Node") {
+            if r.chance(40) {
+                item["status"]["allocatable"][res] = json!(r.pick(&["1", "4"]).to_string());
+                item["status"]["capacity"][res] = item["status"]["allocatable"][res].clone();
+            }
+        }
+    }
+}
+
+/// A fabric-attached device with binding conditions on one node, and a
+/// claim of the incoming pod allocated to it whose device status is one of:
+/// failed (a failure condition true), ready (its condition true), waiting
+/// past `bindingTimeout`, or waiting within it. Filter finds the first and
+/// third unavailable everywhere.
+fn binding_conditions(
+    r: &mut Rng,
+    items: &mut Vec<Value>,
+    nodes: usize,
+    pod_claims: &mut Vec<Value>,
+) {
+    let node = r.below(nodes);
+    let pool = format!("node-{node}-fabric");
+    items.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "fabric"},
+        "spec": {"selectors": [{"cel": {"expression": r#"device.driver == "fabric.example.com""#}}]}}));
+    items.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": pool},
+        "spec": {"driver": "fabric.example.com", "nodeName": format!("node-{node}"),
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "attach-0", "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}]}}));
+    let (stamp, condition) = match r.below(4) {
+        0 => ("2026-01-01T00:00:00Z", Some(("AttachFailed", "True"))),
+        1 => ("2026-01-01T00:00:00Z", Some(("Attached", "True"))),
+        2 => ("2026-01-01T00:00:00Z", Some(("Attached", "False"))),
+        _ => ("2099-01-01T00:00:00Z", None),
+    };
+    let mut c = claim(
+        "attached",
+        "default",
+        vec![json!({"name": "req", "exactly": {"deviceClassName": "fabric"}})],
+        Vec::new(),
+    );
+    c["status"] = json!({"allocation": {
+        "allocationTimestamp": stamp,
+        "devices": {"results": [{"request": "req", "driver": "fabric.example.com", "pool": pool, "device": "attach-0",
+            "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [format!("node-{node}")]}]}]},
+    }});
+    if let Some((t, status)) = condition {
+        c["status"]["devices"] = json!([{"driver": "fabric.example.com", "pool": pool, "device": "attach-0",
+            "conditions": [{"type": t, "status": status, "reason": "Driver", "message": "reported", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]);
+    }
+    items.push(c);
+    pod_claims.push(json!({"name": "attached", "resourceClaimName": "attached"}));
+}
+
+/// For half the pods asking for [`EXT`], a configuration that scores it:
+/// NodeResourcesFit (MostAllocated) over cpu and [`EXT`], which on nodes
+/// without a device plugin counts the node's devices of the class and those
+/// allocated. (Not NodeResourcesBalancedAllocation: v1.37.2's crashes
+/// there, its CEL cache never being made — see CONFORMANCE.md.)
+pub fn scoring_config(seed: u64, incoming: &Value, config: &mut Option<Value>) {
+    let asks = incoming["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["resources"]["limits"][EXT].is_string());
+    let r = &mut Rng::new(seed ^ 0x5C0E_0D4A_0000_0005);
+    if !asks || !r.chance(50) {
+        return;
+    }
+    let resources = json!([{"name": "cpu", "weight": 1}, {"name": EXT, "weight": 1 + r.below(3)}]);
+    *config = Some(
+        json!({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated", "resources": resources}}},
+        ]}]}),
+    );
 }

@@ -3,7 +3,10 @@
 //! seeds) compare each against upstream: nodes where the claims are
 //! allocated, nodes where they cannot be, allocated claims unavailable on
 //! a node, PreFilter rejections (a missing class), allocator errors that
-//! end the cycle, and PostFilter's deallocation of an idle claim.
+//! end the cycle, PostFilter's deallocation of an idle claim, and extended
+//! resources backed by DRA (served by devices, alone or with claims, or by
+//! a device plugin), and claims whose devices' binding conditions failed,
+//! timed out, or hold.
 
 use std::collections::BTreeMap;
 
@@ -47,10 +50,68 @@ fn the_generator_reaches_every_dynamic_resources_outcome() {
         {
             *seen.entry("PostFilter deallocation".into()).or_default() += 1;
         }
+        if let Some(attached) = c.dra.claim("default", "attached") {
+            // On the node it is allocated for, only its binding conditions
+            // can make the claim unavailable.
+            let home = &attached
+                .allocation
+                .as_ref()
+                .unwrap()
+                .node_selector
+                .as_ref()
+                .unwrap()
+                .terms[0]
+                .match_fields[0]
+                .values[0];
+            let n = v["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["name"] == home.as_str())
+                .unwrap();
+            let unavailable = n["filters"].as_array().unwrap().iter().any(|f| {
+                f["plugin"] == "DynamicResources"
+                    && f["reasons"][0] == "resourceclaim not available on the node"
+            });
+            let key = if unavailable {
+                "binding conditions: claim unavailable"
+            } else {
+                "binding conditions: available"
+            };
+            *seen.entry(key.into()).or_default() += 1;
+        }
         if v["error"].is_string() {
             *seen.entry("scheduling error".into()).or_default() += 1;
         }
+        let pod = c.pods.iter().find(|p| p.key() == case.pod).unwrap();
+        let ext = pod
+            .requests
+            .scalar
+            .keys()
+            .find(|k| c.dra.extended_resource_class(k).is_some());
         for n in v["nodes"].as_array().unwrap() {
+            if let (Some(ext), true) = (ext, n["feasible"] == true) {
+                let node = c
+                    .nodes
+                    .iter()
+                    .find(|x| n["name"] == x.name.as_str())
+                    .unwrap();
+                if case
+                    .config
+                    .as_ref()
+                    .is_some_and(|c| c.to_string().contains(ext.as_str()))
+                {
+                    *seen.entry("extended resource: scored".into()).or_default() += 1;
+                }
+                let key = if node.allocatable.scalar(ext) > 0 {
+                    "extended resource: device plugin node"
+                } else if pod.resource_claims.is_empty() {
+                    "extended resource: devices allocated"
+                } else {
+                    "extended resource: devices allocated with claims"
+                };
+                *seen.entry(key.into()).or_default() += 1;
+            }
             for f in n["filters"].as_array().unwrap() {
                 if f["plugin"] == "DynamicResources" {
                     let key = match f["reasons"].as_array().and_then(|r| r.first()) {
@@ -81,6 +142,12 @@ fn the_generator_reaches_every_dynamic_resources_outcome() {
         "class does not exist",
         "PostFilter deallocation",
         "scheduling error",
+        "extended resource: device plugin node",
+        "extended resource: devices allocated",
+        "extended resource: devices allocated with claims",
+        "extended resource: scored",
+        "binding conditions: claim unavailable",
+        "binding conditions: available",
     ] {
         assert!(
             seen.get(want).copied().unwrap_or(0) > 0,

@@ -175,8 +175,9 @@ impl AllocatedState {
         s
     }
 
-    /// Held in any way (exclusively, shared, or with capacity).
-    fn is_allocated(&self, id: &DeviceId) -> bool {
+    /// Held in any way (exclusively, shared, or with capacity): upstream's
+    /// `IsDeviceAllocated`.
+    pub fn is_allocated(&self, id: &DeviceId) -> bool {
         self.holds(id) || self.has_shares(id)
     }
 }

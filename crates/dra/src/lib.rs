@@ -10,3 +10,4 @@ pub mod diagnose;
 pub mod pools;
 pub mod resourceclaim;
 pub mod semver;
+pub mod totals;

@@ -433,6 +433,7 @@ impl Scheduler {
             diagnosis
                 .deallocated_claims
                 .append(&mut r.deallocate_claims);
+            diagnosis.deleted_claims.append(&mut r.delete_claims);
             match r.status.code {
                 Code::Success | Code::UnschedulableAndUnresolvable => {
                     decided = Some(r);
@@ -665,6 +666,7 @@ mod tests {
                     victims: Vec::new(),
                     status: Status::success(),
                     deallocate_claims: Vec::new(),
+                    delete_claims: Vec::new(),
                 },
                 None => PostFilterResult::keep(Status::new(
                     Code::Unschedulable,

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rkube_model::dra::ResourceClaim;
+use rkube_model::dra::{RequestMapping, ResourceClaim};
 use rkube_model::volumes::{PodVolumes, Pv, Pvc};
 use rkube_model::{Node, Pod};
 
@@ -46,6 +46,10 @@ pub trait AssumeCache {
     /// devices as taken), Unreserve the claim as it was (upstream's
     /// DRA manager's in-flight claims and `AssumedClaimRestore`).
     fn assume_claim(&mut self, claim: &ResourceClaim);
+    /// Drops a claim that exists only in the scheduler's memory (the
+    /// in-memory claim for a pod's DRA-backed extended resources, which
+    /// Unreserve gives up).
+    fn forget_claim(&mut self, namespace: &str, name: &str);
 }
 
 /// The API server as the binding cycle's plugins write to and read from
@@ -69,6 +73,24 @@ pub trait ClusterApi {
     fn update_claim_status(&mut self, claim: &ResourceClaim) -> Result<ResourceClaim, String>;
     /// The ResourceClaim as the host last saw it; `None` if gone.
     fn resource_claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim>;
+    /// Creates `claim` (its spec, owner and annotation; named from its
+    /// `generate_name`; no status) and returns it as created. `claim` is
+    /// the in-memory claim as Reserve assumed it: the host's cache puts
+    /// the created claim in its place, still holding that allocation.
+    fn create_claim(&mut self, claim: &ResourceClaim) -> Result<ResourceClaim, String>;
+    /// Deletes a claim (its delete-protection finalizer removed first),
+    /// and forgets what the host's cache assumed for it.
+    fn delete_claim(&mut self, namespace: &str, name: &str) -> Result<(), String>;
+    /// Records a Normal Event about the pod being bound (upstream's
+    /// plugins use the framework handle's recorder).
+    fn event(&mut self, reason: &str, action: &str, note: &str);
+    /// Writes the pod's `status.extendedResourceClaimStatus`.
+    fn set_extended_resource_claim_status(
+        &mut self,
+        pod: &Pod,
+        claim_name: &str,
+        mappings: &[RequestMapping],
+    ) -> Result<(), String>;
     /// The claim as the host last saw it (informer cache); `None` if gone.
     fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc>;
     /// The volume as the host last saw it; `None` if gone.

@@ -39,6 +39,11 @@ pub struct Diagnosis {
     /// (DynamicResources). The host clears their allocation and
     /// `reservedFor`; the claim's change makes the pod schedulable again.
     pub deallocated_claims: Vec<(String, String)>,
+    /// ResourceClaims (namespace, name) PostFilter deleted: the claim made
+    /// for the pod's extended resources in an earlier cycle, which can no
+    /// longer be used (DynamicResources). The host deletes them; the pod is
+    /// tried again afresh.
+    pub deleted_claims: Vec<(String, String)>,
 }
 
 impl Diagnosis {

@@ -399,6 +399,9 @@ pub fn objects_as<'a, T: FromEventObject>(
 pub struct HintContext<'a> {
     /// Services, ReplicaSets, StatefulSets and ReplicationControllers.
     pub workloads: &'a WorkloadSelectors,
+    /// The DRA objects (DeviceClasses serving extended resources), when
+    /// the host has them.
+    pub dra: Option<&'a rkube_model::dra::Dra>,
 }
 
 impl HintContext<'static> {
@@ -407,6 +410,7 @@ impl HintContext<'static> {
         static EMPTY: std::sync::OnceLock<WorkloadSelectors> = std::sync::OnceLock::new();
         HintContext {
             workloads: EMPTY.get_or_init(WorkloadSelectors::default),
+            dra: None,
         }
     }
 }

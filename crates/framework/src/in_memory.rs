@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rkube_model::dra::ResourceClaim;
+use rkube_model::dra::{generated_object_name, RequestMapping, ResourceClaim};
 use rkube_model::volumes::{PodVolumes, Pv, Pvc};
 use rkube_model::{Node, Pod};
 
@@ -45,6 +45,17 @@ impl<'a> SnapshotHost<'a> {
     }
 }
 
+impl SnapshotHost<'_> {
+    /// The snapshot's DRA objects, to change.
+    fn dra_mut(&mut self) -> Result<&mut rkube_model::dra::Dra, String> {
+        self.snapshot
+            .dra
+            .as_mut()
+            .map(Arc::make_mut)
+            .ok_or_else(|| "resourceclaims are not modelled by this host".to_string())
+    }
+}
+
 impl AssumeCache for SnapshotHost<'_> {
     fn assume_volumes(&mut self, _: &Pod, node: &str, volumes: &PodVolumes) {
         Arc::make_mut(&mut self.snapshot.volumes).assume_bindings(volumes, node);
@@ -59,6 +70,14 @@ impl AssumeCache for SnapshotHost<'_> {
             Arc::make_mut(dra)
                 .claims
                 .insert(claim.key(), Arc::new(claim.clone()));
+        }
+    }
+
+    fn forget_claim(&mut self, namespace: &str, name: &str) {
+        if let Some(dra) = self.snapshot.dra.as_mut() {
+            Arc::make_mut(dra)
+                .claims
+                .remove(&(namespace.to_string(), name.to_string()));
         }
     }
 }
@@ -98,12 +117,7 @@ impl ClusterApi for SnapshotHost<'_> {
     /// The API server accepts the status at once: the claim in the
     /// snapshot becomes `claim`, finalizer included.
     fn update_claim_status(&mut self, claim: &ResourceClaim) -> Result<ResourceClaim, String> {
-        let dra = self
-            .snapshot
-            .dra
-            .as_mut()
-            .ok_or_else(|| "resourceclaims are not modelled by this host".to_string())?;
-        let dra = Arc::make_mut(dra);
+        let dra = self.dra_mut()?;
         let Some(stored) = dra.claims.get_mut(&claim.key()) else {
             return Err(format!(
                 "resourceclaims.resource.k8s.io {:?} not found",
@@ -118,6 +132,48 @@ impl ClusterApi for SnapshotHost<'_> {
 
     fn resource_claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim> {
         self.snapshot.dra.as_ref()?.claim(namespace, name).cloned()
+    }
+
+    /// The claim gets the first free name its `generate_name` gives
+    /// (seeded by its in-memory UID) and replaces the in-memory claim;
+    /// it is created without a status, as through the API.
+    fn create_claim(&mut self, claim: &ResourceClaim) -> Result<ResourceClaim, String> {
+        let dra = self.dra_mut()?;
+        let ns = claim.namespace.clone();
+        let name = (0..)
+            .map(|i| generated_object_name(&claim.generate_name, &claim.uid, i))
+            .find(|n| !dra.claims.contains_key(&(ns.clone(), n.clone())))
+            .unwrap_or_default();
+        dra.claims.remove(&claim.key());
+        let created = ResourceClaim {
+            uid: format!("claim:{ns}/{name}"),
+            name,
+            generate_name: String::new(),
+            allocation: None,
+            reserved_for: Vec::new(),
+            protected: false,
+            ..claim.clone()
+        };
+        dra.claims.insert(created.key(), Arc::new(created.clone()));
+        Ok(created)
+    }
+
+    fn delete_claim(&mut self, namespace: &str, name: &str) -> Result<(), String> {
+        self.forget_claim(namespace, name);
+        Ok(())
+    }
+
+    /// No one reads events in memory.
+    fn event(&mut self, _: &str, _: &str, _: &str) {}
+
+    /// Nothing in memory reads it.
+    fn set_extended_resource_claim_status(
+        &mut self,
+        _: &Pod,
+        _: &str,
+        _: &[RequestMapping],
+    ) -> Result<(), String> {
+        Ok(())
     }
 
     fn node(&self, name: &str) -> Option<Arc<Node>> {

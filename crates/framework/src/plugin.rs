@@ -161,6 +161,9 @@ pub struct PostFilterResult {
     /// ResourceClaims (namespace, name) whose allocation the host must
     /// clear (DynamicResources' deallocation of idle claims).
     pub deallocate_claims: Vec<(String, String)>,
+    /// ResourceClaims (namespace, name) the host must delete
+    /// (DynamicResources' stale claim for a pod's extended resources).
+    pub delete_claims: Vec<(String, String)>,
 }
 
 impl PostFilterResult {
@@ -171,6 +174,7 @@ impl PostFilterResult {
             victims: Vec::new(),
             status,
             deallocate_claims: Vec::new(),
+            delete_claims: Vec::new(),
         }
     }
 }

@@ -23,6 +23,22 @@ pub const DELETE_PROTECTION_FINALIZER: &str = "resource.kubernetes.io/delete-pro
 /// generated from a template (value: the pod claim's name).
 pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
 
+/// The annotation (value `"true"`) of the claim the scheduler creates for
+/// a pod's extended resources backed by DRA.
+pub const EXTENDED_RESOURCE_CLAIM_ANNOTATION: &str =
+    "resource.kubernetes.io/extended-resource-claim";
+
+/// The prefix of every DeviceClass's implicit extended resource name.
+pub const DEVICE_CLASS_RESOURCE_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
+
+/// A resource name a DeviceClass may serve (upstream's
+/// `IsDRAExtendedResourceName`): an extended resource name, or a class's
+/// implicit one.
+pub fn is_dra_extended_resource_name(name: &str) -> bool {
+    crate::resources::is_extended_resource_name(name)
+        || name.starts_with(DEVICE_CLASS_RESOURCE_PREFIX)
+}
+
 /// An attribute value of a device.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttrValue {
@@ -173,6 +189,9 @@ pub struct DeviceClass {
     pub config: Vec<OpaqueConfig>,
     /// `spec.extendedResourceName`.
     pub extended_resource_name: Option<String>,
+    /// `metadata.creationTimestamp` as RFC 3339 (empty when unset): among
+    /// classes naming the same extended resource, the newest serves it.
+    pub creation_timestamp: String,
 }
 
 /// An opaque device configuration.
@@ -306,6 +325,45 @@ pub struct Consumer {
     pub uid: String,
 }
 
+/// A device's condition in a claim's `status.devices`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeviceCondition {
+    /// `type`.
+    pub type_: String,
+    /// `status` (`True`, `False`, `Unknown`).
+    pub status: String,
+    /// `reason`.
+    pub reason: String,
+    /// `message`.
+    pub message: String,
+}
+
+/// A claim's `status.devices` entry: what the driver reports for one
+/// allocated device.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AllocatedDeviceStatus {
+    /// Driver.
+    pub driver: String,
+    /// Pool.
+    pub pool: String,
+    /// Device.
+    pub device: String,
+    /// `conditions`.
+    pub conditions: Vec<DeviceCondition>,
+}
+
+/// Which device request of a pod's extended-resource claim serves which
+/// container's request (`status.extendedResourceClaimStatus.requestMappings`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestMapping {
+    /// `containerName`.
+    pub container_name: String,
+    /// `resourceName`.
+    pub resource_name: String,
+    /// `requestName`.
+    pub request_name: String,
+}
+
 /// A ResourceClaim.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ResourceClaim {
@@ -319,6 +377,14 @@ pub struct ResourceClaim {
     pub owner_pod_uid: Option<String>,
     /// The `resource.kubernetes.io/pod-claim-name` annotation.
     pub pod_claim_name: Option<String>,
+    /// The owning pod's name (with [`ResourceClaim::owner_pod_uid`]).
+    pub owner_pod_name: Option<String>,
+    /// The scheduler's claim for the owning pod's extended resources
+    /// backed by DRA (annotation `resource.kubernetes.io/extended-resource-claim: "true"`).
+    pub extended_resource_claim: bool,
+    /// `metadata.generateName` (set on a claim the scheduler has yet to
+    /// create).
+    pub generate_name: String,
     /// Spec.
     pub spec: ClaimSpec,
     /// `status.allocation`.
@@ -331,6 +397,10 @@ pub struct ResourceClaim {
     pub protected: bool,
     /// `metadata.resourceVersion` (empty in cluster files).
     pub resource_version: String,
+    /// `status.allocation.allocationTimestamp` in Unix seconds.
+    pub allocation_timestamp: Option<i64>,
+    /// `status.devices`.
+    pub device_statuses: Vec<AllocatedDeviceStatus>,
 }
 
 impl ResourceClaim {
@@ -374,6 +444,54 @@ pub struct Dra {
 }
 
 impl Dra {
+    /// The DeviceClass that serves extended resource `resource` (upstream's
+    /// extended-resource cache, as filled by the informer's list, which
+    /// comes in name order): `deviceclass.resource.kubernetes.io/<class>`
+    /// names that class; an `extendedResourceName` names the newest class
+    /// declaring it (ties: the first by name). A class that loses such a
+    /// tie to a class listed before it gets no implicit name either, as
+    /// upstream's cache skips it entirely.
+    pub fn extended_resource_class(&self, resource: &str) -> Option<&DeviceClass> {
+        if let Some(name) = resource.strip_prefix(DEVICE_CLASS_RESOURCE_PREFIX) {
+            let class = self.classes.get(name)?;
+            let shadowed = class.extended_resource_name.as_deref().is_some_and(|ext| {
+                self.classes
+                    .iter()
+                    .take_while(|(n, _)| n.as_str() < name)
+                    .any(|(_, c)| {
+                        c.extended_resource_name.as_deref() == Some(ext)
+                            && c.creation_timestamp >= class.creation_timestamp
+                    })
+            });
+            return (!shadowed).then_some(class);
+        }
+        let mut winner: Option<&DeviceClass> = None;
+        for c in self.classes.values() {
+            if c.extended_resource_name.as_deref() != Some(resource) {
+                continue;
+            }
+            if winner.is_none_or(|w| c.creation_timestamp > w.creation_timestamp) {
+                winner = Some(c);
+            }
+        }
+        winner
+    }
+
+    /// Of `requests`' non-zero scalar resources, those a DeviceClass
+    /// serves (resource → quantity).
+    pub fn served_requests(&self, requests: &crate::Resources) -> BTreeMap<String, i64> {
+        requests
+            .scalar
+            .iter()
+            .filter(|(name, &want)| {
+                want != 0
+                    && is_dra_extended_resource_name(name)
+                    && self.extended_resource_class(name).is_some()
+            })
+            .map(|(n, &q)| (n.clone(), q))
+            .collect()
+    }
+
     /// No DRA object at all.
     pub fn is_empty(&self) -> bool {
         self.classes.is_empty()
@@ -397,7 +515,9 @@ impl Dra {
         }
         let c = Arc::make_mut(c);
         c.allocation = None;
+        c.allocation_timestamp = None;
         c.reserved_for.clear();
+        c.device_statuses.clear();
         true
     }
 
@@ -800,6 +920,12 @@ pub fn device_class(c: &api::DeviceClass) -> Result<DeviceClass> {
             "spec.config",
         )?,
         extended_resource_name: spec.extended_resource_name.clone(),
+        creation_timestamp: c
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
     })
 }
 
@@ -1030,19 +1156,27 @@ pub fn resource_claim(c: &api::ResourceClaim) -> Result<ResourceClaim> {
     let name = c.metadata.name.clone().unwrap_or_default();
     convert::validate_subdomain_name(&name, "metadata.name")?;
     let status = c.status.as_ref();
+    let owner = c
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == "Pod" && o.api_version == "v1");
     Ok(ResourceClaim {
         uid: c
             .metadata
             .uid
             .clone()
             .unwrap_or_else(|| format!("claim:{namespace}/{name}")),
-        owner_pod_uid: c
+        owner_pod_uid: owner.map(|o| o.uid.clone()),
+        owner_pod_name: owner.map(|o| o.name.clone()),
+        extended_resource_claim: c
             .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true) && o.kind == "Pod" && o.api_version == "v1")
-            .map(|o| o.uid.clone()),
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION))
+            .is_some_and(|v| v == "true"),
+        generate_name: String::new(),
         pod_claim_name: c
             .metadata
             .annotations
@@ -1076,6 +1210,31 @@ pub fn resource_claim(c: &api::ResourceClaim) -> Result<ResourceClaim> {
             .flatten()
             .any(|f| f == DELETE_PROTECTION_FINALIZER),
         resource_version: c.metadata.resource_version.clone().unwrap_or_default(),
+        allocation_timestamp: status
+            .and_then(|s| s.allocation.as_ref())
+            .and_then(|a| a.allocation_timestamp.as_ref())
+            .map(|t| t.0.as_second()),
+        device_statuses: status
+            .and_then(|s| s.devices.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|d| AllocatedDeviceStatus {
+                driver: d.driver.clone(),
+                pool: d.pool.clone(),
+                device: d.device.clone(),
+                conditions: d
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .map(|c| DeviceCondition {
+                        type_: c.type_.clone(),
+                        status: c.status.clone(),
+                        reason: c.reason.clone(),
+                        message: c.message.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
         namespace,
         name,
     })
@@ -1109,6 +1268,7 @@ pub fn generate_claims(pods: &mut [crate::objects::Pod], dra: &mut Dra) {
                 uid: format!("claim:{}/{name}", pod.namespace),
                 name: name.clone(),
                 owner_pod_uid: Some(pod.uid.clone()),
+                owner_pod_name: Some(pod.name.clone()),
                 pod_claim_name: Some(pc.name.clone()),
                 spec: t.spec.clone(),
                 ..Default::default()
@@ -1117,6 +1277,18 @@ pub fn generate_claims(pods: &mut [crate::objects::Pod], dra: &mut Dra) {
             pod.claim_statuses.push((pc.name.clone(), Some(name)));
         }
     }
+}
+
+/// The `i`th name the API server could give an object created with
+/// `generateName: base` (deterministic for `seed`): `base`, cut to 58
+/// characters, and five more.
+pub fn generated_object_name(base: &str, seed: &str, i: usize) -> String {
+    let mut cut = base.len().min(58);
+    while !base.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let random = &crate::names::generated_name("", seed, i)[1..];
+    format!("{}{random}", &base[..cut])
 }
 
 /// The name the resource-claim controller gives pod `pod`'s claim `claim`

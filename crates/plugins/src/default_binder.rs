@@ -63,6 +63,25 @@ mod tests {
         fn resource_claim(&self, _: &str, _: &str) -> Option<rkube_model::dra::ResourceClaim> {
             None
         }
+
+        fn create_claim(
+            &mut self,
+            _: &rkube_model::dra::ResourceClaim,
+        ) -> Result<rkube_model::dra::ResourceClaim, String> {
+            Err("no DRA here".into())
+        }
+        fn event(&mut self, _: &str, _: &str, _: &str) {}
+        fn delete_claim(&mut self, _: &str, _: &str) -> Result<(), String> {
+            Err("no DRA here".into())
+        }
+        fn set_extended_resource_claim_status(
+            &mut self,
+            _: &Pod,
+            _: &str,
+            _: &[rkube_model::dra::RequestMapping],
+        ) -> Result<(), String> {
+            Err("no DRA here".into())
+        }
         fn node(&self, _: &str) -> Option<std::sync::Arc<rkube_model::Node>> {
             None
         }

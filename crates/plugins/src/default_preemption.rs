@@ -541,6 +541,7 @@ impl DefaultPreemption {
                 victims: Vec::new(),
                 status: Status::new(Code::Unschedulable, fit_error_message(snapshot.len(), &d)),
                 deallocate_claims: Vec::new(),
+                delete_claims: Vec::new(),
             };
         }
         let best = pick_one_node_for_preemption(&dry.candidates).unwrap_or(0);
@@ -557,6 +558,7 @@ impl DefaultPreemption {
                 ),
             ),
             deallocate_claims: Vec::new(),
+            delete_claims: Vec::new(),
         }
     }
 }

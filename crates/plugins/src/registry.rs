@@ -112,6 +112,7 @@ mod tests {
                     ev(R::Node, A::ADD | A::UPDATE_NODE_ALLOCATABLE),
                     ev(R::AssignedPod, A::UPDATE_POD_SCALE_DOWN),
                     ev(R::TargetPod, A::UPDATE_POD_SCALE_DOWN),
+                    ev(R::DeviceClass, A::ADD | A::UPDATE),
                 ],
             ),
             (

@@ -137,6 +137,25 @@ impl ClusterApi for FakeApi {
         None
     }
 
+    fn create_claim(
+        &mut self,
+        _: &rkube_model::dra::ResourceClaim,
+    ) -> Result<rkube_model::dra::ResourceClaim, String> {
+        Err("no DRA here".into())
+    }
+    fn event(&mut self, _: &str, _: &str, _: &str) {}
+    fn delete_claim(&mut self, _: &str, _: &str) -> Result<(), String> {
+        Err("no DRA here".into())
+    }
+    fn set_extended_resource_claim_status(
+        &mut self,
+        _: &Pod,
+        _: &str,
+        _: &[rkube_model::dra::RequestMapping],
+    ) -> Result<(), String> {
+        Err("no DRA here".into())
+    }
+
     fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
         let mut c = self.volumes.pvc(namespace, name)?.clone();
         if self.controllers_done() {

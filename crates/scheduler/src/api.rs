@@ -418,6 +418,152 @@ impl Writer {
         Err(last)
     }
 
+    /// Creates the claim for a pod's extended resources backed by DRA, as
+    /// upstream's PreBind does: its device requests, the pod as
+    /// controlling owner, the `extended-resource-claim` annotation, named
+    /// from `generateName`; no status.
+    pub async fn create_claim(
+        &self,
+        claim: &rkube_model::dra::ResourceClaim,
+    ) -> Result<resource::ResourceClaim, String> {
+        let requests: Vec<serde_json::Value> = claim
+            .spec
+            .requests
+            .iter()
+            .filter_map(|r| {
+                let e = r.exactly.as_ref()?;
+                let rkube_model::dra::AllocationMode::ExactCount(count) = e.mode else {
+                    return None;
+                };
+                Some(json!({
+                    "name": r.name,
+                    "exactly": {
+                        "deviceClassName": e.device_class_name,
+                        "allocationMode": "ExactCount",
+                        "count": count,
+                    }
+                }))
+            })
+            .collect();
+        let object = json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "namespace": claim.namespace,
+                "generateName": claim.generate_name,
+                "annotations": {
+                    rkube_model::dra::EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"
+                },
+                "ownerReferences": [{
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": claim.owner_pod_name.clone().unwrap_or_default(),
+                    "uid": claim.owner_pod_uid.clone().unwrap_or_default(),
+                    "controller": true,
+                }],
+            },
+            "spec": { "devices": { "requests": requests } },
+        });
+        let object: resource::ResourceClaim =
+            serde_json::from_value(object).map_err(|e| e.to_string())?;
+        let api: Api<resource::ResourceClaim> =
+            Api::namespaced(self.client.clone(), &claim.namespace);
+        self.token().await;
+        api.create(&PostParams::default(), &object)
+            .await
+            .map_err(|e| {
+                format!(
+                    "create claim for extended resources {}/{}: {}",
+                    claim.namespace,
+                    claim.name,
+                    api_message(&e)
+                )
+            })
+    }
+
+    /// Deletes a claim as upstream's `deleteClaim`: the delete-protection
+    /// finalizer removed first (conflicts re-read and retried), then
+    /// delete; a claim already gone is fine.
+    pub async fn delete_claim(&self, namespace: &str, name: &str) -> Result<(), String> {
+        let api: Api<resource::ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+        let mut last = String::new();
+        let mut updated = false;
+        for _ in 0..5 {
+            self.token().await;
+            let mut claim = match api.get(name).await {
+                Ok(c) => c,
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(e) => {
+                    return Err(format!(
+                        "get resourceclaim {namespace}/{name}: {}",
+                        api_message(&e)
+                    ))
+                }
+            };
+            let finalizers = claim.metadata.finalizers.get_or_insert_with(Vec::new);
+            finalizers.retain(|f| f != rkube_model::dra::DELETE_PROTECTION_FINALIZER);
+            self.token().await;
+            match api.replace(name, &PostParams::default(), &claim).await {
+                Ok(_) => {
+                    updated = true;
+                    break;
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => last = s.message,
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(e) => {
+                    return Err(format!(
+                        "update resourceclaim {namespace}/{name}: {}",
+                        api_message(&e)
+                    ))
+                }
+            }
+        }
+        if !updated {
+            return Err(format!("update resourceclaim {namespace}/{name}: {last}"));
+        }
+        self.token().await;
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(api_message(&e)),
+        }
+    }
+
+    /// Writes the pod's `status.extendedResourceClaimStatus`.
+    pub async fn set_extended_resource_claim_status(
+        &self,
+        namespace: &str,
+        pod: &str,
+        claim_name: &str,
+        mappings: &[rkube_model::dra::RequestMapping],
+    ) -> Result<(), String> {
+        let mappings: Vec<serde_json::Value> = mappings
+            .iter()
+            .map(|m| {
+                json!({
+                    "containerName": m.container_name,
+                    "resourceName": m.resource_name,
+                    "requestName": m.request_name,
+                })
+            })
+            .collect();
+        let patch = json!({ "status": { "extendedResourceClaimStatus": {
+            "requestMappings": mappings,
+            "resourceClaimName": claim_name,
+        }}});
+        self.token().await;
+        self.pods(namespace)
+            .patch_status(pod, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                format!(
+                    "update pod {namespace}/{pod} ExtendedResourceClaimStatus: {}",
+                    api_message(&e)
+                )
+            })
+    }
+
     /// Clears a pod's `nominatedNodeName`.
     pub async fn clear_nomination(&self, pod: &core::Pod) -> kube::Result<()> {
         let patch = json!({ "status": { "nominatedNodeName": null } });

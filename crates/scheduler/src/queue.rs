@@ -151,6 +151,9 @@ pub struct Queue {
     /// interest and moves every pod (no profiles known).
     hints: HashMap<String, QueueingHintMap>,
     workloads: Arc<WorkloadSelectors>,
+    /// The DRA objects hints may read (NodeResourcesFit: which extended
+    /// resources a DeviceClass serves).
+    dra: Option<Arc<rkube_model::dra::Dra>>,
     metrics: Option<Arc<Metrics>>,
 }
 
@@ -197,6 +200,7 @@ impl Queue {
             max_backoff,
             hints: HashMap::new(),
             workloads: Arc::new(WorkloadSelectors::default()),
+            dra: None,
             metrics: None,
         }
     }
@@ -235,6 +239,11 @@ impl Queue {
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// The DRA objects hints may read.
+    pub fn set_dra(&mut self, dra: Arc<rkube_model::dra::Dra>) {
+        self.dra = Some(dra);
     }
 
     /// The workloads hints may read (PodTopologySpread's default selector).
@@ -536,6 +545,7 @@ impl Queue {
                 new,
                 &HintContext {
                     workloads: &self.workloads,
+                    dra: self.dra.as_deref(),
                 },
             ),
             None => Requeue::AfterBackoff,

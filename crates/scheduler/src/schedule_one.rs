@@ -231,6 +231,7 @@ fn scheduling_cycle(
                 report: true,
             };
             deallocate_claims(writer, diagnosis.deallocated_claims, &pod.uid);
+            delete_claims(writer, diagnosis.deleted_claims);
             handle_failure(shared, writer, &attempt, failure);
         }
         Outcome::Error(s) => {
@@ -481,6 +482,22 @@ fn deallocate_claims(writer: &Writer, claims: Vec<(String, String)>, pod_uid: &s
     });
 }
 
+/// Deletes what PostFilter asked to (DynamicResources: a pod's stale claim
+/// for its extended resources); the deletion requeues the pod.
+fn delete_claims(writer: &Writer, claims: Vec<(String, String)>) {
+    if claims.is_empty() {
+        return;
+    }
+    let writer = writer.clone();
+    tokio::spawn(async move {
+        for (ns, name) in &claims {
+            if let Err(e) = writer.delete_claim(ns, name).await {
+                tracing::warn!(claim = %format!("{ns}/{name}"), error = %e, "deleting claim failed");
+            }
+        }
+    });
+}
+
 /// Test hook, debug builds only: the binding cycle after
 /// `RKUBE_TEST_PANIC_BINDING_AFTER` of them panics.
 #[cfg(debug_assertions)]
@@ -598,6 +615,57 @@ impl ClusterApi for ApiHost<'_> {
         name: &str,
     ) -> Option<rkube_model::dra::ResourceClaim> {
         self.shared.lock().informer_claim(namespace, name)
+    }
+
+    /// Creates the claim; the cache holds the created claim with the
+    /// in-memory claim's allocation until the informer's version has one.
+    fn create_claim(
+        &mut self,
+        claim: &rkube_model::dra::ResourceClaim,
+    ) -> Result<rkube_model::dra::ResourceClaim, String> {
+        let written = self.handle.block_on(self.writer.create_claim(claim))?;
+        let created = rkube_model::dra::resource_claim(&written).map_err(|e| {
+            format!(
+                "the API server's claim {}/{}: {}: {}",
+                claim.namespace, claim.name, e.path, e.message
+            )
+        })?;
+        self.shared.lock().swap_assumed_claim(claim, &created);
+        Ok(created)
+    }
+
+    fn event(&mut self, reason: &str, action: &str, note: &str) {
+        let scheduler = self
+            .raw
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.clone())
+            .unwrap_or_else(|| "default-scheduler".into());
+        self.writer
+            .event(&scheduler, self.raw, None, "Normal", reason, action, note);
+    }
+
+    fn delete_claim(&mut self, namespace: &str, name: &str) -> Result<(), String> {
+        let r = self
+            .handle
+            .block_on(self.writer.delete_claim(namespace, name));
+        self.shared.lock().forget_dra_claim(namespace, name);
+        r
+    }
+
+    fn set_extended_resource_claim_status(
+        &mut self,
+        pod: &Pod,
+        claim_name: &str,
+        mappings: &[rkube_model::dra::RequestMapping],
+    ) -> Result<(), String> {
+        self.handle
+            .block_on(self.writer.set_extended_resource_claim_status(
+                &pod.namespace,
+                &pod.name,
+                claim_name,
+                mappings,
+            ))
     }
 
     fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {

@@ -949,6 +949,10 @@ impl AssumeCache for State {
     fn assume_claim(&mut self, claim: &rkube_model::dra::ResourceClaim) {
         self.assume_dra_claim(claim);
     }
+
+    fn forget_claim(&mut self, namespace: &str, name: &str) {
+        self.forget_dra_claim(namespace, name);
+    }
 }
 
 /// Applies a change to a map of converted objects; `convert` returns `None`

@@ -372,6 +372,39 @@ fn disable_hint(name: &str, catalog: &Catalog) -> String {
     )
 }
 
+/// NodeResourcesBalancedAllocation told to score an extended resource: if
+/// a DeviceClass serves it, kube-scheduler v1.37.2 crashes scoring a node
+/// without a device plugin for it (its scorer has no CEL cache; see
+/// CONFORMANCE.md). rkube scores it by the node's devices.
+fn balanced_allocation_dra_crash(
+    profile: usize,
+    configs: &[rkube_config::types::PluginConfig],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (j, c) in configs.iter().enumerate() {
+        if c.name != "NodeResourcesBalancedAllocation" {
+            continue;
+        }
+        let resources = c.args["resources"].as_array().into_iter().flatten();
+        for (k, r) in resources.enumerate() {
+            let Some(name) = r["name"].as_str() else {
+                continue;
+            };
+            if !rkube_model::dra::is_dra_extended_resource_name(name) {
+                continue;
+            }
+            out.push(
+                Finding::new(
+                    format!("profiles[{profile}].pluginConfig[{j}].args.resources[{k}].name"),
+                    format!("kube-scheduler v1.37.2 crashes (nil pointer in deviceMatchesClass) when NodeResourcesBalancedAllocation scores {name} on a node without a device plugin for it while a DeviceClass with selectors serves it (extendedResourceName, or deviceclass.resource.kubernetes.io/<class>); rkube scores it by the node's devices of the class"),
+                )
+                .hint(format!("score {name} through NodeResourcesFit's scoringStrategy.resources instead, or make sure no DeviceClass declares it")),
+            );
+        }
+    }
+    out
+}
+
 /// Warnings about what the user wrote (before defaulting).
 fn lint(raw: &KubeSchedulerConfiguration, catalog: &Catalog) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -385,6 +418,7 @@ fn lint(raw: &KubeSchedulerConfiguration, catalog: &Catalog) -> Vec<Finding> {
             .and_then(|p| p.weight)
     };
     for (i, prof) in raw.profiles.iter().enumerate() {
+        out.extend(balanced_allocation_dra_crash(i, &prof.plugin_config));
         let Some(plugins) = &prof.plugins else {
             continue;
         };
@@ -690,6 +724,25 @@ mod tests {
         assert_eq!(r.config, Some(rkube_config::default_config()));
         let d = check_defaults();
         assert!(d.valid && d.warnings.is_empty());
+    }
+
+    #[test]
+    fn balanced_allocation_on_an_extended_resource_warns_of_upstreams_crash() {
+        let r = check(&format!(
+            "{HEAD}profiles:\n- pluginConfig:\n  - name: NodeResourcesBalancedAllocation\n    args: {{resources: [{{name: cpu, weight: 1}}, {{name: example.com/gpu, weight: 1}}]}}\n"
+        ));
+        assert!(r.valid, "{r:?}");
+        assert_eq!(r.warnings.len(), 1, "{r:?}");
+        let w = &r.warnings[0];
+        assert_eq!(
+            w.field,
+            "profiles[0].pluginConfig[0].args.resources[1].name"
+        );
+        assert!(
+            w.message.contains("kube-scheduler v1.37.2 crashes"),
+            "{w:?}"
+        );
+        assert!(w.hint.as_ref().unwrap().contains("NodeResourcesFit"));
     }
 
     #[test]

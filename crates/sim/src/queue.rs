@@ -189,7 +189,8 @@ impl<'p> Queue<'p> {
             } => {
                 // PostFilter deallocated idle claims: the claims' update
                 // makes the pod schedulable again, so it is retried.
-                let deallocated = deallocate_claims(snapshot, &diagnosis.deallocated_claims);
+                let deallocated = deallocate_claims(snapshot, &diagnosis.deallocated_claims)
+                    | delete_claims(snapshot, &diagnosis.deleted_claims);
                 let target = nominated_node.clone().unwrap_or_default();
                 let preempting = !victims.is_empty() && !target.is_empty();
                 if preempting {
@@ -275,6 +276,19 @@ fn pending(pod: &Pod, message: String) -> Placement {
         explain: None,
         devices: Vec::new(),
     }
+}
+
+/// Deletes the claims PostFilter deleted; true when some existed.
+fn delete_claims(snapshot: &mut Snapshot, claims: &[(String, String)]) -> bool {
+    let Some(dra) = snapshot.dra.as_mut().filter(|_| !claims.is_empty()) else {
+        return false;
+    };
+    let dra = Arc::make_mut(dra);
+    let mut changed = false;
+    for key in claims {
+        changed |= dra.claims.remove(key).is_some();
+    }
+    changed
 }
 
 /// Clears the allocation and `reservedFor` of the claims PostFilter

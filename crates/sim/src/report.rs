@@ -52,14 +52,24 @@ pub struct AllocatedDevice {
 }
 
 impl AllocatedDevice {
-    /// The devices of `pod`'s allocated claims in `dra`.
+    /// The devices of `pod`'s allocated claims in `dra`, the claim made
+    /// for its extended resources backed by DRA last.
     pub fn of(pod: &rkube_model::Pod, dra: Option<&rkube_model::dra::Dra>) -> Vec<Self> {
         let Some(dra) = dra else {
             return Vec::new();
         };
-        let Ok(claims) = rkube_dra::resourceclaim::pod_claims(pod, dra) else {
+        let Ok(mut claims) = rkube_dra::resourceclaim::pod_claims(pod, dra) else {
             return Vec::new();
         };
+        claims.extend(
+            dra.claims
+                .range((pod.namespace.clone(), String::new())..)
+                .take_while(|((ns, _), _)| *ns == pod.namespace)
+                .map(|(_, c)| c.as_ref())
+                .filter(|c| {
+                    c.extended_resource_claim && c.owner_pod_uid.as_deref() == Some(&pod.uid)
+                }),
+        );
         claims
             .iter()
             .flat_map(|c| {

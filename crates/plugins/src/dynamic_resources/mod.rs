@@ -27,15 +27,13 @@
 //! without them would have a pod with claims refused with an explicit
 //! reason rather than placed as if its claims did not exist.
 //!
-//! Not modelled yet (each refused or reported, never ignored silently):
-//! extended resources backed by DRA (`extendedResourceName`: a pod that
-//! requests one while some node lacks it as allocatable is refused in
-//! PreFilter with a reason naming the resource and the class, rather than
-//! judged "Insufficient" by NodeResourcesFit where upstream would allocate
-//! devices); binding conditions (`DRADeviceBindingConditions`, on in
-//! v1.37): placement is upstream's (such pools are tried last), but PreBind
-//! does not wait for a device's conditions, so the live scheduler binds as
-//! soon as the allocation is written.
+//! Extended resources backed by DRA (a DeviceClass's
+//! `extendedResourceName`) are allocated through a claim the plugin makes
+//! for the pod: see [`extended`].
+//!
+//! Devices with binding conditions are waited for in PreBind, and claims
+//! whose devices failed or timed out are unavailable in Filter: see
+//! [`binding_conditions`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -49,8 +47,12 @@ use rkube_framework::{
     PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult,
     ReservePlugin, ScorePlugin, Snapshot, Status,
 };
-use rkube_model::dra::{Allocation, Consumer, Dra, ResourceClaim, ResourceSlice};
+use rkube_model::dra::{Allocation, Consumer, Dra, RequestMapping, ResourceClaim, ResourceSlice};
 use rkube_model::Pod;
+
+pub mod binding_conditions;
+pub mod extended;
+use extended::OnNode;
 
 pub use rkube_dra::resourceclaim::pod_claims;
 
@@ -71,6 +73,8 @@ pub const NOT_WATCHED: &str =
 /// The plugin.
 pub struct DynamicResources {
     cache: Arc<Cache>,
+    /// `bindingTimeout`.
+    binding_timeout: std::time::Duration,
     /// The slice index of the last slice list seen (slices are shared
     /// between snapshots until one changes).
     index: Mutex<Option<SliceCache>>,
@@ -172,8 +176,18 @@ impl DynamicResources {
 
 /// Builds the plugin (its arguments are validated by the config layer;
 /// rkube bounds allocation by work, not by `filterTimeout`).
-pub fn new(_: &serde_json::Value, _: &str) -> Result<Arc<dyn Plugin>, String> {
+pub fn new(args: &serde_json::Value, _: &str) -> Result<Arc<dyn Plugin>, String> {
+    let binding_timeout = args
+        .get("bindingTimeout")
+        .and_then(|v| v.as_str())
+        .map(|v| {
+            rkube_util::duration::parse_duration(v)
+                .ok_or_else(|| format!("bindingTimeout: invalid duration {v:?}"))
+        })
+        .transpose()?
+        .unwrap_or(binding_conditions::DEFAULT_TIMEOUT);
     Ok(Arc::new(DynamicResources {
+        binding_timeout,
         cache: Arc::new(Cache::default()),
         index: Mutex::new(None),
         allocated: Mutex::new(None),
@@ -190,20 +204,58 @@ struct State {
     claims: Vec<ClaimInfo>,
     /// Indices (into `claims`) of the unallocated claims.
     to_allocate: Vec<usize>,
+    /// Index (into `claims`, the last one) of the claim for the pod's
+    /// extended resources backed by DRA.
+    extended: Option<usize>,
     dra: Arc<Dra>,
     index: Arc<SliceIndex>,
     memo: Arc<SelectorMemo>,
     allocated: Arc<AllocatedState>,
-    /// Allocations of `to_allocate`, per feasible node.
-    by_node: Mutex<HashMap<String, Vec<Allocation>>>,
+    /// What Filter allocated, per feasible node.
+    by_node: Mutex<HashMap<String, NodeAllocation>>,
     /// Claims found unavailable on some node.
     unavailable: Mutex<BTreeSet<usize>>,
+    /// Allocated claims whose devices failed their binding conditions or
+    /// waited too long for them: unavailable on every node.
+    binding_failed: Vec<usize>,
+}
+
+/// Filter's allocation on one node.
+#[derive(Clone)]
+struct NodeAllocation {
+    /// Allocations of `to_allocate`, in order; the extended-resource
+    /// claim's only when the node needs one (`extended`).
+    allocations: Vec<Allocation>,
+    /// The extended-resource claim as this node needs it, and which
+    /// container request each of its device requests serves.
+    extended: Option<(ResourceClaim, Vec<RequestMapping>)>,
+}
+
+impl State {
+    /// The claims to allocate on a node, the extended-resource claim
+    /// replaced by the node's version of it (left out when the node needs
+    /// none).
+    fn to_allocate_on<'a>(
+        &'a self,
+        node_claim: Option<&'a ResourceClaim>,
+    ) -> impl Iterator<Item = (usize, &'a ResourceClaim)> {
+        self.to_allocate.iter().filter_map(move |&i| {
+            if Some(i) == self.extended {
+                node_claim.map(|c| (i, c))
+            } else {
+                Some((i, &self.claims[i].claim))
+            }
+        })
+    }
 }
 
 /// Reserve's result: the claims as they were, to restore.
 struct Reserved {
     originals: Vec<ResourceClaim>,
     allocated: Vec<(usize, Allocation)>,
+    /// The in-memory extended-resource claim as Reserve assumed it (with
+    /// its allocation), and its request mappings.
+    extended: Option<(ResourceClaim, Vec<RequestMapping>)>,
 }
 
 const RESERVED: &str = "DynamicResources/reserved";
@@ -270,47 +322,6 @@ impl PreEnqueuePlugin for DynamicResources {
     }
 }
 
-/// The implicit extended resource name of every DeviceClass.
-const IMPLICIT_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
-
-/// Why rkube cannot judge a pod requesting a DRA-backed extended resource
-/// (a DeviceClass's `extendedResourceName`, or the implicit
-/// `deviceclass.resource.kubernetes.io/<class>`) while some node does not
-/// offer it as allocatable: upstream would allocate devices there through a
-/// claim it creates, which rkube does not model yet.
-fn unmodelled_extended_resource(pod: &Pod, snapshot: &Snapshot) -> Option<String> {
-    if pod.requests.scalar.is_empty() {
-        return None;
-    }
-    let dra = snapshot.dra.as_deref()?;
-    for (name, &want) in &pod.requests.scalar {
-        if want == 0 {
-            continue;
-        }
-        let class = match name.strip_prefix(IMPLICIT_PREFIX) {
-            Some(c) if dra.classes.contains_key(c) => Some(c),
-            _ => dra
-                .classes
-                .iter()
-                .find(|(_, c)| c.extended_resource_name.as_deref() == Some(name.as_str()))
-                .map(|(n, _)| n.as_str()),
-        };
-        let Some(class) = class else {
-            continue;
-        };
-        if snapshot
-            .nodes
-            .iter()
-            .any(|n| n.allocatable.scalar(name) == 0)
-        {
-            return Some(format!(
-                "extended resource {name} is backed by DeviceClass {class} (DRA extended resources): rkube does not allocate devices for it yet, so it cannot judge this pod"
-            ));
-        }
-    }
-    None
-}
-
 /// PreFilter's check of one request's class.
 fn check_class(dra: &Dra, request: &str, class: &str) -> Result<(), Status> {
     if class.is_empty() {
@@ -333,19 +344,29 @@ impl PreFilterPlugin for DynamicResources {
         pod: &Pod,
         snapshot: &Snapshot,
     ) -> (PreFilterResult, Status) {
-        if let Some(why) = unmodelled_extended_resource(pod, snapshot) {
-            return (None, unresolvable(why));
-        }
-        if !pod.has_resource_claims() {
+        let has_claims = pod.has_resource_claims();
+        if !has_claims && pod.requests.scalar.is_empty() {
             return (None, Status::skip());
         }
         let Some(dra) = snapshot.dra.clone() else {
-            return (None, unresolvable(NOT_WATCHED));
+            if has_claims {
+                return (None, unresolvable(NOT_WATCHED));
+            }
+            return (None, Status::skip());
         };
-        let found = match pod_claims(pod, &dra) {
-            Ok(c) => c,
-            Err(e) => return (None, unresolvable(e)),
+        let mut found: Vec<ResourceClaim> = if has_claims {
+            match pod_claims(pod, &dra) {
+                Ok(c) => c.into_iter().cloned().collect(),
+                Err(e) => return (None, unresolvable(e)),
+            }
+        } else {
+            Vec::new()
         };
+        let mut extended = None;
+        if !dra.served_requests(&pod.requests).is_empty() {
+            extended = Some(found.len());
+            found.push(extended::claim_for(pod, &dra));
+        }
         if found.is_empty() {
             return (None, Status::skip());
         }
@@ -355,6 +376,10 @@ impl PreFilterPlugin for DynamicResources {
                 continue;
             }
             to_allocate.push(i);
+            if Some(i) == extended {
+                // Its requests are the node's to decide (Filter).
+                continue;
+            }
             for r in &claim.spec.requests {
                 if let Some(e) = &r.exactly {
                     if let Err(s) = check_class(&dra, &r.name, &e.device_class_name) {
@@ -378,10 +403,22 @@ impl PreFilterPlugin for DynamicResources {
                 }
             }
         }
-        let claims = found
-            .into_iter()
-            .map(|c| ClaimInfo { claim: c.clone() })
+        let now = binding_conditions::now();
+        let binding_failed = found
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                c.allocation.is_some()
+                    && match binding_conditions::ready(c) {
+                        Err(_) => true,
+                        Ok(ready) => {
+                            !ready && binding_conditions::timed_out(c, self.binding_timeout, now)
+                        }
+                    }
+            })
+            .map(|(i, _)| i)
             .collect();
+        let claims = found.into_iter().map(|claim| ClaimInfo { claim }).collect();
         let allocated = if to_allocate.is_empty() {
             Arc::default()
         } else {
@@ -393,12 +430,14 @@ impl PreFilterPlugin for DynamicResources {
             State {
                 claims,
                 to_allocate,
+                extended,
                 dra,
                 index,
                 memo,
                 allocated,
                 by_node: Mutex::new(HashMap::new()),
                 unavailable: Mutex::new(BTreeSet::new()),
+                binding_failed,
             },
         );
         (None, Status::success())
@@ -411,6 +450,17 @@ impl FilterPlugin for DynamicResources {
             return Status::success();
         };
         let n = &node.node;
+        let mut node_extended = None;
+        if let Some(e) = s.extended {
+            match extended::on_node(&s.claims[e].claim, pod, n, &s.dra) {
+                Err(why) => return unresolvable(why),
+                // Device plugins serve it all here, and no claim of the
+                // pod's own needs checking.
+                Ok(OnNode::Nothing) if s.claims.len() == 1 => return Status::success(),
+                Ok(OnNode::Nothing) => {}
+                Ok(OnNode::Allocate(c, m)) => node_extended = Some((*c, m)),
+            }
+        }
         let mut unavailable = Vec::new();
         for (i, c) in s.claims.iter().enumerate() {
             if let Some(sel) = c
@@ -421,12 +471,18 @@ impl FilterPlugin for DynamicResources {
             {
                 if !sel.matches(&n.name, &n.labels) {
                     unavailable.push(i);
+                    continue;
                 }
             }
+            if s.binding_failed.contains(&i) {
+                unavailable.push(i);
+            }
         }
-        if !s.to_allocate.is_empty() {
-            let claims: Vec<&ResourceClaim> =
-                s.to_allocate.iter().map(|&i| &s.claims[i].claim).collect();
+        let claims: Vec<&ResourceClaim> = s
+            .to_allocate_on(node_extended.as_ref().map(|(c, _)| c))
+            .map(|(_, c)| c)
+            .collect();
+        if !claims.is_empty() {
             let allocator = Allocator::new(&s.dra, &s.allocated, &self.cache)
                 .with_index(&s.index)
                 .with_memo(&s.memo)
@@ -443,10 +499,13 @@ impl FilterPlugin for DynamicResources {
                 Ok(None) => return unresolvable(ERR_CANNOT_ALLOCATE),
                 Ok(Some(allocations)) => {
                     if unavailable.is_empty() {
-                        s.by_node
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(n.name.clone(), allocations);
+                        s.by_node.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                            n.name.clone(),
+                            NodeAllocation {
+                                allocations,
+                                extended: node_extended,
+                            },
+                        );
                     }
                 }
             }
@@ -478,7 +537,17 @@ impl PostFilterPlugin for DynamicResources {
             return nothing();
         };
         let unavailable = s.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+        let stale_extended = s
+            .extended
+            .map(|e| &s.claims[e].claim)
+            .filter(|c| !extended::is_in_memory(c));
         for &i in unavailable.iter() {
+            if Some(i) == s.extended {
+                if stale_extended.is_some() {
+                    break;
+                }
+                continue;
+            }
             let c = &s.claims[i].claim;
             let idle = match c.reserved_for.as_slice() {
                 [] => true,
@@ -490,6 +559,11 @@ impl PostFilterPlugin for DynamicResources {
                 r.deallocate_claims.push(c.key());
                 return r;
             }
+        }
+        if let Some(c) = stale_extended {
+            let mut r = PostFilterResult::keep(Status::new(Code::Unschedulable, extended::DELETED));
+            r.delete_claims.push(c.key());
+            return r;
         }
         nothing()
     }
@@ -504,9 +578,10 @@ impl ScorePlugin for DynamicResources {
         let Some(new) = by_node.get(node.name()) else {
             return Ok(0);
         };
-        let mut next = new.iter();
+        let mut next = new.allocations.iter();
         let mut score = 0;
-        for c in &s.claims {
+        // The extended-resource claim (last) has no `firstAvailable`.
+        for c in &s.claims[..s.extended.unwrap_or(s.claims.len())] {
             let allocation = match &c.claim.allocation {
                 Some(a) => a,
                 None => match next.next() {
@@ -554,47 +629,111 @@ impl ReservePlugin for DynamicResources {
         if s.to_allocate.is_empty() {
             return Status::success();
         }
-        let Some(allocations) = s
+        let found = s
             .by_node
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(node)
-            .cloned()
-        else {
+            .cloned();
+        let Some(found) = found else {
+            // Only the extended-resource claim was to be allocated, and
+            // device plugins serve it all on this node.
+            if s.to_allocate.iter().all(|&i| Some(i) == s.extended) {
+                return Status::success();
+            }
             return Status::error("claim allocation not found for node");
         };
-        if allocations.len() != s.to_allocate.len() {
+        let want = s
+            .to_allocate_on(found.extended.as_ref().map(|(c, _)| c))
+            .count();
+        if found.allocations.len() != want {
             return Status::error(format!(
-                "internal error, have {} allocations, {} claims to allocate, want {} claims",
-                allocations.len(),
-                s.to_allocate.len(),
-                s.to_allocate.len()
+                "internal error, have {} allocations, {want} claims to allocate, want {want} claims",
+                found.allocations.len(),
             ));
         }
         let mut reserved = Reserved {
             originals: Vec::new(),
             allocated: Vec::new(),
+            extended: None,
         };
-        for (&i, a) in s.to_allocate.iter().zip(allocations) {
-            let original = &s.claims[i].claim;
-            let mut c = original.clone();
+        let node_claim = found.extended.as_ref().map(|(c, _)| c);
+        for ((i, claim), a) in s.to_allocate_on(node_claim).zip(found.allocations) {
+            let mut c = claim.clone();
             c.protected = true;
             c.allocation = Some(a.clone());
             cache.assume_claim(&c);
-            reserved.originals.push(original.clone());
+            if Some(i) == s.extended && extended::is_in_memory(claim) {
+                let mappings = found.extended.as_ref().map(|(_, m)| m.clone());
+                reserved.extended = Some((c, mappings.unwrap_or_default()));
+            } else {
+                reserved.originals.push(s.claims[i].claim.clone());
+            }
             reserved.allocated.push((i, a));
         }
         state.write(RESERVED, reserved);
         Status::success()
     }
 
+    /// Restores the claims as they were; an in-memory extended-resource
+    /// claim is forgotten. (A claim PreBind created and that a later step
+    /// failed to use is found by the next cycle, refused and deleted in
+    /// PostFilter: upstream deletes it here.)
     fn unreserve(&self, state: &mut CycleState, _: &Pod, _: &str, cache: &mut dyn AssumeCache) {
         if let Some(r) = state.read::<Reserved>(RESERVED) {
             for c in &r.originals {
                 cache.assume_claim(c);
             }
+            if let Some((c, _)) = &r.extended {
+                cache.forget_claim(&c.namespace, &c.name);
+            }
         }
     }
+}
+
+/// `reservedFor`'s entry for the pod.
+fn consumer(pod: &Pod) -> Consumer {
+    Consumer {
+        api_group: String::new(),
+        resource: "pods".into(),
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+    }
+}
+
+/// PreBind for the in-memory extended-resource claim: creates it, writes
+/// its allocation and the pod's reservation, then the pod's request
+/// mappings. A claim created but not completed is deleted again.
+fn bind_extended_claim(
+    api: &mut dyn ClusterApi,
+    pod: &Pod,
+    assumed: &ResourceClaim,
+    mappings: &[RequestMapping],
+) -> Result<ResourceClaim, Status> {
+    let created = api.create_claim(assumed).map_err(Status::error)?;
+    let (ns, name) = (&created.namespace, &created.name);
+    let mut claim = created.clone();
+    claim.allocation = assumed.allocation.clone();
+    claim.reserved_for.push(consumer(pod));
+    let mut result = api
+        .update_claim_status(&claim)
+        .map_err(|e| format!("add allocation and reservation to claim {ns}/{name}: {e}"));
+    if let Ok(written) = result {
+        result = if mappings.is_empty() {
+            Err(format!(
+                "nil or empty request mappings, no update of pod {}/{} ExtendedResourceClaimStatus",
+                pod.namespace, pod.name
+            ))
+        } else {
+            api.set_extended_resource_claim_status(pod, name, mappings)
+                .map(|()| written)
+        };
+    }
+    result.map_err(|e| {
+        // Upstream's Unreserve deletes it; rkube's cannot reach the API.
+        let _ = api.delete_claim(ns, name);
+        Status::error(e)
+    })
 }
 
 impl PreBindPlugin for DynamicResources {
@@ -610,19 +749,37 @@ impl PreBindPlugin for DynamicResources {
         &self,
         state: &mut CycleState,
         pod: &Pod,
-        _: &str,
+        node: &str,
         api: &mut dyn ClusterApi,
     ) -> Status {
         let Some(s) = state.read::<State>(NAME) else {
             return Status::success();
         };
-        let reserved: HashMap<usize, &Allocation> = state
-            .read::<Reserved>(RESERVED)
+        let reserved_state = state.read::<Reserved>(RESERVED);
+        let reserved: HashMap<usize, &Allocation> = reserved_state
             .map(|r| r.allocated.iter().map(|(i, a)| (*i, a)).collect())
             .unwrap_or_default();
+        // The pod's claims as PreBind leaves them, for binding conditions.
+        let mut bound: Vec<ResourceClaim> = Vec::new();
         for (i, info) in s.claims.iter().enumerate() {
             if info.claim.is_reserved_for(&pod.uid) {
+                bound.push(info.claim.clone());
                 continue;
+            }
+            let ours = reserved.get(&i);
+            if Some(i) == s.extended {
+                if ours.is_none() && info.claim.spec.requests.is_empty() {
+                    // Device plugins serve the pod's extended resources.
+                    continue;
+                }
+                if let Some((assumed, mappings)) = reserved_state.and_then(|r| r.extended.as_ref())
+                {
+                    match bind_extended_claim(api, pod, assumed, mappings) {
+                        Ok(c) => bound.push(c),
+                        Err(status) => return status,
+                    }
+                    continue;
+                }
             }
             let (ns, name) = (&info.claim.namespace, &info.claim.name);
             let Some(mut claim) = api.resource_claim(ns, name) else {
@@ -631,7 +788,6 @@ impl PreBindPlugin for DynamicResources {
             if claim.deleting {
                 return Status::error(format!("claim {ns}/{name} got deleted in the meantime"));
             }
-            let ours = reserved.get(&i);
             if let Some(a) = ours {
                 // The host's own cache may already hold this allocation
                 // (Reserve put it there); any other one is a conflict.
@@ -646,21 +802,75 @@ impl PreBindPlugin for DynamicResources {
                     "claim {ns}/{name} got deallocated elsewhere in the meantime"
                 ));
             }
-            claim.reserved_for.push(Consumer {
-                api_group: String::new(),
-                resource: "pods".into(),
-                name: pod.name.clone(),
-                uid: pod.uid.clone(),
-            });
-            if let Err(e) = api.update_claim_status(&claim) {
-                let what = if ours.is_some() {
-                    "add allocation and reservation to claim"
-                } else {
-                    "add reservation to claim"
-                };
-                return Status::error(format!("{what} {ns}/{name}: {e}"));
+            claim.reserved_for.push(consumer(pod));
+            match api.update_claim_status(&claim) {
+                Ok(written) => bound.push(written),
+                Err(e) => {
+                    let what = if ours.is_some() {
+                        "add allocation and reservation to claim"
+                    } else {
+                        "add reservation to claim"
+                    };
+                    return Status::error(format!("{what} {ns}/{name}: {e}"));
+                }
             }
         }
+        if bound.iter().any(binding_conditions::has_any) {
+            api.event(
+                "BindingConditionsPending",
+                "Scheduling",
+                &format!("waiting for binding conditions for device on node {node}"),
+            );
+            return self.wait_for_binding_conditions(api, &bound);
+        }
         Status::success()
+    }
+}
+
+impl DynamicResources {
+    /// PreBind's wait (upstream polls every 5 s up to `bindingTimeout`):
+    /// success once every device's binding conditions are true.
+    fn wait_for_binding_conditions(
+        &self,
+        api: &mut dyn ClusterApi,
+        claims: &[ResourceClaim],
+    ) -> Status {
+        let start = api.elapsed();
+        loop {
+            let mut all_ready = true;
+            for c in claims {
+                let Some(now) = api.resource_claim(&c.namespace, &c.name) else {
+                    return Status::error(format!(
+                        "resourceclaim.resource.k8s.io {:?} not found",
+                        c.name
+                    ));
+                };
+                match binding_conditions::ready(&now) {
+                    Err(e) => return Status::error(e),
+                    Ok(true) => {}
+                    Ok(false) => {
+                        if binding_conditions::timed_out(
+                            &now,
+                            self.binding_timeout,
+                            binding_conditions::now(),
+                        ) {
+                            return Status::error(format!(
+                                "device binding timeout: claim={}",
+                                now.name
+                            ));
+                        }
+                        all_ready = false;
+                        break;
+                    }
+                }
+            }
+            if all_ready {
+                return Status::success();
+            }
+            if api.elapsed().saturating_sub(start) >= self.binding_timeout {
+                return Status::error("device binding timeout: context deadline exceeded");
+            }
+            api.sleep(binding_conditions::POLL);
+        }
     }
 }

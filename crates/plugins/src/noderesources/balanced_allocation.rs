@@ -13,7 +13,9 @@ use rkube_framework::{
 };
 use rkube_model::Pod;
 
-use super::resource_allocation::{pod_request_list, with_node_vectors, with_scratch, ResourceKind};
+use super::resource_allocation::{
+    pod_request_list, with_node_vectors, with_scratch, DraScoring, ResourceKind,
+};
 
 /// Upstream name.
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
@@ -24,7 +26,9 @@ pub struct BalancedAllocation {
     kinds: Vec<ResourceKind>,
 }
 
-struct PodRequests(Vec<i64>);
+/// PreScore's: the pod's requests of the scored resources, and the DRA
+/// side of scoring when a class serves one of them.
+struct PodRequests(Vec<i64>, Option<DraScoring>);
 
 /// Builds the plugin from `NodeResourcesBalancedAllocationArgs`.
 pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, String> {
@@ -103,13 +107,14 @@ impl PreScorePlugin for BalancedAllocation {
         state: &mut CycleState,
         pod: &Pod,
         _: &[&NodeInfo],
-        _: &Snapshot,
+        snapshot: &Snapshot,
     ) -> Status {
         let reqs = pod_request_list(pod, &self.resources, true);
         if reqs.iter().all(|&r| r == 0) {
             return Status::skip();
         }
-        state.write(NAME, PodRequests(reqs));
+        let dra = DraScoring::of(&self.resources, snapshot.dra.as_ref());
+        state.write(NAME, PodRequests(reqs, dra));
         Status::success()
     }
 }
@@ -117,14 +122,14 @@ impl PreScorePlugin for BalancedAllocation {
 impl ScorePlugin for BalancedAllocation {
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         let owned;
-        let reqs = match state.read::<PodRequests>(NAME) {
-            Some(r) => &r.0,
+        let (reqs, dra) = match state.read::<PodRequests>(NAME) {
+            Some(r) => (&r.0, r.1.as_ref()),
             None => {
                 owned = pod_request_list(pod, &self.resources, true);
                 if owned.iter().all(|&r| r == 0) {
                     return Ok(0);
                 }
-                &owned
+                (&owned, None)
             }
         };
         Ok(with_node_vectors(
@@ -132,6 +137,7 @@ impl ScorePlugin for BalancedAllocation {
             &self.kinds,
             reqs,
             true,
+            dra,
             balanced_resource_scorer,
         ))
     }

@@ -2,7 +2,7 @@
 //! (Filter), and nodes are ranked by a scoring strategy: LeastAllocated,
 //! MostAllocated or RequestedToCapacityRatio (Score).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use rkube_config::args::{decode, NodeResourcesFitArgs, ResourceSpec};
@@ -13,10 +13,11 @@ use rkube_framework::{
     HintContext, HintResult, NodeInfo, Plugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
     QueueingHint, ScorePlugin, Snapshot, Status, MAX_NODE_SCORE,
 };
+use rkube_model::dra::{is_dra_extended_resource_name, Dra};
 use rkube_model::resources::{is_extended_resource_name, Resources};
 use rkube_model::{Node, Pod};
 
-use super::resource_allocation::{pod_request_list, with_node_vectors, ResourceKind};
+use super::resource_allocation::{pod_request_list, with_node_vectors, DraScoring, ResourceKind};
 
 /// Upstream name.
 pub const NAME: &str = "NodeResourcesFit";
@@ -52,7 +53,30 @@ pub struct InsufficientResource {
     pub unresolvable: bool,
 }
 
-struct PodRequests(Vec<i64>);
+/// PreScore's: the pod's requests of the scored resources, and the DRA
+/// side of scoring when a class serves one of them.
+struct PodRequests(Vec<i64>, Option<DraScoring>);
+
+/// The pod's extended resources that a DeviceClass serves (upstream's
+/// `shouldDelegateResourceToDRA`): on a node that offers none of one as
+/// allocatable, DynamicResources allocates devices for it instead, so this
+/// plugin does not count it.
+pub struct DraBacked(BTreeSet<String>);
+
+impl DraBacked {
+    /// Of `pod`'s requests, those a class in `dra` serves; `None` if none.
+    pub fn of(pod: &Pod, dra: Option<&Dra>) -> Option<DraBacked> {
+        let names: BTreeSet<String> = dra?.served_requests(&pod.requests).into_keys().collect();
+        (!names.is_empty()).then_some(DraBacked(names))
+    }
+
+    /// Left to DynamicResources on `node`.
+    pub fn delegates(&self, name: &str, node: &NodeInfo) -> bool {
+        self.0.contains(name) && node.allocatable.scalar(name) <= 0
+    }
+}
+
+const DRA_BACKED: &str = "NodeResourcesFit/draBacked";
 
 /// Builds the plugin from `NodeResourcesFitArgs` (validated as upstream's `NewFit`).
 pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, String> {
@@ -87,6 +111,7 @@ fn fits(
     node: &NodeInfo,
     ignored: &HashSet<String>,
     ignored_groups: &HashSet<String>,
+    delegated: Option<&DraBacked>,
 ) -> bool {
     let req = &pod.requests;
     let alloc = &node.allocatable;
@@ -112,6 +137,9 @@ fn fits(
                     return true;
                 }
             }
+            if delegated.is_some_and(|d| d.delegates(name, node)) {
+                return true;
+            }
             ok(want, alloc.scalar(name), used.scalar(name))
         })
 }
@@ -122,6 +150,7 @@ pub fn fits_request(
     node: &NodeInfo,
     ignored: &HashSet<String>,
     ignored_groups: &HashSet<String>,
+    delegated: Option<&DraBacked>,
 ) -> Vec<InsufficientResource> {
     let mut out = Vec::new();
     let req = &pod.requests;
@@ -164,6 +193,9 @@ pub fn fits_request(
             if ignored.contains(name) || ignored_groups.contains(prefix) {
                 continue;
             }
+        }
+        if delegated.is_some_and(|d| d.delegates(name, node)) {
+            continue;
         }
         check(name, want, alloc.scalar(name), used.scalar(name));
     }
@@ -275,6 +307,9 @@ impl Plugin for Fit {
                 A::ADD | A::UPDATE_NODE_ALLOCATABLE,
                 is_schedulable_after_node_change,
             ),
+            // A class may start serving an extended resource the pod asks
+            // for (upstream hints on the class's names; rkube re-queues).
+            ClusterEventWithHint::always(R::DeviceClass, A::ADD | A::UPDATE),
             ClusterEventWithHint::with_hint(
                 R::AssignedPod,
                 A::UPDATE_POD_SCALE_DOWN,
@@ -336,15 +371,22 @@ pub fn is_schedulable_after_assigned_pod_scale_down(
 }
 
 /// Upstream's `isFit`: the pod fits the node when it is empty (its
-/// `fitsRequest` on a node without pods, no resource ignored).
-pub fn is_fit(pod: &Pod, node: &Node) -> bool {
+/// `fitsRequest` on a node without pods, no resource ignored, resources
+/// left to DRA on that node not counted).
+pub fn is_fit(pod: &Pod, node: &Node, dra: Option<&Dra>) -> bool {
     let (want, have) = (&pod.requests, &node.allocatable);
     let ok = |w: i64, h: i64| w <= 0 || w <= h;
     have.allowed_pod_number >= 1
         && ok(want.milli_cpu, have.milli_cpu)
         && ok(want.memory, have.memory)
         && ok(want.ephemeral_storage, have.ephemeral_storage)
-        && want.scalar.iter().all(|(k, &w)| ok(w, have.scalar(k)))
+        && want.scalar.iter().all(|(k, &w)| {
+            let h = have.scalar(k);
+            ok(w, h)
+                || (h <= 0
+                    && is_dra_extended_resource_name(k)
+                    && dra.is_some_and(|d| d.extended_resource_class(k).is_some()))
+        })
 }
 
 /// Upstream's `haveAnyRequestedResourcesIncreased`: more pods allowed, or
@@ -372,10 +414,10 @@ pub fn is_schedulable_after_node_change(
     pod: &Pod,
     old: Option<&EventObject>,
     new: Option<&EventObject>,
-    _: &HintContext<'_>,
+    cx: &HintContext<'_>,
 ) -> HintResult {
     let (original, modified) = objects_as::<Node>(old, new)?;
-    let Some(modified) = modified.filter(|n| is_fit(pod, n)) else {
+    let Some(modified) = modified.filter(|n| is_fit(pod, n, cx.dra)) else {
         return Ok(QueueingHint::QueueSkip);
     };
     match original {
@@ -388,19 +430,30 @@ pub fn is_schedulable_after_node_change(
 }
 
 impl PreFilterPlugin for Fit {
-    fn pre_filter(&self, _: &mut CycleState, _: &Pod, _: &Snapshot) -> (PreFilterResult, Status) {
-        // The pod's requests are computed once, when the pod is loaded.
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+    ) -> (PreFilterResult, Status) {
+        // The pod's requests are computed once, when the pod is loaded;
+        // what is left is which of them DRA may serve.
+        if let Some(d) = DraBacked::of(pod, snapshot.dra.as_deref()) {
+            state.write(DRA_BACKED, d);
+        }
         (None, Status::success())
     }
 }
 
 impl FilterPlugin for Fit {
-    fn filter(&self, _: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Status {
+        let delegated = state.read::<DraBacked>(DRA_BACKED);
         if fits(
             pod,
             node,
             &self.ignored_resources,
             &self.ignored_resource_groups,
+            delegated,
         ) {
             return Status::success();
         }
@@ -409,6 +462,7 @@ impl FilterPlugin for Fit {
             node,
             &self.ignored_resources,
             &self.ignored_resource_groups,
+            delegated,
         );
         if lacks.is_empty() {
             return Status::success();
@@ -428,11 +482,14 @@ impl PreScorePlugin for Fit {
         state: &mut CycleState,
         pod: &Pod,
         _: &[&NodeInfo],
-        _: &Snapshot,
+        snapshot: &Snapshot,
     ) -> Status {
         state.write(
             NAME,
-            PodRequests(pod_request_list(pod, &self.resources, false)),
+            PodRequests(
+                pod_request_list(pod, &self.resources, false),
+                DraScoring::of(&self.resources, snapshot.dra.as_ref()),
+            ),
         );
         Status::success()
     }
@@ -445,11 +502,11 @@ impl ScorePlugin for Fit {
             return Err(Status::error("resources not found"));
         }
         let owned;
-        let reqs = match state.read::<PodRequests>(NAME) {
-            Some(r) => &r.0,
+        let (reqs, dra) = match state.read::<PodRequests>(NAME) {
+            Some(r) => (&r.0, r.1.as_ref()),
             None => {
                 owned = pod_request_list(pod, &self.resources, false);
-                &owned
+                (&owned, None)
             }
         };
         Ok(with_node_vectors(
@@ -457,6 +514,7 @@ impl ScorePlugin for Fit {
             &self.kinds,
             reqs,
             false,
+            dra,
             |requested, _, allocatable| self.strategy_score(requested, allocatable),
         ))
     }
@@ -556,6 +614,31 @@ mod tests {
         for (name, p, old, new, want) in cases {
             assert_eq!(hint(&p, old.as_ref(), Some(&new)), Ok(want), "{name}");
         }
+        // With a DeviceClass serving the resource, a node offering none of
+        // it may still take the pod (DynamicResources allocates devices).
+        let mut dra = Dra::default();
+        Arc::make_mut(&mut dra.classes).insert(
+            "gpu".into(),
+            rkube_model::dra::DeviceClass {
+                name: "gpu".into(),
+                extended_resource_name: Some(EXT_A.into()),
+                ..Default::default()
+            },
+        );
+        let cx = HintContext {
+            dra: Some(&dra),
+            ..HintContext::empty()
+        };
+        let (p, n) = (pod(0, 0, &[(EXT_A, 1)]), node(0, 0, &[(EXT_B, 1)]));
+        assert_eq!(
+            is_schedulable_after_node_change(&p, None, Some(&n), &cx),
+            Ok(Queue)
+        );
+        let p = pod(0, 0, &[(EXT_B, 2)]);
+        assert_eq!(
+            is_schedulable_after_node_change(&p, None, Some(&n), &cx),
+            Ok(QueueSkip)
+        );
     }
 
     #[test]
@@ -584,8 +667,9 @@ mod tests {
         {
             let info = NodeInfo::new(Arc::new(n.clone()));
             for p in &pods {
-                let want = fits_request(p, &info, &HashSet::new(), &HashSet::new()).is_empty();
-                assert_eq!(is_fit(p, n), want, "{p:?} on {n:?}");
+                let want =
+                    fits_request(p, &info, &HashSet::new(), &HashSet::new(), None).is_empty();
+                assert_eq!(is_fit(p, n, None), want, "{p:?} on {n:?}");
             }
         }
     }

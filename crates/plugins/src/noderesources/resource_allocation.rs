@@ -1,10 +1,67 @@
 //! The shared resource-allocation scorer: per configured resource, the node's
 //! allocatable, what is already requested on it, and that plus the pod.
 
+use std::sync::Arc;
+
 use rkube_config::args::ResourceSpec;
+use rkube_dra::allocator::AllocatedState;
+use rkube_dra::cel::Cache;
 use rkube_framework::NodeInfo;
+use rkube_model::dra::{is_dra_extended_resource_name, DeviceClass, Dra};
 use rkube_model::resources::{is_scalar_resource_name, names};
 use rkube_model::{Pod, Resources};
+
+/// The DRA side of scoring (upstream's `draPreScoreState`): for each
+/// configured resource a DeviceClass serves, its class; on a node without
+/// a device plugin for it, its allocatable is the node's devices of the
+/// class and its allocated those held by claims.
+pub struct DraScoring {
+    classes: Vec<Option<DeviceClass>>,
+    dra: Arc<Dra>,
+    state: AllocatedState,
+    cache: Cache,
+}
+
+impl DraScoring {
+    /// `None` when no configured resource is served by a class.
+    pub fn of(resources: &[ResourceSpec], dra: Option<&Arc<Dra>>) -> Option<DraScoring> {
+        let dra = dra?;
+        let classes: Vec<Option<DeviceClass>> = resources
+            .iter()
+            .map(|r| {
+                is_dra_extended_resource_name(&r.name)
+                    .then(|| dra.extended_resource_class(&r.name).cloned())
+                    .flatten()
+            })
+            .collect();
+        if classes.iter().all(Option::is_none) {
+            return None;
+        }
+        Some(DraScoring {
+            classes,
+            state: AllocatedState::of(dra),
+            dra: dra.clone(),
+            cache: Cache::default(),
+        })
+    }
+
+    /// `(allocatable, allocated)` of resource `i` on `node` through DRA
+    /// (zeros when no class serves it, or a selector fails, as upstream
+    /// logs and ignores).
+    fn totals(&self, i: usize, node: &NodeInfo) -> (i64, i64) {
+        let Some(Some(class)) = self.classes.get(i) else {
+            return (0, 0);
+        };
+        rkube_dra::totals::class_totals(
+            &self.dra.slices,
+            class,
+            &self.state,
+            &self.cache,
+            &node.node,
+        )
+        .unwrap_or((0, 0))
+    }
+}
 
 /// The pod's request for each configured resource.
 pub fn pod_request_list(pod: &Pod, resources: &[ResourceSpec], use_requested: bool) -> Vec<i64> {
@@ -81,6 +138,7 @@ pub fn node_vectors(
         &ResourceKind::of_specs(resources),
         pod_requests,
         use_requested,
+        None,
         [&mut requested, &mut allocated, &mut allocatable],
     );
     (requested, allocated, allocatable)
@@ -94,6 +152,7 @@ pub fn with_node_vectors<R>(
     resources: &[ResourceKind],
     pod_requests: &[i64],
     use_requested: bool,
+    dra: Option<&DraScoring>,
     f: impl FnOnce(&[i64], &[i64], &[i64]) -> R,
 ) -> R {
     let n = resources.len();
@@ -105,6 +164,7 @@ pub fn with_node_vectors<R>(
             resources,
             pod_requests,
             use_requested,
+            dra,
             [&mut *requested, &mut *allocated, &mut *allocatable],
         );
         f(requested, allocated, allocatable)
@@ -117,6 +177,7 @@ fn fill_node_vectors(
     resources: &[ResourceKind],
     pod_requests: &[i64],
     use_requested: bool,
+    dra: Option<&DraScoring>,
     [requested, allocated, allocatable]: [&mut [i64]; 3],
 ) {
     let base: &Resources = if use_requested {
@@ -137,8 +198,8 @@ fn fill_node_vectors(
                     continue;
                 }
                 match node.allocatable.scalar.get(name) {
-                    Some(&a) => (a, node.requested.scalar(name)),
-                    None => (0, 0),
+                    Some(&a) if a != 0 => (a, node.requested.scalar(name)),
+                    _ => dra.map_or((0, 0), |d| d.totals(i, node)),
                 }
             }
         };

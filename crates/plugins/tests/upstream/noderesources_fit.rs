@@ -525,7 +525,7 @@ fn test_enough_requests() {
         let ignored: HashSet<String> = strings(&c.args["ignoredResources"]);
         let groups: HashSet<String> = strings(&c.args["ignoredResourceGroups"]);
         let got: Vec<(String, String, i64, i64, i64, bool)> =
-            fits_request(&c.pod, &ni, &ignored, &groups)
+            fits_request(&c.pod, &ni, &ignored, &groups, None)
                 .into_iter()
                 .map(|ir| {
                     let (req, used, cap) = (

@@ -81,6 +81,30 @@ impl DraCache {
         self.assumed.remove(key);
     }
 
+    /// Drops what was assumed for a claim (one that exists only in the
+    /// scheduler's memory, or that was just deleted).
+    pub(crate) fn forget(&mut self, key: &Key) {
+        if self.assumed.remove(key).is_some() {
+            self.rebuild();
+        }
+    }
+
+    /// The in-memory claim `old` was created as `created`: the created
+    /// claim keeps `old`'s in-flight allocation.
+    pub(crate) fn swap(&mut self, old: &ResourceClaim, created: &ResourceClaim) {
+        let allocation = self
+            .assumed
+            .remove(&old.key())
+            .and_then(|c| c.allocation.clone())
+            .or_else(|| old.allocation.clone());
+        if let Some(a) = allocation {
+            let mut c = created.clone();
+            c.allocation = Some(a);
+            self.assumed.insert(c.key(), Arc::new(c));
+        }
+        self.rebuild();
+    }
+
     /// Reserve's allocation, or Unreserve's restore (a claim without an
     /// allocation: the informer's version is the truth again).
     pub(crate) fn assume(&mut self, c: &ResourceClaim) {
@@ -164,6 +188,18 @@ impl State {
         self.set_snapshot_dra();
     }
 
+    /// Forgets what was assumed for a claim (in-memory, or deleted).
+    pub(crate) fn forget_dra_claim(&mut self, namespace: &str, name: &str) {
+        self.dra.forget(&(namespace.to_string(), name.to_string()));
+        self.set_snapshot_dra();
+    }
+
+    /// PreBind created the in-memory claim `old` as `created`.
+    pub(crate) fn swap_assumed_claim(&mut self, old: &ResourceClaim, created: &ResourceClaim) {
+        self.dra.swap(old, created);
+        self.set_snapshot_dra();
+    }
+
     /// The claim as the informer last sent it.
     pub fn informer_claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim> {
         self.dra.informer_claim(namespace, name)
@@ -171,6 +207,7 @@ impl State {
 
     fn set_snapshot_dra(&mut self) {
         let view = self.dra.view();
+        self.queue.set_dra(view.clone());
         if let Some(s) = self.snap.as_mut() {
             Arc::make_mut(s).dra = Some(view);
         }
