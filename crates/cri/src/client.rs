@@ -161,25 +161,54 @@ impl CriClient {
         let path = socket_path(endpoint)?;
         // The URI is required by tonic but unused: the connector below
         // always dials the socket.
-        let channel = Endpoint::from_static("http://cri.invalid")
-            .connect_timeout(options.connect_timeout)
-            .timeout(options.request_timeout)
-            .connect_with_connector(tower::service_fn(move |_: Uri| {
-                let path = path.clone();
-                async move { UnixStream::connect(path).await.map(TokioIo::new) }
-            }))
+        let channel = Self::endpoint_of(&options)
+            .connect_with_connector(Self::dialer(path))
             .await
             .map_err(|source| CriError::Connect {
                 endpoint: endpoint.to_string(),
                 source,
             })?;
-        Ok(CriClient {
+        Ok(Self::over(endpoint, channel, &options))
+    }
+
+    /// A client that connects to `endpoint` at its first call, not now
+    /// (for callers that may never need the runtime).
+    pub fn lazy(endpoint: &str) -> Result<Self> {
+        let path = socket_path(endpoint)?;
+        let options = ConnectOptions::default();
+        let channel = Self::endpoint_of(&options).connect_with_connector_lazy(Self::dialer(path));
+        Ok(Self::over(endpoint, channel, &options))
+    }
+
+    fn endpoint_of(options: &ConnectOptions) -> Endpoint {
+        Endpoint::from_static("http://cri.invalid")
+            .connect_timeout(options.connect_timeout)
+            .timeout(options.request_timeout)
+    }
+
+    fn dialer(
+        path: PathBuf,
+    ) -> impl tower::Service<
+        Uri,
+        Response = TokioIo<UnixStream>,
+        Error = std::io::Error,
+        Future = impl std::future::Future<Output = std::io::Result<TokioIo<UnixStream>>> + Send,
+    > + Clone
+           + Send {
+        tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move { UnixStream::connect(path).await.map(TokioIo::new) }
+        })
+    }
+
+    fn over(endpoint: &str, channel: Channel, options: &ConnectOptions) -> Self {
+        CriClient {
             endpoint: endpoint.to_string(),
             runtime: RuntimeServiceClient::new(channel.clone())
                 .max_decoding_message_size(MAX_MESSAGE_SIZE),
             images: ImageServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE_SIZE),
             request_timeout: options.request_timeout,
-        })
+        }
     }
 
     /// The endpoint this client was connected to.

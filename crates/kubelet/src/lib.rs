@@ -33,6 +33,7 @@
 pub mod api;
 pub mod capacity;
 pub mod config;
+pub mod events;
 pub mod eviction;
 pub mod heartbeat;
 pub mod lease;
@@ -235,6 +236,9 @@ pub async fn run_with_metrics(
     }
     if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
         cri.set_node(desc);
+        let (recorder, queued) = events::Recorder::new(events::MAX_QUEUED);
+        cri.set_events(recorder);
+        tasks.spawn(events::run(client.clone(), desc.name.clone(), queued));
         cri.set_volume_manager(Arc::new(volumes::manager::VolumeManager::new(
             client.clone(),
             cri.dirs().clone(),

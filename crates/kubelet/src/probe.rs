@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Probe};
+use k8s_openapi::api::core::v1::{Container, HTTPGetAction, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use rkube_cri::CriClient;
@@ -114,6 +114,9 @@ pub struct ProbeSpec {
     pub success_threshold: u32,
     /// `failureThreshold` (default 3).
     pub failure_threshold: u32,
+    /// The probe's `terminationGracePeriodSeconds`: the grace of a kill
+    /// this (liveness or startup) probe causes, instead of the pod's.
+    pub termination_grace: Option<i64>,
 }
 
 fn secs(v: Option<i32>, default: u64) -> Duration {
@@ -137,28 +140,34 @@ fn resolve_port(p: &IntOrString, c: &Container) -> Result<u16, String> {
     }
 }
 
+/// An `httpGet` of container `c` (a probe's or a lifecycle hook's) as an
+/// [`Action::Http`], its named port resolved.
+pub fn http_action(h: &HTTPGetAction, c: &Container) -> Result<Action, String> {
+    Ok(Action::Http {
+        scheme: h.scheme.clone().unwrap_or_else(|| "HTTP".into()),
+        host: h.host.clone().unwrap_or_default(),
+        port: resolve_port(&h.port, c)?,
+        path: h
+            .path
+            .clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/".into()),
+        headers: h
+            .http_headers
+            .iter()
+            .flatten()
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect(),
+    })
+}
+
 impl ProbeSpec {
     /// The spec of `probe` of container `c`.
     pub fn from_probe(kind: ProbeKind, probe: &Probe, c: &Container) -> Result<ProbeSpec, String> {
         let action = if let Some(e) = &probe.exec {
             Action::Exec(e.command.clone().unwrap_or_default())
         } else if let Some(h) = &probe.http_get {
-            Action::Http {
-                scheme: h.scheme.clone().unwrap_or_else(|| "HTTP".into()),
-                host: h.host.clone().unwrap_or_default(),
-                port: resolve_port(&h.port, c)?,
-                path: h
-                    .path
-                    .clone()
-                    .filter(|p| !p.is_empty())
-                    .unwrap_or_else(|| "/".into()),
-                headers: h
-                    .http_headers
-                    .iter()
-                    .flatten()
-                    .map(|h| (h.name.clone(), h.value.clone()))
-                    .collect(),
-            }
+            http_action(h, c)?
         } else if let Some(t) = &probe.tcp_socket {
             Action::Tcp {
                 host: t.host.clone().unwrap_or_default(),
@@ -186,6 +195,7 @@ impl ProbeSpec {
             timeout: secs(probe.timeout_seconds, 1),
             success_threshold,
             failure_threshold: probe.failure_threshold.filter(|n| *n > 0).unwrap_or(3) as u32,
+            termination_grace: probe.termination_grace_period_seconds,
         })
     }
 
@@ -339,12 +349,9 @@ pub async fn run_once(action: &Action, target: &Target, timeout: Duration) -> Ou
                 return Outcome::Failure(format!("unsupported scheme {scheme:?}"));
             };
             let host = host(h);
-            match tokio::time::timeout(timeout, http_get(tls, &host, *port, path, headers)).await {
-                Ok(Ok(code)) if (200..400).contains(&code) => Outcome::Success,
-                Ok(Ok(code)) => {
-                    Outcome::Failure(format!("HTTP probe failed with statuscode: {code}"))
-                }
-                Ok(Err(e)) => Outcome::Failure(e),
+            match tokio::time::timeout(timeout, http_probe(tls, &host, *port, path, headers)).await
+            {
+                Ok(outcome) => outcome,
                 Err(_) => Outcome::Failure("context deadline exceeded".into()),
             }
         }
@@ -376,15 +383,35 @@ fn host_header(host: &str, port: u16) -> String {
     }
 }
 
+/// The User-Agent of probe requests (upstream's `kube-probe/<major>.<minor>`).
+pub const PROBE_AGENT: &str = "kube-probe/1.37";
+/// The User-Agent of lifecycle hook requests.
+pub const LIFECYCLE_AGENT: &str = "kube-lifecycle/1.37";
+
 /// A minimal HTTP/1.1 GET (over TLS without certificate checks when
 /// `tls`, as upstream's prober); returns the status code.
-async fn http_get(
+pub async fn http_get(
     tls: bool,
     host: &str,
     port: u16,
     path: &str,
     headers: &[(String, String)],
+    agent: &str,
 ) -> Result<u16, String> {
+    http_request(tls, host, port, path, headers, agent)
+        .await
+        .map(|r| r.code)
+}
+
+/// [`http_get`] with the response's `Location`.
+async fn http_request(
+    tls: bool,
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+    agent: &str,
+) -> Result<HttpResponse, String> {
     let target = crate::probe_request::request_target(path);
     let url = format!(
         "{}://{}{target}",
@@ -400,9 +427,9 @@ async fn http_get(
         let s = rkube_daemon::probe_tls::connect_unverified(tcp, host)
             .await
             .map_err(|e| format!("Get \"{url}\": {e}"))?;
-        http_exchange(s, host, port, &target, &headers).await
+        http_exchange(s, host, port, &target, &headers, agent).await
     } else {
-        http_exchange(tcp, host, port, &target, &headers).await
+        http_exchange(tcp, host, port, &target, &headers, agent).await
     }
 }
 
@@ -414,14 +441,15 @@ async fn http_exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     port: u16,
     target: &str,
     headers: &[(String, String)],
-) -> Result<u16, String> {
+    agent: &str,
+) -> Result<HttpResponse, String> {
     let mut req = format!("GET {target} HTTP/1.1\r\n");
     let has = |n: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(n));
     if !has("host") {
         req += &format!("Host: {}\r\n", host_header(host, port));
     }
     if !has("user-agent") {
-        req += "User-Agent: kube-probe/1.37\r\n";
+        req += &format!("User-Agent: {agent}\r\n");
     }
     if !has("accept") {
         req += "Accept: */*\r\n";
@@ -433,25 +461,108 @@ async fn http_exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     s.write_all(req.as_bytes())
         .await
         .map_err(|e| e.to_string())?;
+    // The status line and the headers (for a redirect's Location), at
+    // most 8 KiB.
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
-    while !buf.contains(&b'\n') && buf.len() < 4096 {
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
         let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
         if n == 0 {
             break;
         }
         buf.extend_from_slice(&chunk[..n]);
     }
-    let line = String::from_utf8_lossy(&buf);
-    line.split_whitespace()
+    let text = String::from_utf8_lossy(&buf);
+    let mut lines = text.split("\r\n");
+    let status = lines.next().unwrap_or("");
+    let code = status
+        .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| {
-            format!(
-                "malformed HTTP response: {:?}",
-                line.lines().next().unwrap_or("")
-            )
-        })
+        .ok_or_else(|| format!("malformed HTTP response: {status:?}"))?;
+    let location = lines
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("location"))
+        .map(|(_, v)| v.trim().to_string());
+    Ok(HttpResponse { code, location })
+}
+
+/// What a GET got back: the status code and a redirect's `Location`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpResponse {
+    /// The status code.
+    pub code: u16,
+    /// The `Location` header, if any.
+    pub location: Option<String>,
+}
+
+/// Where a redirect from `host:port` over `tls` goes, when Go's prober
+/// would follow it: a relative location, or an absolute one with the same
+/// host name (the port may differ). `None`: not followed.
+pub fn follow(
+    location: &str,
+    tls: bool,
+    host: &str,
+    port: u16,
+) -> Option<(bool, String, u16, String)> {
+    if location.starts_with('/') && !location.starts_with("//") {
+        return Some((tls, host.to_string(), port, location.to_string()));
+    }
+    let (scheme, rest) = location.split_once("://")?;
+    let tls = match scheme.to_ascii_lowercase().as_str() {
+        "http" => false,
+        "https" => true,
+        _ => return None,
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].to_string()),
+        None => (rest, "/".to_string()),
+    };
+    let (h, p) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
+            (h.trim_matches(|c| c == '[' || c == ']'), p.parse().ok()?)
+        }
+        _ => (authority, if tls { 443 } else { 80 }),
+    };
+    (h == host).then(|| (tls, h.to_string(), p, path))
+}
+
+/// The outcome of an HTTP probe, following redirects as Go's prober: up
+/// to 10 to the same host name; a redirect elsewhere ends it with that
+/// (3xx: successful) response and a warning.
+pub async fn http_probe(
+    tls: bool,
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+) -> Outcome {
+    let (mut tls, mut host, mut port, mut path) = (tls, host.to_string(), port, path.to_string());
+    for _ in 0..=10 {
+        let r = match http_request(tls, &host, port, &path, headers, PROBE_AGENT).await {
+            Ok(r) => r,
+            Err(e) => return Outcome::Failure(e),
+        };
+        if !(300..400).contains(&r.code) {
+            return if (200..400).contains(&r.code) {
+                Outcome::Success
+            } else {
+                Outcome::Failure(format!("HTTP probe failed with statuscode: {}", r.code))
+            };
+        }
+        let Some(loc) = r.location else {
+            return Outcome::Success;
+        };
+        match follow(&loc, tls, &host, port) {
+            Some(next) => (tls, host, port, path) = next,
+            None => {
+                tracing::warn!(%host, location = %loc, "probe terminated redirects");
+                return Outcome::Success;
+            }
+        }
+    }
+    Outcome::Failure("stopped after 10 redirects".into())
 }
 
 /// `grpc.health.v1.HealthCheckRequest`.
@@ -500,6 +611,10 @@ pub struct ContainerProbeState {
     pub ready: bool,
     /// Set when liveness or startup failed: why the container must be killed.
     pub kill: Option<String>,
+    /// The failed probe's `terminationGracePeriodSeconds`, if it has one.
+    pub kill_grace: Option<i64>,
+    /// Which probe failed (`liveness`, `startup`).
+    pub kill_probe: Option<String>,
 }
 
 struct Entry {
@@ -548,10 +663,13 @@ impl ProbeManager {
             started: !has(ProbeKind::Startup),
             ready: !has(ProbeKind::Readiness),
             kill: None,
+            kill_grace: None,
+            kill_probe: None,
         }));
+        let started = Arc::new(tokio::sync::Notify::new());
         let tasks = specs
             .into_iter()
-            .map(|s| tokio::spawn(worker(s, target.clone(), state.clone())))
+            .map(|s| tokio::spawn(worker(s, target.clone(), state.clone(), started.clone())))
             .collect();
         entries.insert(
             key,
@@ -592,12 +710,23 @@ impl ProbeManager {
     }
 }
 
-async fn worker(spec: ProbeSpec, target: Target, state: Arc<Mutex<ContainerProbeState>>) {
+/// One probe's loop. `started` wakes the readiness and liveness workers
+/// the moment the startup probe succeeds (as upstream, a readiness probe
+/// runs right after startup, not a period later).
+async fn worker(
+    spec: ProbeSpec,
+    target: Target,
+    state: Arc<Mutex<ContainerProbeState>>,
+    started: Arc<tokio::sync::Notify>,
+) {
     let mut tracker = Tracker::new(&spec);
     let mut ticker = tokio::time::interval(spec.period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticker.tick().await;
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = started.notified(), if spec.kind != ProbeKind::Startup => {}
+        }
         let age = Timestamp::now().duration_since(target.started_at);
         if age.as_secs() < spec.initial_delay.as_secs() as i64 {
             continue;
@@ -623,7 +752,10 @@ async fn worker(spec: ProbeSpec, target: Target, state: Arc<Mutex<ContainerProbe
         let mut st = lock(&state);
         match (spec.kind, tracker.reported) {
             (ProbeKind::Readiness, r) => st.ready = r == Reported::Success,
-            (ProbeKind::Startup, Reported::Success) => st.started = true,
+            (ProbeKind::Startup, Reported::Success) => {
+                st.started = true;
+                started.notify_waiters();
+            }
             (_, Reported::Failure) => {
                 let why = match &outcome {
                     Outcome::Failure(w) => w.clone(),
@@ -635,6 +767,8 @@ async fn worker(spec: ProbeSpec, target: Target, state: Arc<Mutex<ContainerProbe
                     "Container failed {} probe, will be restarted: {why}",
                     spec.kind.as_str().to_lowercase()
                 ));
+                st.kill_grace = spec.termination_grace;
+                st.kill_probe = Some(spec.kind.as_str().to_lowercase());
             }
             _ => {}
         }
@@ -646,6 +780,63 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn redirects_are_followed_to_the_same_host_name_only() {
+        assert_eq!(
+            follow("/healthz", false, "10.0.0.1", 8080),
+            Some((false, "10.0.0.1".into(), 8080, "/healthz".into()))
+        );
+        assert_eq!(
+            follow("http://10.0.0.1:9090/x?y=1", false, "10.0.0.1", 8080),
+            Some((false, "10.0.0.1".into(), 9090, "/x?y=1".into()))
+        );
+        assert_eq!(
+            follow("https://10.0.0.1", false, "10.0.0.1", 8080),
+            Some((true, "10.0.0.1".into(), 443, "/".into()))
+        );
+        assert_eq!(follow("http://0.0.0.0/", false, "10.0.0.1", 8080), None);
+        assert_eq!(follow("//elsewhere/x", false, "10.0.0.1", 8080), None);
+    }
+
+    #[tokio::test]
+    async fn a_local_redirect_is_followed_and_a_foreign_one_ends_the_probe() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 2048];
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    let req = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    let resp = if req.starts_with("GET /local ") {
+                        "HTTP/1.1 302 Found\r\nLocation: /bad\r\nContent-Length: 0\r\n\r\n"
+                    } else if req.starts_with("GET /foreign ") {
+                        "HTTP/1.1 302 Found\r\nLocation: http://192.0.2.1/bad\r\nContent-Length: 0\r\n\r\n"
+                    } else if req.starts_with("GET /loop ") {
+                        "HTTP/1.1 302 Found\r\nLocation: /loop\r\nContent-Length: 0\r\n\r\n"
+                    } else {
+                        "HTTP/1.1 500 Bad\r\nContent-Length: 0\r\n\r\n"
+                    };
+                    let _ = s.write_all(resp.as_bytes()).await;
+                });
+            }
+        });
+        assert_eq!(
+            http_probe(false, "127.0.0.1", port, "/local", &[]).await,
+            Outcome::Failure("HTTP probe failed with statuscode: 500".into())
+        );
+        assert_eq!(
+            http_probe(false, "127.0.0.1", port, "/foreign", &[]).await,
+            Outcome::Success
+        );
+        assert_eq!(
+            http_probe(false, "127.0.0.1", port, "/loop", &[]).await,
+            Outcome::Failure("stopped after 10 redirects".into())
+        );
+    }
+
     fn spec(kind: ProbeKind, success: u32, failure: u32) -> ProbeSpec {
         ProbeSpec {
             kind,
@@ -655,6 +846,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             success_threshold: success,
             failure_threshold: failure,
+            termination_grace: None,
         }
     }
 
@@ -772,11 +964,11 @@ mod tests {
             }
         });
         assert_eq!(
-            http_get(false, "127.0.0.1", port, "/ok", &[]).await,
+            http_get(false, "127.0.0.1", port, "/ok", &[], PROBE_AGENT).await,
             Ok(200)
         );
         assert_eq!(
-            http_get(false, "127.0.0.1", port, "/bad", &[]).await,
+            http_get(false, "127.0.0.1", port, "/bad", &[], PROBE_AGENT).await,
             Ok(503)
         );
         // A path cannot split the request line; a header cannot be smuggled.
@@ -786,7 +978,8 @@ mod tests {
                 "127.0.0.1",
                 port,
                 "/ok HTTP/1.1\r\nX-Injected: 1",
-                &[]
+                &[],
+                PROBE_AGENT
             )
             .await,
             Ok(503)
@@ -797,6 +990,7 @@ mod tests {
             port,
             "/ok",
             &[("X-A".into(), "v\r\nHost: evil".into())],
+            PROBE_AGENT,
         )
         .await
         .unwrap_err();
@@ -808,7 +1002,7 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        assert!(http_get(false, "127.0.0.1", closed, "/", &[])
+        assert!(http_get(false, "127.0.0.1", closed, "/", &[], PROBE_AGENT)
             .await
             .is_err());
         let t = tokio::time::timeout(

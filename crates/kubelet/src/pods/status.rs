@@ -11,58 +11,115 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::runtime::{ContainerObservation, ContainerState, PodObservation};
+use crate::runtime::{is_sidecar, ContainerObservation, ContainerState, PodObservation};
 
 /// True for `Succeeded` and `Failed`.
 pub fn is_terminal(phase: Option<&str>) -> bool {
     matches!(phase, Some("Succeeded") | Some("Failed"))
 }
 
-/// The pod phase for an observation (upstream's `getPhase`).
-pub fn phase(pod: &Pod, obs: &PodObservation) -> &'static str {
+/// The init containers of `pod` with their observations, marked sidecar
+/// or not (the observation is in spec order).
+fn init_pairs<'a>(pod: &'a Pod, obs: &'a PodObservation) -> Vec<(bool, &'a ContainerObservation)> {
+    let specs = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default();
+    obs.init_containers
+        .iter()
+        .map(|o| {
+            let sidecar = specs.iter().any(|c| c.name == o.name && is_sidecar(c));
+            (sidecar, o)
+        })
+        .collect()
+}
+
+fn last_terminated(c: &ContainerObservation) -> Option<i32> {
+    match c.last_state {
+        Some(ContainerState::Terminated { exit_code, .. }) => Some(exit_code),
+        _ => None,
+    }
+}
+
+/// The pod phase for an observation (upstream's `getPhase`, with its
+/// sidecar rules: a sidecar neither keeps the pod Pending once it has
+/// started nor counts toward Succeeded/Failed). `initialized`: the pod
+/// was Initialized before (restarting sidecars then keep it Running).
+pub fn phase(pod: &Pod, obs: &PodObservation, initialized: bool) -> &'static str {
     let restart = pod
         .spec
         .as_ref()
         .and_then(|s| s.restart_policy.as_deref())
         .unwrap_or("Always");
-    let init_done = obs
-        .init_containers
-        .iter()
-        .all(|c| matches!(c.state, ContainerState::Terminated { exit_code: 0, .. }));
-    if !init_done {
-        let init_failed = obs.init_containers.iter().any(
-            |c| matches!(c.state, ContainerState::Terminated { exit_code, .. } if exit_code != 0),
-        );
-        return if init_failed && restart == "Never" {
-            "Failed"
-        } else {
-            "Pending"
-        };
+    let (mut pending_init, mut pending_sidecars, mut failed_init) = (0, 0, 0);
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for (sidecar, c) in init_pairs(pod, obs) {
+        match (&c.state, sidecar) {
+            (ContainerState::Running { .. }, false) => pending_init += 1,
+            (ContainerState::Terminated { exit_code, .. }, false) => {
+                if *exit_code != 0 {
+                    failed_init += 1;
+                }
+            }
+            (ContainerState::Waiting { .. }, false) => match last_terminated(c) {
+                Some(code) if code != 0 => failed_init += 1,
+                Some(_) => {}
+                None => pending_init += 1,
+            },
+            (ContainerState::Running { .. }, true) => {
+                if !c.started {
+                    pending_sidecars += 1;
+                }
+                running += 1;
+            }
+            (ContainerState::Terminated { .. }, true) => {}
+            (ContainerState::Waiting { .. }, true) => {
+                if last_terminated(c).is_none() {
+                    pending_sidecars += 1;
+                    waiting += 1;
+                }
+            }
+        }
     }
-    let (mut running, mut waiting, mut succeeded, mut failed) = (0, 0, 0, 0);
     for c in &obs.containers {
         match c.state {
             ContainerState::Running { .. } => running += 1,
-            ContainerState::Waiting { .. } => waiting += 1,
-            ContainerState::Terminated { exit_code: 0, .. } => succeeded += 1,
-            ContainerState::Terminated { .. } => failed += 1,
+            ContainerState::Terminated { exit_code, .. } => {
+                stopped += 1;
+                if exit_code == 0 {
+                    succeeded += 1;
+                }
+            }
+            ContainerState::Waiting { .. } => {
+                if last_terminated(c).is_some() {
+                    stopped += 1;
+                } else {
+                    waiting += 1;
+                }
+            }
         }
     }
-    if waiting > 0 || obs.containers.is_empty() {
+    if failed_init > 0 && restart == "Never" {
+        return "Failed";
+    }
+    if pending_init > 0 || (pending_sidecars > 0 && !initialized) || waiting > 0 {
+        return "Pending";
+    }
+    if obs.containers.is_empty() {
         return "Pending";
     }
     if running > 0 {
         return "Running";
     }
+    if stopped == 0 {
+        return "Pending";
+    }
     match restart {
         "Always" => "Running",
-        "OnFailure" if failed > 0 => "Running",
-        "OnFailure" => "Succeeded",
-        _ if failed > 0 => "Failed",
-        _ => {
-            let _ = succeeded;
-            "Succeeded"
-        }
+        _ if stopped == succeeded => "Succeeded",
+        "Never" => "Failed",
+        _ => "Running",
     }
 }
 
@@ -70,8 +127,8 @@ fn time(t: Timestamp) -> Option<Time> {
     Some(Time(t))
 }
 
-fn container_status(c: &ContainerObservation) -> ContainerStatus {
-    let state = match &c.state {
+fn kstate(s: &ContainerState, container_id: &str) -> KState {
+    match s {
         ContainerState::Waiting { reason, message } => KState {
             waiting: Some(ContainerStateWaiting {
                 reason: Some(reason.clone()),
@@ -90,27 +147,34 @@ fn container_status(c: &ContainerObservation) -> ContainerStatus {
             reason,
             started_at,
             finished_at,
+            message,
         } => KState {
             terminated: Some(ContainerStateTerminated {
                 exit_code: *exit_code,
                 reason: Some(reason.clone()),
+                message: (!message.is_empty()).then(|| message.clone()),
                 started_at: time(*started_at),
                 finished_at: time(*finished_at),
-                container_id: (!c.container_id.is_empty()).then(|| c.container_id.clone()),
+                container_id: (!container_id.is_empty()).then(|| container_id.to_string()),
                 ..Default::default()
             }),
             ..Default::default()
         },
-    };
+    }
+}
+
+fn container_status(c: &ContainerObservation) -> ContainerStatus {
     ContainerStatus {
         name: c.name.clone(),
         image: c.image.clone(),
         image_id: c.image_id.clone(),
         container_id: (!c.container_id.is_empty()).then(|| c.container_id.clone()),
         ready: c.ready,
-        started: Some(matches!(c.state, ContainerState::Running { .. })),
+        started: Some(c.started),
         restart_count: c.restart_count,
-        state: Some(state),
+        state: Some(kstate(&c.state, &c.container_id)),
+        // The previous instance's id is not kept; upstream reports it.
+        last_state: c.last_state.as_ref().map(|s| kstate(s, "")),
         ..Default::default()
     }
 }
@@ -147,6 +211,35 @@ fn names(cs: &[ContainerObservation], pred: impl Fn(&ContainerObservation) -> bo
         .collect()
 }
 
+/// Why the pod's readiness gates are not met (upstream's messages), from
+/// the conditions others set in the pod's status; empty when they are.
+fn readiness_gates_unready(pod: &Pod) -> Vec<String> {
+    let conditions = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(
+            |g| match conditions.iter().find(|c| c.type_ == g.condition_type) {
+                None => Some(format!(
+                    "corresponding condition of pod readiness gate {:?} does not exist.",
+                    g.condition_type
+                )),
+                Some(c) if c.status != "True" => Some(format!(
+                    "the status of pod readiness gate {:?} is not \"True\", but {}",
+                    g.condition_type, c.status
+                )),
+                Some(_) => None,
+            },
+        )
+        .collect()
+}
+
 /// The status the kubelet reports for `pod` given `obs`. `previous` (the
 /// last status computed, else the pod's) keeps transition and start times.
 pub fn pod_status(
@@ -156,12 +249,28 @@ pub fn pod_status(
     host_ip: &str,
     now: Timestamp,
 ) -> PodStatus {
-    let phase = phase(pod, obs);
+    let initialized_before = previous
+        .or(pod.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Initialized"))
+        .is_some_and(|c| c.status == "True");
+    let phase = phase(pod, obs, initialized_before);
     let completed = is_terminal(Some(phase));
-    let uninit = names(&obs.init_containers, |c| {
-        !matches!(c.state, ContainerState::Terminated { exit_code: 0, .. })
-    });
-    let unready = names(&obs.containers, |c| !c.ready);
+    let inits = init_pairs(pod, obs);
+    // A sidecar is initialized once started, an init container once it
+    // exited 0 (its `ready`).
+    let uninit: Vec<String> = inits
+        .iter()
+        .filter(|(sidecar, c)| if *sidecar { !c.started } else { !c.ready })
+        .map(|(_, c)| c.name.clone())
+        .collect();
+    let regular_started = obs.containers.iter().any(|c| c.started);
+    let unready: Vec<String> = inits
+        .iter()
+        .filter(|(sidecar, c)| *sidecar && !c.ready)
+        .map(|(_, c)| c.name.clone())
+        .chain(names(&obs.containers, |c| !c.ready))
+        .collect();
     let initialized = if completed && phase == "Succeeded" {
         condition(
             previous,
@@ -171,7 +280,7 @@ pub fn pod_status(
             None,
             now,
         )
-    } else if uninit.is_empty() {
+    } else if uninit.is_empty() || regular_started {
         condition(previous, "Initialized", true, None, None, now)
     } else {
         condition(
@@ -186,24 +295,46 @@ pub fn pod_status(
             now,
         )
     };
-    let ready = |type_: &str| {
-        if completed {
-            condition(previous, type_, false, Some("PodCompleted"), None, now)
-        } else if unready.is_empty() && !obs.containers.is_empty() {
-            condition(previous, type_, true, None, None, now)
-        } else {
-            condition(
-                previous,
-                type_,
-                false,
-                Some("ContainersNotReady"),
-                Some(format!(
-                    "containers with unready status: [{}]",
-                    unready.join(" ")
-                )),
-                now,
-            )
-        }
+    let containers_ready = if completed {
+        condition(
+            previous,
+            "ContainersReady",
+            false,
+            Some("PodCompleted"),
+            None,
+            now,
+        )
+    } else if unready.is_empty() && !obs.containers.is_empty() {
+        condition(previous, "ContainersReady", true, None, None, now)
+    } else {
+        condition(
+            previous,
+            "ContainersReady",
+            false,
+            Some("ContainersNotReady"),
+            Some(format!(
+                "containers with unready status: [{}]",
+                unready.join(" ")
+            )),
+            now,
+        )
+    };
+    let gates = readiness_gates_unready(pod);
+    let ready = if containers_ready.status != "True" || gates.is_empty() {
+        let mut r = containers_ready.clone();
+        r.type_ = "Ready".into();
+        r.last_transition_time =
+            condition(previous, "Ready", r.status == "True", None, None, now).last_transition_time;
+        r
+    } else {
+        condition(
+            previous,
+            "Ready",
+            false,
+            Some("ReadinessGatesNotReady"),
+            Some(gates.join(", ")),
+            now,
+        )
     };
     let conditions = vec![
         condition(
@@ -215,8 +346,8 @@ pub fn pod_status(
             now,
         ),
         initialized,
-        ready("ContainersReady"),
-        ready("Ready"),
+        containers_ready,
+        ready,
         // Bound to this node: scheduled, whoever bound it.
         condition(previous, "PodScheduled", true, None, None, now),
     ];
@@ -248,6 +379,12 @@ pub fn pod_status(
         init_container_statuses: (!obs.init_containers.is_empty())
             .then(|| obs.init_containers.iter().map(container_status).collect()),
         container_statuses: Some(obs.containers.iter().map(container_status).collect()),
+        ephemeral_container_statuses: (!obs.ephemeral_containers.is_empty()).then(|| {
+            obs.ephemeral_containers
+                .iter()
+                .map(container_status)
+                .collect()
+        }),
         observed_generation: generation,
         ..Default::default()
     }
@@ -280,6 +417,18 @@ pub fn evicted_status(
     target.observed_generation = pod.metadata.generation;
     s.conditions.get_or_insert_with(Vec::new).push(target);
     s
+}
+
+/// The status of a pod the node refused (upstream's `rejectPod`): phase
+/// `Failed`, the rejection's reason, "Pod was rejected: <message>".
+pub fn rejected_status(pod: &Pod, r: &crate::runtime::Rejection) -> PodStatus {
+    PodStatus {
+        phase: Some("Failed".into()),
+        reason: Some(r.reason.clone()),
+        message: Some(format!("Pod was rejected: {}", r.message)),
+        qos_class: pod.status.as_ref().and_then(|s| s.qos_class.clone()),
+        ..Default::default()
+    }
 }
 
 /// The strategic-merge PATCH body for a status: `metadata.uid` makes the
@@ -320,8 +469,10 @@ mod tests {
             image_id: "img@sha256:x".into(),
             container_id: "sim://1".into(),
             ready: matches!(state, ContainerState::Running { .. }),
+            started: matches!(state, ContainerState::Running { .. }),
             state,
             restart_count: 0,
+            last_state: None,
         }
     }
 
@@ -338,6 +489,7 @@ mod tests {
             reason: if code == 0 { "Completed" } else { "Error" }.into(),
             started_at: t,
             finished_at: t,
+            message: String::new(),
         }
     }
 
@@ -375,13 +527,149 @@ mod tests {
                 .enumerate()
                 .map(|(i, s)| c(&i.to_string(), s))
                 .collect());
-            assert_eq!(phase(&pod(restart), &o), want, "{restart}");
+            assert_eq!(phase(&pod(restart), &o, false), want, "{restart}");
         }
         let mut o = obs(vec![c("a", running())]);
         o.init_containers = vec![c("i", waiting())];
-        assert_eq!(phase(&pod("Always"), &o), "Pending");
+        assert_eq!(phase(&pod("Always"), &o, false), "Pending");
         o.init_containers = vec![c("i", exited(2))];
-        assert_eq!(phase(&pod("Never"), &o), "Failed");
+        assert_eq!(phase(&pod("Never"), &o, false), "Failed");
+        // A container crash-looping (Waiting with a last termination) is
+        // stopped, not waiting: the pod stays Running.
+        let mut looping = c(
+            "b",
+            ContainerState::Waiting {
+                reason: "CrashLoopBackOff".into(),
+                message: String::new(),
+            },
+        );
+        looping.last_state = Some(exited(1));
+        let o = obs(vec![c("a", exited(1)), looping]);
+        assert_eq!(phase(&pod("Always"), &o, true), "Running");
+        assert_eq!(phase(&pod("Never"), &o, true), "Failed");
+    }
+
+    fn with_sidecar(restart: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "uid": "u"},
+            "spec": {
+                "restartPolicy": restart,
+                "initContainers": [{"name": "side", "restartPolicy": "Always"}, {"name": "init"}],
+                "containers": [{"name": "a"}],
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn sidecars_count_for_initialization_and_readiness_but_not_for_the_phase() {
+        let t = Timestamp::from_second(1_700_000_300).unwrap();
+        let p = with_sidecar("Never");
+        // The sidecar runs but has not started (startup probe): Pending,
+        // not initialized.
+        let mut side = c("side", running());
+        side.started = false;
+        side.ready = false;
+        let mut o = obs(vec![c("a", waiting())]);
+        o.init_containers = vec![side.clone(), c("init", waiting())];
+        assert_eq!(phase(&p, &o, false), "Pending");
+        let st = pod_status(&p, None, &o, "10.0.0.1", t);
+        let cond = |s: &PodStatus, t: &str| {
+            s.conditions
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|c| c.type_ == t)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(
+            cond(&st, "Initialized").message.as_deref(),
+            Some("containers with incomplete status: [side init]")
+        );
+        // Started, the init container done, the app running: Running,
+        // initialized; the unready sidecar keeps the pod unready.
+        side.started = true;
+        let mut init = c("init", exited(0));
+        init.ready = true;
+        o.init_containers = vec![side.clone(), init.clone()];
+        o.containers = vec![c("a", running())];
+        assert_eq!(phase(&p, &o, false), "Running");
+        let st = pod_status(&p, None, &o, "10.0.0.1", t);
+        assert_eq!(cond(&st, "Initialized").status, "True");
+        assert_eq!(
+            cond(&st, "ContainersReady").message.as_deref(),
+            Some("containers with unready status: [side]")
+        );
+        assert_eq!(cond(&st, "Ready").status, "False");
+        // The app exits 0 while the sidecar still runs: still Running, as
+        // upstream's getPhase (the runtime then stops the sidecar)...
+        side.ready = true;
+        o.init_containers = vec![side, init.clone()];
+        o.containers = vec![c("a", exited(0))];
+        assert_eq!(phase(&p, &o, true), "Running");
+        // ... and once it has stopped (whatever its exit code), Succeeded:
+        // a sidecar never counts toward Succeeded/Failed.
+        o.init_containers = vec![c("side", exited(137)), init];
+        assert_eq!(phase(&p, &o, true), "Succeeded");
+    }
+
+    #[test]
+    fn readiness_gates_hold_ready_back_with_upstreams_messages() {
+        let t = Timestamp::from_second(1_700_000_400).unwrap();
+        let mut p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "uid": "u"},
+            "spec": {
+                "containers": [{"name": "a"}],
+                "readinessGates": [{"conditionType": "example.com/one"}, {"conditionType": "example.com/two"}],
+            },
+            "status": {"conditions": [{"type": "example.com/two", "status": "False"}]},
+        }))
+        .unwrap();
+        let o = obs(vec![c("a", running())]);
+        let st = pod_status(&p, None, &o, "10.0.0.1", t);
+        let ready = |s: &PodStatus| {
+            s.conditions
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|c| c.type_ == "Ready")
+                .cloned()
+                .unwrap()
+        };
+        let r = ready(&st);
+        assert_eq!(r.status, "False");
+        assert_eq!(r.reason.as_deref(), Some("ReadinessGatesNotReady"));
+        assert_eq!(
+            r.message.as_deref(),
+            Some("corresponding condition of pod readiness gate \"example.com/one\" does not exist., the status of pod readiness gate \"example.com/two\" is not \"True\", but False")
+        );
+        p.status = serde_json::from_value(json!({"conditions": [
+            {"type": "example.com/one", "status": "True"},
+            {"type": "example.com/two", "status": "True"},
+        ]}))
+        .unwrap();
+        assert_eq!(
+            ready(&pod_status(&p, None, &o, "10.0.0.1", t)).status,
+            "True"
+        );
+    }
+
+    #[test]
+    fn last_state_and_termination_messages_are_reported() {
+        let mut a = c("a", running());
+        a.last_state = Some(ContainerState::Terminated {
+            exit_code: 1,
+            reason: "Error".into(),
+            started_at: Timestamp::from_second(1_700_000_000).unwrap(),
+            finished_at: Timestamp::from_second(1_700_000_001).unwrap(),
+            message: "boom".into(),
+        });
+        let s = container_status(&a);
+        let last = s.last_state.unwrap().terminated.unwrap();
+        assert_eq!(last.exit_code, 1);
+        assert_eq!(last.message.as_deref(), Some("boom"));
+        assert_eq!(s.started, Some(true));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::status::{evicted_status, is_terminal, pod_status, status_patch};
+use super::status::{evicted_status, is_terminal, pod_status, rejected_status, status_patch};
 use super::writer::{StatusUpdate, StatusWriter};
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
@@ -130,6 +130,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
     let mut last: Option<PodStatus> = None;
     let mut current: Option<Arc<Pod>> = None;
     let mut error_backoff = Duration::from_millis(500);
+    let mut admitted = false;
     let (evict_tx, mut evict_rx) = mpsc::channel::<EvictRequest>(1);
     let uid = rx
         .borrow()
@@ -159,6 +160,30 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             return;
         }
         let mut resync = None;
+        if !admitted && !is_terminal(last.as_ref().and_then(|s| s.phase.as_deref())) {
+            admitted = true;
+            let running_already = last
+                .as_ref()
+                .is_some_and(|s| s.phase.as_deref() == Some("Running"));
+            if let (Err(r), false) = (ctx.runtime.admit(&pod), running_already) {
+                tracing::warn!(pod = %key(&pod), reason = %r.reason, message = %r.message, "pod rejected");
+                let status = rejected_status(&pod, &r);
+                ctx.writer.push(StatusUpdate {
+                    namespace: pod.namespace().unwrap_or_default(),
+                    name: pod.name_any(),
+                    uid: pod.uid().unwrap_or_default(),
+                    patch: status_patch(&pod.uid().unwrap_or_default(), &status),
+                });
+                last = Some(status);
+            }
+        }
+        let mut deadline_wake = None;
+        if !is_terminal(last.as_ref().and_then(|s| s.phase.as_deref())) {
+            match deadline_left(&pod, last.as_ref(), Timestamp::now()) {
+                Some(left) if left.is_zero() => deadline_exceeded(&ctx, &pod, &mut last).await,
+                left => deadline_wake = left,
+            }
+        }
         let terminal = is_terminal(last.as_ref().and_then(|s| s.phase.as_deref()));
         if terminal {
             ctx.active.remove(&uid);
@@ -201,6 +226,9 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                     error_backoff = (error_backoff * 2).min(Duration::from_secs(30));
                 }
             }
+        }
+        if let Some(d) = deadline_wake {
+            resync = Some(resync.map_or(d, |r: Duration| r.min(d)));
         }
         let sleep = async {
             match resync {
@@ -265,6 +293,55 @@ async fn evict(
     ctx.metrics.pods_evicted.fetch_add(1, Ordering::Relaxed);
     *last = Some(status);
     true
+}
+
+/// How long `pod` may still run under `activeDeadlineSeconds` (counted
+/// from its start time), `None` without a deadline or before it started.
+pub fn deadline_left(pod: &Pod, last: Option<&PodStatus>, now: Timestamp) -> Option<Duration> {
+    let secs = pod.spec.as_ref()?.active_deadline_seconds?;
+    let start = last
+        .and_then(|s| s.start_time.as_ref())
+        .or_else(|| pod.status.as_ref()?.start_time.as_ref())?
+        .0;
+    let ran = now.duration_since(start).as_secs().max(0);
+    Some(Duration::from_secs((secs - ran).max(0) as u64))
+}
+
+/// Kills a pod past its `activeDeadlineSeconds` and queues its final
+/// status: `Failed`, reason `DeadlineExceeded`, upstream's message.
+async fn deadline_exceeded(ctx: &WorkerContext, pod: &Pod, last: &mut Option<PodStatus>) {
+    const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
+    tracing::info!(pod = %key(pod), "active deadline exceeded; killing the pod");
+    let grace = grace_period(pod);
+    let obs = match tokio::time::timeout(
+        grace + Duration::from_secs(10),
+        ctx.runtime.kill_pod(pod, grace),
+    )
+    .await
+    {
+        Ok(Ok(obs)) => obs,
+        _ => {
+            tracing::warn!(pod = %key(pod), "killing a pod past its deadline failed; retrying");
+            return;
+        }
+    };
+    let mut status = pod_status(
+        pod,
+        last.as_ref(),
+        &obs,
+        &node_ip(ctx, pod),
+        Timestamp::now(),
+    );
+    status.phase = Some("Failed".into());
+    status.reason = Some("DeadlineExceeded".into());
+    status.message = Some(MESSAGE.into());
+    ctx.writer.push(StatusUpdate {
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        uid: pod.uid().unwrap_or_default(),
+        patch: status_patch(&pod.uid().unwrap_or_default(), &status),
+    });
+    *last = Some(status);
 }
 
 /// True when the pod's status in the API shows `status`'s phase and the
@@ -383,6 +460,34 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_active_deadline_counts_from_the_start_time() {
+        let pod = |deadline: Option<i64>| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p"},
+                "spec": {"containers": [], "activeDeadlineSeconds": deadline},
+                "status": {"startTime": "2026-12-03T10:00:00Z"}}))
+            .unwrap()
+        };
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        assert_eq!(
+            deadline_left(&pod(None), None, at("2026-12-03T11:00:00Z")),
+            None
+        );
+        assert_eq!(
+            deadline_left(&pod(Some(30)), None, at("2026-12-03T10:00:10Z")),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(
+            deadline_left(&pod(Some(30)), None, at("2026-12-03T10:05:00Z")),
+            Some(Duration::ZERO)
+        );
+        // Not started: no clock yet.
+        let mut p = pod(Some(5));
+        p.status = None;
+        assert_eq!(deadline_left(&p, None, at("2026-12-03T10:05:00Z")), None);
+    }
 
     #[test]
     fn api_agreement() {

@@ -8,8 +8,21 @@
 //!   counts are the containers' CRI `attempt`, so they survive too). A
 //!   sandbox that is no longer ready is stopped and a new one (attempt + 1)
 //!   is made, unless a `restartPolicy: Never` pod has nothing left to run.
+//! * Ephemeral containers (`kubectl debug`) start once, never restart.
 //! * Init containers run one at a time in spec order; the containers start
-//!   once every init container exited 0.
+//!   once every init container exited 0. A sidecar (an init container with
+//!   `restartPolicy: Always`) only has to have started (past its startup
+//!   probe) for the next one to start; it keeps running (restarted with
+//!   back-off whatever the pod's policy), has probes like a container,
+//!   counts toward readiness but not toward the phase, and is stopped once
+//!   every container has exited for good, and on termination after the
+//!   containers, last first.
+//! * Lifecycle hooks ([`super::hooks`]): `postStart` right after
+//!   `StartContainer` (a failure kills the container:
+//!   `PostStartHookError`), `preStop` before every stop, within the grace.
+//! * Termination messages ([`super::termination`]), the kubelet-managed
+//!   `/etc/hosts` ([`super::etc_hosts`]), `lastState` from the previous
+//!   instance, and Events ([`crate::events`]) with upstream's reasons.
 //! * Exited containers restart per `restartPolicy` with upstream's
 //!   crash-loop back-off ([`super::backoff`]: at once, then 10 s doubling
 //!   to 300 s), reported as `Waiting`/`CrashLoopBackOff` meanwhile.
@@ -50,12 +63,15 @@ use super::cri_spec::{
 };
 use super::downward::DownwardContext;
 use super::env::EnvSources;
+use super::hooks::{self, Hook, HookTarget};
 use super::resources::ResourceOptions;
 use super::security::{ImageUser, SecurityOptions};
+use super::termination;
 use super::{
-    BoxFuture, ContainerObservation, ContainerState, PodObservation, Runtime, RuntimeError,
-    RuntimeVersion,
+    ephemeral_containers, is_sidecar, BoxFuture, ContainerObservation, ContainerState,
+    PodObservation, Runtime, RuntimeError, RuntimeVersion,
 };
+use crate::events::Recorder;
 use crate::node::NodeDesc;
 use crate::probe::{ProbeManager, ProbeSpec, Target};
 use crate::volumes::manager::{EnvInputs, VolumeManager};
@@ -73,6 +89,7 @@ pub struct CriRuntime {
     volumes: OnceLock<Arc<VolumeManager>>,
     backoff: Mutex<Backoff>,
     probes: ProbeManager,
+    events: OnceLock<Recorder>,
 }
 
 /// What containers are made against: the node's IP, allocatable and
@@ -180,9 +197,40 @@ pub fn state_of(s: &v1::ContainerStatus) -> ContainerState {
             },
             started_at: ts(s.started_at),
             finished_at: ts(s.finished_at),
+            message: String::new(),
         },
         Ok(v1::ContainerState::ContainerCreated) => waiting("ContainerCreating", ""),
         _ => waiting("Unknown", s.message.clone()),
+    }
+}
+
+/// The instance before the newest of every container name (its state is
+/// `lastState`).
+fn previous_instances(containers: &[v1::Container]) -> HashMap<String, v1::Container> {
+    let newest = latest(containers.to_vec());
+    let older: Vec<v1::Container> = containers
+        .iter()
+        .filter(|c| newest.get(container_name(c)).is_none_or(|n| n.id != c.id))
+        .cloned()
+        .collect();
+    latest(older)
+}
+
+/// What [`CriRuntime::keep`] left running.
+#[derive(Default)]
+struct Kept {
+    /// The running instance.
+    id: Option<String>,
+    /// The back-off left before the next restart, if backing off.
+    backoff: Option<Duration>,
+}
+
+impl Kept {
+    fn running(id: String) -> Kept {
+        Kept {
+            id: Some(id),
+            backoff: None,
+        }
     }
 }
 
@@ -226,6 +274,7 @@ impl CriRuntime {
             volumes: OnceLock::new(),
             backoff: Mutex::new(Backoff::default()),
             probes: ProbeManager::default(),
+            events: OnceLock::new(),
         }
     }
 
@@ -244,6 +293,17 @@ impl CriRuntime {
         n.host_ip = desc.ip.clone();
         n.allocatable = desc.allocatable.clone();
         n.resources = node_resources(mem(&desc.capacity), mem(&desc.allocatable));
+    }
+
+    /// Records Events through `rec` from now on.
+    pub fn set_events(&self, rec: Recorder) {
+        let _ = self.events.set(rec);
+    }
+
+    fn event(&self, pod: &Pod, c: Option<&str>, warning: bool, reason: &str, msg: String) {
+        if let Some(r) = self.events.get() {
+            r.record(pod, c, warning, reason, msg);
+        }
     }
 
     /// Fetches and writes ConfigMap, Secret, downwardAPI and projected
@@ -401,6 +461,7 @@ impl CriRuntime {
     /// `Ok(image ref)` or `Err((reason, message))` for the container.
     async fn ensure_image(
         &self,
+        pod: &Pod,
         key: &str,
         c: &Container,
         sandbox: &v1::PodSandboxConfig,
@@ -408,15 +469,23 @@ impl CriRuntime {
         let image = c.image.clone().unwrap_or_default();
         let present = self.cri.image_status(&image).await.ok().flatten();
         let policy = cri_spec::pull_policy(c);
+        let name = Some(c.name.as_str());
         match (policy, &present) {
             (PullPolicy::Never, Some(img)) | (PullPolicy::IfNotPresent, Some(img)) => {
-                return Ok(img.id.clone())
+                self.event(
+                    pod,
+                    name,
+                    false,
+                    "Pulled",
+                    format!("Container image \"{image}\" already present on machine"),
+                );
+                return Ok(img.id.clone());
             }
             (PullPolicy::Never, None) => {
-                return Err((
-                    "ErrImageNeverPull".into(),
-                    format!("Container image \"{image}\" is not present with pull policy of Never"),
-                ))
+                let msg =
+                    format!("Container image \"{image}\" is not present with pull policy of Never");
+                self.event(pod, name, true, "ErrImageNeverPull", msg.clone());
+                return Err(("ErrImageNeverPull".into(), msg));
             }
             _ => {}
         }
@@ -425,14 +494,30 @@ impl CriRuntime {
         if present.is_none() {
             if let Some(left) = lock(&self.backoff).remaining(&pull_key, now, now) {
                 let _ = left;
-                return Err((
-                    "ImagePullBackOff".into(),
-                    format!("Back-off pulling image \"{image}\""),
-                ));
+                let msg = format!("Back-off pulling image \"{image}\"");
+                self.event(pod, name, false, "BackOff", msg.clone());
+                return Err(("ImagePullBackOff".into(), msg));
             }
         }
+        self.event(
+            pod,
+            name,
+            false,
+            "Pulling",
+            format!("Pulling image \"{image}\""),
+        );
+        let t = std::time::Instant::now();
         match self.cri.pull_image(&image, Some(sandbox.clone())).await {
-            Ok(r) => Ok(r),
+            Ok(r) => {
+                self.event(
+                    pod,
+                    name,
+                    false,
+                    "Pulled",
+                    format!("Successfully pulled image \"{image}\" in {:?}", t.elapsed()),
+                );
+                Ok(r)
+            }
             Err(e) => match present {
                 Some(img) => {
                     tracing::warn!(%image, error = %e, "pulling image failed (imagePullPolicy Always); using the image present on the node");
@@ -440,6 +525,14 @@ impl CriRuntime {
                 }
                 None => {
                     lock(&self.backoff).next(&pull_key, now);
+                    self.event(
+                        pod,
+                        name,
+                        true,
+                        "Failed",
+                        format!("Failed to pull image \"{image}\": {e}"),
+                    );
+                    self.event(pod, name, true, "Failed", "Error: ErrImagePull".into());
                     Err(("ErrImagePull".into(), e.to_string()))
                 }
             },
@@ -456,21 +549,56 @@ impl CriRuntime {
     ) -> Result<String, (String, String)> {
         let uid = pod.uid().unwrap_or_default();
         let key = format!("{uid}/{}", c.name);
-        self.ensure_image(&key, c, &sb.config).await?;
+        self.ensure_image(pod, &key, c, &sb.config).await?;
+        let name = Some(c.name.as_str());
+        let failed = |reason: &str, m: String| {
+            self.event(pod, name, true, "Failed", format!("Error: {m}"));
+            (reason.to_string(), m)
+        };
         let config = self
             .container_config(pod, c, attempt, sb)
             .await
-            .map_err(|m| ("CreateContainerConfigError".to_string(), m))?;
+            .map_err(|m| failed("CreateContainerConfigError", m))?;
         let id = self
             .cri
             .create_container(&sb.id, config, sb.config.clone())
             .await
-            .map_err(|e| ("CreateContainerError".to_string(), e.to_string()))?;
+            .map_err(|e| failed("CreateContainerError", e.to_string()))?;
+        self.event(pod, name, false, "Created", "Container created".into());
         self.cri
             .start_container(&id)
             .await
-            .map_err(|e| ("RunContainerError".to_string(), e.to_string()))?;
+            .map_err(|e| failed("RunContainerError", e.to_string()))?;
+        self.event(pod, name, false, "Started", "Container started".into());
         tracing::info!(pod = %pod.name_any(), container = %c.name, attempt, id = %id, "container started");
+        if let Some(h) = Hook::PostStart.of(c) {
+            let target = HookTarget {
+                cri: &self.cri,
+                container_id: &id,
+                pod_ip: sb.ips.first().map(String::as_str).unwrap_or(""),
+            };
+            if let Err(m) = hooks::run(&target, pod, c, h, hooks::POST_START_LIMIT).await {
+                // As upstream: the container is killed (preStop included)
+                // and restarted per the restart policy.
+                tracing::warn!(pod = %pod.name_any(), container = %c.name, message = %m, "postStart hook failed; killing the container");
+                self.event(
+                    pod,
+                    name,
+                    true,
+                    "FailedPostStartHook",
+                    "PostStartHook failed".into(),
+                );
+                let grace = Duration::from_secs(
+                    pod.spec
+                        .as_ref()
+                        .and_then(|s| s.termination_grace_period_seconds)
+                        .unwrap_or(30)
+                        .max(0) as u64,
+                );
+                let _ = self.stop_one(pod, c, &id, &sb.ips, grace, None).await;
+                return Err(("PostStartHookError".to_string(), m));
+            }
+        }
         Ok(id)
     }
 
@@ -540,6 +668,18 @@ impl CriRuntime {
                 c.name,
                 pod.name_any(),
                 cri_spec::pod_namespace(pod)
+            );
+            self.event(
+                pod,
+                Some(&c.name),
+                true,
+                "BackOff",
+                format!(
+                    "Back-off restarting failed container {} in pod {}_{}({uid})",
+                    c.name,
+                    pod.name_any(),
+                    cri_spec::pod_namespace(pod)
+                ),
             );
             return (
                 Some(Override::Waiting("CrashLoopBackOff".into(), msg)),
@@ -648,9 +788,43 @@ impl CriRuntime {
         if !sb.ready {
             return self.observe(pod, &overrides, Some(&sb), wake).await;
         }
-        // Init containers, in order, one at a time.
+        // Ephemeral containers first (as upstream: a debug container can
+        // start while init containers fail), once each, never restarted.
+        for c in ephemeral_containers(pod) {
+            if before.contains_key(&c.name) {
+                continue;
+            }
+            if let Err((r, m)) = self.start(pod, &c, 0, &sb).await {
+                overrides.insert(c.name.clone(), Override::Waiting(r, m));
+            }
+        }
+        // Init containers, in order: a regular one must exit 0 before the
+        // next one starts; a sidecar (`restartPolicy: Always`) must have
+        // started (past its startup probe) and is kept running.
         let mut init_done = true;
+        let all_done = self.finished_for_good(&spec, &before, &sb, &policy).await?;
         for c in spec.init_containers.iter().flatten() {
+            if is_sidecar(c) {
+                if all_done {
+                    // Not restarted once the containers are done.
+                    continue;
+                }
+                let running = self
+                    .keep(pod, c, before.get(&c.name), &sb, "Always", &mut overrides)
+                    .await?;
+                if let Some(l) = running.backoff {
+                    soon(l);
+                }
+                if running
+                    .id
+                    .as_deref()
+                    .is_some_and(|id| self.started(&uid, c, id))
+                {
+                    continue;
+                }
+                init_done = false;
+                break;
+            }
             let prev = before.get(&c.name).filter(|p| p.pod_sandbox_id == sb.id);
             let st = match prev {
                 Some(p) => Some(self.cri.container_status(&p.id).await.map_err(err)?),
@@ -686,55 +860,215 @@ impl CriRuntime {
             break;
         }
         if init_done {
+            let mut live = 0;
             for c in &spec.containers {
-                let prev = before.get(&c.name);
-                let Some(p) = prev else {
-                    if let Err((r, m)) = self.start(pod, c, 0, &sb).await {
-                        overrides.insert(c.name.clone(), Override::Waiting(r, m));
-                    }
-                    continue;
-                };
-                let mut st = self.cri.container_status(&p.id).await.map_err(err)?;
-                let running = st.state == v1::ContainerState::ContainerRunning as i32;
-                if running {
-                    let kill = self.probes.state(&uid, &c.name, &p.id).and_then(|s| s.kill);
-                    let Some(why) = kill else { continue };
-                    tracing::info!(pod = %pod.name_any(), container = %c.name, %why, "killing container");
-                    let grace = Duration::from_secs(
-                        spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64,
-                    );
-                    self.cri.stop_container(&p.id, grace).await.map_err(err)?;
-                    self.probes.remove(&uid, &c.name);
-                    st = self.cri.container_status(&p.id).await.map_err(err)?;
+                let kept = self
+                    .keep(pod, c, before.get(&c.name), &sb, &policy, &mut overrides)
+                    .await?;
+                if let Some(l) = kept.backoff {
+                    soon(l);
                 }
-                let exited = st.state == v1::ContainerState::ContainerExited as i32;
-                let other_sandbox = p.pod_sandbox_id != sb.id;
-                if (exited || other_sandbox)
-                    && should_restart(&policy, if exited { st.exit_code } else { 1 })
+                if kept.id.is_some() || kept.backoff.is_some() || overrides.contains_key(&c.name) {
+                    live += 1;
+                }
+            }
+            // Every container has exited for good: the sidecars are
+            // stopped too, last first (upstream kills such a pod), so that
+            // the pod can reach Succeeded/Failed.
+            if live == 0 {
+                let grace = Duration::from_secs(
+                    spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64,
+                );
+                for c in spec
+                    .init_containers
+                    .iter()
+                    .flatten()
+                    .rev()
+                    .filter(|c| is_sidecar(c))
                 {
-                    let fin = if exited {
-                        st.finished_at as i128
-                    } else {
-                        Timestamp::now().as_nanosecond()
-                    };
-                    let (o, left) = self.restart(pod, c, p, fin, &sb).await;
-                    if let Some(o) = o {
-                        overrides.insert(c.name.clone(), o);
-                    }
-                    if let Some(l) = left {
-                        soon(l);
-                    }
-                } else if st.state == v1::ContainerState::ContainerCreated as i32 {
-                    if let Err(e) = self.cri.start_container(&p.id).await {
-                        overrides.insert(
-                            c.name.clone(),
-                            Override::Waiting("RunContainerError".into(), e.to_string()),
-                        );
+                    if let Some(id) = self.running_container_id(&uid, &c.name).await? {
+                        tracing::info!(pod = %pod.name_any(), container = %c.name, "stopping sidecar: the pod's containers have finished");
+                        self.probes.remove(&uid, &c.name);
+                        self.stop_one(pod, c, &id, &sb.ips, grace, None).await?;
                     }
                 }
             }
         }
         self.observe(pod, &overrides, Some(&sb), wake).await
+    }
+
+    /// Every container of the pod has exited in sandbox `sb` and none is
+    /// to be restarted under `policy` (nothing keeps the pod alive).
+    async fn finished_for_good(
+        &self,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
+        before: &HashMap<String, v1::Container>,
+        sb: &Sandbox,
+        policy: &str,
+    ) -> Result<bool, RuntimeError> {
+        if spec.containers.is_empty() || policy == "Always" {
+            return Ok(false);
+        }
+        for c in &spec.containers {
+            let Some(x) = before.get(&c.name).filter(|x| x.pod_sandbox_id == sb.id) else {
+                return Ok(false);
+            };
+            if x.state != v1::ContainerState::ContainerExited as i32 {
+                return Ok(false);
+            }
+            let st = self.cri.container_status(&x.id).await.map_err(err)?;
+            if should_restart(policy, st.exit_code) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether the running instance `id` of `c` has started: past its
+    /// startup probe (a container without one has started once running).
+    fn started(&self, uid: &str, c: &Container, id: &str) -> bool {
+        match self.probes.state(uid, &c.name, id) {
+            Some(s) => s.started,
+            None => c.startup_probe.is_none(),
+        }
+    }
+
+    /// Keeps a long-running container (a regular one under the pod's
+    /// `policy`, or a sidecar under `Always`): starts it if it has no
+    /// instance, kills it when liveness/startup failed, restarts it when it
+    /// exited (with back-off) or belongs to an old sandbox, starts a
+    /// created one. Returns the instance running afterwards, if any.
+    async fn keep(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        prev: Option<&v1::Container>,
+        sb: &Sandbox,
+        policy: &str,
+        overrides: &mut HashMap<String, Override>,
+    ) -> Result<Kept, RuntimeError> {
+        let uid = pod.uid().unwrap_or_default();
+        let Some(p) = prev else {
+            return Ok(match self.start(pod, c, 0, sb).await {
+                Ok(id) => Kept::running(id),
+                Err((r, m)) => {
+                    overrides.insert(c.name.clone(), Override::Waiting(r, m));
+                    Kept::default()
+                }
+            });
+        };
+        let mut st = self.cri.container_status(&p.id).await.map_err(err)?;
+        let running = st.state == v1::ContainerState::ContainerRunning as i32;
+        if running && p.pod_sandbox_id == sb.id {
+            let Some(probe) = self.probes.state(&uid, &c.name, &p.id) else {
+                return Ok(Kept::running(p.id.clone()));
+            };
+            let Some(why) = probe.kill else {
+                return Ok(Kept::running(p.id.clone()));
+            };
+            tracing::info!(pod = %pod.name_any(), container = %c.name, %why, "killing container");
+            let grace = Duration::from_secs(
+                probe
+                    .kill_grace
+                    .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
+                    .unwrap_or(30)
+                    .max(0) as u64,
+            );
+            let why = format!(
+                "Container {} failed {} probe, will be restarted",
+                c.name,
+                probe.kill_probe.as_deref().unwrap_or("liveness")
+            );
+            self.stop_one(pod, c, &p.id, &sb.ips, grace, Some(&why))
+                .await?;
+            self.probes.remove(&uid, &c.name);
+            st = self.cri.container_status(&p.id).await.map_err(err)?;
+        }
+        let exited = st.state == v1::ContainerState::ContainerExited as i32;
+        let other_sandbox = p.pod_sandbox_id != sb.id;
+        if (exited || other_sandbox)
+            && should_restart(policy, if exited { st.exit_code } else { 1 })
+        {
+            let fin = if exited {
+                st.finished_at as i128
+            } else {
+                Timestamp::now().as_nanosecond()
+            };
+            let (o, left) = self.restart(pod, c, p, fin, sb).await;
+            return Ok(match o {
+                Some(o) => {
+                    overrides.insert(c.name.clone(), o);
+                    Kept {
+                        id: None,
+                        backoff: left,
+                    }
+                }
+                None => Kept {
+                    id: self
+                        .running_container_id(&uid, &c.name)
+                        .await
+                        .ok()
+                        .flatten(),
+                    backoff: left,
+                },
+            });
+        }
+        if st.state == v1::ContainerState::ContainerCreated as i32 {
+            if let Err(e) = self.cri.start_container(&p.id).await {
+                overrides.insert(
+                    c.name.clone(),
+                    Override::Waiting("RunContainerError".into(), e.to_string()),
+                );
+                return Ok(Kept::default());
+            }
+            return Ok(Kept::running(p.id.clone()));
+        }
+        Ok(Kept::default())
+    }
+
+    /// Stops one running container within `grace`, its `preStop` hook
+    /// first (which uses up part of the grace).
+    async fn stop_one(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        id: &str,
+        pod_ips: &[String],
+        grace: Duration,
+        why: Option<&str>,
+    ) -> Result<(), RuntimeError> {
+        let name = Some(c.name.as_str());
+        self.event(
+            pod,
+            name,
+            false,
+            "Killing",
+            why.map_or_else(|| format!("Stopping container {}", c.name), str::to_string),
+        );
+        let mut stop_grace = grace;
+        if let Some(h) = Hook::PreStop.of(c).filter(|_| !grace.is_zero()) {
+            let t = std::time::Instant::now();
+            let target = HookTarget {
+                cri: &self.cri,
+                container_id: id,
+                pod_ip: pod_ips.first().map(String::as_str).unwrap_or(""),
+            };
+            if let Err(m) = hooks::run(&target, pod, c, h, grace).await {
+                tracing::warn!(pod = %pod.name_any(), container = %c.name, message = %m, "preStop hook failed");
+                self.event(
+                    pod,
+                    name,
+                    true,
+                    "FailedPreStopHook",
+                    "PreStopHook failed".into(),
+                );
+            }
+            stop_grace = hooks::stop_grace_after(grace, t.elapsed());
+        }
+        match self.cri.stop_container(id, stop_grace).await {
+            Err(e) if !e.is_not_found() => Err(err(e)),
+            _ => Ok(()),
+        }
     }
 
     /// Observes a pod without acting (also for kill_pod and mirror pods).
@@ -747,74 +1081,95 @@ impl CriRuntime {
     ) -> Result<PodObservation, RuntimeError> {
         let uid = pod.uid().unwrap_or_default();
         let spec = pod.spec.clone().unwrap_or_default();
-        let now = latest(self.containers(&uid).await?);
+        let all = self.containers(&uid).await?;
+        let previous = previous_instances(&all);
+        let now = latest(all);
         let sandbox_id = sb.map(|s| s.id.as_str()).unwrap_or("");
         let pod_ip = sb.and_then(|s| s.ips.first().cloned()).unwrap_or_default();
+        let sandbox_ready = sb.is_some_and(|s| s.ready);
+        // Upstream's default waiting reason: PodInitializing for every
+        // container of a pod with init containers.
+        let default_reason = if spec.init_containers.as_ref().is_some_and(|i| !i.is_empty()) {
+            "PodInitializing"
+        } else {
+            "ContainerCreating"
+        };
         let mut resync = RELIST;
-        let mut init_pending = false;
         let mut init = Vec::new();
-        for c in spec.init_containers.iter().flatten() {
-            let (o, _) = self
-                .observe_container(
-                    &uid,
-                    c,
-                    now.get(&c.name),
-                    overrides,
-                    sandbox_id,
-                    init_pending,
-                    "",
-                )
-                .await?;
-            if !matches!(o.state, ContainerState::Terminated { exit_code: 0, .. }) {
-                init_pending = true;
-            }
-            init.push(o);
-        }
         let mut containers = Vec::new();
-        for c in &spec.containers {
+        let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
+        for (c, is_init) in inits.chain(spec.containers.iter().map(|c| (c, false))) {
+            let long_running = !is_init || is_sidecar(c);
             let (mut o, started_at) = self
                 .observe_container(
-                    &uid,
                     c,
                     now.get(&c.name),
+                    previous.get(&c.name),
                     overrides,
-                    sandbox_id,
-                    init_pending,
-                    "PodInitializing",
+                    default_reason,
+                    long_running,
                 )
                 .await?;
-            if let (Some(started_at), Some(x)) = (started_at, now.get(&c.name)) {
-                let specs = ProbeSpec::of_container(c);
-                if let Some(p) = specs.iter().map(|s| s.period).min() {
-                    resync = resync.min(p);
+            if long_running {
+                match (started_at, now.get(&c.name)) {
+                    (Some(started_at), Some(x)) => {
+                        let specs = ProbeSpec::of_container(c);
+                        if let Some(p) = specs.iter().map(|s| s.period).min() {
+                            resync = resync.min(p);
+                        }
+                        if !specs.is_empty() && sandbox_ready && x.pod_sandbox_id == sandbox_id {
+                            self.probes.ensure(
+                                &uid,
+                                &c.name,
+                                specs,
+                                Target {
+                                    cri: self.cri.clone(),
+                                    container_id: x.id.clone(),
+                                    pod_ip: pod_ip.clone(),
+                                    started_at,
+                                },
+                            );
+                        }
+                        if let Some(ps) = self.probes.state(&uid, &c.name, &x.id) {
+                            o.started = ps.started;
+                            o.ready = ps.ready && ps.started;
+                        } else if c.startup_probe.is_some() || c.readiness_probe.is_some() {
+                            // Probes not running yet: not started/ready yet.
+                            o.started = c.startup_probe.is_none();
+                            o.ready = false;
+                        }
+                    }
+                    _ => self.probes.remove(&uid, &c.name),
                 }
-                if !specs.is_empty() && sb.is_some_and(|s| s.ready) {
-                    self.probes.ensure(
-                        &uid,
-                        &c.name,
-                        specs,
-                        Target {
-                            cri: self.cri.clone(),
-                            container_id: x.id.clone(),
-                            pod_ip: pod_ip.clone(),
-                            started_at,
-                        },
-                    );
-                }
-                if let Some(ps) = self.probes.state(&uid, &c.name, &x.id) {
-                    o.ready = ps.ready && ps.started;
-                }
-            } else {
-                self.probes.remove(&uid, &c.name);
             }
-            containers.push(o);
+            if is_init {
+                init.push(o);
+            } else {
+                containers.push(o);
+            }
+        }
+        let mut ephemeral = Vec::new();
+        for c in ephemeral_containers(pod) {
+            let (mut o, _) = self
+                .observe_container(
+                    &c,
+                    now.get(&c.name),
+                    None,
+                    overrides,
+                    "ContainerCreating",
+                    true,
+                )
+                .await?;
+            o.ready = false;
+            ephemeral.push(o);
         }
         if let Some(w) = wake {
             resync = resync.min(w + Duration::from_millis(100));
         }
         Ok(PodObservation {
-            sandbox_ready: sb.is_some_and(|s| s.ready),
-            pod_ips: if sb.is_some_and(|s| s.ready) {
+            ephemeral_containers: ephemeral,
+            sandbox_ready,
+            pod_ips: if sandbox_ready {
                 sb.map(|s| s.ips.clone()).unwrap_or_default()
             } else {
                 vec![]
@@ -825,53 +1180,76 @@ impl CriRuntime {
         })
     }
 
+    /// The state of one CRI container instance, its termination message
+    /// read when it has exited.
+    async fn instance_state(
+        &self,
+        c: &Container,
+        x: &v1::Container,
+    ) -> Result<Option<(ContainerState, v1::ContainerStatus)>, RuntimeError> {
+        match self.cri.container_status(&x.id).await {
+            Ok(st) => {
+                let mut state = state_of(&st);
+                if let ContainerState::Terminated { message, .. } = &mut state {
+                    *message = termination::message(&st, c);
+                }
+                Ok(Some((state, st)))
+            }
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(err(e)),
+        }
+    }
+
     /// One container's observation, and its start time if running.
-    #[allow(clippy::too_many_arguments)]
+    /// `long_running`: a regular container or a sidecar (an init
+    /// container is ready once it exited 0).
     async fn observe_container(
         &self,
-        _uid: &str,
         c: &Container,
         latest: Option<&v1::Container>,
+        previous: Option<&v1::Container>,
         overrides: &HashMap<String, Override>,
-        _sandbox_id: &str,
-        blocked: bool,
-        blocked_reason: &str,
+        default_reason: &str,
+        long_running: bool,
     ) -> Result<(ContainerObservation, Option<Timestamp>), RuntimeError> {
         let mut o = ContainerObservation {
             name: c.name.clone(),
             image: c.image.clone().unwrap_or_default(),
             image_id: String::new(),
             container_id: String::new(),
-            state: waiting(
-                if blocked && !blocked_reason.is_empty() {
-                    blocked_reason
-                } else {
-                    "ContainerCreating"
-                },
-                "",
-            ),
+            state: waiting(default_reason, ""),
             restart_count: latest.map(|x| attempt(x) as i32).unwrap_or(0),
             ready: false,
+            started: false,
+            last_state: None,
         };
         let mut started = None;
         if let Some(x) = latest {
-            match self.cri.container_status(&x.id).await {
-                Ok(st) => {
-                    o.image_id = st.image_ref.clone();
-                    o.container_id = format!("containerd://{}", x.id);
-                    o.state = state_of(&st);
-                    if let ContainerState::Running { started_at } = o.state {
-                        o.ready = true;
-                        started = Some(started_at);
-                    }
-                }
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(err(e)),
+            if let Some((state, st)) = self.instance_state(c, x).await? {
+                o.image_id = st.image_ref.clone();
+                o.container_id = format!("containerd://{}", x.id);
+                o.state = state;
             }
+        }
+        if let Some((state @ ContainerState::Terminated { .. }, _)) = match previous {
+            Some(x) => self.instance_state(c, x).await?,
+            None => None,
+        } {
+            o.last_state = Some(state);
+        }
+        match o.state {
+            ContainerState::Running { started_at } => {
+                o.started = true;
+                o.ready = long_running;
+                started = Some(started_at);
+            }
+            ContainerState::Terminated { exit_code: 0, .. } if !long_running => o.ready = true,
+            _ => {}
         }
         if let Some(Override::Waiting(r, m)) = overrides.get(&c.name) {
             o.state = waiting(r, m.clone());
             o.ready = false;
+            o.started = false;
             started = None;
         }
         Ok((o, started))
@@ -880,19 +1258,52 @@ impl CriRuntime {
     async fn kill(&self, pod: &Pod, grace: Duration) -> Result<PodObservation, RuntimeError> {
         let uid = pod.uid().unwrap_or_default();
         self.probes.forget_pod(&uid);
-        let running: Vec<v1::Container> = self
-            .containers(&uid)
-            .await?
-            .into_iter()
-            .filter(|c| c.state == v1::ContainerState::ContainerRunning as i32)
-            .collect();
-        let stops = running
+        let spec = pod.spec.clone().unwrap_or_default();
+        let running: HashMap<String, v1::Container> = latest(
+            self.containers(&uid)
+                .await?
+                .into_iter()
+                .filter(|c| c.state == v1::ContainerState::ContainerRunning as i32)
+                .collect(),
+        );
+        let ips = match self.sandboxes(&uid).await?.into_iter().next() {
+            Some(s) => self.sandbox_ips(&s.id, false).await,
+            None => vec![],
+        };
+        let started = std::time::Instant::now();
+        // Regular containers (and a running init container) first, all at
+        // once; then the sidecars, last first, with the grace left (as
+        // upstream's termination ordering).
+        let (sidecars, others): (Vec<&Container>, Vec<&Container>) = spec
+            .init_containers
             .iter()
-            .map(|c| self.cri.stop_container(&c.id, grace));
+            .flatten()
+            .chain(&spec.containers)
+            .partition(|c| is_sidecar(c));
+        let stops = others.iter().filter_map(|c| {
+            let x = running.get(&c.name)?;
+            Some(self.stop_one(pod, c, &x.id, &ips, grace, None))
+        });
         for r in futures::future::join_all(stops).await {
-            if let Err(e) = r {
-                if !e.is_not_found() {
-                    return Err(err(e));
+            r?;
+        }
+        for c in sidecars.iter().rev() {
+            if let Some(x) = running.get(&c.name) {
+                let left = hooks::stop_grace_after(grace, started.elapsed()).min(grace);
+                self.stop_one(pod, c, &x.id, &ips, left, None).await?;
+            }
+        }
+        // Anything else still running (not in the spec any more).
+        let known: Vec<&str> = sidecars
+            .iter()
+            .chain(&others)
+            .map(|c| c.name.as_str())
+            .collect();
+        for (name, x) in &running {
+            if !known.contains(&name.as_str()) {
+                match self.cri.stop_container(&x.id, grace).await {
+                    Err(e) if !e.is_not_found() => return Err(err(e)),
+                    _ => {}
                 }
             }
         }
@@ -1065,6 +1476,21 @@ impl Runtime for CriRuntime {
 
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>> {
         Box::pin(self.uids(false))
+    }
+
+    fn admit(&self, pod: &Pod) -> Result<(), super::Rejection> {
+        let r = super::admit_os(pod).and_then(|()| {
+            super::security::admit_sysctls(pod, &self.security.allowed_unsafe_sysctls).map_err(
+                |message| super::Rejection {
+                    reason: super::security::SYSCTL_FORBIDDEN_REASON.into(),
+                    message,
+                },
+            )
+        });
+        if let Err(rej) = &r {
+            self.event(pod, None, true, &rej.reason, rej.message.clone());
+        }
+        r
     }
 }
 

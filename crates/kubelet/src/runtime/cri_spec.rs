@@ -24,8 +24,10 @@ use rkube_cri::{v1, ContainerSpec, SandboxSpec};
 use rkube_model::quantity::Quantity;
 
 use super::env::{self, EnvSources};
+use super::etc_hosts;
 use super::resources::{self, ResourceOptions};
 use super::security::{self, ImageUser, SecurityOptions};
+use super::termination;
 use crate::volumes::{empty_dir, payload, subpath};
 
 /// Label with the pod's UID on sandboxes and containers (as upstream's).
@@ -162,18 +164,14 @@ pub fn sandbox_config(
     let ns = pod_namespace(pod);
     let name = pod.name_any();
     let uid = pod.uid().unwrap_or_default();
-    let hostname = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.hostname.clone())
-        .unwrap_or_else(|| name.clone());
+    let hostname = pod_hostname(pod);
     let mut config = SandboxSpec {
         log_directory: dirs.pod_logs(&ns, &name, &uid).display().to_string(),
         name,
         namespace: ns,
         uid,
         attempt,
-        hostname: truncate_hostname(&hostname),
+        hostname,
         host_network: host_network(pod),
         cgroup_parent: resources::pod_cgroup_parent(pod, ""),
         labels: sandbox_labels(pod, is_static),
@@ -198,6 +196,18 @@ pub fn sandbox_config(
         linux.sysctls = sysctls;
     }
     Ok(config)
+}
+
+/// The pod's hostname: `spec.hostname`, else its name, truncated to 63
+/// characters as upstream.
+pub fn pod_hostname(pod: &Pod) -> String {
+    let h = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.hostname.clone())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| pod.name_any());
+    truncate_hostname(&h)
 }
 
 /// Hostnames are at most 63 bytes (upstream truncates too).
@@ -259,7 +269,12 @@ pub fn volume_type(v: &Volume) -> &'static str {
 /// (upstream's `SetVolumeOwnership` on the fresh directory).
 fn empty_dir_ownership(dir: &Path, fs_group: Option<i64>) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
-    let mut mode = 0o777;
+    // rwx for all, as upstream's setupDir; a sticky bit (a tmpfs root's)
+    // is kept, as upstream's chmod of only the permission bits keeps it.
+    let sticky = std::fs::metadata(dir)
+        .map(|m| m.permissions().mode() & 0o1000)
+        .unwrap_or(0);
+    let mut mode = 0o777 | sticky;
     if let Some(g) = fs_group {
         let gid = u32::try_from(g).map_err(|_| format!("invalid fsGroup {g}"))?;
         std::os::unix::fs::lchown(dir, None, Some(gid))
@@ -488,7 +503,16 @@ pub fn container_config(
     security::verify_run_as_non_root(pod, c, inputs.image.uid, &inputs.image.username)?;
     let env = env::container_env(pod, c, &inputs.env)?;
     let (command, args) = env::expand_command_and_args(c, &env)?;
-    let mounts = mounts(pod, c, dirs)?;
+    let mut mounts = mounts(pod, c, dirs)?;
+    mounts.extend(etc_hosts::prepare(
+        pod,
+        c,
+        dirs,
+        &inputs.env.downward.pod_ips,
+    )?);
+    let message_file =
+        termination::host_file(dirs, &pod.uid().unwrap_or_default(), &c.name, attempt);
+    mounts.extend(termination::prepare(c, &message_file)?);
     let security_context = security::container_security(pod, c, &inputs.image, inputs.security)?;
     let labels: HashMap<String, String> = [
         (LABEL_POD_UID, pod.uid().unwrap_or_default()),

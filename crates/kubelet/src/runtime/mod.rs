@@ -35,9 +35,12 @@ pub mod cri;
 pub mod cri_spec;
 pub mod downward;
 pub mod env;
+pub mod etc_hosts;
+pub mod hooks;
 pub mod resources;
 pub mod security;
 pub mod sim;
+pub mod termination;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -45,6 +48,28 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
+
+/// The ephemeral containers of `pod` as containers (the same fields; an
+/// ephemeral container is started once and never restarted).
+pub fn ephemeral_containers(pod: &Pod) -> Vec<k8s_openapi::api::core::v1::Container> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let mut v = serde_json::to_value(e).ok()?;
+            v.as_object_mut()?.remove("targetContainerName");
+            serde_json::from_value(v).ok()
+        })
+        .collect()
+}
+
+/// True for an init container with `restartPolicy: Always`: a sidecar,
+/// which keeps running next to the containers.
+pub fn is_sidecar(c: &k8s_openapi::api::core::v1::Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
 
 /// A boxed, sendable future (keeps [`Runtime`] object-safe without the
 /// async-trait crate).
@@ -90,6 +115,9 @@ pub enum ContainerState {
         started_at: Timestamp,
         /// When it exited.
         finished_at: Timestamp,
+        /// The termination message (the file at `terminationMessagePath`,
+        /// or the log's tail with `FallbackToLogsOnError`); may be empty.
+        message: String,
     },
 }
 
@@ -108,8 +136,13 @@ pub struct ContainerObservation {
     pub state: ContainerState,
     /// Restarts so far.
     pub restart_count: i32,
-    /// Readiness (no probes: running ⇒ ready).
+    /// Readiness (no probes: running ⇒ ready; an init container that
+    /// exited 0 is ready).
     pub ready: bool,
+    /// `status.started`: running and past its startup probe.
+    pub started: bool,
+    /// The state of the previous instance (`lastState`), if any.
+    pub last_state: Option<ContainerState>,
 }
 
 /// What `sync_pod` observed after acting.
@@ -123,9 +156,48 @@ pub struct PodObservation {
     pub init_containers: Vec<ContainerObservation>,
     /// Containers, spec order.
     pub containers: Vec<ContainerObservation>,
+    /// Ephemeral containers (`kubectl debug`), spec order.
+    pub ephemeral_containers: Vec<ContainerObservation>,
     /// Call `sync_pod` again after this long (a timer of the runtime, e.g.
     /// the sim's start delay); `None` means the default resync (10 s).
     pub resync_after: Option<Duration>,
+}
+
+/// Why the node refuses to run a pod (upstream's kubelet admission): the
+/// pod goes `Failed` with this reason and the message "Pod was rejected:
+/// <message>", and nothing of it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// e.g. `PodOSNotSupported`, `SysctlForbidden`.
+    pub reason: String,
+    /// Upstream's message.
+    pub message: String,
+}
+
+/// The admission checks every runtime makes (upstream's predicate
+/// admit handler): the pod's `kubernetes.io/os` label and `spec.os` must
+/// name this node's OS (linux).
+pub fn admit_os(pod: &Pod) -> Result<(), Rejection> {
+    let label = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("kubernetes.io/os"));
+    if label.is_some_and(|os| os != "linux") {
+        return Err(Rejection {
+            reason: "PodOSSelectorNodeLabelDoesNotMatch".into(),
+            message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
+                .into(),
+        });
+    }
+    let os = pod.spec.as_ref().and_then(|s| s.os.as_ref());
+    if os.is_some_and(|o| o.name != "linux") {
+        return Err(Rejection {
+            reason: "PodOSNotSupported".into(),
+            message: "Failed to admit pod as the OS field doesn't match node OS".into(),
+        });
+    }
+    Ok(())
 }
 
 /// The container runtime behind the pod workers (see the module docs for
@@ -154,4 +226,10 @@ pub trait Runtime: Send + Sync + 'static {
     /// Uids of the pods the runtime holds (to clean up pods deleted while
     /// the kubelet was down).
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>>;
+
+    /// Whether this node may run `pod` at all (checked once, before its
+    /// first sync).
+    fn admit(&self, pod: &Pod) -> Result<(), Rejection> {
+        admit_os(pod)
+    }
 }

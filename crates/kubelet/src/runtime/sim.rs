@@ -251,6 +251,8 @@ fn observe(sp: &SimPod, pod: &Pod, uid: &str, now: Instant) -> PodObservation {
             },
             restart_count: 0,
             ready: false,
+            started: false,
+            last_state: None,
         };
         let started_here = started && stopped.is_none_or(|(at, _, _)| at > sp.start_at);
         if !started_here {
@@ -261,6 +263,7 @@ fn observe(sp: &SimPod, pod: &Pod, uid: &str, now: Instant) -> PodObservation {
                     reason: "ContainerStatusUnknown".into(),
                     started_at: sp.start_wall,
                     finished_at: sp.start_wall,
+                    message: String::new(),
                 };
             }
             return c;
@@ -273,6 +276,7 @@ fn observe(sp: &SimPod, pod: &Pod, uid: &str, now: Instant) -> PodObservation {
                 reason: "Completed".into(),
                 started_at: sp.start_wall,
                 finished_at: sp.start_wall,
+                message: String::new(),
             }
         } else {
             match stopped {
@@ -281,13 +285,20 @@ fn observe(sp: &SimPod, pod: &Pod, uid: &str, now: Instant) -> PodObservation {
                     reason: if killed { "Error" } else { "Completed" }.into(),
                     started_at: sp.start_wall,
                     finished_at,
+                    message: String::new(),
                 },
                 None => ContainerState::Running {
                     started_at: sp.start_wall,
                 },
             }
         };
-        c.ready = !init && matches!(c.state, ContainerState::Running { .. });
+        // As upstream: an init container that exited 0 is ready.
+        c.started = matches!(c.state, ContainerState::Running { .. });
+        c.ready = if init {
+            matches!(c.state, ContainerState::Terminated { exit_code: 0, .. })
+        } else {
+            c.started
+        };
         c
     };
     if let Some(spec) = spec {

@@ -49,9 +49,10 @@ pub fn mount_tmpfs(dir: &Path, size: Option<i64>) -> Result<(), String> {
         return Ok(());
     }
     let target = cstr(dir)?;
+    // No mode: a tmpfs root is 1777 (sticky), which upstream keeps.
     let opts = match size {
-        Some(s) if s > 0 => format!("mode=0777,size={s}"),
-        _ => "mode=0777".to_string(),
+        Some(s) if s > 0 => format!("size={s}"),
+        _ => String::new(),
     };
     let opts = CString::new(opts).map_err(|e| e.to_string())?;
     let fstype = c"tmpfs";
