@@ -10,6 +10,8 @@ package tools
 
 import (
 	_ "k8s.io/kubernetes/test/e2e"
+	// ginkgo's CLI, which runs e2e.test in parallel processes.
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
 	// Programs hack/e2e-images builds into the suite's images.
 	_ "k8s.io/kubernetes/test/images/agnhost"
 	_ "k8s.io/kubernetes/test/images/nonewprivs"

@@ -25,10 +25,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, HTTPGetAction, Probe};
+use k8s_openapi::api::core::v1::{Container, HTTPGetAction, Pod, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use rkube_cri::CriClient;
+
+use crate::events::Recorder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
@@ -304,6 +306,9 @@ pub struct Target {
     pub pod_ip: String,
     /// When the container started.
     pub started_at: Timestamp,
+    /// Where failed probes are reported as `Unhealthy` Events: the
+    /// recorder, the pod and the container's name.
+    pub events: Option<(Recorder, Arc<Pod>, String)>,
 }
 
 /// Runs one probe once.
@@ -747,6 +752,15 @@ async fn worker(
         let ok = outcome == Outcome::Success;
         if let Outcome::Failure(why) = &outcome {
             tracing::debug!(container = %target.container_id, probe = spec.kind.as_str(), %why, "probe failed");
+            if let Some((rec, pod, name)) = &target.events {
+                rec.record(
+                    pod,
+                    Some(name),
+                    true,
+                    "Unhealthy",
+                    format!("{} probe failed: {why}", spec.kind.as_str()),
+                );
+            }
         }
         tracker.observe(ok);
         let mut st = lock(&state);

@@ -1127,6 +1127,9 @@ impl CriRuntime {
                                     container_id: x.id.clone(),
                                     pod_ip: pod_ip.clone(),
                                     started_at,
+                                    events: self.events.get().map(|r| {
+                                        (r.clone(), Arc::new(pod.clone()), c.name.clone())
+                                    }),
                                 },
                             );
                         }
@@ -1247,6 +1250,11 @@ impl CriRuntime {
             _ => {}
         }
         if let Some(Override::Waiting(r, m)) = overrides.get(&c.name) {
+            // As upstream: a terminated container waiting to restart shows
+            // that termination as its last state.
+            if matches!(o.state, ContainerState::Terminated { .. }) {
+                o.last_state = Some(o.state.clone());
+            }
             o.state = waiting(r, m.clone());
             o.ready = false;
             o.started = false;
