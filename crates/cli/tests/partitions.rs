@@ -18,7 +18,7 @@
 //!   `tc netem`), during a run of `RKUBE_LOSSY_PODS` pods (5,000 when
 //!   unset) on 100 nodes: every pod bound once, the leader never lost.
 //!
-//! Rounds: `RKUBE_RESTART_ROUNDS` (hack/test 3, `--full` 10). Needs root
+//! Rounds: `RKUBE_RESTART_ROUNDS` (hack/test 2, `--full` 10). Needs root
 //! and hack/build-k8s; hack/test runs these one at a time.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -261,6 +261,7 @@ impl CriRuntime {
     pub fn new(cri: CriClient, dirs: Dirs) -> CriRuntime {
         let mut security = SecurityOptions::for_root(&dirs.root);
         security.apparmor_enabled = super::security::detect_apparmor();
+        security.selinux_enabled = super::security::detect_selinux();
         security.thermal_throttle_paths = super::security::host_thermal_throttle_paths();
         CriRuntime {
             cri,

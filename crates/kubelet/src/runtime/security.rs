@@ -55,9 +55,13 @@
 //!   (upstream's message when the runtime cannot: ``can't set
 //!   `spec.hostUsers: false`, runtime does not support user namespaces``);
 //! * `procMount: Unmasked` — upstream requires `hostUsers: false`;
-//! * non-empty `seLinuxOptions` — containerd applies SELinux labels only
-//!   when SELinux is enabled on the host and in its own config, neither of
-//!   which the kubelet can see, so the label would silently not apply;
+//! * non-empty `seLinuxOptions` on a host that enforces SELinux —
+//!   containerd applies the labels only when its own config enables
+//!   SELinux, which the kubelet cannot see, so a label could silently not
+//!   apply. On a host without SELinux ([`detect_selinux`]) the options are
+//!   accepted, as upstream's kubelet does: no pod there runs under SELinux,
+//!   so the label confines nothing and weakens nothing (the suite's
+//!   emptyDir specs all set `level: s0`);
 //! * `windowsOptions` with `hostProcess`, a GMSA credential spec or a
 //!   `runAsUserName` — Windows-only on a Linux node;
 //! * unknown seccomp / AppArmor profile types.
@@ -100,6 +104,8 @@ pub struct SecurityOptions {
     pub allowed_unsafe_sysctls: Vec<String>,
     /// Whether the host enforces AppArmor ([`detect_apparmor`]).
     pub apparmor_enabled: bool,
+    /// Whether the host has SELinux ([`detect_selinux`]).
+    pub selinux_enabled: bool,
     /// Whether the runtime supports `supplementalGroupsPolicy: Strict`
     /// (CRI `RuntimeStatus.features.supplemental_groups_policy`).
     pub supplemental_groups_policy_supported: bool,
@@ -120,6 +126,8 @@ impl SecurityOptions {
             seccomp_default: false,
             allowed_unsafe_sysctls: Vec::new(),
             apparmor_enabled: false,
+            // Refuse SELinux labels unless told the host has none.
+            selinux_enabled: true,
             supplemental_groups_policy_supported: false,
             thermal_throttle_paths: Vec::new(),
         }
@@ -128,6 +136,12 @@ impl SecurityOptions {
 
 /// Whether the host enforces AppArmor, checked as upstream (reads
 /// `/sys/kernel/security/apparmor` and `/sys/module/apparmor/parameters/enabled`).
+/// Whether the host runs SELinux (selinuxfs is mounted).
+pub fn detect_selinux() -> bool {
+    Path::new("/sys/fs/selinux/enforce").exists()
+}
+
+/// Whether the host enforces AppArmor.
 pub fn detect_apparmor() -> bool {
     Path::new("/sys/kernel/security/apparmor").exists()
         && std::fs::read("/sys/module/apparmor/parameters/enabled")
@@ -389,8 +403,10 @@ fn supplemental_groups_policy(pod: &Pod, opts: &SecurityOptions) -> Result<i32, 
     }
 }
 
-fn selinux_refusal(o: Option<&SELinuxOptions>) -> Result<(), String> {
-    let Some(o) = o else { return Ok(()) };
+fn selinux_refusal(o: Option<&SELinuxOptions>, opts: &SecurityOptions) -> Result<(), String> {
+    let Some(o) = o.filter(|_| opts.selinux_enabled) else {
+        return Ok(());
+    };
     let set = |f: &Option<String>| f.as_deref().is_some_and(|v| !v.is_empty());
     if set(&o.user) || set(&o.role) || set(&o.type_) || set(&o.level) {
         return Err(
@@ -587,7 +603,7 @@ pub fn container_security(
 ) -> Result<v1::LinuxContainerSecurityContext, String> {
     host_users_refusal(pod)?;
     let eff = effective(pod, c);
-    selinux_refusal(eff.se_linux_options.as_ref())?;
+    selinux_refusal(eff.se_linux_options.as_ref(), opts)?;
     windows_refusal(eff.windows_options.as_ref())?;
     let (masked_paths, readonly_paths) = masked_and_readonly(eff.proc_mount.as_deref(), opts)?;
     let (apparmor, apparmor_profile) = apparmor(pod, c, opts)?;
@@ -639,7 +655,7 @@ pub fn sandbox_security(
     admit_sysctls(pod, &opts.allowed_unsafe_sysctls)?;
     admit_apparmor(pod, opts)?;
     let psc = pod_sc(pod);
-    selinux_refusal(psc.and_then(|p| p.se_linux_options.as_ref()))?;
+    selinux_refusal(psc.and_then(|p| p.se_linux_options.as_ref()), opts)?;
     windows_refusal(psc.and_then(|p| p.windows_options.as_ref()))?;
 
     let mut groups = Vec::new();
@@ -1435,6 +1451,15 @@ mod tests {
             refuse(json!({"supplementalGroupsPolicy": "Strict"}), json!(null)),
             "SupplementalGroupsPolicy=Strict is not supported in this node"
         );
+        // On a host without SELinux the labels are accepted (no pod there
+        // runs under SELinux), as upstream.
+        let no_selinux = SecurityOptions {
+            selinux_enabled: false,
+            ..o.clone()
+        };
+        let (p, c) = pod(json!({"seLinuxOptions": {"level": "s0"}}), json!(null));
+        assert!(container_security(&p, &c, &root_image(), &no_selinux).is_ok());
+        assert!(sandbox_security(&p, &no_selinux).is_ok());
         // empty seLinuxOptions and procMount Default are satisfiable
         let (p, c) = pod(
             json!({"seLinuxOptions": {}}),
