@@ -606,9 +606,114 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
         started.elapsed()
     );
 
+    // (f) an ordinary Deployment: its own ServiceAccount (token mounted),
+    // a ConfigMap volume, envFrom a Secret, limits, runAsNonRoot; kubectl
+    // exec into it sees each of them.
+    ordinary_workload(cp, &work, &pods).await;
+    eprintln!("(f) ordinary workload: {:?}", started.elapsed());
+
     agent.stop().await;
     let _ = sched_stop.send(());
     let _ = sched.await;
+}
+
+const ORDINARY: &str = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: app, namespace: default}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config, namespace: default}
+data: {greeting.txt: "hello from a ConfigMap"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: app-secret, namespace: default}
+stringData: {DB_PASSWORD: s3cr3t-value}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ordinary, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: ordinary}}
+  template:
+    metadata: {labels: {app: ordinary}}
+    spec:
+      serviceAccountName: app
+      terminationGracePeriodSeconds: 2
+      securityContext: {runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 2000}
+      containers:
+      - name: app
+        image: rkube.local/busybox:1
+        imagePullPolicy: Never
+        command: ["sh", "-c", "exec sleep 3600"]
+        envFrom: [{secretRef: {name: app-secret}}]
+        resources:
+          requests: {cpu: 50m, memory: 32Mi}
+          limits: {cpu: 200m, memory: 64Mi}
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+        volumeMounts: [{name: config, mountPath: /etc/app}]
+      volumes:
+      - name: config
+        configMap: {name: app-config}
+"#;
+
+async fn ordinary_workload(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
+    apply(cp, work, "ordinary", ORDINARY);
+    let pod = wait_for(
+        "the ordinary Deployment's pod Running and Ready",
+        Duration::from_secs(120),
+        || async {
+            let l = pods
+                .list(&ListParams::default().labels("app=ordinary"))
+                .await
+                .ok()?;
+            l.items
+                .into_iter()
+                .find(|p| phase(p) == "Running" && condition(p, "Ready").as_deref() == Some("True"))
+        },
+    )
+    .await;
+    let script = "id -u; id -G; echo \"$DB_PASSWORD\"; cat /etc/app/greeting.txt; echo; \
+                  test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token; \
+                  cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; \
+                  cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes";
+    let out = kubectl_io(
+        cp,
+        &["exec", &pod.name_any(), "--", "sh", "-c", script],
+        b"",
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exec: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "1000", "runAsUser: {stdout}");
+    assert!(
+        lines[1].split(' ').any(|g| g == "2000"),
+        "fsGroup: {stdout}"
+    );
+    assert_eq!(lines[2], "s3cr3t-value", "envFrom the Secret: {stdout}");
+    assert_eq!(
+        lines[3], "hello from a ConfigMap",
+        "ConfigMap volume: {stdout}"
+    );
+    assert_eq!(lines[4], "token", "ServiceAccount token: {stdout}");
+    assert_eq!(lines[5], "default", "token namespace: {stdout}");
+    assert_eq!(
+        lines[6],
+        (64 * 1024 * 1024).to_string(),
+        "memory limit: {stdout}"
+    );
+    // The Secret's value reaches the container, never the pod object.
+    let yaml = kubectl(cp, &["get", "pod", &pod.name_any(), "-o", "yaml"]);
+    assert!(!yaml.contains("s3cr3t-value"));
+    kubectl(cp, &["delete", "deployment", "ordinary", "--wait=false"]);
 }
 
 async fn streams(cp: &ControlPlane, work: &Path, pod: &str, pods: &Api<Pod>) {

@@ -61,6 +61,9 @@ impl ProbeKind {
 pub enum Outcome {
     /// Passed.
     Success,
+    /// Passed, with a warning (upstream's `probe.Warning`: a redirect to
+    /// another host), reported as a `ProbeWarning` Event.
+    Warning(String),
     /// Failed, with the reason.
     Failure(String),
 }
@@ -478,20 +481,50 @@ async fn http_exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         buf.extend_from_slice(&chunk[..n]);
     }
     let text = String::from_utf8_lossy(&buf);
-    let mut lines = text.split("\r\n");
-    let status = lines.next().unwrap_or("");
+    let status = text.split("\r\n").next().unwrap_or("");
     let code = status
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| format!("malformed HTTP response: {status:?}"))?;
-    let location = lines
-        .take_while(|l| !l.is_empty())
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("location"))
-        .map(|(_, v)| v.trim().to_string());
-    Ok(HttpResponse { code, location })
+    let header = |name: &str| {
+        text.split("\r\n")
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let location = header("location");
+    // A redirect's body (at most 10 KiB, as upstream's prober reads), for
+    // the warning of a redirect that is not followed.
+    let mut body = Vec::new();
+    if (300..400).contains(&code) {
+        let want = header("content-length")
+            .and_then(|l| l.parse::<usize>().ok())
+            .unwrap_or(MAX_BODY)
+            .min(MAX_BODY);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            body.extend_from_slice(&buf[i + 4..]);
+        }
+        while body.len() < want {
+            let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+        body.truncate(want);
+    }
+    Ok(HttpResponse {
+        code,
+        location,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
+
+/// The most of a response body the prober reads (upstream's 10 KiB).
+const MAX_BODY: usize = 10 * 1024;
 
 /// What a GET got back: the status code and a redirect's `Location`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -500,6 +533,8 @@ pub struct HttpResponse {
     pub code: u16,
     /// The `Location` header, if any.
     pub location: Option<String>,
+    /// A redirect's body (at most 10 KiB); empty otherwise.
+    pub body: String,
 }
 
 /// Where a redirect from `host:port` over `tls` goes, when Go's prober
@@ -562,8 +597,10 @@ pub async fn http_probe(
         match follow(&loc, tls, &host, port) {
             Some(next) => (tls, host, port, path) = next,
             None => {
-                tracing::warn!(%host, location = %loc, "probe terminated redirects");
-                return Outcome::Success;
+                return Outcome::Warning(format!(
+                    "Probe terminated redirects, Response body: {}",
+                    r.body
+                ));
             }
         }
     }
@@ -749,7 +786,16 @@ async fn worker(
             }
         }
         let outcome = run_once(&spec.action, &target, spec.timeout).await;
-        let ok = outcome == Outcome::Success;
+        let ok = matches!(outcome, Outcome::Success | Outcome::Warning(_));
+        if let (Outcome::Warning(w), Some((rec, pod, name))) = (&outcome, &target.events) {
+            rec.record(
+                pod,
+                Some(name),
+                true,
+                "ProbeWarning",
+                format!("{} probe warning: {w}", spec.kind.as_str()),
+            );
+        }
         if let Outcome::Failure(why) = &outcome {
             tracing::debug!(container = %target.container_id, probe = spec.kind.as_str(), %why, "probe failed");
             if let Some((rec, pod, name)) = &target.events {
@@ -773,7 +819,7 @@ async fn worker(
             (_, Reported::Failure) => {
                 let why = match &outcome {
                     Outcome::Failure(w) => w.clone(),
-                    Outcome::Success => String::new(),
+                    Outcome::Success | Outcome::Warning(_) => String::new(),
                 };
                 tracing::info!(container = %target.container_id, probe = spec.kind.as_str(), %why,
                     "probe failed; the container will be restarted");
@@ -827,7 +873,7 @@ mod tests {
                     let resp = if req.starts_with("GET /local ") {
                         "HTTP/1.1 302 Found\r\nLocation: /bad\r\nContent-Length: 0\r\n\r\n"
                     } else if req.starts_with("GET /foreign ") {
-                        "HTTP/1.1 302 Found\r\nLocation: http://192.0.2.1/bad\r\nContent-Length: 0\r\n\r\n"
+                        "HTTP/1.1 302 Found\r\nLocation: http://192.0.2.1/bad\r\nContent-Length: 43\r\n\r\n<a href=\"http://192.0.2.1/bad\">Found</a>.\n\n"
                     } else if req.starts_with("GET /loop ") {
                         "HTTP/1.1 302 Found\r\nLocation: /loop\r\nContent-Length: 0\r\n\r\n"
                     } else {
@@ -843,7 +889,10 @@ mod tests {
         );
         assert_eq!(
             http_probe(false, "127.0.0.1", port, "/foreign", &[]).await,
-            Outcome::Success
+            Outcome::Warning(
+                "Probe terminated redirects, Response body: <a href=\"http://192.0.2.1/bad\">Found</a>.\n\n"
+                    .into()
+            )
         );
         assert_eq!(
             http_probe(false, "127.0.0.1", port, "/loop", &[]).await,

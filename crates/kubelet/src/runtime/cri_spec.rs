@@ -198,13 +198,14 @@ pub fn sandbox_config(
     Ok(config)
 }
 
-/// The pod's hostname: `spec.hostname`, else its name, truncated to 63
-/// characters as upstream.
+/// The pod's hostname as upstream's `GeneratePodHostNameAndDomain`:
+/// `spec.hostnameOverride`, else `spec.hostname`, else its name, truncated
+/// to 63 characters.
 pub fn pod_hostname(pod: &Pod) -> String {
-    let h = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.hostname.clone())
+    let spec = pod.spec.as_ref();
+    let h = spec
+        .and_then(|s| s.hostname_override.clone())
+        .or_else(|| spec.and_then(|s| s.hostname.clone()))
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| pod.name_any());
     truncate_hostname(&h)
@@ -551,6 +552,28 @@ pub fn container_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hostname_is_the_override_else_the_hostname_else_the_name() {
+        let p = |spec: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "web-0"}, "spec": spec}))
+                .unwrap()
+        };
+        assert_eq!(
+            pod_hostname(&p(serde_json::json!({"containers": []}))),
+            "web-0"
+        );
+        assert_eq!(
+            pod_hostname(&p(serde_json::json!({"containers": [], "hostname": "h"}))),
+            "h"
+        );
+        assert_eq!(
+            pod_hostname(&p(
+                serde_json::json!({"containers": [], "hostname": "h", "hostnameOverride": "o.example"})
+            )),
+            "o.example"
+        );
+    }
     use serde_json::json;
 
     fn pod() -> Pod {

@@ -93,10 +93,11 @@ pub fn prepare(
         host_network(&node, &host_aliases)
     } else {
         let hostname = cri_spec::pod_hostname(pod);
+        // With a hostnameOverride there is no domain (as upstream).
         let domain = spec
             .subdomain
             .as_deref()
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.is_empty() && spec.hostname_override.is_none())
             .map(|sub| format!("{sub}.{}.svc.", cri_spec::pod_namespace(pod)))
             .unwrap_or_default();
         managed(pod_ips, &hostname, &domain, &host_aliases).into_bytes()
