@@ -48,6 +48,8 @@ pub mod probe_request;
 pub mod resource_slices;
 pub mod runtime;
 pub mod schedule;
+#[cfg(test)]
+pub(crate) mod scratch;
 pub mod server;
 pub mod static_pods;
 pub mod status;

@@ -168,12 +168,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             if let (Err(r), false) = (ctx.runtime.admit(&pod), running_already) {
                 tracing::warn!(pod = %key(&pod), reason = %r.reason, message = %r.message, "pod rejected");
                 let status = rejected_status(&pod, &r);
-                ctx.writer.push(StatusUpdate {
-                    namespace: pod.namespace().unwrap_or_default(),
-                    name: pod.name_any(),
-                    uid: pod.uid().unwrap_or_default(),
-                    patch: status_patch(&pod.uid().unwrap_or_default(), &status),
-                });
+                push_status(&ctx, &pod, &status);
                 last = Some(status);
             }
         }
@@ -210,12 +205,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                     // the pods of a node it marks Unknown (MarkPodsNotReady).
                     if last.as_ref() != Some(&status) || !api_agrees(&pod, &status) {
                         tracing::debug!(pod = %key(&pod), phase = ?status.phase, "pod status changed");
-                        ctx.writer.push(StatusUpdate {
-                            namespace: pod.namespace().unwrap_or_default(),
-                            name: pod.name_any(),
-                            uid: pod.uid().unwrap_or_default(),
-                            patch: status_patch(&pod.uid().unwrap_or_default(), &status),
-                        });
+                        push_status(&ctx, &pod, &status);
                         last = Some(status);
                     }
                     resync = Some(obs.resync_after.unwrap_or(RESYNC));
@@ -284,12 +274,7 @@ async fn evict(
         &req.message,
         Timestamp::now(),
     );
-    ctx.writer.push(StatusUpdate {
-        namespace: pod.namespace().unwrap_or_default(),
-        name: pod.name_any(),
-        uid: pod.uid().unwrap_or_default(),
-        patch: status_patch(&pod.uid().unwrap_or_default(), &status),
-    });
+    push_status(ctx, pod, &status);
     ctx.metrics.pods_evicted.fetch_add(1, Ordering::Relaxed);
     *last = Some(status);
     true
@@ -335,13 +320,18 @@ async fn deadline_exceeded(ctx: &WorkerContext, pod: &Pod, last: &mut Option<Pod
     status.phase = Some("Failed".into());
     status.reason = Some("DeadlineExceeded".into());
     status.message = Some(MESSAGE.into());
+    push_status(ctx, pod, &status);
+    *last = Some(status);
+}
+
+/// Queues `status` as `pod`'s status PATCH.
+fn push_status(ctx: &WorkerContext, pod: &Pod, status: &PodStatus) {
     ctx.writer.push(StatusUpdate {
         namespace: pod.namespace().unwrap_or_default(),
         name: pod.name_any(),
         uid: pod.uid().unwrap_or_default(),
-        patch: status_patch(&pod.uid().unwrap_or_default(), &status),
+        patch: status_patch(&pod.uid().unwrap_or_default(), status),
     });
-    *last = Some(status);
 }
 
 /// True when the pod's status in the API shows `status`'s phase and the

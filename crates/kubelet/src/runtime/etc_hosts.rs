@@ -163,8 +163,8 @@ mod tests {
 
     #[test]
     fn containers_mounting_etc_hosts_and_pods_without_an_ip_get_none() {
-        let root = std::env::temp_dir().join(format!("rkube-etc-hosts-{}", std::process::id()));
-        let dirs = Dirs::under(&root);
+        let root = crate::scratch::Scratch::new("etc-hosts");
+        let dirs = Dirs::under(root.path());
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
             "spec": {"containers": [
@@ -185,6 +185,5 @@ mod tests {
         assert_eq!(m.container_path, "/etc/hosts");
         let text = std::fs::read_to_string(&m.host_path).unwrap();
         assert!(text.ends_with("10.0.0.9\tp\n"), "{text}");
-        let _ = std::fs::remove_dir_all(root);
     }
 }

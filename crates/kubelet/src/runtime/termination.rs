@@ -132,33 +132,7 @@ pub fn message(status: &v1::ContainerStatus, c: &Container) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    /// A scratch directory removed on drop.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new() -> Self {
-            static N: AtomicU64 = AtomicU64::new(0);
-            let p = std::env::temp_dir().join(format!(
-                "rkube-termination-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Scratch(p)
-        }
-        fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::scratch::Scratch;
 
     fn container(policy: &str) -> Container {
         serde_json::from_value(json!({
@@ -185,7 +159,7 @@ mod tests {
 
     #[test]
     fn the_file_is_world_writable_and_its_tail_is_the_message() {
-        let dir = Scratch::new();
+        let dir = Scratch::new("termination");
         let dirs = Dirs::under(dir.path());
         let c = container("File");
         let file = host_file(&dirs, "u", "c", 2);
@@ -208,7 +182,7 @@ mod tests {
 
     #[test]
     fn fallback_to_logs_only_on_failure_with_an_empty_file() {
-        let dir = Scratch::new();
+        let dir = Scratch::new("termination");
         let file = dir.path().join("t");
         std::fs::write(&file, "").unwrap();
         let log = dir.path().join("0.log");
@@ -233,7 +207,7 @@ mod tests {
 
     #[test]
     fn the_log_fallback_keeps_the_last_two_kib() {
-        let dir = Scratch::new();
+        let dir = Scratch::new("termination");
         let log = dir.path().join("0.log");
         let long = "y".repeat(1500);
         let text =

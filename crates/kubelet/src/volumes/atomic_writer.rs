@@ -589,29 +589,14 @@ fn remove_old_ts_dirs(target: &Path, keep: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    /// A scratch directory removed on drop.
-    struct Scratch(PathBuf);
+    struct Scratch(crate::scratch::Scratch);
 
     impl Scratch {
         fn new() -> Self {
-            static N: AtomicU64 = AtomicU64::new(0);
-            let p = std::env::temp_dir().join(format!(
-                "rkube-atomic-writer-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).unwrap();
-            Scratch(p)
+            Scratch(crate::scratch::Scratch::new("atomic-writer"))
         }
         fn vol(&self) -> PathBuf {
-            self.0.join("vol")
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
+            self.0.path().join("vol")
         }
     }
 
@@ -836,12 +821,12 @@ mod tests {
     #[test]
     fn symlinks_out_of_the_volume_are_refused_or_replaced() {
         let s = Scratch::new();
-        let outside = s.0.join("outside");
+        let outside = s.0.path().join("outside");
         fs::create_dir(&outside).unwrap();
         fs::write(outside.join("a"), "theirs").unwrap();
 
         // The target itself a symlink.
-        let link_target = s.0.join("linked");
+        let link_target = s.0.path().join("linked");
         symlink(&outside, &link_target).unwrap();
         let err = write(&link_target, &payload(&[("a", "1", 0o644)]), None).unwrap_err();
         assert!(err.contains("refusing to write through symlink"), "{err}");
@@ -866,7 +851,7 @@ mod tests {
     #[test]
     fn fs_group_and_fs_user_set_ownership_as_upstream() {
         let s = Scratch::new();
-        let me = fs::metadata(&s.0).unwrap();
+        let me = fs::metadata(s.0.path()).unwrap();
         // As root, other ids prove the chown happened; else only our own
         // ids are ours to give.
         let (uid, gid) = if me.uid() == 0 {
