@@ -131,8 +131,8 @@ pub fn message(status: &v1::ContainerStatus, c: &Container) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use crate::scratch::Scratch;
+    use serde_json::json;
 
     fn container(policy: &str) -> Container {
         serde_json::from_value(json!({
