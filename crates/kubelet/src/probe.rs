@@ -858,8 +858,9 @@ mod tests {
         assert_eq!(follow("//elsewhere/x", false, "10.0.0.1", 8080), None);
     }
 
-    #[tokio::test]
-    async fn a_local_redirect_is_followed_and_a_foreign_one_ends_the_probe() {
+    /// A loopback HTTP server answering each request with `respond(the
+    /// request's text)`; returns its port.
+    async fn serve(respond: fn(&str) -> String) -> u16 {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = l.local_addr().unwrap().port();
@@ -869,20 +870,29 @@ mod tests {
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 2048];
                     let n = s.read(&mut buf).await.unwrap_or(0);
-                    let req = String::from_utf8_lossy(&buf[..n]).into_owned();
-                    let resp = if req.starts_with("GET /local ") {
-                        "HTTP/1.1 302 Found\r\nLocation: /bad\r\nContent-Length: 0\r\n\r\n"
-                    } else if req.starts_with("GET /foreign ") {
-                        "HTTP/1.1 302 Found\r\nLocation: http://192.0.2.1/bad\r\nContent-Length: 43\r\n\r\n<a href=\"http://192.0.2.1/bad\">Found</a>.\n\n"
-                    } else if req.starts_with("GET /loop ") {
-                        "HTTP/1.1 302 Found\r\nLocation: /loop\r\nContent-Length: 0\r\n\r\n"
-                    } else {
-                        "HTTP/1.1 500 Bad\r\nContent-Length: 0\r\n\r\n"
-                    };
+                    let resp = respond(&String::from_utf8_lossy(&buf[..n]));
                     let _ = s.write_all(resp.as_bytes()).await;
                 });
             }
         });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_local_redirect_is_followed_and_a_foreign_one_ends_the_probe() {
+        let port = serve(|req| {
+            if req.starts_with("GET /local ") {
+                "HTTP/1.1 302 Found\r\nLocation: /bad\r\nContent-Length: 0\r\n\r\n"
+            } else if req.starts_with("GET /foreign ") {
+                "HTTP/1.1 302 Found\r\nLocation: http://192.0.2.1/bad\r\nContent-Length: 43\r\n\r\n<a href=\"http://192.0.2.1/bad\">Found</a>.\n\n"
+            } else if req.starts_with("GET /loop ") {
+                "HTTP/1.1 302 Found\r\nLocation: /loop\r\nContent-Length: 0\r\n\r\n"
+            } else {
+                "HTTP/1.1 500 Bad\r\nContent-Length: 0\r\n\r\n"
+            }
+            .to_string()
+        })
+        .await;
         assert_eq!(
             http_probe(false, "127.0.0.1", port, "/local", &[]).await,
             Outcome::Failure("HTTP probe failed with statuscode: 500".into())
@@ -1004,28 +1014,15 @@ mod tests {
 
     #[tokio::test]
     async fn http_and_tcp_probes_against_a_local_server() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            loop {
-                let (mut s, _) = listener.accept().await.unwrap();
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 1024];
-                    let n = s.read(&mut buf).await.unwrap_or(0);
-                    let req = String::from_utf8_lossy(&buf[..n]).to_string();
-                    let code = if req.starts_with("GET /ok ") {
-                        200
-                    } else {
-                        503
-                    };
-                    let _ = s
-                        .write_all(
-                            format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n").as_bytes(),
-                        )
-                        .await;
-                });
-            }
-        });
+        let port = serve(|req| {
+            let code = if req.starts_with("GET /ok ") {
+                200
+            } else {
+                503
+            };
+            format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n")
+        })
+        .await;
         assert_eq!(
             http_get(false, "127.0.0.1", port, "/ok", &[], PROBE_AGENT).await,
             Ok(200)
