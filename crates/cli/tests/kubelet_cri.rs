@@ -20,6 +20,11 @@
 //!     of a pod byte for byte; `kubectl attach -i` talks to a
 //!     container's own stdin and stdout; `kubectl port-forward` reaches an
 //!     HTTP server in a pod through a local port.
+//! (f) an ordinary Deployment (ServiceAccount token, ConfigMap volume,
+//!     envFrom a Secret, limits, runAsNonRoot, fsGroup) seen through
+//!     `kubectl exec`.
+//! (g) a `hostPort` reaches the pod's server from the node (CNI portmap)
+//!     and is closed once the pod is deleted.
 //!
 //! Needs root, hack/build-k8s and hack/containerd; run by hack/test.
 
@@ -612,6 +617,11 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     ordinary_workload(cp, &work, &pods).await;
     eprintln!("(f) ordinary workload: {:?}", started.elapsed());
 
+    // (g) hostPort: the node's port reaches the pod (CNI portmap), and is
+    // closed again once the pod is gone.
+    host_port(cp, &work, &pods).await;
+    eprintln!("(g) hostPort: {:?}", started.elapsed());
+
     agent.stop().await;
     let _ = sched_stop.send(());
     let _ = sched.await;
@@ -714,6 +724,51 @@ async fn ordinary_workload(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
     let yaml = kubectl(cp, &["get", "pod", &pod.name_any(), "-o", "yaml"]);
     assert!(!yaml.contains("s3cr3t-value"));
     kubectl(cp, &["delete", "deployment", "ordinary", "--wait=false"]);
+}
+
+const HOST_PORT: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: hostport, namespace: default}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: httpd
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "mkdir -p /www && echo hi-from-hostport > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    ports: [{containerPort: 8080, hostPort: HOSTPORT}]
+"#;
+
+async fn host_port(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
+    let hp = free_port();
+    apply(
+        cp,
+        work,
+        "hostport",
+        &HOST_PORT.replace("HOSTPORT", &hp.to_string()),
+    );
+    wait_for(
+        "the hostport pod Running",
+        Duration::from_secs(60),
+        || async {
+            let p = pods.get("hostport").await.ok()?;
+            (phase(&p) == "Running").then_some(())
+        },
+    )
+    .await;
+    let page = http_get(hp, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|| panic!("nothing answers on the node's port {hp}"));
+    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    assert!(page.ends_with("hi-from-hostport\n"), "{page}");
+    kubectl(cp, &["delete", "pod", "hostport", "--wait=true"]);
+    assert_eq!(
+        http_get(hp, Duration::from_secs(2)).await,
+        None,
+        "the node's port {hp} still answers after the pod is gone"
+    );
 }
 
 async fn streams(cp: &ControlPlane, work: &Path, pod: &str, pods: &Api<Pod>) {
@@ -838,11 +893,30 @@ async fn streams(cp: &ControlPlane, work: &Path, pod: &str, pods: &Api<Pod>) {
         .expect("port-forward did not start")
         .unwrap();
     assert!(line.starts_with("Forwarding from 127.0.0.1:"), "{line:?}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let page = loop {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let page = http_get(local_port, Duration::from_secs(30)).await;
+    let _ = pf.kill();
+    let out = pf.wait_with_output().unwrap();
+    let Some(page) = page else {
+        panic!(
+            "no page through kubectl port-forward: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    assert!(
+        page.starts_with("HTTP/1.0 200") || page.starts_with("HTTP/1.1 200"),
+        "{page}"
+    );
+    assert!(page.ends_with("hi-from-httpd\n"), "{page}");
+}
+
+/// `GET /index.html` on 127.0.0.1:`port`, retried until an HTTP answer
+/// comes back or `within` ends.
+async fn http_get(port: u16, within: Duration) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let deadline = Instant::now() + within;
+    loop {
         let attempt = async {
-            let mut s = tokio::net::TcpStream::connect(("127.0.0.1", local_port))
+            let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
                 .ok()?;
             s.write_all(b"GET /index.html HTTP/1.0\r\nHost: web\r\n\r\n")
@@ -857,24 +931,11 @@ async fn streams(cp: &ControlPlane, work: &Path, pod: &str, pods: &Api<Pod>) {
             text.starts_with("HTTP/1.").then_some(text)
         };
         if let Some(page) = attempt.await {
-            break Some(page);
+            return Some(page);
         }
         if Instant::now() > deadline {
-            break None;
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
-    };
-    let _ = pf.kill();
-    let out = pf.wait_with_output().unwrap();
-    let Some(page) = page else {
-        panic!(
-            "no page through kubectl port-forward: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    assert!(
-        page.starts_with("HTTP/1.0 200") || page.starts_with("HTTP/1.1 200"),
-        "{page}"
-    );
-    assert!(page.ends_with("hi-from-httpd\n"), "{page}");
+    }
 }

@@ -525,13 +525,15 @@ impl CriClient {
             .image)
     }
 
-    /// `PullImage`: pulls `image` (without credentials) and returns the
-    /// image reference the runtime resolved it to. Pulling always contacts
-    /// the registry, even for an image the runtime has: callers honouring
-    /// `IfNotPresent` check [`image_status`](Self::image_status) first.
+    /// `PullImage`: pulls `image` (with `auth`, the registry login, if
+    /// any) and returns the image reference the runtime resolved it to.
+    /// Pulling always contacts the registry, even for an image the runtime
+    /// has: callers honouring `IfNotPresent` check
+    /// [`image_status`](Self::image_status) first.
     pub async fn pull_image(
         &self,
         image: &str,
+        auth: Option<v1::AuthConfig>,
         sandbox_config: Option<v1::PodSandboxConfig>,
     ) -> Result<String> {
         Ok(self
@@ -539,7 +541,7 @@ impl CriClient {
             .clone()
             .pull_image(v1::PullImageRequest {
                 image: Some(image_spec(image)),
-                auth: None,
+                auth,
                 sandbox_config,
             })
             .await

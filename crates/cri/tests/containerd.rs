@@ -165,7 +165,7 @@ async fn runtime_and_images() {
 
     // No registry is reachable: a pull of even a present image fails
     // (containerd resolves the reference remotely first).
-    let err = cri.pull_image(BUSYBOX, None).await.unwrap_err();
+    let err = cri.pull_image(BUSYBOX, None, None).await.unwrap_err();
     eprintln!("pull of a local image without network: {err}");
     assert_eq!(err.code(), Some(tonic::Code::Unknown), "{err}");
 }

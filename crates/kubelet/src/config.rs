@@ -15,6 +15,7 @@
 //! beyond loopback by default; a node the API server reaches over the
 //! network sets `address` (every request is authenticated either way).
 
+use crate::runtime::pull_records::VerifyPolicy;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -86,6 +87,9 @@ pub struct KubeletConfiguration {
     pub pod_cidr: String,
     /// `providerID`.
     pub provider_id: String,
+    /// `imagePullCredentialsVerificationPolicy` (default
+    /// `NeverVerifyPreloadedImages`).
+    pub image_pull_credentials_verification_policy: VerifyPolicy,
 }
 
 /// The hard eviction defaults of kubelet v1.37 on Linux.
@@ -125,6 +129,7 @@ impl Default for KubeletConfiguration {
             kube_reserved: BTreeMap::new(),
             pod_cidr: String::new(),
             provider_id: String::new(),
+            image_pull_credentials_verification_policy: VerifyPolicy::default(),
         }
     }
 }
@@ -248,7 +253,6 @@ const SECURITY_FIELDS: &[&str] = &[
     "seccompDefault",
     "protectKernelDefaults",
     "podPidsLimit",
-    "imagePullCredentialsVerificationPolicy",
 ];
 
 /// `Some(reason)` when a security-relevant field asks for something rkube
@@ -283,16 +287,6 @@ fn security_setting(file: &str, key: &str, v: &Value) -> Result<Option<String>, 
         }),
         "podPidsLimit" => (field::<i64>(file, key, v)? > 0)
             .then(|| "a per-pod PID limit is not implemented".into()),
-        // rkube never checks image pull credentials: only NeverVerify is honoured.
-        "imagePullCredentialsVerificationPolicy" => {
-            let s: String = field(file, key, v)?;
-            (s != "NeverVerify").then(|| {
-                format!(
-                    "{} (verifying pull credentials of cached images) is not implemented; only NeverVerify",
-                    rkube_util::quote(&s)
-                )
-            })
-        }
         _ => None,
     })
 }
@@ -389,6 +383,19 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "kubeReserved" => c.kube_reserved = field(file, key, v)?,
             "podCIDR" => c.pod_cidr = field(file, key, v)?,
             "providerID" => c.provider_id = field(file, key, v)?,
+            "imagePullCredentialsVerificationPolicy" => {
+                let s: String = field(file, key, v)?;
+                c.image_pull_credentials_verification_policy = match VerifyPolicy::parse(&s) {
+                    Some(p) => p,
+                    None if s == "NeverVerifyAllowlistedImages" => return Err(err(format!(
+                        "field {key}: NeverVerifyAllowlistedImages (an allowlist of preloaded images) is not implemented; rkube kubelet cannot honour this setting and refuses to start rather than run without it (use NeverVerifyPreloadedImages, AlwaysVerify or NeverVerify)"
+                    ))),
+                    None => return Err(err(format!(
+                        "field {key}: unknown policy {} (want NeverVerify, NeverVerifyPreloadedImages, NeverVerifyAllowlistedImages or AlwaysVerify)",
+                        rkube_util::quote(&s)
+                    ))),
+                };
+            }
             // Read by the kubelet API server (crate::api::ApiSettings).
             "tlsCertFile" | "tlsPrivateKeyFile" | "authentication" | "authorization" => {}
             k if SECURITY_FIELDS.contains(&k) => {
@@ -594,8 +601,8 @@ mod tests {
             ),
             ("podPidsLimit: 100\n", "a per-pod PID limit"),
             (
-                "imagePullCredentialsVerificationPolicy: AlwaysVerify\n",
-                "only NeverVerify",
+                "imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\n",
+                "allowlist of preloaded images",
             ),
         ] {
             let e = load(body).unwrap_err().to_string();
@@ -612,10 +619,33 @@ mod tests {
             "seccompDefault: false\n",
             "podPidsLimit: -1\n",
             "imagePullCredentialsVerificationPolicy: NeverVerify\n",
+            "imagePullCredentialsVerificationPolicy: AlwaysVerify\n",
+            "imagePullCredentialsVerificationPolicy: NeverVerifyPreloadedImages\n",
         ] {
             let l = load(body).unwrap_or_else(|e| panic!("{body}: {e}"));
             assert!(l.warnings.is_empty(), "{body}: {:?}", l.warnings);
         }
+    }
+
+    #[test]
+    fn image_pull_credentials_verification_policy_is_kept_and_unknown_ones_refused() {
+        assert_eq!(
+            load("")
+                .unwrap()
+                .config
+                .image_pull_credentials_verification_policy,
+            VerifyPolicy::NeverVerifyPreloadedImages
+        );
+        let l = load("imagePullCredentialsVerificationPolicy: AlwaysVerify\n").unwrap();
+        assert_eq!(
+            l.config.image_pull_credentials_verification_policy,
+            VerifyPolicy::AlwaysVerify
+        );
+        let e = load("imagePullCredentialsVerificationPolicy: Sometimes\n").unwrap_err();
+        assert!(
+            e.to_string().contains("unknown policy \"Sometimes\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -138,7 +138,7 @@ pub fn make_runtime(opts: &Options, names: &[String]) -> Result<Arc<dyn Runtime>
 /// `--root-dir`.
 pub async fn connect_cri(opts: &Options, cfg: &KubeletConfiguration) -> Result<Arc<CriRuntime>> {
     let dirs = runtime::cri_spec::Dirs::under(&opts.root_dir);
-    let rt = CriRuntime::connect(&cfg.container_runtime_endpoint, dirs)
+    let mut rt = CriRuntime::connect(&cfg.container_runtime_endpoint, dirs)
         .await
         .with_context(|| {
             format!(
@@ -146,6 +146,12 @@ pub async fn connect_cri(opts: &Options, cfg: &KubeletConfiguration) -> Result<A
                 cfg.container_runtime_endpoint
             )
         })?;
+    let records = runtime::pull_records::PullRecords::open(
+        &opts.root_dir,
+        cfg.image_pull_credentials_verification_policy,
+    )
+    .with_context(|| format!("image pull records under {}", opts.root_dir.display()))?;
+    rt.set_pull_records(records);
     Ok(Arc::new(rt))
 }
 

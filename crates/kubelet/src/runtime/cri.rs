@@ -28,11 +28,12 @@
 //!   to 300 s), reported as `Waiting`/`CrashLoopBackOff` meanwhile.
 //! * `imagePullPolicy`: `Never` and `IfNotPresent` use an image the runtime
 //!   has (`ImageStatus`) and fail with `ErrImageNeverPull` / pull; `Always`
-//!   pulls, and if the pull fails but the image is present it uses that
-//!   image and logs a warning ("pulling image failed; using the image
-//!   present on the node") — upstream would fail with `ErrImagePull`; rkube
-//!   prefers to run on machines without registry access. Pull failures
-//!   back off like crash loops (`ImagePullBackOff`).
+//!   pulls, and a failed pull is `ErrImagePull` even when the image is
+//!   present (as upstream: `Always` is how a pod proves it may read a
+//!   private image). Pulls use the pod's `imagePullSecrets`
+//!   ([`super::credentials`]: each matching login in turn, else
+//!   anonymously; unreadable Secrets give a `FailedToRetrieveImagePullSecret`
+//!   event). Pull failures back off like crash loops (`ImagePullBackOff`).
 //! * Container logs go to `Dirs::logs` in `/var/log/pods` layout
 //!   (`<ns>_<name>_<uid>/<container>/<attempt>.log`).
 //! * Probes run as tasks of a [`ProbeManager`]; `ready` follows readiness,
@@ -57,6 +58,7 @@ use rkube_cri::{v1, CriClient};
 use rkube_model::Quantity;
 
 use super::backoff::Backoff;
+use super::credentials::{Credential, Keyring};
 use super::cri_spec::{
     self, ContainerInputs, Dirs, PullPolicy, LABEL_MANAGED, LABEL_POD_UID, LABEL_STATIC,
     MIRROR_ANNOTATION,
@@ -64,6 +66,7 @@ use super::cri_spec::{
 use super::downward::DownwardContext;
 use super::env::EnvSources;
 use super::hooks::{self, Hook, HookTarget};
+use super::pull_records::{PullRecords, SecretId, Verdict, VerifyPolicy};
 use super::resources::ResourceOptions;
 use super::security::{ImageUser, SecurityOptions};
 use super::termination;
@@ -90,6 +93,7 @@ pub struct CriRuntime {
     backoff: Mutex<Backoff>,
     probes: ProbeManager,
     events: OnceLock<Recorder>,
+    pulls: PullRecords,
 }
 
 /// What containers are made against: the node's IP, allocatable and
@@ -276,7 +280,14 @@ impl CriRuntime {
             backoff: Mutex::new(Backoff::default()),
             probes: ProbeManager::default(),
             events: OnceLock::new(),
+            pulls: PullRecords::in_memory(VerifyPolicy::default()),
         }
+    }
+
+    /// Keeps the image pull records ([`super::pull_records`]) in `records`
+    /// (by default in memory, with upstream's default policy).
+    pub fn set_pull_records(&mut self, records: PullRecords) {
+        self.pulls = records;
     }
 
     /// Sets the node IP (pod IP of host-network pods, `status.hostIP` in
@@ -471,34 +482,46 @@ impl CriRuntime {
         let present = self.cri.image_status(&image).await.ok().flatten();
         let policy = cri_spec::pull_policy(c);
         let name = Some(c.name.as_str());
-        match (policy, &present) {
-            (PullPolicy::Never, Some(img)) | (PullPolicy::IfNotPresent, Some(img)) => {
+        // The pod's logins for the image, looked up at most once.
+        let mut creds: Option<Vec<Credential>> = None;
+        if let (PullPolicy::Never | PullPolicy::IfNotPresent, Some(img)) = (policy, &present) {
+            // An image the kubelet pulled with a Secret is the pod's only
+            // with that Secret (or the same login); else it pulls.
+            let mut verdict = self.pulls.must_pull(&image, &img.id, None);
+            if verdict == Verdict::AskSecrets {
+                let mine = self
+                    .pull_credentials(pod, &image)
+                    .await
+                    .map_err(|e| ("ErrImagePull".to_string(), e))?;
+                let ids: Vec<SecretId> = mine.iter().map(|c| c.secret.clone()).collect();
+                verdict = self.pulls.must_pull(&image, &img.id, Some(&ids));
+                creds = Some(mine);
+            }
+            if verdict == Verdict::Use {
                 self.event(
                     pod,
                     name,
                     false,
                     "Pulled",
-                    format!("Container image \"{image}\" already present on machine"),
+                    format!(
+                        "Container image \"{image}\" already present on machine and can be accessed by the pod"
+                    ),
                 );
                 return Ok(img.id.clone());
             }
-            (PullPolicy::Never, None) => {
-                let msg =
-                    format!("Container image \"{image}\" is not present with pull policy of Never");
-                self.event(pod, name, true, "ErrImageNeverPull", msg.clone());
-                return Err(("ErrImageNeverPull".into(), msg));
-            }
-            _ => {}
+        }
+        if policy == PullPolicy::Never {
+            let msg =
+                format!("Container image \"{image}\" is not present with pull policy of Never");
+            self.event(pod, name, true, "ErrImageNeverPull", msg.clone());
+            return Err(("ErrImageNeverPull".into(), msg));
         }
         let pull_key = format!("{key}/pull");
         let now = Timestamp::now().as_nanosecond();
-        if present.is_none() {
-            if let Some(left) = lock(&self.backoff).remaining(&pull_key, now, now) {
-                let _ = left;
-                let msg = format!("Back-off pulling image \"{image}\"");
-                self.event(pod, name, false, "BackOff", msg.clone());
-                return Err(("ImagePullBackOff".into(), msg));
-            }
+        if lock(&self.backoff).remaining(&pull_key, now, now).is_some() {
+            let msg = format!("Back-off pulling image \"{image}\"");
+            self.event(pod, name, false, "BackOff", msg.clone());
+            return Err(("ImagePullBackOff".into(), msg));
         }
         self.event(
             pod,
@@ -508,8 +531,21 @@ impl CriRuntime {
             format!("Pulling image \"{image}\""),
         );
         let t = std::time::Instant::now();
-        match self.cri.pull_image(&image, Some(sandbox.clone())).await {
-            Ok(r) => {
+        let creds = match creds {
+            Some(c) => Ok(c),
+            None => self.pull_credentials(pod, &image).await,
+        };
+        self.pulls.pull_started(&image);
+        let pulled = match creds {
+            Ok(creds) => self.pull(&image, &creds, sandbox).await,
+            Err(e) => Err(e),
+        };
+        match &pulled {
+            Ok((r, secret)) => self.pulls.pull_ended(&image, Some(r), secret.clone()),
+            Err(_) => self.pulls.pull_ended(&image, None, None),
+        }
+        match pulled {
+            Ok((r, _)) => {
                 self.event(
                     pod,
                     name,
@@ -519,25 +555,81 @@ impl CriRuntime {
                 );
                 Ok(r)
             }
-            Err(e) => match present {
-                Some(img) => {
-                    tracing::warn!(%image, error = %e, "pulling image failed (imagePullPolicy Always); using the image present on the node");
-                    Ok(img.id)
-                }
-                None => {
-                    lock(&self.backoff).next(&pull_key, now);
-                    self.event(
-                        pod,
-                        name,
-                        true,
-                        "Failed",
-                        format!("Failed to pull image \"{image}\": {e}"),
-                    );
-                    self.event(pod, name, true, "Failed", "Error: ErrImagePull".into());
-                    Err(("ErrImagePull".into(), e.to_string()))
-                }
-            },
+            Err(e) => {
+                lock(&self.backoff).next(&pull_key, now);
+                self.event(
+                    pod,
+                    name,
+                    true,
+                    "Failed",
+                    format!("Failed to pull image \"{image}\": {e}"),
+                );
+                self.event(pod, name, true, "Failed", "Error: ErrImagePull".into());
+                Err(("ErrImagePull".into(), e))
+            }
         }
+    }
+
+    /// The logins of the pod's pull Secrets for `image`, in the order to
+    /// try them; Secrets that cannot be read are reported in an event.
+    async fn pull_credentials(&self, pod: &Pod, image: &str) -> Result<Vec<Credential>, String> {
+        let Some(vm) = self.volumes.get() else {
+            return Ok(Vec::new());
+        };
+        let (secrets, missing) = vm.pull_secrets(pod).await;
+        if !missing.is_empty() {
+            self.event(
+                pod,
+                None,
+                true,
+                "FailedToRetrieveImagePullSecret",
+                format!(
+                    "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+                    missing.join(", ")
+                ),
+            );
+        }
+        Ok(Keyring::from_secrets(&secrets)?.lookup(image))
+    }
+
+    /// `PullImage` anonymously, or with each login in turn until one
+    /// works (the image ref and the Secret that worked); the errors of all
+    /// attempts otherwise.
+    async fn pull(
+        &self,
+        image: &str,
+        creds: &[Credential],
+        sandbox: &v1::PodSandboxConfig,
+    ) -> Result<(String, Option<SecretId>), String> {
+        if creds.is_empty() {
+            return self
+                .cri
+                .pull_image(image, None, Some(sandbox.clone()))
+                .await
+                .map(|r| (r, None))
+                .map_err(|e| e.to_string());
+        }
+        let mut errors = Vec::new();
+        for c in creds {
+            let auth = v1::AuthConfig {
+                username: c.username.clone(),
+                password: c.password.clone(),
+                ..Default::default()
+            };
+            match self
+                .cri
+                .pull_image(image, Some(auth), Some(sandbox.clone()))
+                .await
+            {
+                Ok(r) => return Ok((r, Some(c.secret.clone()))),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        Err(if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            format!("[{}]", errors.join(", "))
+        })
     }
 
     /// Creates and starts attempt `attempt` of `c`; `Err((reason, msg))`.

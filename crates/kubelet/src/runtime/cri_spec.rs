@@ -25,6 +25,7 @@ use rkube_model::quantity::Quantity;
 
 use super::env::{self, EnvSources};
 use super::etc_hosts;
+use super::ports;
 use super::resources::{self, ResourceOptions};
 use super::security::{self, ImageUser, SecurityOptions};
 use super::termination;
@@ -190,6 +191,7 @@ pub fn sandbox_config(
                 .into(),
         );
     }
+    config.port_mappings = ports::port_mappings(pod);
     let (sc, sysctls) = security::sandbox_security(pod, security)?;
     if let Some(linux) = config.linux.as_mut() {
         linux.security_context = Some(sc);

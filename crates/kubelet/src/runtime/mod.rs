@@ -31,12 +31,15 @@
 //!   period forced it); `remove_pod` of an unknown pod is `Ok`.
 
 pub mod backoff;
+pub mod credentials;
 pub mod cri;
 pub mod cri_spec;
 pub mod downward;
 pub mod env;
 pub mod etc_hosts;
 pub mod hooks;
+pub mod ports;
+pub mod pull_records;
 pub mod resources;
 pub mod security;
 pub mod sim;

@@ -119,6 +119,24 @@ impl VolumeManager {
             .map_err(|e| format!("getting secret {ns}/{name}: {e}"))
     }
 
+    /// The pod's image pull Secrets that exist, and the names of those that
+    /// could not be read (upstream goes on without them).
+    pub async fn pull_secrets(&self, pod: &Pod) -> (Vec<Secret>, Vec<String>) {
+        let ns = pod_namespace(pod);
+        let (mut found, mut missing) = (Vec::new(), Vec::new());
+        for name in crate::runtime::credentials::pull_secret_names(pod) {
+            match self.secret(&ns, &name).await {
+                Ok(Some(s)) => found.push(s),
+                Ok(None) => missing.push(name),
+                Err(e) => {
+                    tracing::info!(error = %e, "unable to retrieve pull secret, the image pull may not succeed");
+                    missing.push(name)
+                }
+            }
+        }
+        (found, missing)
+    }
+
     /// A token for the pod's ServiceAccount (cached, refreshed at 80 %).
     async fn token(&self, pod: &Pod, key: &TokenKey) -> Result<String, String> {
         let ns = pod_namespace(pod);

@@ -1,9 +1,11 @@
-// Package drasuite builds upstream's e2e harness with only the [DRA] specs
-// (k8s.io/kubernetes/test/e2e/dra) into a small test binary: hack/e2e
-// --suite dra uses it, so CI's default tier can run those specs without
+// Package cisuite builds upstream's e2e harness with only the specs CI's
+// default tier runs into a small test binary: the [DRA] specs
+// (k8s.io/kubernetes/test/e2e/dra) and test/e2e/common (common/node,
+// common/storage, common/network: every [NodeConformance] spec). hack/e2e
+// --suite ci uses it, so the default tier runs those specs without
 // compiling every other suite of e2e.test. The harness itself (suite
 // setup, flags, reports) is upstream's, from k8s.io/kubernetes/test/e2e.
-package drasuite
+package cisuite
 
 import (
 	"flag"
@@ -18,6 +20,7 @@ import (
 	e2etestingmanifests "k8s.io/kubernetes/test/e2e/testing-manifests"
 	testfixtures "k8s.io/kubernetes/test/fixtures"
 
+	_ "k8s.io/kubernetes/test/e2e/common"
 	_ "k8s.io/kubernetes/test/e2e/dra"
 	_ "k8s.io/kubernetes/test/e2e/framework/debug/init"
 	_ "k8s.io/kubernetes/test/e2e/framework/metrics/init"
@@ -39,6 +42,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestDRA(t *testing.T) {
+func TestCI(t *testing.T) {
 	e2e.RunE2ETests(t)
 }
