@@ -25,6 +25,12 @@
 //!     `kubectl exec`.
 //! (g) a `hostPort` reaches the pod's server from the node (CNI portmap)
 //!     and is closed once the pod is deleted.
+//! (h) a private registry (common::registry, Basic login): a pod with a
+//!     pull Secret runs its image; another Secret with the same login
+//!     reuses the pulled image without pulling; a pod without a Secret is
+//!     refused the image the first one pulled (`ErrImagePull`, and
+//!     `ErrImageNeverPull` with `imagePullPolicy: Never`), as upstream's
+//!     KubeletEnsureSecretPulledImages.
 //!
 //! Needs root, hack/build-k8s and hack/containerd; run by hack/test.
 
@@ -42,6 +48,8 @@ use rkube_cri::{v1, CriClient};
 use rkube_testcp::support::{client, free_port, wait_for};
 use rkube_testcp::ControlPlane;
 use tokio::sync::oneshot;
+
+mod common;
 
 struct Containerd {
     dir: PathBuf,
@@ -622,6 +630,10 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     host_port(cp, &work, &pods).await;
     eprintln!("(g) hostPort: {:?}", started.elapsed());
 
+    // (h) image pull Secrets, and the pulled-image credential check.
+    private_images(cp, &work, &pods, ctrd).await;
+    eprintln!("(h) private images: {:?}", started.elapsed());
+
     agent.stop().await;
     let _ = sched_stop.send(());
     let _ = sched.await;
@@ -768,6 +780,139 @@ async fn host_port(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
         http_get(hp, Duration::from_secs(2)).await,
         None,
         "the node's port {hp} still answers after the pod is gone"
+    );
+}
+
+/// The waiting reason of the pod's first container, if any.
+fn waiting_reason(p: &Pod) -> Option<String> {
+    p.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()?
+        .state
+        .as_ref()?
+        .waiting
+        .as_ref()?
+        .reason
+        .clone()
+}
+
+fn private_pod(name: &str, image: &str, secret: Option<&str>, policy: &str) -> String {
+    let secrets = secret
+        .map(|s| format!("  imagePullSecrets: [{{name: {s}}}]\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n\
+         \x20 automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n{secrets}\
+         \x20 containers:\n  - name: main\n    image: {image}\n    imagePullPolicy: {policy}\n\
+         \x20   command: [sh, -c, 'exec sleep 3600']\n"
+    )
+}
+
+async fn private_images(cp: &ControlPlane, work: &Path, pods: &Api<Pod>, ctrd: &Containerd) {
+    let reg = common::registry::Registry::start(
+        &ctrd.dir.join("images/rkube-images.oci.tar"),
+        "rkube.local/busybox:1",
+        "private/busybox",
+        "1",
+        "puller",
+        "pull-pw",
+    )
+    .await;
+    let image = format!("localhost:{}/private/busybox:1", reg.port);
+    let auth = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode("puller:pull-pw")
+    };
+    let config = serde_json::json!({"auths": {format!("localhost:{}", reg.port): {"auth": auth}}});
+    let secret = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: default}}\n\
+             type: kubernetes.io/dockerconfigjson\nstringData: {{.dockerconfigjson: '{config}'}}\n"
+        )
+    };
+    apply(cp, work, "regcred", &secret("regcred"));
+    apply(cp, work, "regcred-copy", &secret("regcred-copy"));
+    let running = |name: &'static str| async move {
+        wait_for(
+            &format!("{name} Running"),
+            Duration::from_secs(90),
+            || async {
+                let p = pods.get(name).await.ok()?;
+                (phase(&p) == "Running").then_some(())
+            },
+        )
+        .await
+    };
+    let waiting = |name: &'static str, reasons: &'static [&'static str]| async move {
+        wait_for(
+            &format!("{name} waiting with one of {reasons:?}"),
+            Duration::from_secs(60),
+            || async {
+                let p = pods.get(name).await.ok()?;
+                assert_ne!(phase(&p), "Running", "{name} must not run the image");
+                waiting_reason(&p).filter(|r| reasons.contains(&r.as_str()))
+            },
+        )
+        .await
+    };
+
+    // With the Secret: pulled and running.
+    apply(
+        cp,
+        work,
+        "with-secret",
+        &private_pod("with-secret", &image, Some("regcred"), "IfNotPresent"),
+    );
+    running("with-secret").await;
+    assert!(
+        reg.authorized() > 0,
+        "the kubelet pulled with the Secret's login"
+    );
+    // Another Secret holding the same login: the image on the node is
+    // used as it is (no request reaches the registry).
+    let seen = reg.authorized() + reg.refused();
+    apply(
+        cp,
+        work,
+        "same-login",
+        &private_pod("same-login", &image, Some("regcred-copy"), "IfNotPresent"),
+    );
+    running("same-login").await;
+    assert_eq!(
+        reg.authorized() + reg.refused(),
+        seen,
+        "same login: no pull"
+    );
+    // No Secret: the image is on the node, but this pod must pull it
+    // with its own (no) credentials, and the registry refuses.
+    apply(
+        cp,
+        work,
+        "no-secret",
+        &private_pod("no-secret", &image, None, "IfNotPresent"),
+    );
+    waiting("no-secret", &["ErrImagePull", "ImagePullBackOff"]).await;
+    assert!(reg.refused() > 0);
+    apply(
+        cp,
+        work,
+        "never-pull",
+        &private_pod("never-pull", &image, None, "Never"),
+    );
+    waiting("never-pull", &["ErrImageNeverPull"]).await;
+    kubectl(
+        cp,
+        &[
+            "delete",
+            "pod",
+            "with-secret",
+            "same-login",
+            "no-secret",
+            "never-pull",
+            "--wait=false",
+        ],
     );
 }
 

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod containerd;
 pub mod live;
 pub mod netns;
+pub mod registry;
 pub mod relay;
 
 use std::path::PathBuf;

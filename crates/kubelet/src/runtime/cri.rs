@@ -640,8 +640,7 @@ impl CriRuntime {
         attempt: u32,
         sb: &Sandbox,
     ) -> Result<String, (String, String)> {
-        let uid = pod.uid().unwrap_or_default();
-        let key = format!("{uid}/{}", c.name);
+        let key = cri_spec::backoff_key(pod, c);
         self.ensure_image(pod, &key, c, &sb.config).await?;
         let name = Some(c.name.as_str());
         let failed = |reason: &str, m: String| {
@@ -750,7 +749,7 @@ impl CriRuntime {
         sb: &Sandbox,
     ) -> (Option<Override>, Option<Duration>) {
         let uid = pod.uid().unwrap_or_default();
-        let key = format!("{uid}/{}", c.name);
+        let key = cri_spec::backoff_key(pod, c);
         let now = Timestamp::now().as_nanosecond();
         let left = lock(&self.backoff).remaining(&key, finished_ns, now);
         if let Some(left) = left {
@@ -1052,6 +1051,25 @@ impl CriRuntime {
         };
         let mut st = self.cri.container_status(&p.id).await.map_err(err)?;
         let running = st.state == v1::ContainerState::ContainerRunning as i32;
+        if running && p.pod_sandbox_id == sb.id && cri_spec::definition_changed(c, p) {
+            // A new image: upstream kills the container and starts the new
+            // definition whatever the restart policy (a new back-off key).
+            let grace = Duration::from_secs(
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+                    .unwrap_or(30)
+                    .max(0) as u64,
+            );
+            let why = format!("Container {} definition changed, will be restarted", c.name);
+            self.stop_one(pod, c, &p.id, &sb.ips, grace, Some(&why))
+                .await?;
+            self.probes.remove(&uid, &c.name);
+            let (o, left) = self
+                .restart(pod, c, p, Timestamp::now().as_nanosecond(), sb)
+                .await;
+            return Ok(self.kept_after_restart(&uid, c, o, left, overrides).await);
+        }
         if running && p.pod_sandbox_id == sb.id {
             let Some(probe) = self.probes.state(&uid, &c.name, &p.id) else {
                 return Ok(Kept::running(p.id.clone()));
@@ -1088,23 +1106,7 @@ impl CriRuntime {
                 Timestamp::now().as_nanosecond()
             };
             let (o, left) = self.restart(pod, c, p, fin, sb).await;
-            return Ok(match o {
-                Some(o) => {
-                    overrides.insert(c.name.clone(), o);
-                    Kept {
-                        id: None,
-                        backoff: left,
-                    }
-                }
-                None => Kept {
-                    id: self
-                        .running_container_id(&uid, &c.name)
-                        .await
-                        .ok()
-                        .flatten(),
-                    backoff: left,
-                },
-            });
+            return Ok(self.kept_after_restart(&uid, c, o, left, overrides).await);
         }
         if st.state == v1::ContainerState::ContainerCreated as i32 {
             if let Err(e) = self.cri.start_container(&p.id).await {
@@ -1117,6 +1119,31 @@ impl CriRuntime {
             return Ok(Kept::running(p.id.clone()));
         }
         Ok(Kept::default())
+    }
+
+    /// What [`Self::keep`] reports after [`Self::restart`]: the override
+    /// (back-off, a start error) or the instance now running.
+    async fn kept_after_restart(
+        &self,
+        uid: &str,
+        c: &Container,
+        o: Option<Override>,
+        left: Option<Duration>,
+        overrides: &mut HashMap<String, Override>,
+    ) -> Kept {
+        match o {
+            Some(o) => {
+                overrides.insert(c.name.clone(), o);
+                Kept {
+                    id: None,
+                    backoff: left,
+                }
+            }
+            None => Kept {
+                id: self.running_container_id(uid, &c.name).await.ok().flatten(),
+                backoff: left,
+            },
+        }
     }
 
     /// Stops one running container within `grace`, its `preStop` hook

@@ -39,6 +39,9 @@ pub const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
 pub const LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 /// Label with the container's name.
 pub const LABEL_CONTAINER_NAME: &str = "io.kubernetes.container.name";
+/// Annotation with the image a container was created for (a new one in
+/// the spec restarts it, as upstream's container hash does).
+pub const ANNOTATION_IMAGE: &str = "io.rkube.container.image";
 /// Marks sandboxes and containers rkube's kubelet made.
 pub const LABEL_MANAGED: &str = "io.rkube.kubelet";
 /// Marks sandboxes of static pods (run from files, not from the API).
@@ -537,7 +540,10 @@ pub fn container_config(
         env,
         log_path: log_path(&c.name, attempt),
         labels,
-        ..Default::default()
+        annotations: HashMap::from([(
+            ANNOTATION_IMAGE.to_string(),
+            c.image.clone().unwrap_or_default(),
+        )]),
     }
     .to_config();
     config.mounts = mounts;
@@ -551,9 +557,52 @@ pub fn container_config(
     Ok(config)
 }
 
+/// Whether the spec asks `c` to run another image than the instance
+/// `running` was made for (instances without the annotation never differ).
+pub fn definition_changed(c: &Container, running: &v1::Container) -> bool {
+    running
+        .annotations
+        .get(ANNOTATION_IMAGE)
+        .is_some_and(|i| Some(i) != c.image.as_ref())
+}
+
+/// The crash-loop (and image pull) back-off key of a container, as
+/// upstream's `GetBackoffKey`: the pod and container, and what resets the
+/// back-off when it changes (the image, the resources).
+pub fn backoff_key(pod: &Pod, c: &Container) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        pod.uid().unwrap_or_default(),
+        c.name,
+        c.image.as_deref().unwrap_or_default(),
+        serde_json::to_string(&c.resources).unwrap_or_default()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_image_changes_the_definition_and_the_back_off_key() {
+        let tmp = crate::scratch::Scratch::new("cri-spec-definition");
+        let dirs = Dirs::under(tmp.path());
+        let p = pod();
+        let cfg = config_of(&p, &dirs, 0).unwrap();
+        let instance = v1::Container {
+            annotations: cfg.annotations.clone(),
+            ..Default::default()
+        };
+        let mut c = p.spec.as_ref().unwrap().containers[0].clone();
+        assert!(!definition_changed(&c, &instance));
+        let key = backoff_key(&p, &c);
+        assert_eq!(backoff_key(&p, &c), key);
+        c.image = Some("other:2".into());
+        assert!(definition_changed(&c, &instance));
+        assert_ne!(backoff_key(&p, &c), key);
+        // instances made before the annotation never count as changed
+        assert!(!definition_changed(&c, &v1::Container::default()));
+    }
 
     #[test]
     fn the_hostname_is_the_override_else_the_hostname_else_the_name() {

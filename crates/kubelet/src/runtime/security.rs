@@ -62,9 +62,14 @@
 //!   accepted, as upstream's kubelet does: no pod there runs under SELinux,
 //!   so the label confines nothing and weakens nothing (the suite's
 //!   emptyDir specs all set `level: s0`);
-//! * `windowsOptions` with `hostProcess`, a GMSA credential spec or a
-//!   `runAsUserName` — Windows-only on a Linux node;
 //! * unknown seccomp / AppArmor profile types.
+//!
+//! `windowsOptions` (`hostProcess`, GMSA, `runAsUserName`) mean nothing to
+//! a Linux container and are ignored, as upstream's kubelet does on Linux
+//! (it builds the Windows part of the CRI config only on Windows); the
+//! container runs as an ordinary Linux container, never as a host
+//! process. Upstream's own registry pod for the image pull specs sets
+//! `hostProcess: true` on Linux.
 //!
 //! Not covered: extra supplemental groups from volumes (upstream's
 //! `GetExtraSupplementalGroupsForPod`, the `pv.beta.kubernetes.io/gid`
@@ -76,7 +81,7 @@ use std::path::{Component, Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{
     AppArmorProfile, Container, Pod, PodSecurityContext, SELinuxOptions, SeccompProfile,
-    SecurityContext, WindowsSecurityContextOptions,
+    SecurityContext,
 };
 use kube::ResourceExt;
 use rkube_cri::v1;
@@ -416,23 +421,6 @@ fn selinux_refusal(o: Option<&SELinuxOptions>, opts: &SecurityOptions) -> Result
     Ok(())
 }
 
-fn windows_refusal(o: Option<&WindowsSecurityContextOptions>) -> Result<(), String> {
-    let Some(o) = o else { return Ok(()) };
-    if o.host_process == Some(true) {
-        return Err("windowsOptions.hostProcess is not supported on a Linux node".into());
-    }
-    if o.gmsa_credential_spec.is_some()
-        || o.gmsa_credential_spec_name.is_some()
-        || o.run_as_user_name.is_some()
-    {
-        return Err(
-            "windowsOptions (gmsaCredentialSpec, runAsUserName) are not supported on a Linux node"
-                .into(),
-        );
-    }
-    Ok(())
-}
-
 /// A `Localhost` profile path under `root`; absolute paths and `..` are
 /// refused (they would name a file outside the kubelet's seccomp root).
 fn localhost_seccomp_path(root: &Path, profile: &str) -> Result<String, String> {
@@ -604,7 +592,6 @@ pub fn container_security(
     host_users_refusal(pod)?;
     let eff = effective(pod, c);
     selinux_refusal(eff.se_linux_options.as_ref(), opts)?;
-    windows_refusal(eff.windows_options.as_ref())?;
     let (masked_paths, readonly_paths) = masked_and_readonly(eff.proc_mount.as_deref(), opts)?;
     let (apparmor, apparmor_profile) = apparmor(pod, c, opts)?;
 
@@ -656,7 +643,6 @@ pub fn sandbox_security(
     admit_apparmor(pod, opts)?;
     let psc = pod_sc(pod);
     selinux_refusal(psc.and_then(|p| p.se_linux_options.as_ref()), opts)?;
-    windows_refusal(psc.and_then(|p| p.windows_options.as_ref()))?;
 
     let mut groups = Vec::new();
     if let Some(p) = psc {
@@ -1437,16 +1423,14 @@ mod tests {
             refuse(json!(null), json!({"seLinuxOptions": {"type": "spc_t"}}))
                 .contains("seLinuxOptions")
         );
-        assert!(refuse(
-            json!(null),
-            json!({"windowsOptions": {"hostProcess": true}})
-        )
-        .contains("hostProcess"));
-        assert!(refuse(
+        // windowsOptions are ignored on Linux, as upstream: no host process.
+        let (p, c) = pod(
             json!({"windowsOptions": {"runAsUserName": "x"}}),
-            json!(null)
-        )
-        .contains("windowsOptions"));
+            json!({"windowsOptions": {"hostProcess": true}, "runAsUser": 5123}),
+        );
+        let sc = container_security(&p, &c, &root_image(), &o).unwrap();
+        assert!(!sc.privileged);
+        assert_eq!(sc.run_as_user.map(|u| u.value), Some(5123));
         assert_eq!(
             refuse(json!({"supplementalGroupsPolicy": "Strict"}), json!(null)),
             "SupplementalGroupsPolicy=Strict is not supported in this node"
