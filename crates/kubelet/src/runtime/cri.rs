@@ -680,13 +680,7 @@ impl CriRuntime {
                     "FailedPostStartHook",
                     "PostStartHook failed".into(),
                 );
-                let grace = Duration::from_secs(
-                    pod.spec
-                        .as_ref()
-                        .and_then(|s| s.termination_grace_period_seconds)
-                        .unwrap_or(30)
-                        .max(0) as u64,
-                );
+                let grace = pod_grace(pod);
                 let _ = self.stop_one(pod, c, &id, &sb.ips, grace, None).await;
                 return Err(("PostStartHookError".to_string(), m));
             }
@@ -968,9 +962,7 @@ impl CriRuntime {
             // stopped too, last first (upstream kills such a pod), so that
             // the pod can reach Succeeded/Failed.
             if live == 0 {
-                let grace = Duration::from_secs(
-                    spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64,
-                );
+                let grace = pod_grace(pod);
                 for c in spec
                     .init_containers
                     .iter()
@@ -1054,15 +1046,8 @@ impl CriRuntime {
         if running && p.pod_sandbox_id == sb.id && cri_spec::definition_changed(c, p) {
             // A new image: upstream kills the container and starts the new
             // definition whatever the restart policy (a new back-off key).
-            let grace = Duration::from_secs(
-                pod.spec
-                    .as_ref()
-                    .and_then(|s| s.termination_grace_period_seconds)
-                    .unwrap_or(30)
-                    .max(0) as u64,
-            );
             let why = format!("Container {} definition changed, will be restarted", c.name);
-            self.stop_one(pod, c, &p.id, &sb.ips, grace, Some(&why))
+            self.stop_one(pod, c, &p.id, &sb.ips, pod_grace(pod), Some(&why))
                 .await?;
             self.probes.remove(&uid, &c.name);
             let (o, left) = self
@@ -1625,6 +1610,18 @@ impl Runtime for CriRuntime {
 /// Shared handle type used by the kubelet (the API server and the static
 /// pod source need the concrete runtime).
 pub type SharedCri = Arc<CriRuntime>;
+
+/// The pod's termination grace period (`terminationGracePeriodSeconds`,
+/// 30 s when unset, never negative).
+fn pod_grace(pod: &Pod) -> Duration {
+    Duration::from_secs(
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30)
+            .max(0) as u64,
+    )
+}
 
 #[cfg(test)]
 mod tests {
