@@ -20,7 +20,7 @@
 //! The kubelet tries the credentials in that order until a pull succeeds;
 //! with none it pulls anonymously.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
@@ -270,25 +270,38 @@ fn split_port(hp: &str) -> (&str, &str) {
 /// negation and ranges) and `\` escapes; a malformed pattern matches
 /// nothing (upstream ignores the error).
 fn glob_match(p: &[u8], s: &[u8]) -> bool {
-    match p.split_first() {
+    // Pattern and label both come from users (a pull Secret, an image
+    // name): remembering the (pattern, label) suffixes that failed keeps
+    // `*a*a*a…` against a long label polynomial, not exponential.
+    glob_from(p, s, &mut HashSet::new())
+}
+
+fn glob_from(p: &[u8], s: &[u8], failed: &mut HashSet<(usize, usize)>) -> bool {
+    let key = (p.len(), s.len());
+    if failed.contains(&key) {
+        return false;
+    }
+    let hit = match p.split_first() {
         None => s.is_empty(),
-        Some((b'*', rest)) => (0..=s.len()).any(|i| glob_match(rest, &s[i..])),
-        Some((b'?', rest)) => !s.is_empty() && glob_match(rest, &s[1..]),
-        Some((b'[', rest)) => {
-            let Some((&c, s_rest)) = s.split_first() else {
-                return false;
-            };
-            match class_match(rest, c) {
-                Some((true, after)) => glob_match(after, s_rest),
-                _ => false,
-            }
-        }
-        Some((b'\\', rest)) => match (rest.split_first(), s.split_first()) {
-            (Some((pc, pr)), Some((sc, sr))) => pc == sc && glob_match(pr, sr),
+        Some((b'*', rest)) => (0..=s.len()).any(|i| glob_from(rest, &s[i..], failed)),
+        Some((b'?', rest)) => !s.is_empty() && glob_from(rest, &s[1..], failed),
+        Some((b'[', rest)) => match (
+            s.split_first(),
+            s.first().and_then(|&c| class_match(rest, c)),
+        ) {
+            (Some((_, s_rest)), Some((true, after))) => glob_from(after, s_rest, failed),
             _ => false,
         },
-        Some((pc, rest)) => s.first() == Some(pc) && glob_match(rest, &s[1..]),
+        Some((b'\\', rest)) => match (rest.split_first(), s.split_first()) {
+            (Some((pc, pr)), Some((sc, sr))) => pc == sc && glob_from(pr, sr, failed),
+            _ => false,
+        },
+        Some((pc, rest)) => s.first() == Some(pc) && glob_from(rest, &s[1..], failed),
+    };
+    if !hit {
+        failed.insert(key);
     }
+    hit
 }
 
 /// A `[...]` class after its `[`: whether `c` is in it, and the pattern
@@ -515,6 +528,16 @@ mod tests {
         ] {
             assert_eq!(glob_match(p.as_bytes(), s.as_bytes()), want, "{p} ~ {s}");
         }
+    }
+
+    #[test]
+    fn a_hostile_glob_does_not_backtrack_exponentially() {
+        // 30 stars against a 63-character label: without the memo this
+        // explores about C(63, 30) splits and never returns.
+        let p = format!("{}b", "*a".repeat(30));
+        let s = "a".repeat(63);
+        assert!(!glob_match(p.as_bytes(), s.as_bytes()));
+        assert!(glob_match(p.as_bytes(), format!("{s}b").as_bytes()));
     }
 
     #[test]
