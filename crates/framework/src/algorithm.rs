@@ -4,16 +4,19 @@
 //! window of nodes sized by `percentageOfNodesToScore` (the window starts
 //! where the previous cycle stopped, upstream's `nextStartNodeIndex`), a
 //! nominated node tried first, PreScore, Score, NormalizeScore, weighted
-//! sum, host selection with a seeded tie-break, and the hand-off to
+//! sum, host selection as the top of upstream's max-heap of scores (no random
+//! tie-break: upstream draws none without extenders), and the hand-off to
 //! PostFilter (preemption) when no node fits.
 //!
 //! The extension points themselves run in [`crate::run`].
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 use rkube_model::Pod;
 
+use crate::batch::{sign_pod, Batch, BatchClock, HintCycle, Kept, Signature};
 use crate::cycle_state::CycleState;
 use crate::diagnosis::{fit_error_message, go_list, Diagnosis};
 use crate::metrics;
@@ -24,6 +27,7 @@ use crate::run::{
 };
 use crate::runtime::{Framework, Point};
 use crate::snapshot::Snapshot;
+use crate::sorted_nodes;
 use crate::status::{Code, Status};
 
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -85,47 +89,36 @@ pub struct Scheduler {
     pub next_start_node_index: usize,
     /// Global percentage of nodes to score.
     pub percentage_of_nodes_to_score: i32,
-    /// Seed for the tie-break.
+    /// Seed for preemption's random candidate offset and metrics sampling.
     pub seed: u64,
-    /// Number of cycles run (mixed into the tie-break).
+    /// Number of cycles run (upstream's scheduling cycle count).
     pub cycle: u64,
+    /// OpportunisticBatching (upstream's feature gate, on by default).
+    pub opportunistic_batching: bool,
+    /// The clock batching reads (frozen unless the host sets wall time).
+    pub batch_clock: BatchClock,
+    /// Each profile's batch, by profile name.
+    pub batches: HashMap<String, Batch>,
 }
 
 impl Scheduler {
-    /// A scheduler with a tie-break seed.
+    /// A scheduler with a seed (preemption's random draws).
     pub fn new(seed: u64, percentage_of_nodes_to_score: i32) -> Self {
         Scheduler {
             next_start_node_index: 0,
             percentage_of_nodes_to_score,
             seed,
             cycle: 0,
+            opportunistic_batching: true,
+            batch_clock: BatchClock::Frozen,
+            batches: HashMap::new(),
         }
     }
 }
 
-/// The nodes a filter pass walks: every snapshot node, or PreFilter's
-/// restriction (snapshot indices).
-#[derive(Clone, Copy)]
-enum NodeList<'a> {
-    All(usize),
-    Some(&'a [usize]),
-}
-
-impl NodeList<'_> {
-    fn len(&self) -> usize {
-        match self {
-            NodeList::All(n) => *n,
-            NodeList::Some(v) => v.len(),
-        }
-    }
-
-    fn get(&self, i: usize) -> usize {
-        match self {
-            NodeList::All(_) => i,
-            NodeList::Some(v) => v[i],
-        }
-    }
-}
+/// The nodes a filter pass walks, as snapshot indices: the snapshot's scan
+/// order, PreFilter's restriction, or one nominated or hinted node.
+type NodeList<'a> = &'a [usize];
 
 /// SplitMix64: a small, well-mixed, seedable generator for tie-breaks.
 pub(crate) fn splitmix(mut x: u64) -> u64 {
@@ -137,21 +130,10 @@ pub(crate) fn splitmix(mut x: u64) -> u64 {
 }
 
 impl Scheduler {
-    /// Tie-break key of a node in the current cycle.
-    fn randomizer(&self, node: usize) -> u64 {
-        splitmix(self.seed ^ splitmix(self.cycle.wrapping_mul(0x1000_0001) ^ node as u64))
-    }
-
-    /// Picks the highest total; ties go to the highest seeded random key.
+    /// Picks the host as upstream does: the top of a max-heap by total
+    /// built over the nodes in the order given (see [`crate::sorted_nodes`]).
     pub fn select_host(&self, scores: &[NodeScores]) -> Option<usize> {
-        self.select_best(scores.iter().map(|s| (s.node, s.total)))
-    }
-
-    /// [`Self::select_host`] over `(node, total)` pairs.
-    fn select_best(&self, scores: impl Iterator<Item = (usize, i64)>) -> Option<usize> {
-        scores
-            .max_by_key(|&(node, total)| (total, self.randomizer(node)))
-            .map(|(node, _)| node)
+        crate::sorted_nodes::top(scores.iter().map(|s| (s.node, s.total)))
     }
 
     /// Schedules one pod against the snapshot (does not modify it), with no
@@ -205,46 +187,70 @@ impl Scheduler {
             .percentage_of_nodes_to_score
             .unwrap_or(self.percentage_of_nodes_to_score);
         let has_scoring = !fw.plugins(Point::Score).is_empty();
-        // A node nominated in an earlier cycle (preemption) is tried first.
-        if !pod.nominated_node_name.is_empty() {
-            if let Some(idx) = snapshot.index_of(&pod.nominated_node_name) {
-                let to_find = if has_scoring {
-                    num_feasible_nodes_to_find(pct, 1)
-                } else {
-                    1
-                };
-                // Errors are logged upstream and the full pass goes on.
-                if let Ok((feasible, _)) = self.find_feasible(
-                    fw,
-                    &state,
-                    pod,
-                    snapshot,
-                    NodeList::Some(&[idx]),
-                    to_find,
-                    &mut diagnosis,
-                    nominator,
-                ) {
-                    if let Some(&node) = feasible.first() {
-                        return Outcome::Scheduled {
-                            node,
-                            state,
-                            evaluated: 1 + diagnosis.node_to_status.nodes.len(),
-                            feasible: 1,
-                        };
+        let batching = self.opportunistic_batching;
+        let signature = if batching { sign_pod(fw, pod) } else { None };
+        let hint = if batching {
+            let c = HintCycle {
+                fw,
+                state: &state,
+                pod,
+                snapshot,
+                signature: signature.as_ref(),
+                cycle: self.cycle,
+                clock: self.batch_clock,
+            };
+            self.batch(fw).hint(&c)
+        } else {
+            None
+        };
+        // A node nominated in an earlier cycle (preemption), or else the
+        // batch's hint, is tried first.
+        let first = if pod.nominated_node_name.is_empty() {
+            hint.as_deref()
+        } else {
+            Some(pod.nominated_node_name.as_str())
+        };
+        if let Some(idx) = first.and_then(|n| snapshot.index_of(n)) {
+            let to_find = if has_scoring {
+                num_feasible_nodes_to_find(pct, 1)
+            } else {
+                1
+            };
+            // Errors are logged upstream and the full pass goes on.
+            if let Ok((feasible, _)) = self.find_feasible(
+                fw,
+                &state,
+                pod,
+                snapshot,
+                &[idx],
+                to_find,
+                &mut diagnosis,
+                nominator,
+            ) {
+                if let Some(&node) = feasible.first() {
+                    if batching {
+                        let chosen = snapshot.nodes[node].name_shared();
+                        self.store(fw, signature, hint.as_deref(), chosen, Vec::new(), 0);
                     }
+                    return Outcome::Scheduled {
+                        node,
+                        state,
+                        evaluated: 1 + diagnosis.node_to_status.nodes.len(),
+                        feasible: 1,
+                    };
                 }
             }
         }
         let restricted: Vec<usize>;
         let nodes = match &restrict {
-            None => NodeList::All(num_all),
+            None => snapshot.scan_order(),
             Some(names) => {
                 diagnosis.node_to_status.absent = Status::new(
                     Code::UnschedulableAndUnresolvable,
                     format!("node(s) didn't satisfy plugin(s) {}", go_list(&with_nodes)),
                 );
                 restricted = names.iter().filter_map(|n| snapshot.index_of(n)).collect();
-                NodeList::Some(&restricted)
+                &restricted
             }
         };
         let to_find = if has_scoring {
@@ -278,6 +284,10 @@ impl Scheduler {
         }
         let evaluated = feasible.len() + diagnosis.node_to_status.nodes.len();
         if feasible.len() == 1 {
+            if batching {
+                let chosen = snapshot.nodes[feasible[0]].name_shared();
+                self.store(fw, signature, hint.as_deref(), chosen, Vec::new(), 0);
+            }
             return Outcome::Scheduled {
                 node: feasible[0],
                 state,
@@ -287,19 +297,93 @@ impl Scheduler {
         }
         let node = if has_scoring {
             match pre_score_and_score(fw, &mut state, pod, snapshot, &feasible, false) {
-                Ok(table) => self.select_best(feasible.iter().copied().zip(table.totals)),
+                Ok(table) if batching && signature.is_some() => {
+                    // The heap of scored nodes: its top is the host, the
+                    // rest is kept for the next pods.
+                    let p = table.plugins.len();
+                    let mut heap: Vec<Kept> = feasible
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &n)| Kept {
+                            name: snapshot.nodes[n].name_shared(),
+                            raw: table
+                                .plugins
+                                .iter()
+                                .zip(&table.raw[i * p..(i + 1) * p])
+                                .map(|(&(name, _), &v)| (name, v))
+                                .collect(),
+                            total: table.totals[i],
+                        })
+                        .collect();
+                    let less = sorted_nodes::higher_total(|k: &Kept| k.total);
+                    sorted_nodes::init(&mut heap, &less);
+                    let top = sorted_nodes::pop(&mut heap, &less).expect("two or more nodes");
+                    let node = snapshot.index_of(&top.name).expect("a snapshot node");
+                    let others = heap.len();
+                    self.store(fw, signature, hint.as_deref(), top.name, heap, others);
+                    node
+                }
+                Ok(table) => {
+                    let node = sorted_nodes::top(feasible.iter().copied().zip(table.totals))
+                        .expect("non-empty");
+                    if batching {
+                        let chosen = snapshot.nodes[node].name_shared();
+                        self.store(
+                            fw,
+                            None,
+                            hint.as_deref(),
+                            chosen,
+                            Vec::new(),
+                            feasible.len() - 1,
+                        );
+                    }
+                    node
+                }
                 Err(s) => return Outcome::Error(s),
             }
         } else {
-            self.select_best(feasible.iter().map(|&node| (node, 1)))
-        }
-        .expect("non-empty");
+            sorted_nodes::top(feasible.iter().map(|&node| (node, 1))).expect("non-empty")
+        };
         Outcome::Scheduled {
             node,
             state,
             evaluated,
             feasible: feasible.len(),
         }
+    }
+
+    /// This profile's batch.
+    fn batch(&mut self, fw: &Framework) -> &mut Batch {
+        if !self.batches.contains_key(&fw.profile_name) {
+            self.batches
+                .insert(fw.profile_name.clone(), Batch::default());
+        }
+        self.batches.get_mut(&fw.profile_name).expect("inserted")
+    }
+
+    /// Upstream's `StoreScheduleResults` for this cycle; `others` is the
+    /// rest of the heap when the pod was signed, `others_count` how many
+    /// nodes it had either way.
+    fn store(
+        &mut self,
+        fw: &Framework,
+        signature: Option<Signature>,
+        hint: Option<&str>,
+        chosen: Arc<str>,
+        others: Vec<Kept>,
+        others_count: usize,
+    ) {
+        let (cycle, clock) = (self.cycle, self.batch_clock);
+        self.batch(fw).store(
+            fw,
+            signature,
+            hint,
+            chosen,
+            others,
+            others_count,
+            cycle,
+            clock,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -324,19 +408,31 @@ impl Scheduler {
         };
         let filters: Vec<ActiveFilter<'_>> = active_filters(fw, state).collect();
         let no_nominations = nominator.is_empty();
+        let check = |i: usize| {
+            let idx = nodes[(self.next_start_node_index + i) % n];
+            let info = &snapshot.nodes[idx];
+            let status = if no_nominations {
+                run_filter_list(fw, filters.iter().copied(), state, pod, info)
+            } else {
+                let nominated = nominator.pods_for_node(info.name());
+                filters_with_nominated_pods(fw, &filters, state, pod, info, nominated)
+            };
+            (idx, status)
+        };
+        // Upstream stops its filter workers when a node beyond the ones it
+        // needs passes: nodes rejected before that one still count as
+        // processed (their statuses are recorded, and the next cycle's
+        // start index moves past them). This is upstream's pass with one
+        // worker, the deterministic case of its parallel one; once enough
+        // nodes are found the rest of the walk is sequential, as it
+        // usually ends at the next node.
         let mut offset = 0;
-        while offset < n && feasible.len() < to_find {
-            let end = (offset + chunk).min(n);
-            let check = |i: usize| {
-                let idx = nodes.get((self.next_start_node_index + i) % n);
-                let info = &snapshot.nodes[idx];
-                let status = if no_nominations {
-                    run_filter_list(fw, filters.iter().copied(), state, pod, info)
-                } else {
-                    let nominated = nominator.pods_for_node(info.name());
-                    filters_with_nominated_pods(fw, &filters, state, pod, info, nominated)
-                };
-                (idx, status)
+        let mut done = false;
+        while offset < n && !done {
+            let end = if feasible.len() >= to_find {
+                offset + 1
+            } else {
+                (offset + chunk).min(n)
             };
             let results: Vec<(usize, Status)> = if end - offset >= PARALLEL_THRESHOLD {
                 (offset..end).into_par_iter().map(check).collect()
@@ -344,14 +440,14 @@ impl Scheduler {
                 (offset..end).map(check).collect()
             };
             for (idx, status) in results {
-                if feasible.len() >= to_find {
-                    break;
-                }
-                processed += 1;
                 if status.code == Code::Error {
                     return Err(status);
                 }
                 if status.is_success() {
+                    if feasible.len() >= to_find {
+                        done = true;
+                        break;
+                    }
                     feasible.push(idx);
                 } else {
                     diagnosis.add_plugin_status(&status);
@@ -360,6 +456,7 @@ impl Scheduler {
                         .nodes
                         .insert(snapshot.nodes[idx].name().to_string(), status);
                 }
+                processed += 1;
             }
             offset = end;
         }
@@ -774,7 +871,7 @@ mod tests {
     fn indexed_nodes(n: usize) -> Snapshot {
         Snapshot::new(
             (0..n)
-                .map(|i| node(&format!("n{i}"), &[("ScoreA", i as i64)]))
+                .map(|i| node(&format!("n{i:03}"), &[("ScoreA", i as i64)]))
                 .collect(),
         )
     }
@@ -789,7 +886,7 @@ mod tests {
     }
 
     fn names(n: std::ops::Range<usize>) -> Vec<String> {
-        n.map(|i| format!("n{i}")).collect()
+        n.map(|i| format!("n{i:03}")).collect()
     }
 
     /// (node, evaluated, feasible) of a Scheduled outcome.
@@ -852,11 +949,11 @@ mod tests {
             args: vec![
                 (
                     "FilterA",
-                    json!({"reject": ["n1"], "reason": "node(s) had fake taint"}),
+                    json!({"reject": ["n001"], "reason": "node(s) had fake taint"}),
                 ),
                 (
                     "FilterB",
-                    json!({"reject": ["n1", "n3"], "reason": "Insufficient fake"}),
+                    json!({"reject": ["n001", "n003"], "reason": "Insufficient fake"}),
                 ),
             ],
             ..Default::default()
@@ -873,7 +970,7 @@ mod tests {
                 &state,
                 &pod(),
                 &snap,
-                NodeList::All(snap.len()),
+                snap.scan_order(),
                 5,
                 &mut diagnosis,
                 &Nominator::new(),
@@ -891,8 +988,8 @@ mod tests {
         assert_eq!(
             rejected,
             vec![
-                ("n1", "FilterA", "node(s) had fake taint".to_string()),
-                ("n3", "FilterB", "Insufficient fake".to_string()),
+                ("n001", "FilterA", "node(s) had fake taint".to_string()),
+                ("n003", "FilterB", "Insufficient fake".to_string()),
             ]
         );
         assert_eq!(
@@ -908,11 +1005,11 @@ mod tests {
             args: vec![
                 (
                     "FilterA",
-                    json!({"reject": ["n1"], "reason": "node(s) had fake taint"}),
+                    json!({"reject": ["n001"], "reason": "node(s) had fake taint"}),
                 ),
                 (
                     "FilterB",
-                    json!({"reject": ["n0", "n2"], "reason": "Insufficient fake"}),
+                    json!({"reject": ["n000", "n002"], "reason": "Insufficient fake"}),
                 ),
             ],
             ..Default::default()
@@ -933,8 +1030,8 @@ mod tests {
             "0/3 nodes are available: 1 node(s) had fake taint, 2 Insufficient fake."
         );
         assert_eq!(diagnosis.node_to_status.nodes.len(), 3);
-        assert_eq!(diagnosis.node_to_status.nodes["n1"].plugin, "FilterA");
-        assert_eq!(diagnosis.node_to_status.nodes["n0"].plugin, "FilterB");
+        assert_eq!(diagnosis.node_to_status.nodes["n001"].plugin, "FilterA");
+        assert_eq!(diagnosis.node_to_status.nodes["n000"].plugin, "FilterB");
         // No PostFilter plugin: the nomination is cleared.
         assert_eq!(nominated_node, Some(String::new()));
         assert!(victims.is_empty());
@@ -946,10 +1043,13 @@ mod tests {
             pre_filter: vec!["FakeRestrict"],
             filter: vec!["FilterA"],
             args: vec![
-                ("FakeRestrict", json!({"nodes": ["n0", "n1", "missing"]})),
+                (
+                    "FakeRestrict",
+                    json!({"nodes": ["n000", "n001", "missing"]}),
+                ),
                 (
                     "FilterA",
-                    json!({"reject": ["n0", "n1"], "reason": "node(s) had fake taint"}),
+                    json!({"reject": ["n000", "n001"], "reason": "node(s) had fake taint"}),
                 ),
             ],
             ..Default::default()
@@ -969,8 +1069,8 @@ mod tests {
             pre_filter: vec!["FakeRestrict"],
             filter: vec!["FilterA"],
             args: vec![
-                ("FakeRestrict", json!({"nodes": ["n0", "n1"]})),
-                ("FilterA", json!({"reject": ["n0"]})),
+                ("FakeRestrict", json!({"nodes": ["n000", "n001"]})),
+                ("FilterA", json!({"reject": ["n000"]})),
             ],
             ..Default::default()
         }
@@ -986,7 +1086,7 @@ mod tests {
         let snap = indexed_nodes(3);
         let reject_all = (
             "FilterA",
-            json!({"reject": ["n0", "n1", "n2"], "reason": "no"}),
+            json!({"reject": ["n000", "n001", "n002"], "reason": "no"}),
         );
         let fw = Setup {
             filter: vec!["FilterA"],
@@ -1014,7 +1114,7 @@ mod tests {
         let fw = Setup {
             filter: vec!["FilterA"],
             post_filter: vec!["FakePostFilter"],
-            args: vec![reject_all, ("FakePostFilter", json!({"nominate": "n2"}))],
+            args: vec![reject_all, ("FakePostFilter", json!({"nominate": "n002"}))],
             ..Default::default()
         }
         .build();
@@ -1027,7 +1127,7 @@ mod tests {
         else {
             panic!("expected Unschedulable, got {out:?}");
         };
-        assert_eq!(nominated_node.as_deref(), Some("n2"));
+        assert_eq!(nominated_node.as_deref(), Some("n002"));
         assert_eq!(message, "0/3 nodes are available: 3 no.");
     }
 
@@ -1036,9 +1136,9 @@ mod tests {
         // ScoreA weight 1, ScoreB weight 3: n0 = 100, n1 = 150, n2 = 60 + 120 = 180.
         // With both weights 1, n0 and n2 would tie at 100.
         let snap = Snapshot::new(vec![
-            node("n0", &[("ScoreA", 100), ("ScoreB", 0)]),
-            node("n1", &[("ScoreA", 0), ("ScoreB", 50)]),
-            node("n2", &[("ScoreA", 60), ("ScoreB", 40)]),
+            node("n000", &[("ScoreA", 100), ("ScoreB", 0)]),
+            node("n001", &[("ScoreA", 0), ("ScoreB", 50)]),
+            node("n002", &[("ScoreA", 60), ("ScoreB", 40)]),
         ]);
         let fw = Setup {
             score: vec![("ScoreA", 1), ("ScoreB", 3)],
@@ -1066,9 +1166,9 @@ mod tests {
         // Raw ScoreA 50, 200, 400 (above MAX_NODE_SCORE: only valid once
         // normalized); "reverse" makes the lowest raw score the best.
         let snap = Snapshot::new(vec![
-            node("n0", &[("ScoreA", 50)]),
-            node("n1", &[("ScoreA", 200)]),
-            node("n2", &[("ScoreA", 400)]),
+            node("n000", &[("ScoreA", 50)]),
+            node("n001", &[("ScoreA", 200)]),
+            node("n002", &[("ScoreA", 400)]),
         ]);
         for (normalize, want_normalized, want_node) in
             [("max", [12, 50, 100], 2), ("reverse", [88, 50, 0], 0)]
@@ -1149,6 +1249,50 @@ mod tests {
             (109, 110, 100)
         );
         assert_eq!(sched.next_start_node_index, 110);
+
+        // Nodes rejected after the 100th feasible one, before the next
+        // feasible one, count too: upstream's workers stop only when a
+        // 101st node passes.
+        let fw = Setup {
+            filter: vec!["FilterA"],
+            score: vec![("ScoreA", 1)],
+            args: vec![
+                ("FilterA", json!({ "reject": names(100..105) })),
+                ("ScoreA", json!({"normalize": "max"})),
+            ],
+            ..Default::default()
+        }
+        .build();
+        let mut sched = Scheduler::new(3, 0);
+        assert_eq!(
+            scheduled(&sched.schedule(&fw, &snap, &pod())),
+            (99, 105, 100)
+        );
+        assert_eq!(sched.next_start_node_index, 105);
+    }
+
+    #[test]
+    fn scan_follows_upstream_node_tree() {
+        // Zones interleave in the order their first node (by name) comes.
+        let zoned = |name: &str, zone: &str| {
+            let mut n = (*node(name, &[])).clone();
+            n.labels
+                .insert("topology.kubernetes.io/zone".into(), zone.into());
+            Arc::new(n)
+        };
+        let snap = Snapshot::new(vec![
+            zoned("c", "b"),
+            zoned("a", "b"),
+            zoned("b", "a"),
+            zoned("d", "b"),
+            node("e", &[]),
+        ]);
+        let order: Vec<&str> = snap
+            .scan_order()
+            .iter()
+            .map(|&i| snap.nodes[i].name())
+            .collect();
+        assert_eq!(order, vec!["a", "b", "e", "c", "d"]);
     }
 
     #[test]
@@ -1174,7 +1318,10 @@ mod tests {
         let snap = indexed_nodes(200);
         let fw = Setup {
             filter: vec!["FilterA"],
-            args: vec![("FilterA", json!({"reject": ["n0", "n1", "n2", "n199"]}))],
+            args: vec![(
+                "FilterA",
+                json!({"reject": ["n000", "n001", "n002", "n199"]}),
+            )],
             ..Default::default()
         }
         .build();
@@ -1196,21 +1343,21 @@ mod tests {
             filter: vec!["FilterA"],
             score: vec![("ScoreA", 1)],
             args: vec![
-                ("FilterA", json!({"reject": ["n7"]})),
+                ("FilterA", json!({"reject": ["n007"]})),
                 ("ScoreA", json!({"normalize": "max"})),
             ],
             ..Default::default()
         }
         .build();
         let mut p = pod();
-        p.nominated_node_name = "n5".into();
+        p.nominated_node_name = "n005".into();
         let mut sched = Scheduler::new(3, 0);
         // n5 fits: taken without a full pass (the start index stays).
         assert_eq!(scheduled(&sched.schedule(&fw, &snap, &p)), (5, 1, 1));
         assert_eq!(sched.next_start_node_index, 0);
         // n7 does not: the full pass runs from the start index, over
         // n0..n100 (n7 rejected again), and the start index moves.
-        p.nominated_node_name = "n7".into();
+        p.nominated_node_name = "n007".into();
         assert_eq!(scheduled(&sched.schedule(&fw, &snap, &p)), (100, 101, 100));
         assert_eq!(sched.next_start_node_index, 101);
     }

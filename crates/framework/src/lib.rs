@@ -4,6 +4,7 @@
 //! no async — the offline simulator and the live scheduler drive the same code.
 
 pub mod algorithm;
+pub mod batch;
 pub mod binding;
 pub mod cycle_state;
 pub mod diagnosis;
@@ -19,10 +20,12 @@ pub mod run;
 pub mod runtime;
 pub mod schedule;
 pub mod snapshot;
+mod sorted_nodes;
 pub mod status;
 pub mod waiting;
 
 pub use algorithm::{Outcome, Scheduler};
+pub use batch::{Batch, BatchClock, BatchStats, SignPlugin, Signature, Signed};
 pub use cycle_state::CycleState;
 pub use diagnosis::{fit_error_message, Diagnosis, NodeToStatus};
 pub use events::{

@@ -17,6 +17,12 @@ pub trait MetricsRecorder: Send + Sync {
     /// [`crate::CycleState::record_plugin_metrics`]), as upstream samples
     /// 10% of cycles.
     fn plugin(&self, plugin: &'static str, point: &'static str, status: &Status, seconds: f64);
+    /// One OpportunisticBatching attempt (`scheduler_batch_attempts_total`:
+    /// `hint_used`, `hint_not_used`, `no_hint`).
+    fn batch_attempt(&self, _profile: &str, _result: &'static str) {}
+    /// A kept list found unusable (`scheduler_batch_cache_flushed_total`,
+    /// by upstream's reason label).
+    fn batch_flushed(&self, _profile: &str, _reason: &'static str) {}
 }
 
 /// A shared recorder.

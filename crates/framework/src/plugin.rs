@@ -70,6 +70,12 @@ pub trait Plugin: Send + Sync {
     fn as_post_bind(&self) -> Option<&dyn PostBindPlugin> {
         None
     }
+    /// SignPod (OpportunisticBatching), if implemented. A profile with a
+    /// PreFilter, Filter, PreScore or Score plugin without it batches no
+    /// pod, as upstream's.
+    fn as_sign(&self) -> Option<&dyn crate::batch::SignPlugin> {
+        None
+    }
     /// The cluster events that may make a pod this plugin rejected
     /// schedulable, each with an optional hint (upstream's
     /// `EnqueueExtensions.EventsToRegister`; see [`crate::events`]). Only

@@ -402,6 +402,28 @@ pub(crate) fn pre_score_and_score(
     detail: bool,
 ) -> Result<ScoreTable, Status> {
     let infos: Vec<&NodeInfo> = feasible.iter().map(|&i| &snapshot.nodes[i]).collect();
+    pre_score(fw, state, pod, &infos, snapshot)?;
+    let t0 = metrics::start(&fw.recorder);
+    let out = score_plugins(fw, state, pod, &infos, detail);
+    if fw.recorder.is_some() {
+        let status = match &out {
+            Ok(_) => Status::success(),
+            Err(s) => s.clone(),
+        };
+        metrics::point_done(&fw.recorder, t0, &fw.profile_name, "Score", &status);
+    }
+    out
+}
+
+/// Runs every PreScore plugin over `infos` (upstream's
+/// `RunPreScorePlugins`); a Skip marks the plugin's Score skipped.
+pub(crate) fn pre_score(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    infos: &[&NodeInfo],
+    snapshot: &Snapshot,
+) -> Result<(), Status> {
     let t0 = metrics::start(&fw.recorder);
     let sampled = state.record_plugin_metrics;
     for p in fw.plugins(Point::PreScore) {
@@ -412,7 +434,7 @@ pub(crate) fn pre_score_and_score(
             p.name(),
             "PreScore",
             Status::clone,
-            || ps.pre_score(state, pod, &infos, snapshot),
+            || ps.pre_score(state, pod, infos, snapshot),
         );
         if s.code == Code::Skip {
             state.skip_score.insert(p.name());
@@ -435,23 +457,27 @@ pub(crate) fn pre_score_and_score(
         "PreScore",
         &Status::success(),
     );
-    let t0 = metrics::start(&fw.recorder);
-    let out = score_plugins(fw, state, pod, &infos, detail);
-    if fw.recorder.is_some() {
-        let status = match &out {
-            Ok(_) => Status::success(),
-            Err(s) => s.clone(),
-        };
-        metrics::point_done(&fw.recorder, t0, &fw.profile_name, "Score", &status);
-    }
-    out
+    Ok(())
 }
 
 /// A Score plugin that runs in this cycle.
-struct ActiveScore<'a> {
-    name: &'static str,
-    plugin: &'a dyn ScorePlugin,
-    weight: i64,
+pub(crate) struct ActiveScore<'a> {
+    pub name: &'static str,
+    pub plugin: &'a dyn ScorePlugin,
+    pub weight: i64,
+}
+
+/// The Score plugins PreScore did not skip, in profile order.
+pub(crate) fn active_scores<'a>(fw: &'a Framework, state: &CycleState) -> Vec<ActiveScore<'a>> {
+    fw.plugins(Point::Score)
+        .iter()
+        .filter(|p| !state.skip_score.contains(p.name()))
+        .map(|p| ActiveScore {
+            name: p.name(),
+            plugin: p.as_score().expect("framework checked"),
+            weight: fw.weight(p.name()),
+        })
+        .collect()
 }
 
 /// Nodes scored per parallel task (each task runs every Score plugin on
@@ -459,14 +485,15 @@ struct ActiveScore<'a> {
 const SCORE_CHUNK: usize = 16;
 
 /// A plugin's Score error on one node: (plugin position, node position, status).
-type ScoreError = (usize, usize, Status);
+pub(crate) type ScoreError = (usize, usize, Status);
 
 /// Scores of the feasible nodes: per node, the weighted total and, when
 /// kept, every plugin's raw and normalized score (node-major, one row of
 /// `plugins.len()` per node).
 pub(crate) struct ScoreTable {
-    plugins: Vec<(&'static str, i64)>,
-    raw: Vec<i64>,
+    pub(crate) plugins: Vec<(&'static str, i64)>,
+    /// Every plugin's raw score (kept for OpportunisticBatching).
+    pub(crate) raw: Vec<i64>,
     normalized: Vec<i64>,
     pub(crate) totals: Vec<i64>,
 }
@@ -588,18 +615,25 @@ fn score_plugins(
     infos: &[&NodeInfo],
     detail: bool,
 ) -> Result<ScoreTable, Status> {
-    let plugins: Vec<ActiveScore<'_>> = fw
-        .plugins(Point::Score)
-        .iter()
-        .filter(|p| !state.skip_score.contains(p.name()))
-        .map(|p| ActiveScore {
-            name: p.name(),
-            plugin: p.as_score().expect("framework checked"),
-            weight: fw.weight(p.name()),
-        })
-        .collect();
-    let (n, p) = (infos.len(), plugins.len());
+    let plugins = active_scores(fw, state);
     let (raw, errors) = raw_scores(fw, state, pod, infos, &plugins);
+    normalize_scores(state, pod, infos, &plugins, raw, errors, detail)
+}
+
+/// NormalizeScore and the weighted sum over raw scores (node-major, one
+/// row of `plugins.len()` per node): plugin by plugin in profile order, its
+/// errors, NormalizeScore, the range check and the weighted sum.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn normalize_scores(
+    state: &CycleState,
+    pod: &Pod,
+    infos: &[&NodeInfo],
+    plugins: &[ActiveScore<'_>],
+    raw: Vec<i64>,
+    errors: Vec<ScoreError>,
+    detail: bool,
+) -> Result<ScoreTable, Status> {
+    let (n, p) = (infos.len(), plugins.len());
     let mut totals = vec![0i64; n];
     let mut normalized = if detail {
         vec![0i64; n * p]
@@ -662,7 +696,7 @@ fn score_plugins(
     }
     Ok(ScoreTable {
         plugins: plugins.iter().map(|a| (a.name, a.weight)).collect(),
-        raw: if detail { raw } else { Vec::new() },
+        raw,
         normalized,
         totals,
     })

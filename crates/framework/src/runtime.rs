@@ -161,6 +161,9 @@ pub struct Framework {
     weights: HashMap<&'static str, i64>,
     /// Where extension-point and plugin durations go (none: not measured).
     pub recorder: Option<crate::metrics::Recorder>,
+    /// The plugins that sign pods for OpportunisticBatching, or `None`
+    /// when the profile signs none (see [`crate::batch`]).
+    signers: Option<Vec<Arc<dyn Plugin>>>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -328,13 +331,26 @@ impl Framework {
                 )));
             }
         }
+        let signers = crate::batch::signers(&|p| points.get(&p).cloned().unwrap_or_default());
         Ok(Framework {
             profile_name: name,
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
             points,
             weights,
             recorder: None,
+            signers,
         })
+    }
+
+    /// The plugins that sign pods, or `None` when this profile signs none.
+    pub fn signers(&self) -> Option<&[Arc<dyn Plugin>]> {
+        self.signers.as_deref()
+    }
+
+    /// Signs no pod from now on (upstream disables signatures for every
+    /// profile when scheduler extenders are configured).
+    pub fn disable_signatures(&mut self) {
+        self.signers = None;
     }
 
     /// Plugins at an extension point, in order.

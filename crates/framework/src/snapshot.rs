@@ -17,6 +17,9 @@ pub struct Snapshot {
     /// Nodes, in a stable order (input order).
     pub nodes: Vec<NodeInfo>,
     index: HashMap<String, usize>,
+    /// The order filter passes walk the nodes: upstream's node tree
+    /// (`backend/cache/node_tree.go`), see [`node_tree_order`].
+    scan: Vec<usize>,
     /// Namespace labels by namespace name.
     pub namespaces: BTreeMap<String, Labels>,
     /// Service and controller selectors (PodTopologySpread's system defaults).
@@ -81,14 +84,22 @@ impl Snapshot {
             index.insert(n.name.clone(), i);
             infos.push(info);
         }
+        let scan = node_tree_order(&nodes);
         Snapshot {
             nodes: infos,
             index,
+            scan,
             namespaces: BTreeMap::new(),
             workloads: Arc::default(),
             volumes: Arc::default(),
             dra: None,
         }
+    }
+
+    /// Node indices in the order a filter pass walks them (upstream's
+    /// snapshot node list).
+    pub fn scan_order(&self) -> &[usize] {
+        &self.scan
     }
 
     /// Index of a node by name.
@@ -135,4 +146,65 @@ impl Snapshot {
     pub fn namespace_labels(&self, ns: &str) -> Option<&Labels> {
         self.namespaces.get(ns)
     }
+}
+
+/// Upstream's zone key of a node (`GetZoneKey`): the beta
+/// `failure-domain` labels first, then the `topology.kubernetes.io` ones;
+/// empty when the node has neither region nor zone.
+fn zone_key(node: &rkube_model::Node) -> String {
+    let get = |beta: &str, ga: &str| {
+        node.labels
+            .get(beta)
+            .or_else(|| node.labels.get(ga))
+            .map(String::as_str)
+            .unwrap_or("")
+    };
+    let zone = get(
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.kubernetes.io/zone",
+    );
+    let region = get(
+        "failure-domain.beta.kubernetes.io/region",
+        "topology.kubernetes.io/region",
+    );
+    if zone.is_empty() && region.is_empty() {
+        String::new()
+    } else {
+        format!("{region}:\0:{zone}")
+    }
+}
+
+/// The order of upstream's node tree over `nodes` as an informer delivers
+/// them from a list (by name, as the API server lists them): zones in the
+/// order their first node arrives, then one node of each zone in turn.
+/// Upstream's scheduling cycle walks its snapshot in this order, so the
+/// rotating filter window and the heap's tie-break see the nodes as
+/// upstream does. (Upstream appends a node added later to the end of its
+/// zone; rkube orders by name at every snapshot.)
+pub fn node_tree_order(nodes: &[Arc<rkube_model::Node>]) -> Vec<usize> {
+    let mut by_name: Vec<usize> = (0..nodes.len()).collect();
+    by_name.sort_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name));
+    let mut zones: Vec<String> = Vec::new();
+    let mut members: HashMap<String, Vec<usize>> = HashMap::new();
+    for i in by_name {
+        let key = zone_key(&nodes[i]);
+        members
+            .entry(key.clone())
+            .or_insert_with(|| {
+                zones.push(key);
+                Vec::new()
+            })
+            .push(i);
+    }
+    let mut out = Vec::with_capacity(nodes.len());
+    let mut k = 0;
+    while out.len() < nodes.len() {
+        for z in &zones {
+            if let Some(&i) = members[z].get(k) {
+                out.push(i);
+            }
+        }
+        k += 1;
+    }
+    out
 }

@@ -1,0 +1,395 @@
+//! OpportunisticBatching (KEP-5598; beta and on by default since v1.35),
+//! as v1.37.2 implements it in `framework/runtime/batch.go` and
+//! `schedule_one.go`: after a full cycle, the scored feasible nodes other
+//! than the chosen one are kept; the next pod, if it has the same
+//! signature and comes in the very next cycle within 500 ms, is offered
+//! the best of them as a hint, which is filtered (with nominated pods) and
+//! taken without a Score pass when it fits.
+//!
+//! Rules, each upstream's:
+//! - A pod's signature is the JSON of every fragment the profile's
+//!   PreFilter, Filter, PreScore and Score plugins sign it with, plus its
+//!   `schedulerName`. A profile with such a plugin that cannot sign, or
+//!   with scheduler extenders, signs no pod; a plugin that refuses a pod
+//!   (PodTopologySpread with constraints or default constraints,
+//!   InterPodAffinity with pod (anti-)affinity, DynamicResources with
+//!   claims) makes it unbatchable. Under the default profile
+//!   PodTopologySpread's system default constraints refuse every pod, so
+//!   batching never hints there.
+//! - One kept list per profile, replaced after every full cycle (or
+//!   dropped when the pod was unbatchable or no other node was feasible),
+//!   kept as it is when the hint was taken.
+//! - A hint needs: a kept list that is not used up; this cycle to follow
+//!   the cycle that stored it; no nominated node; an equal signature; the
+//!   list not older than 500 ms (from when it was stored).
+//! - If the node chosen last still passes the Filter plugins (without
+//!   nominated pods), it is scored again and put back among the kept nodes
+//!   (PreScore over them all on a copy of the cycle state, its raw scores,
+//!   then NormalizeScore over the kept raw scores and its own); a
+//!   rejection keeps the list as it is; an error drops the hint.
+//! - A flush only counts and logs; the list is replaced or dropped by the
+//!   pod's own result.
+//!
+//! The clock is the host's: the live scheduler passes wall time, the
+//! simulator a clock that never advances (it has no wall time, so a kept
+//! list never expires by age there; every other rule applies).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rkube_model::Pod;
+use serde_json::Value;
+
+use crate::cycle_state::CycleState;
+use crate::node_info::NodeInfo;
+use crate::plugin::Plugin;
+use crate::run::{self, ActiveScore};
+use crate::runtime::{Framework, Point};
+use crate::snapshot::Snapshot;
+use crate::sorted_nodes;
+use crate::status::Code;
+
+/// How long a kept list is offered (upstream's `maxBatchAge`).
+pub const MAX_BATCH_AGE: Duration = Duration::from_millis(500);
+
+/// The fragment key of the `schedulerName` the framework adds.
+const SCHEDULER_NAME_KEY: &str = "v1.Pod.Spec.SchedulerName";
+
+/// A plugin's answer to upstream's `SignPod`.
+pub enum Signed {
+    /// The pod's fragments under this plugin (key, value); none is fine.
+    Fragments(Vec<(&'static str, Value)>),
+    /// The pod cannot be batched (upstream's Unschedulable status).
+    Refused,
+    /// Signing failed (upstream's Error status; the pod is unbatchable).
+    Error(String),
+}
+
+/// Upstream's `SignPlugin`: what a pod looks like to a plugin, so that two
+/// pods with equal fragments fit and score alike on every node.
+pub trait SignPlugin: Send + Sync {
+    /// The pod's fragments.
+    fn sign(&self, pod: &Pod) -> Signed;
+    /// True when this plugin, as configured, refuses every pod (e.g.
+    /// PodTopologySpread with default constraints): the profile then never
+    /// signs, and is spared asking the others.
+    fn refuses_every_pod(&self) -> bool {
+        false
+    }
+}
+
+/// A pod's signature: canonical JSON of its fragments, compared whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature(pub String);
+
+/// The plugins whose signatures make up a profile's, or `None` when the
+/// profile signs no pod: every PreFilter, Filter, PreScore and Score plugin
+/// once, in that order (upstream's `computeBatchablePlugins`).
+pub(crate) fn signers(
+    points: &dyn Fn(Point) -> Vec<Arc<dyn Plugin>>,
+) -> Option<Vec<Arc<dyn Plugin>>> {
+    let mut out: Vec<Arc<dyn Plugin>> = Vec::new();
+    for point in [
+        Point::PreFilter,
+        Point::Filter,
+        Point::PreScore,
+        Point::Score,
+    ] {
+        for p in points(point) {
+            if out.iter().any(|q| q.name() == p.name()) {
+                continue;
+            }
+            match p.as_sign() {
+                Some(s) if !s.refuses_every_pod() => out.push(p),
+                _ => return None,
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Upstream's `frameworkImpl.SignPod`: `None` when the pod cannot be
+/// batched. A repeated key keeps the last plugin's value, as upstream's map
+/// does.
+pub fn sign_pod(fw: &Framework, pod: &Pod) -> Option<Signature> {
+    let signers = fw.signers()?;
+    let mut map: BTreeMap<&'static str, Value> = BTreeMap::new();
+    map.insert(
+        SCHEDULER_NAME_KEY,
+        Value::String(pod.scheduler_name.clone()),
+    );
+    for p in signers {
+        match p.as_sign()?.sign(pod) {
+            Signed::Fragments(f) => map.extend(f),
+            Signed::Refused | Signed::Error(_) => return None,
+        }
+    }
+    serde_json::to_string(&map).ok().map(Signature)
+}
+
+/// A scored node kept for later pods: its raw scores by plugin and its
+/// weighted total.
+#[derive(Debug, Clone)]
+pub(crate) struct Kept {
+    pub name: Arc<str>,
+    pub raw: Vec<(&'static str, i64)>,
+    pub total: i64,
+}
+
+/// The kept list (upstream's `batchState`).
+#[derive(Debug, Clone)]
+struct BatchState {
+    signature: Signature,
+    /// A max-heap by total, in Go's `container/heap` layout.
+    heap: Vec<Kept>,
+    created: Duration,
+}
+
+/// The last successful cycle (upstream's `schedulingCycle`).
+#[derive(Debug, Clone)]
+struct LastCycle {
+    cycle: u64,
+    chosen: Arc<str>,
+}
+
+/// Counts of what batching did (upstream's `scheduler_batch_*` metrics and
+/// `TotalBatchedPods`), per profile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Pods placed on their hint.
+    pub hint_used: u64,
+    /// Hints given but not taken (the node no longer fit).
+    pub hint_not_used: u64,
+    /// Cycles that got no hint.
+    pub no_hint: u64,
+    /// Kept lists found unusable, by upstream's reason label.
+    pub flushed: BTreeMap<&'static str, u64>,
+    /// Times the last chosen node was scored again.
+    pub rescores: u64,
+}
+
+/// One profile's OpportunisticBatch.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    state: Option<BatchState>,
+    last: Option<LastCycle>,
+    /// What it did so far.
+    pub stats: BatchStats,
+}
+
+/// The time a [`Batch`] reads.
+#[derive(Debug, Clone, Copy)]
+pub enum BatchClock {
+    /// Never advances: kept lists do not expire by age (the simulator).
+    Frozen,
+    /// Wall time since the given instant (the live scheduler).
+    Wall(Instant),
+    /// A set time (tests: a list stored at one time, read at another).
+    Fixed(Duration),
+}
+
+impl BatchClock {
+    fn now(&self) -> Duration {
+        match self {
+            BatchClock::Frozen => Duration::ZERO,
+            BatchClock::Wall(start) => start.elapsed(),
+            BatchClock::Fixed(t) => *t,
+        }
+    }
+}
+
+/// What [`Batch::hint`] needs of the cycle.
+pub(crate) struct HintCycle<'a> {
+    pub fw: &'a Framework,
+    pub state: &'a CycleState,
+    pub pod: &'a Pod,
+    pub snapshot: &'a Snapshot,
+    pub signature: Option<&'a Signature>,
+    pub cycle: u64,
+    pub clock: BatchClock,
+}
+
+fn by_total(a: &Kept, b: &Kept) -> bool {
+    a.total > b.total
+}
+
+impl Batch {
+    fn flush(&mut self, fw: &Framework, reason: &'static str) {
+        *self.stats.flushed.entry(reason).or_default() += 1;
+        if let Some(r) = &fw.recorder {
+            r.batch_flushed(&fw.profile_name, reason);
+        }
+    }
+
+    fn attempt(&mut self, fw: &Framework, result: &'static str) {
+        match result {
+            "hint_used" => self.stats.hint_used += 1,
+            "hint_not_used" => self.stats.hint_not_used += 1,
+            _ => self.stats.no_hint += 1,
+        }
+        if let Some(r) = &fw.recorder {
+            r.batch_attempt(&fw.profile_name, result);
+        }
+    }
+
+    /// Upstream's `GetNodeHint`: the node to try first, if any.
+    pub(crate) fn hint(&mut self, c: &HintCycle<'_>) -> Option<Arc<str>> {
+        let hint = self.find_hint(c);
+        if hint.is_none() {
+            self.attempt(c.fw, "no_hint");
+        }
+        hint
+    }
+
+    fn find_hint(&mut self, c: &HintCycle<'_>) -> Option<Arc<str>> {
+        let (state, last) = match (&self.state, &self.last) {
+            (Some(s), Some(l)) if !s.heap.is_empty() => (s, l),
+            _ => return None,
+        };
+        let reason = if c.cycle != last.cycle + 1 {
+            Some("pod_skipped")
+        } else if !c.pod.nominated_node_name.is_empty() {
+            Some("pod_nominated")
+        } else if c.signature != Some(&state.signature) {
+            Some("pod_incompatible")
+        } else if c.clock.now() > state.created + MAX_BATCH_AGE {
+            Some("expired")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            self.flush(c.fw, reason);
+            return None;
+        }
+        let chosen = last.chosen.clone();
+        let Some(chosen_info) = c.snapshot.get(&chosen) else {
+            self.flush(c.fw, "node_missing");
+            return None;
+        };
+        let status = run::run_filters(c.fw, c.state, c.pod, chosen_info);
+        if status.is_success() {
+            if let Err(reason) = self.rescore(c, chosen_info) {
+                self.flush(c.fw, reason);
+                return None;
+            }
+        } else if !matches!(
+            status.code,
+            Code::Unschedulable | Code::UnschedulableAndUnresolvable
+        ) {
+            self.flush(c.fw, "filter_error");
+            return None;
+        }
+        let state = self.state.as_mut()?;
+        sorted_nodes::pop(&mut state.heap, &by_total).map(|k| k.name)
+    }
+
+    /// Upstream's `rescoreHintedNode`: the last chosen node, which still
+    /// fits, scored again and put back among the kept nodes.
+    fn rescore(&mut self, c: &HintCycle<'_>, chosen: &NodeInfo) -> Result<(), &'static str> {
+        self.stats.rescores += 1;
+        let state = self.state.as_mut().expect("checked by the caller");
+        let mut infos: Vec<&NodeInfo> = Vec::with_capacity(state.heap.len() + 1);
+        for k in &state.heap {
+            infos.push(c.snapshot.get(&k.name).ok_or("node_missing")?);
+        }
+        infos.push(chosen);
+        let mut rescore_state = c.state.clone();
+        run::pre_score(c.fw, &mut rescore_state, c.pod, &infos, c.snapshot)
+            .map_err(|_| "prescore_error")?;
+        let plugins: Vec<ActiveScore<'_>> = run::active_scores(c.fw, &rescore_state);
+        let mut fresh = Vec::with_capacity(plugins.len());
+        for a in &plugins {
+            let v = a
+                .plugin
+                .score(&rescore_state, c.pod, chosen)
+                .map_err(|_| "rescore_error")?;
+            fresh.push((a.name, v));
+        }
+        let mut rows: Vec<Kept> = std::mem::take(&mut state.heap);
+        rows.push(Kept {
+            name: chosen.name_shared(),
+            raw: fresh,
+            total: 0,
+        });
+        // The kept raw scores by this cycle's plugins (a plugin a node was
+        // not scored by counts 0, as upstream's name lookup leaves it).
+        let p = plugins.len();
+        let mut raw = vec![0i64; rows.len() * p];
+        for (i, row) in rows.iter().enumerate() {
+            for (k, a) in plugins.iter().enumerate() {
+                if let Some(&(_, v)) = row.raw.iter().find(|(n, _)| *n == a.name) {
+                    raw[i * p + k] = v;
+                }
+            }
+        }
+        let table = run::normalize_scores(
+            &rescore_state,
+            c.pod,
+            &infos,
+            &plugins,
+            raw,
+            Vec::new(),
+            false,
+        )
+        .map_err(|_| "normalize_error")?;
+        for (row, total) in rows.iter_mut().zip(table.totals) {
+            row.total = total;
+        }
+        sorted_nodes::init(&mut rows, &by_total);
+        state.heap = rows;
+        Ok(())
+    }
+
+    /// Upstream's `StoreScheduleResults`, after a cycle chose `chosen`;
+    /// `others` is what is left of the heap of scored nodes when the pod
+    /// was signed, `others_count` its size either way.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn store(
+        &mut self,
+        fw: &Framework,
+        signature: Option<Signature>,
+        hint: Option<&str>,
+        chosen: Arc<str>,
+        others: Vec<Kept>,
+        others_count: usize,
+        cycle: u64,
+        clock: BatchClock,
+    ) {
+        let hint_used = hint == Some(&*chosen);
+        self.last = Some(LastCycle { cycle, chosen });
+        if hint_used {
+            self.attempt(fw, "hint_used");
+            return;
+        }
+        if hint.is_some() {
+            self.attempt(fw, "hint_not_used");
+        }
+        match signature {
+            Some(signature) if !others.is_empty() => {
+                self.state = Some(BatchState {
+                    signature,
+                    heap: others,
+                    created: clock.now(),
+                });
+            }
+            _ => {
+                let reason = if others_count == 0 {
+                    "empty_list"
+                } else {
+                    "pod_not_batchable"
+                };
+                self.flush(fw, reason);
+                self.state = None;
+            }
+        }
+    }
+
+    /// Nodes still kept (for tests and explanations).
+    pub fn kept(&self) -> Vec<&str> {
+        self.state
+            .iter()
+            .flat_map(|s| s.heap.iter().map(|k| &*k.name))
+            .collect()
+    }
+}
