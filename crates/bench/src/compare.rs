@@ -29,6 +29,9 @@ pub struct Options {
     pub keep: Option<PathBuf>,
     /// Check on the first run that the timed loop equals `rkube simulate`.
     pub verify: bool,
+    /// Also compare every pod's node with upstream's loop run with one
+    /// filter worker (`parallelism: 1`, where upstream is deterministic).
+    pub exact: bool,
 }
 
 /// One run's JSON (both implementations print these fields).
@@ -212,5 +215,72 @@ fn compare(o: &Options, w: &Workload, runs: usize, file: &Path) -> Result<bool> 
         up[0].scheduled,
         if same { "same, OK" } else { "DIFFERENT, FAIL" }
     );
+    if o.exact {
+        return Ok(exact(o, file)? && same);
+    }
     Ok(same)
+}
+
+/// `--exact`: `rkube simulate`'s node for every pod against upstream's
+/// ScheduleOne loop with `parallelism: 1` (its filter pass is then
+/// deterministic; with more workers it may take another of the equally
+/// scored nodes). Untimed. Prints one `EXACT ...` line.
+fn exact(o: &Options, file: &Path) -> Result<bool> {
+    let base = match &o.config {
+        Some(p) => std::fs::read_to_string(p).with_context(|| p.display().to_string())?,
+        None => "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            .to_string(),
+    };
+    if base.lines().any(|l| l.starts_with("parallelism:")) {
+        bail!("--exact sets parallelism: 1 itself; leave it out of --config");
+    }
+    let cfg_path = file.with_extension("exact-config.yaml");
+    std::fs::write(&cfg_path, format!("{base}\nparallelism: 1\n"))?;
+    let cluster = rkube_sim::load::load_cluster(file)?;
+    let cfg = rkube_sim::load::load_config(Some(&cfg_path))?;
+    let report = rkube_sim::simulate(&cluster, &cfg, &rkube_sim::SimulateOptions::default())?;
+    let out = Command::new(&o.oracle)
+        .args(["simulate", "--placements", "--cluster"])
+        .arg(file)
+        .arg("--config")
+        .arg(&cfg_path)
+        .output()
+        .context("oracle simulate --placements")?;
+    let _ = std::fs::remove_file(&cfg_path);
+    if !out.status.success() {
+        bail!(
+            "oracle simulate --placements: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let u: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let theirs: std::collections::HashMap<&str, &str> = u["placements"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p["pod"].as_str()?, p["node"].as_str()?)))
+        .collect();
+    let mut differ = Vec::new();
+    for p in &report.placements {
+        let ours = p.node.as_deref().unwrap_or("");
+        if theirs.get(p.pod.as_str()) != Some(&ours) {
+            differ.push(format!(
+                "{}: rkube {ours:?}, upstream {:?}",
+                p.pod,
+                theirs.get(p.pod.as_str())
+            ));
+        }
+    }
+    let total = report.placements.len();
+    println!(
+        "EXACT (parallelism 1): {} of {total} pods on the same node as upstream's loop; pods placed on OpportunisticBatching hints: rkube {}, upstream {}; {}",
+        total - differ.len(),
+        report.batched_pods,
+        u["batchedPods"].as_u64().unwrap_or(0),
+        if differ.is_empty() { "OK" } else { "DIFFERENT, FAIL" }
+    );
+    for d in differ.iter().take(10) {
+        println!("  {d}");
+    }
+    Ok(differ.is_empty())
 }

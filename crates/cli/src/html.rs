@@ -905,6 +905,7 @@ mod tests {
                 evicted: 0,
                 preemptions: 0,
             },
+            batched_pods: 0,
         }
     }
 

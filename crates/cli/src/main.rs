@@ -82,7 +82,7 @@ enum Command {
         /// KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1); defaults when omitted.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Seed for breaking ties between equally scored nodes.
+        /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Attach each pod's per-node filter and score explanation.
@@ -105,7 +105,7 @@ enum Command {
         /// KubeSchedulerConfiguration; defaults when omitted.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Seed for breaking ties.
+        /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Output format.
@@ -122,7 +122,7 @@ enum Command {
         /// defaults (no --config) and B the file.
         #[arg(long = "config", required = true, action = clap::ArgAction::Append)]
         configs: Vec<PathBuf>,
-        /// Seed for breaking ties (the same for both runs).
+        /// Seed for upstream's random draws (the same for both runs).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Output format.
@@ -205,7 +205,7 @@ enum Command {
         /// Most clones in all (a bound for shapes nothing stops).
         #[arg(long, default_value_t = 100_000)]
         max: usize,
-        /// Seed for breaking ties.
+        /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Output format (table, json or yaml).
@@ -235,7 +235,7 @@ enum Command {
         /// Delete pods with emptyDir volumes (kubectl drain --delete-emptydir-data).
         #[arg(long)]
         delete_emptydir_data: bool,
-        /// Seed for breaking ties.
+        /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Output format.
@@ -252,7 +252,7 @@ enum Command {
         /// KubeSchedulerConfiguration; defaults when omitted.
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Seed for breaking ties the recording does not decide.
+        /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Output format (table, json or yaml).

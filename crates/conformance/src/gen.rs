@@ -459,8 +459,21 @@ pub fn simulation_cluster(seed: u64) -> Value {
             .remove("priorityClassName");
         items.push(p);
     }
+    let mut previous: Option<Value> = None;
     for i in 0..(3 + r.below(15)) {
-        let mut p = pod(r, &format!("pending-{i}"), "default", None, true);
+        // Zero-padded: upstream's informers list pods by name, and its
+        // queue orders equal priorities by arrival; so does file order here.
+        let name = format!("pending-{i:02}");
+        // Replicas: the previous pod's template again (what
+        // OpportunisticBatching batches), or a new pod, plain or rich.
+        if let Some(prev) = previous.as_ref().filter(|_| r.chance(45)) {
+            let mut p = prev.clone();
+            p["metadata"]["name"] = json!(name);
+            items.push(p);
+            continue;
+        }
+        let rich = r.chance(60);
+        let mut p = pod(r, &name, "default", None, rich);
         let spec = p["spec"].as_object_mut().expect("object");
         spec.remove("priorityClassName");
         if r.chance(25) {
@@ -470,6 +483,7 @@ pub fn simulation_cluster(seed: u64) -> Value {
                 json!([{"name": "data", "persistentVolumeClaim": {"claimName": format!("claim-{pv}")}}]),
             );
         }
+        previous = Some(p.clone());
         items.push(p);
     }
     json!({"apiVersion": "v1", "kind": "List", "items": items})

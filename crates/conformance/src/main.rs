@@ -264,6 +264,96 @@ fn run_sequence_case(a: &Args, case_seed: u64, dir: &Path) -> Result<Vec<String>
     Ok(problems)
 }
 
+/// The configurations a sequence runs under: upstream's defaults (where
+/// PodTopologySpread's system defaults leave OpportunisticBatching inert)
+/// and the same with those defaults cleared (batching on, as upstream's
+/// own batching tests configure it). Upstream runs with one filter worker
+/// (`parallelism: 1`): its pass is then deterministic, and rkube's must
+/// give the same node for every pod.
+const LOOP_CONFIGS: [(&str, &str); 2] = [
+    ("default", ""),
+    (
+        "batching",
+        "profiles:\n- schedulerName: default-scheduler\n  pluginConfig:\n  - name: PodTopologySpread\n    args: {defaultingType: List, defaultConstraints: []}\n",
+    ),
+];
+
+/// Sequence mode, against upstream's ScheduleOne loop: every pending pod of
+/// the cluster is scheduled by `rkube simulate` and by the oracle's
+/// `simulate` (upstream's scheduler over a fake API), and each pod's first
+/// outcome must be the same node (or no node on both sides); under the
+/// batching configuration, both must also have placed the same number of
+/// pods on a batch hint. Returns (problems, pods placed on hints by rkube).
+fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u64)> {
+    let path = dir.join("cluster.json");
+    let c = rkube_sim::load::load_cluster(&path)?;
+    let mut problems = Vec::new();
+    let mut hinted = 0;
+    for (label, extra) in LOOP_CONFIGS {
+        let cfg_path = dir.join(format!("config-{label}.yaml"));
+        std::fs::write(
+            &cfg_path,
+            format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: 1\n{extra}"),
+        )?;
+        let cfg = rkube_sim::load::load_config(Some(&cfg_path))?;
+        let report = rkube_sim::simulate(
+            &c,
+            &cfg,
+            &rkube_sim::SimulateOptions {
+                seed: case_seed,
+                explain: false,
+                ..Default::default()
+            },
+        )?;
+        let out = Command::new(&a.oracle)
+            .args(["simulate", "--placements", "--cluster"])
+            .arg(&path)
+            .arg("--config")
+            .arg(&cfg_path)
+            .output()
+            .context("running the oracle")?;
+        if !out.status.success() {
+            bail!(
+                "oracle simulate failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let u: Value = serde_json::from_slice(&out.stdout)?;
+        let upstream: std::collections::HashMap<&str, &str> = u["placements"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| Some((p["pod"].as_str()?, p["node"].as_str()?)))
+            .collect();
+        for p in &report.placements {
+            let ours = p.node.as_deref().unwrap_or("");
+            match upstream.get(p.pod.as_str()) {
+                Some(theirs) if *theirs == ours => {}
+                theirs => {
+                    problems.push(format!(
+                        "{label}: {} → rkube {ours:?}, upstream's loop {theirs:?} (replay: oracle simulate --placements --cluster {} --config {})",
+                        p.pod,
+                        path.display(),
+                        cfg_path.display()
+                    ));
+                    break;
+                }
+            }
+        }
+        if label == "batching" {
+            let batched = report.batched_pods;
+            hinted = batched;
+            let theirs = u["batchedPods"].as_u64().unwrap_or(0);
+            if problems.is_empty() && theirs != batched {
+                problems.push(format!(
+                    "{label}: rkube placed {batched} pod(s) on a batch hint, upstream {theirs}"
+                ));
+            }
+        }
+    }
+    Ok((problems, hinted))
+}
+
 fn run(a: &Args) -> Result<(u64, u64)> {
     if !a.oracle.exists() {
         bail!(
@@ -274,10 +364,17 @@ fn run(a: &Args) -> Result<(u64, u64)> {
     let scratch = std::env::temp_dir().join(format!("rkube-conformance-{}", std::process::id()));
     let (mut passed, mut failed) = (0, 0);
     if a.sequence {
+        let mut hinted = 0;
         for i in 0..a.count {
             let case_seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i);
             let dir = a.keep.join(format!("seq-{case_seed}"));
-            match run_sequence_case(a, case_seed, &dir) {
+            let result = run_sequence_case(a, case_seed, &dir).and_then(|mut p| {
+                let (more, h) = run_loop_case(a, case_seed, &dir)?;
+                hinted += h;
+                p.extend(more);
+                Ok(p)
+            });
+            match result {
                 Ok(p) if p.is_empty() => {
                     passed += 1;
                     std::fs::remove_dir_all(&dir).ok();
@@ -295,6 +392,7 @@ fn run(a: &Args) -> Result<(u64, u64)> {
                 }
             }
         }
+        println!("sequences: rkube placed {hinted} pod(s) on OpportunisticBatching hints, as many as upstream did");
         return Ok((passed, failed));
     }
     for i in 0..a.count {

@@ -120,7 +120,8 @@ impl Scheduler {
 /// order, PreFilter's restriction, or one nominated or hinted node.
 type NodeList<'a> = &'a [usize];
 
-/// SplitMix64: a small, well-mixed, seedable generator for tie-breaks.
+/// SplitMix64: a small, well-mixed, seedable generator (metrics sampling,
+/// preemption's random draws).
 pub(crate) fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = x;
@@ -188,7 +189,11 @@ impl Scheduler {
             .unwrap_or(self.percentage_of_nodes_to_score);
         let has_scoring = !fw.plugins(Point::Score).is_empty();
         let batching = self.opportunistic_batching;
-        let signature = if batching { sign_pod(fw, pod) } else { None };
+        let signature = if batching {
+            sign_pod(fw, pod, snapshot)
+        } else {
+            None
+        };
         let hint = if batching {
             let c = HintCycle {
                 fw,

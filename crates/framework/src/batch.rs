@@ -69,8 +69,9 @@ pub enum Signed {
 /// Upstream's `SignPlugin`: what a pod looks like to a plugin, so that two
 /// pods with equal fragments fit and score alike on every node.
 pub trait SignPlugin: Send + Sync {
-    /// The pod's fragments.
-    fn sign(&self, pod: &Pod) -> Signed;
+    /// The pod's fragments; `snapshot` is the cluster the plugin knows
+    /// (NodeResourcesFit asks whether a DeviceClass serves a request).
+    fn sign(&self, pod: &Pod, snapshot: &Snapshot) -> Signed;
     /// True when this plugin, as configured, refuses every pod (e.g.
     /// PodTopologySpread with default constraints): the profile then never
     /// signs, and is spared asking the others.
@@ -112,7 +113,7 @@ pub(crate) fn signers(
 /// Upstream's `frameworkImpl.SignPod`: `None` when the pod cannot be
 /// batched. A repeated key keeps the last plugin's value, as upstream's map
 /// does.
-pub fn sign_pod(fw: &Framework, pod: &Pod) -> Option<Signature> {
+pub fn sign_pod(fw: &Framework, pod: &Pod, snapshot: &Snapshot) -> Option<Signature> {
     let signers = fw.signers()?;
     let mut map: BTreeMap<&'static str, Value> = BTreeMap::new();
     map.insert(
@@ -120,7 +121,7 @@ pub fn sign_pod(fw: &Framework, pod: &Pod) -> Option<Signature> {
         Value::String(pod.scheduler_name.clone()),
     );
     for p in signers {
-        match p.as_sign()?.sign(pod) {
+        match p.as_sign()?.sign(pod, snapshot) {
             Signed::Fragments(f) => map.extend(f),
             Signed::Refused | Signed::Error(_) => return None,
         }

@@ -32,7 +32,11 @@ impl Profiles {
         // profile must end up with the same QueueSort plugin and args.
         let mut queue_sort: Option<(&'static str, serde_json::Value)> = None;
         for (i, p) in cfg.profiles.iter().enumerate() {
-            let fw = Framework::new(p, i, registry)?;
+            let mut fw = Framework::new(p, i, registry)?;
+            // Upstream signs no pod when scheduler extenders are configured.
+            if !cfg.extenders.is_empty() {
+                fw.disable_signatures();
+            }
             let qs = fw.queue_sort().name();
             let args = p.plugin_args(qs);
             match &queue_sort {

@@ -72,7 +72,7 @@ impl FilterPlugin for BlockFilter {
 }
 
 impl SignPlugin for BlockFilter {
-    fn sign(&self, pod: &Pod) -> Signed {
+    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
         match pod.labels.get("sig").map(String::as_str) {
             Some("refuse") => Signed::Refused,
             sig => Signed::Fragments(vec![("test", json!(sig))]),
@@ -106,7 +106,7 @@ impl ScorePlugin for LabelScore {
 }
 
 impl SignPlugin for LabelScore {
-    fn sign(&self, _: &Pod) -> Signed {
+    fn sign(&self, _: &Pod, _: &Snapshot) -> Signed {
         Signed::Fragments(Vec::new())
     }
 }
@@ -374,10 +374,17 @@ fn a_plugin_without_signatures_or_the_gate_turns_batching_off() {
 #[test]
 fn signature_bytes() {
     let fw = framework(true, 0);
-    let sig = rkube_framework::batch::sign_pod(&fw, &pod("p", &[("sig", "x")])).unwrap();
+    let sig =
+        rkube_framework::batch::sign_pod(&fw, &pod("p", &[("sig", "x")]), &Snapshot::default())
+            .unwrap();
     assert_eq!(
         sig.0,
         r#"{"test":"x","v1.Pod.Spec.SchedulerName":"test-scheduler"}"#
     );
-    assert!(rkube_framework::batch::sign_pod(&fw, &pod("p", &[("sig", "refuse")])).is_none());
+    assert!(rkube_framework::batch::sign_pod(
+        &fw,
+        &pod("p", &[("sig", "refuse")]),
+        &Snapshot::default()
+    )
+    .is_none());
 }

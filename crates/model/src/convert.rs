@@ -513,6 +513,21 @@ fn spread_constraint(
     })
 }
 
+/// See [`Pod::volume_sources`].
+fn volume_sources(volumes: &[core::Volume]) -> Vec<String> {
+    let mut out: Vec<String> = volumes
+        .iter()
+        .filter(|v| v.config_map.is_none() && v.secret.is_none())
+        .filter_map(|v| {
+            let mut source = serde_json::to_value(v).ok()?;
+            source.as_object_mut()?.remove("name");
+            Some(source.to_string())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 fn volume(pod_name: &str, v: &core::Volume) -> Volume {
     if let Some(pvc) = &v.persistent_volume_claim {
         return Volume::Claim {
@@ -810,6 +825,7 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
             .flatten()
             .map(|v| volume(&name, v))
             .collect(),
+        volume_sources: volume_sources(spec.volumes.as_deref().unwrap_or_default()),
         image_volumes: spec
             .volumes
             .iter()

@@ -399,6 +399,10 @@ pub struct Pod {
     pub volumes: Vec<Volume>,
     /// References of `image` volumes (ImageLocality counts them).
     pub image_volumes: Vec<String>,
+    /// The sources of every volume but configMap and secret ones, each as
+    /// JSON without the volume's name, sorted: what upstream's
+    /// OpportunisticBatching signs pods' volumes by.
+    pub volume_sources: Vec<String>,
     /// `spec.resourceClaims`.
     pub resource_claims: Vec<PodResourceClaim>,
     /// `status.resourceClaimStatuses`: pod claim name → generated claim's

@@ -25,6 +25,9 @@ struct PreScoreState {
 }
 
 impl Plugin for ImageLocality {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

@@ -19,6 +19,7 @@ pub mod pod_topology_spread;
 pub mod queue_sort;
 pub mod registry;
 pub mod scheduling_gates;
+mod signers;
 pub mod skip_unless;
 pub mod taint_toleration;
 pub mod volume_binding;

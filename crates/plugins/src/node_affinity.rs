@@ -86,6 +86,9 @@ fn preferred_score(terms: &[PreferredSchedulingTerm], node: &rkube_model::Node) 
 }
 
 impl Plugin for NodeAffinity {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

@@ -17,6 +17,9 @@ pub const ERR_REASON: &str = "node(s) didn't match the requested node name";
 pub struct NodeName;
 
 impl Plugin for NodeName {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

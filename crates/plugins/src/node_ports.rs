@@ -19,6 +19,9 @@ pub struct NodePorts;
 struct WantPorts(Vec<HostPort>);
 
 impl Plugin for NodePorts {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

@@ -19,6 +19,9 @@ pub const ERR_REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
 pub struct NodeUnschedulable;
 
 impl Plugin for NodeUnschedulable {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

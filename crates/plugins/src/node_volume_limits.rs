@@ -29,6 +29,9 @@ struct State {
 }
 
 impl Plugin for NodeVolumeLimits {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

@@ -81,6 +81,9 @@ pub fn gang_scheduling() -> Arc<dyn Plugin> {
 }
 
 impl Plugin for SkipUnless {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         self.name
     }

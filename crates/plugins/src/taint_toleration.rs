@@ -24,6 +24,9 @@ pub struct TaintToleration;
 struct PreScoreState(Vec<Toleration>);
 
 impl Plugin for TaintToleration {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

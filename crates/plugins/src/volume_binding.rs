@@ -96,6 +96,9 @@ pub fn pvc_not_found(name: &str) -> String {
 }
 
 impl Plugin for VolumeBinding {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

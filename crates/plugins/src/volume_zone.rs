@@ -40,6 +40,9 @@ pub struct VolumeZone;
 struct Topologies(Vec<(String, BTreeSet<String>)>);
 
 impl Plugin for VolumeZone {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

@@ -379,10 +379,13 @@ pub async fn run_with(
     // panics ends the process (exit 1) instead of leaving a leader that
     // holds the lease, reports healthy and schedules nothing. The lease is
     // not released then: a standby takes it when it expires.
+    let mut scheduler = Scheduler::new(seed, shared.profiles.percentage_of_nodes_to_score);
+    // OpportunisticBatching's kept lists age in wall time here.
+    scheduler.batch_clock = rkube_framework::BatchClock::Wall(std::time::Instant::now());
     let mut scheduling = tokio::spawn(schedule_one::schedule_loop(
         shared.clone(),
         writer,
-        Scheduler::new(seed, shared.profiles.percentage_of_nodes_to_score),
+        scheduler,
     ));
     let lost = async {
         match holding.as_mut() {

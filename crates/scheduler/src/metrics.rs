@@ -10,7 +10,8 @@
 //! `scheduler_plugin_execution_duration_seconds` (10% of cycles sampled, as
 //! upstream), `scheduler_preemption_attempts_total`,
 //! `scheduler_preemption_victims`, `scheduler_cache_size`,
-//! `scheduler_inflight_events`, `scheduler_goroutines{operation="binding"}`
+//! `scheduler_inflight_events`, `scheduler_goroutines{operation="binding"}`,
+//! `scheduler_batch_attempts_total`, `scheduler_batch_cache_flushed_total`
 //! and `leader_election_master_status`.
 
 use std::sync::Mutex;
@@ -99,6 +100,8 @@ pub struct Metrics {
     cache_size: Family<Labels, Gauge>,
     inflight_events: Family<Labels, Gauge>,
     goroutines: Family<Labels, Gauge>,
+    batch_attempts: Family<Labels, Counter>,
+    batch_flushed: Family<Labels, Counter>,
     // Registry encoding takes `&self`; the lock keeps scrapes whole.
     encode_lock: Mutex<()>,
 }
@@ -192,6 +195,18 @@ impl Metrics {
             "Number of running goroutines split by the work they do such as binding.",
             goroutines.clone(),
         );
+        let batch_attempts = Family::<Labels, Counter>::default();
+        reg.register(
+            "batch_attempts",
+            "Counts of results when we try to batch a pod.",
+            batch_attempts.clone(),
+        );
+        let batch_flushed = Family::<Labels, Counter>::default();
+        reg.register(
+            "batch_cache_flushed",
+            "Counts of cache flushes by reason.",
+            batch_flushed.clone(),
+        );
         let leader = Family::<Labels, Gauge>::default();
         root.register(
             "leader_election_master_status",
@@ -214,6 +229,8 @@ impl Metrics {
             cache_size,
             inflight_events,
             goroutines,
+            batch_attempts,
+            batch_flushed,
             encode_lock: Mutex::new(()),
         }
     }
@@ -343,6 +360,24 @@ impl MetricsRecorder for Metrics {
             ])
             .observe(seconds);
     }
+
+    fn batch_attempt(&self, profile: &str, result: &'static str) {
+        self.batch_attempts
+            .get_or_create(&vec![
+                ("profile", profile.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc();
+    }
+
+    fn batch_flushed(&self, profile: &str, reason: &'static str) {
+        self.batch_flushed
+            .get_or_create(&vec![
+                ("profile", profile.to_string()),
+                ("reason", reason.to_string()),
+            ])
+            .inc();
+    }
 }
 
 #[cfg(test)]
@@ -363,6 +398,8 @@ mod tests {
         m.incoming_pods("active", "NodeAdd");
         m.incoming_pods("active", "NodeAdd");
         m.incoming_pods("unschedulable", "ScheduleAttemptFailure");
+        m.batch_attempt("default-scheduler", "no_hint");
+        m.batch_flushed("default-scheduler", "pod_not_batchable");
         let text = m.render(&Gauges {
             pending: Pending {
                 active: 3,
@@ -394,6 +431,8 @@ mod tests {
             "scheduler_inflight_events{event=\"PodPopped\"} 2",
             "scheduler_inflight_events{event=\"NodeAdd\"} 3",
             "scheduler_goroutines{operation=\"binding\"} 4",
+            "scheduler_batch_attempts_total{profile=\"default-scheduler\",result=\"no_hint\"} 1",
+            "scheduler_batch_cache_flushed_total{profile=\"default-scheduler\",reason=\"pod_not_batchable\"} 1",
             "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"PreFilter\",status=\"Success\",profile=\"default-scheduler\"} 1",
             "scheduler_plugin_execution_duration_seconds_count{plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"} 1",
         ] {

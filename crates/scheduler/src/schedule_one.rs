@@ -151,11 +151,15 @@ fn scheduling_cycle(
     let taken = shared
         .lock()
         .take_for_cycle(&shared.profiles, &uid, shared.record_decisions);
+    // A pod popped but not scheduled still takes a cycle number, as in
+    // upstream's queue (OpportunisticBatching sees the gap).
     let Some((entry, snapshot, nominator, mark)) = taken else {
+        scheduler.cycle += 1;
         return;
     };
     let pod = entry.model.clone();
     let Some(fw) = shared.profiles.for_pod(&pod) else {
+        scheduler.cycle += 1;
         shared.lock().queue.done(&uid);
         return;
     };

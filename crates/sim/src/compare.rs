@@ -209,7 +209,7 @@ fn outcome(
 }
 
 /// Simulates `cluster` under configurations `a` and `b` (each with a label
-/// for the report) with the same tie-break seed, and compares the outcomes.
+/// for the report) with the same seed, and compares the outcomes.
 pub fn compare(
     cluster: &Cluster,
     a: (&str, &KubeSchedulerConfiguration),

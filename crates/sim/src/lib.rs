@@ -189,6 +189,7 @@ pub fn simulate(
         preemptions: pass.preemptions,
         nodes: node_summaries(&snapshot),
         nodes_before: before,
+        batched_pods: queue.batched_pods(),
     })
 }
 

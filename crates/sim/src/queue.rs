@@ -2,8 +2,9 @@
 //! scheduled with the framework (preemption included) and placed on the
 //! snapshot the next pod sees. `simulate` runs one pass over the pending
 //! pods; `drain` runs a first pass the same way and then more passes over
-//! the replacement pods it creates, with the same scheduler (tie-break
-//! sequence) and nominations carried from pass to pass.
+//! the replacement pods it creates, with the same scheduler (cycle count,
+//! start index and OpportunisticBatching state) and nominations carried
+//! from pass to pass.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -59,6 +60,15 @@ impl<'p> Queue<'p> {
             nominator: initial_nominator(pending),
             cleared: HashSet::new(),
         }
+    }
+
+    /// Pods placed on an OpportunisticBatching hint so far, all profiles.
+    pub fn batched_pods(&self) -> u64 {
+        self.scheduler
+            .batches
+            .values()
+            .map(|b| b.stats.hint_used)
+            .sum()
     }
 
     /// The profiles pods are scheduled with.

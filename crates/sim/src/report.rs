@@ -152,6 +152,10 @@ pub struct SimulationReport {
     pub nodes_before: Vec<NodeSummary>,
     /// Counts.
     pub summary: Summary,
+    /// Pods OpportunisticBatching placed on a hint (for the sequence
+    /// comparison with upstream; not part of the report's JSON).
+    #[serde(skip)]
+    pub batched_pods: u64,
 }
 
 /// Summaries of every node of a snapshot.

@@ -2,7 +2,7 @@
 //! it with upstream's (`hack/bench` calls this).
 //!
 //!   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
-//!   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify]
+//!   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify] [--exact]
 //!   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling]
 //!   rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B]
 //!
@@ -21,7 +21,7 @@ use rkube_bench::run::run;
 
 const USAGE: &str = "usage:
   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
-  rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify]
+  rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify] [--exact]
   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling]
   rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B]";
 
@@ -58,6 +58,7 @@ fn inprocess(args: &[String]) -> Result<bool> {
         config: None,
         keep: None,
         verify: true,
+        exact: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -69,6 +70,7 @@ fn inprocess(args: &[String]) -> Result<bool> {
             "--config" => o.config = Some(PathBuf::from(val()?)),
             "--keep" => o.keep = Some(PathBuf::from(val()?)),
             "--no-verify" => o.verify = false,
+            "--exact" => o.exact = true,
             other => bail!("unexpected argument {other:?}\n{USAGE}"),
         }
     }

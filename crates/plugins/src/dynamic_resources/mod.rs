@@ -265,6 +265,9 @@ fn unresolvable(msg: impl Into<String>) -> Status {
 }
 
 impl Plugin for DynamicResources {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

@@ -67,6 +67,9 @@ pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, Stri
 }
 
 impl Plugin for InterPodAffinity {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

@@ -90,6 +90,9 @@ pub fn balanced_resource_scorer(requested: &[i64], allocated: &[i64], allocatabl
 }
 
 impl Plugin for BalancedAllocation {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

@@ -275,6 +275,9 @@ impl Fit {
 }
 
 impl Plugin for Fit {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

@@ -143,7 +143,18 @@ pub fn from_args(a: &PodTopologySpreadArgs, path: &str) -> Result<PodTopologySpr
     }
 }
 
+impl PodTopologySpread {
+    /// True when default constraints apply to pods without their own
+    /// (`defaultingType: System`, or a non-empty `List`).
+    pub fn has_default_constraints(&self) -> bool {
+        !self.default_constraints.is_empty()
+    }
+}
+
 impl Plugin for PodTopologySpread {
+    fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
+        crate::signers::signer(self)
+    }
     fn name(&self) -> &'static str {
         NAME
     }

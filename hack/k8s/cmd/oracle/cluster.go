@@ -105,6 +105,13 @@ func loadFile(file string, opts loadOptions) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	// apimachinery's YAMLReader drops a last line that has no newline and
+	// ends exactly at its 4096-byte buffer's boundary (the line comes back
+	// with io.EOF and is discarded): a one-line JSON file of 20480 bytes
+	// read as empty. Terminate the last line.
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		data = append(data, '\n')
+	}
 	var objs []runtime.Object
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {

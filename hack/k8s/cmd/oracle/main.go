@@ -6,7 +6,7 @@
 //
 //	oracle explain --cluster PATH --pod NS/NAME [--config FILE] [--compact] [--raw] [--feature-gates K=V,...] [--v N]
 //	oracle plugins [--config FILE] [--feature-gates ...]   # expanded plugin lists per profile
-//	oracle simulate --cluster PATH [--config FILE] [--latencies] [--timeout D]   # benchmark harness (hack/bench)
+//	oracle simulate --cluster PATH [--config FILE] [--latencies] [--placements] [--timeout D]   # benchmark harness (hack/bench), sequences (hack/conformance --sequence)
 package main
 
 import (
@@ -28,7 +28,7 @@ func usage(w io.Writer) {
   oracle explain --cluster PATH --pod NS/NAME [--config FILE] [--compact] [--raw]
                  [--feature-gates K=V,...] [--v N]
   oracle plugins [--config FILE] [--feature-gates K=V,...]
-  oracle simulate --cluster PATH [--config FILE] [--latencies] [--timeout D]
+  oracle simulate --cluster PATH [--config FILE] [--latencies] [--placements] [--timeout D]
                   [--cpuprofile FILE] [--feature-gates K=V,...]
 
 explain   prints the scheduling explanation of one pod as JSON (see hack/README.md)
@@ -59,6 +59,7 @@ func main() {
 	latencies := fs.Bool("latencies", false, "simulate: include every attempt's latency (ms)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "simulate: give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "simulate: write a Go CPU profile of the timed loop to this file")
+	placements := fs.Bool("placements", false, "simulate: list every pending pod's first outcome (node, or \"\" when it failed) in order, and how many pods OpportunisticBatching placed")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.Func("v", "log verbosity (stderr)", func(s string) error { return klogFlags.Set("v", s) })
@@ -113,6 +114,7 @@ func main() {
 		out, err = simulate(ctx, simulateOptions{
 			clusterPath: *cluster, configFile: *configFile, defaults: !*raw,
 			latencies: *latencies, timeout: *timeout, cpuProfile: *cpuProfile,
+			placements: *placements,
 		})
 	}
 	if err != nil {

@@ -49,14 +49,24 @@ type SimulateResult struct {
 	LatencyP99Ms  float64   `json:"latencyP99Ms"`
 	PeakRSSBytes  int64     `json:"peakRssBytes"`
 	LatenciesMs   []float64 `json:"latenciesMs,omitempty"`
-	TimedOut      bool      `json:"timedOut,omitempty"`
+	// With --placements: every measured pod's first outcome in the order
+	// they happened (node "" = failed without a nomination), and the pods
+	// OpportunisticBatching placed on a hint (all profiles).
+	Placements  []placement `json:"placements,omitempty"`
+	BatchedPods *int64      `json:"batchedPods,omitempty"`
+	TimedOut    bool        `json:"timedOut,omitempty"`
+}
+
+type placement struct {
+	Pod  string `json:"pod"`
+	Node string `json:"node"`
 }
 
 type simulateOptions struct {
-	clusterPath, configFile string
-	defaults, latencies     bool
-	timeout                 time.Duration
-	cpuProfile              string // pprof of the timed loop only
+	clusterPath, configFile         string
+	defaults, latencies, placements bool
+	timeout                         time.Duration
+	cpuProfile                      string // pprof of the timed loop only
 }
 
 // podState: a pending pod is done once bound, or once an attempt failed
@@ -77,6 +87,20 @@ type tracker struct {
 	latencies []time.Duration
 	end       time.Time
 	done      chan struct{}
+	// First outcome of each measured pod, in order.
+	placed map[types.UID]bool
+	order  []placement
+}
+
+// record notes a measured pod's first outcome.
+func (t *tracker) record(uid types.UID, key, node string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.state[uid]; !ok || t.placed[uid] {
+		return
+	}
+	t.placed[uid] = true
+	t.order = append(t.order, placement{Pod: key, Node: node})
 }
 
 func (t *tracker) set(uid types.UID, s podState) {
@@ -113,7 +137,7 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 	for _, p := range cfg.Profiles {
 		profiles[p.SchedulerName] = true
 	}
-	tr := &tracker{state: map[types.UID]podState{}, done: make(chan struct{})}
+	tr := &tracker{state: map[types.UID]podState{}, done: make(chan struct{}), placed: map[types.UID]bool{}}
 	var objs []runtime.Object
 	nodeCount, assignedPods := 0, 0
 	for _, obj := range all {
@@ -177,6 +201,7 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 		if err := e.client.Tracker().Update(podsGVR, pod, pod.Namespace); err != nil {
 			return true, nil, err
 		}
+		tr.record(pod.UID, pod.Namespace+"/"+pod.Name, b.Target.Name)
 		tr.set(pod.UID, stateBound)
 		return true, b, nil
 	})
@@ -195,6 +220,7 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 	e.sched.FailureHandler = func(ctx context.Context, f framework.Framework, pi *framework.QueuedPodInfo, status *fwk.Status, ni *fwk.NominatingInfo, start time.Time) {
 		failureHandler(ctx, f, pi, status, ni, start)
 		if ni == nil || ni.NominatedNodeName == "" {
+			tr.record(pi.Pod.UID, pi.Pod.Namespace+"/"+pi.Pod.Name, "")
 			tr.set(pi.Pod.UID, stateFailed)
 		}
 	}
@@ -269,6 +295,16 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 	res.LatencyP99Ms = percentile(sorted, 99)
 	if o.latencies {
 		res.LatenciesMs = ms
+	}
+	if o.placements {
+		res.Placements = tr.order
+		var batched int64
+		for _, f := range e.sched.Profiles {
+			if b, ok := f.(interface{ TotalBatchedPods() int64 }); ok {
+				batched += b.TotalBatchedPods()
+			}
+		}
+		res.BatchedPods = &batched
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
