@@ -60,13 +60,17 @@ pub enum Kind {
     /// dra: pods with one claim for a device of `test-class`, nodes with a
     /// ResourceSlice of 10 devices each.
     SchedulingWithResourceClaimTemplate,
+    /// misc: daemonset-style pods (required node affinity on
+    /// `metadata.name` of the one `scheduler-perf-node`, no requests): the
+    /// other nodes are filtered out by NodeAffinity's PreFilter result.
+    SchedulingDaemonset,
 }
 
 /// One measured high-priority large-cpu pod per this many measured pods in
 /// `Unschedulable`.
 pub const UNSCHEDULABLE_EVERY: usize = 20;
 
-const ALL: [Kind; 11] = [
+const ALL: [Kind; 12] = [
     Kind::SchedulingBasic,
     Kind::SchedulingPodAntiAffinity,
     Kind::SchedulingPodAffinity,
@@ -78,6 +82,7 @@ const ALL: [Kind; 11] = [
     Kind::PreemptionBasic,
     Kind::SchedulingWithMixedChurn,
     Kind::SchedulingWithResourceClaimTemplate,
+    Kind::SchedulingDaemonset,
 ];
 
 impl fmt::Display for Kind {
@@ -149,6 +154,7 @@ impl Kind {
                 ("5000Nodes_10000Pods", 5000, 0, 10000),
             ],
             // (nodes, initClaims, measurePods) of dra/performance-config.yaml.
+            Kind::SchedulingDaemonset => &[("5Nodes", 5, 0, 10), ("15000Nodes", 15000, 0, 30000)],
             Kind::SchedulingWithResourceClaimTemplate => &[
                 ("5Nodes", 5, 10, 10),
                 ("2000pods_200nodes", 200, 1000, 1000),
@@ -167,7 +173,7 @@ impl Kind {
             Kind::TopologySpreading | Kind::PreferredTopologySpreading => nodes * 2,
             Kind::Unschedulable => nodes / 50,
             Kind::PreemptionBasic => nodes * 4,
-            Kind::SchedulingWithMixedChurn => 0,
+            Kind::SchedulingWithMixedChurn | Kind::SchedulingDaemonset => 0,
             Kind::SchedulingWithResourceClaimTemplate => nodes * 5,
         }
     }
@@ -325,6 +331,16 @@ impl Workload {
         let node_names: Vec<String> = (0..self.nodes)
             .map(|i| format!("scheduler-perf-{i:05}"))
             .collect();
+        if self.kind == Kind::SchedulingDaemonset {
+            // templates/node-with-name.yaml
+            let name = "scheduler-perf-node";
+            let mut labels = serde_json::Map::new();
+            labels.insert("kubernetes.io/hostname".into(), json!(name));
+            let mut n = node(name, labels);
+            n["status"]["capacity"]["pods"] = json!("90000");
+            n["status"]["allocatable"]["pods"] = json!("90000");
+            items.push(n);
+        }
         for (i, name) in node_names.iter().enumerate() {
             let mut labels = serde_json::Map::new();
             labels.insert("kubernetes.io/hostname".into(), json!(name));
@@ -399,6 +415,7 @@ impl Workload {
             Kind::SchedulingNodeAffinity => Shape::NodeAffinity,
             Kind::PreemptionBasic => Shape::HighPriority,
             Kind::SchedulingWithResourceClaimTemplate => Shape::Default,
+            Kind::SchedulingDaemonset => Shape::Daemonset,
         }
     }
 }
@@ -426,6 +443,8 @@ enum Shape {
     HighPriority,
     /// pod-high-priority-large-cpu.yaml
     HighPriorityLargeCpu,
+    /// daemonset-pod.yaml
+    Daemonset,
 }
 
 fn priority_class(name: &str, value: i64) -> Value {
@@ -465,7 +484,10 @@ fn pod(name: &str, ns: &str, shape: Shape, node: Option<&str>, seq: usize) -> Va
     let mut container = json!({
         "name": "pause", "image": "registry.k8s.io/pause:3.10.2", "resources": resources,
     });
-    if !matches!(shape, Shape::HighPriority) {
+    if matches!(shape, Shape::Daemonset) {
+        container = json!({"name": "pause", "image": "registry.k8s.io/pause:3.10.1"});
+    }
+    if !matches!(shape, Shape::HighPriority | Shape::Daemonset) {
         container["ports"] = json!([{"containerPort": 80}]);
     }
     let namespaces = json!(["sched-1", "sched-0"]);
@@ -530,6 +552,13 @@ fn pod(name: &str, ns: &str, shape: Shape, node: Option<&str>, seq: usize) -> Va
         Shape::HighPriorityLargeCpu => {
             spec["priorityClassName"] = json!("bench-high");
         }
+        Shape::Daemonset => {
+            spec["affinity"] = json!({"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["scheduler-perf-node"]}]},
+                ]},
+            }});
+        }
         Shape::Default => {}
     }
     let mut status = json!({"phase": "Pending"});
@@ -568,7 +597,7 @@ mod tests {
         assert_eq!((w.nodes, w.measure_pods), (1000, 2000));
         assert!(Workload::parse("Nope/5Nodes").is_err());
         assert!(Workload::parse("SchedulingBasic/lots").is_err());
-        assert_eq!(Workload::catalog().len(), 48);
+        assert_eq!(Workload::catalog().len(), 50);
         assert!(Workload::parse("SchedulingWithMixedChurn/1000Nodes")
             .unwrap()
             .churn());
@@ -581,7 +610,9 @@ mod tests {
             let text = serde_json::to_string(&w.generate()).unwrap();
             let objs = rkube_model::load::parse_documents("w.json", &text).unwrap();
             let cluster = rkube_model::load::build(&objs, &mut |_| Ok(false)).unwrap();
-            assert_eq!(cluster.nodes.len(), 5, "{w}");
+            // SchedulingDaemonset adds its scheduler-perf-node, as upstream's.
+            let extra = usize::from(*k == Kind::SchedulingDaemonset);
+            assert_eq!(cluster.nodes.len(), 5 + extra, "{w}");
             let pending = cluster
                 .pods
                 .iter()
