@@ -324,7 +324,7 @@ impl Batch {
                 }
             }
         }
-        let table = run::normalize_scores(
+        let table = match run::normalize_scores(
             &rescore_state,
             c.pod,
             &infos,
@@ -332,8 +332,15 @@ impl Batch {
             raw,
             Vec::new(),
             false,
-        )
-        .map_err(|_| "normalize_error")?;
+        ) {
+            Ok(t) => t,
+            Err(_) => {
+                // The kept list stays as it was (a flush only counts).
+                rows.pop();
+                state.heap = rows;
+                return Err("normalize_error");
+            }
+        };
         for (row, total) in rows.iter_mut().zip(table.totals) {
             row.total = total;
         }

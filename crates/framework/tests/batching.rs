@@ -9,8 +9,8 @@ use std::time::Duration;
 use rkube_config::{Plugin as PluginRef, PluginConfig, PluginSet, Plugins, Profile};
 use rkube_framework::{
     BatchClock, BindPlugin, ClusterApi, Code, CycleState, FilterPlugin, Framework, NodeInfo,
-    Outcome, Plugin, QueueSortPlugin, QueuedPodRef, Registry, Scheduler, ScorePlugin, SignPlugin,
-    Signed, Snapshot, Status,
+    NodeScore, Outcome, Plugin, QueueSortPlugin, QueuedPodRef, Registry, Scheduler, ScorePlugin,
+    SignPlugin, Signed, Snapshot, Status,
 };
 use rkube_model::{Node, Pod};
 use serde_json::json;
@@ -84,6 +84,8 @@ impl SignPlugin for BlockFilter {
 /// (so a node that took a pod may fall behind: the rescore path).
 struct LabelScore {
     per_pod: i64,
+    /// NormalizeScore fails when a node scores this (0: never).
+    fail_normalize_at: i64,
 }
 
 impl Plugin for LabelScore {
@@ -103,6 +105,16 @@ impl ScorePlugin for LabelScore {
         let base: i64 = node.node.labels["score"].parse().unwrap();
         Ok((base - self.per_pod * node.pods.len() as i64).max(0))
     }
+    fn has_normalize(&self) -> bool {
+        self.fail_normalize_at != 0
+    }
+    fn normalize(&self, _: &CycleState, _: &Pod, scores: &mut [NodeScore]) -> Status {
+        if scores.iter().any(|s| s.score == self.fail_normalize_at) {
+            Status::error("normalize failed")
+        } else {
+            Status::success()
+        }
+    }
 }
 
 impl SignPlugin for LabelScore {
@@ -112,6 +124,10 @@ impl SignPlugin for LabelScore {
 }
 
 fn framework(signs: bool, per_pod: i64) -> Framework {
+    framework_with(signs, json!({ "perPod": per_pod }))
+}
+
+fn framework_with(signs: bool, score_args: serde_json::Value) -> Framework {
     let mut r = Registry::new();
     r.register("Required", |_, _| Ok(Arc::new(Required)));
     r.register("BlockFilter", |a, _| {
@@ -122,6 +138,7 @@ fn framework(signs: bool, per_pod: i64) -> Framework {
     r.register("LabelScore", |a, _| {
         Ok(Arc::new(LabelScore {
             per_pod: a["perPod"].as_i64().unwrap_or(0),
+            fail_normalize_at: a["failNormalizeAt"].as_i64().unwrap_or(0),
         }))
     });
     let set = |names: &[&str]| PluginSet {
@@ -151,7 +168,7 @@ fn framework(signs: bool, per_pod: i64) -> Framework {
             },
             PluginConfig {
                 name: "LabelScore".into(),
-                args: json!({ "perPod": per_pod }),
+                args: score_args,
             },
         ],
     };
@@ -387,4 +404,27 @@ fn signature_bytes() {
         &Snapshot::default()
     )
     .is_none());
+}
+
+/// A rescore that fails (here NormalizeScore) gives no hint and leaves the
+/// kept list as it was (upstream's TestBatchRescore error cases).
+#[test]
+fn a_failed_rescore_keeps_the_list() {
+    // n1 scores 35, then 25 with one pod: normalizing a 25 fails.
+    let fw = framework_with(true, json!({"perPod": 10, "failNormalizeAt": 25}));
+    let mut snap = snapshot(&[35, 20, 10]);
+    let mut s = Scheduler::new(1, 0);
+    assert_eq!(
+        place(&mut s, &fw, &mut snap, &pod("p1", &[])).as_deref(),
+        Some("n1")
+    );
+    // p2: the rescore of n1 fails; so does p2's full cycle (n1 scores 25).
+    assert!(matches!(
+        s.schedule(&fw, &snap, &pod("p2", &[])),
+        Outcome::Error(_)
+    ));
+    assert_eq!(flushed(&s, "normalize_error"), 1);
+    let mut kept = s.batches["test-scheduler"].kept();
+    kept.sort();
+    assert_eq!(kept, ["n2", "n3"]);
 }
