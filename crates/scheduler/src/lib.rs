@@ -83,6 +83,8 @@ pub struct Shared {
     /// `--record-decisions`: bindings carry the decision mark
     /// ([`rkube_model::decision`]).
     record_decisions: bool,
+    /// `--feature-gates OpportunisticBatching=...`.
+    opportunistic_batching: bool,
     hooks: Hooks,
 }
 
@@ -292,6 +294,7 @@ pub async fn run_with(
         binding_panicked: tokio::sync::Notify::new(),
         explain_scores: opts.explain_scores || opts.verbosity >= 10,
         record_decisions: opts.record_decisions,
+        opportunistic_batching: opts.opportunistic_batching,
         hooks,
     });
     let (events, queued_events) = events::EventQueue::new(events::MAX_QUEUED);
@@ -381,6 +384,7 @@ pub async fn run_with(
     // not released then: a standby takes it when it expires.
     let mut scheduler = Scheduler::new(seed, shared.profiles.percentage_of_nodes_to_score);
     // OpportunisticBatching's kept lists age in wall time here.
+    scheduler.opportunistic_batching = shared.opportunistic_batching;
     scheduler.batch_clock = rkube_framework::BatchClock::Wall(std::time::Instant::now());
     let mut scheduling = tokio::spawn(schedule_one::schedule_loop(
         shared.clone(),

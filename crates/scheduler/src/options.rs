@@ -62,6 +62,9 @@ pub struct Options {
     /// and the cycle's number), so `rkube replay` can replay a recording in
     /// decision order.
     pub record_decisions: bool,
+    /// `--feature-gates OpportunisticBatching=...` (on by default, as in
+    /// v1.37); the other gates in the list are ignored with a warning.
+    pub opportunistic_batching: bool,
     /// Warnings about ignored flags.
     pub warnings: Vec<String>,
 }
@@ -91,6 +94,7 @@ impl Default for Options {
             cert_dir: None,
             client_ca_file: None,
             explain_scores: false,
+            opportunistic_batching: true,
             record_decisions: false,
             warnings: Vec::new(),
         }
@@ -259,6 +263,24 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             "tls-private-key-file" => o.tls_private_key_file = Some(PathBuf::from(value()?)),
             "cert-dir" => o.cert_dir = Some(PathBuf::from(value()?)),
             "client-ca-file" => o.client_ca_file = Some(PathBuf::from(value()?)),
+            "feature-gates" => {
+                for gate in value()?.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+                    let (k, v) = gate.split_once('=').ok_or_else(|| {
+                        ParseError::Invalid(format!(
+                            "invalid argument {gate:?} for \"--feature-gates\" flag: missing bool value for {gate}"
+                        ))
+                    })?;
+                    let on = parse_bool("feature-gates", v.trim())?;
+                    if k.trim() == "OpportunisticBatching" {
+                        o.opportunistic_batching = on;
+                    } else {
+                        o.warnings.push(format!(
+                            "feature gate {} is not implemented by rkube scheduler and is ignored",
+                            k.trim()
+                        ));
+                    }
+                }
+            }
             _ => {
                 // An unknown flag: its value is the next argument unless that
                 // is a flag too (kube-scheduler takes no positional arguments).
@@ -287,6 +309,25 @@ mod tests {
 
     fn p(args: &[&str]) -> Result<Options, ParseError> {
         parse(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn feature_gates() {
+        assert!(p(&[]).unwrap().opportunistic_batching);
+        let o = p(&["--feature-gates=OpportunisticBatching=false,SchedulerAsyncAPICalls=true"])
+            .unwrap();
+        assert!(!o.opportunistic_batching);
+        assert_eq!(
+            o.warnings,
+            ["feature gate SchedulerAsyncAPICalls is not implemented by rkube scheduler and is ignored"]
+        );
+        assert!(
+            p(&["--feature-gates", "OpportunisticBatching=true"])
+                .unwrap()
+                .opportunistic_batching
+        );
+        assert!(p(&["--feature-gates=OpportunisticBatching"]).is_err());
+        assert!(p(&["--feature-gates=OpportunisticBatching=maybe"]).is_err());
     }
 
     #[test]
