@@ -176,6 +176,26 @@ fn oracle_explain(
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
+/// `rkube simulate` of a cluster file under a configuration file (or the
+/// defaults).
+fn simulate(
+    cluster: &Path,
+    config: Option<&Path>,
+    seed: u64,
+) -> Result<rkube_sim::SimulationReport> {
+    let c = rkube_sim::load::load_cluster(cluster)?;
+    let cfg = rkube_sim::load::load_config(config)?;
+    Ok(rkube_sim::simulate(
+        &c,
+        &cfg,
+        &rkube_sim::SimulateOptions {
+            seed,
+            explain: false,
+            ..Default::default()
+        },
+    )?)
+}
+
 /// Sequence mode: `rkube simulate` places every pending pod of a random
 /// cluster; each step is replayed against upstream with the earlier
 /// placements bound, and rkube's node must be one of upstream's top-scoring
@@ -185,17 +205,7 @@ fn run_sequence_case(a: &Args, case_seed: u64, dir: &Path) -> Result<Vec<String>
     std::fs::create_dir_all(dir)?;
     let path = dir.join("cluster.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&cluster)?)?;
-    let c = rkube_sim::load::load_cluster(&path)?;
-    let cfg = rkube_sim::load::load_config(None)?;
-    let report = rkube_sim::simulate(
-        &c,
-        &cfg,
-        &rkube_sim::SimulateOptions {
-            seed: case_seed,
-            explain: false,
-            ..Default::default()
-        },
-    )?;
+    let report = simulate(&path, None, case_seed)?;
     let mut bound: Vec<(String, String)> = Vec::new();
     let mut problems = Vec::new();
     for (step, p) in report.placements.iter().enumerate() {
@@ -286,7 +296,6 @@ const LOOP_CONFIGS: [(&str, &str); 2] = [
 /// pods on a batch hint. Returns (problems, pods placed on hints by rkube).
 fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u64, usize)> {
     let path = dir.join("cluster.json");
-    let c = rkube_sim::load::load_cluster(&path)?;
     let mut problems = Vec::new();
     let (mut hinted, mut pods) = (0, 0);
     for (label, extra) in LOOP_CONFIGS {
@@ -295,16 +304,7 @@ fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u
             &cfg_path,
             format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: 1\n{extra}"),
         )?;
-        let cfg = rkube_sim::load::load_config(Some(&cfg_path))?;
-        let report = rkube_sim::simulate(
-            &c,
-            &cfg,
-            &rkube_sim::SimulateOptions {
-                seed: case_seed,
-                explain: false,
-                ..Default::default()
-            },
-        )?;
+        let report = simulate(&path, Some(&cfg_path), case_seed)?;
         let out = Command::new(&a.oracle)
             .args(["simulate", "--placements", "--cluster"])
             .arg(&path)

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rkube_model::Pod;
 
-use crate::batch::{sign_pod, Batch, BatchClock, HintCycle, Kept, Signature};
+use crate::batch::{sign_pod, Batch, BatchClock, CycleResult, HintCycle, Kept};
 use crate::cycle_state::CycleState;
 use crate::diagnosis::{fit_error_message, go_list, Diagnosis};
 use crate::metrics;
@@ -235,7 +235,16 @@ impl Scheduler {
                 if let Some(&node) = feasible.first() {
                     if batching {
                         let chosen = snapshot.nodes[node].name_shared();
-                        self.store(fw, signature, hint.as_deref(), chosen, Vec::new(), 0);
+                        self.store(
+                            fw,
+                            CycleResult {
+                                signature,
+                                hint,
+                                chosen,
+                                others: Vec::new(),
+                                others_count: 0,
+                            },
+                        );
                     }
                     return Outcome::Scheduled {
                         node,
@@ -291,7 +300,16 @@ impl Scheduler {
         if feasible.len() == 1 {
             if batching {
                 let chosen = snapshot.nodes[feasible[0]].name_shared();
-                self.store(fw, signature, hint.as_deref(), chosen, Vec::new(), 0);
+                self.store(
+                    fw,
+                    CycleResult {
+                        signature,
+                        hint,
+                        chosen,
+                        others: Vec::new(),
+                        others_count: 0,
+                    },
+                );
             }
             return Outcome::Scheduled {
                 node: feasible[0],
@@ -324,8 +342,17 @@ impl Scheduler {
                     sorted_nodes::init(&mut heap, &less);
                     let top = sorted_nodes::pop(&mut heap, &less).expect("two or more nodes");
                     let node = snapshot.index_of(&top.name).expect("a snapshot node");
-                    let others = heap.len();
-                    self.store(fw, signature, hint.as_deref(), top.name, heap, others);
+                    let others_count = heap.len();
+                    self.store(
+                        fw,
+                        CycleResult {
+                            signature,
+                            hint,
+                            chosen: top.name,
+                            others: heap,
+                            others_count,
+                        },
+                    );
                     node
                 }
                 Ok(table) => {
@@ -335,11 +362,13 @@ impl Scheduler {
                         let chosen = snapshot.nodes[node].name_shared();
                         self.store(
                             fw,
-                            None,
-                            hint.as_deref(),
-                            chosen,
-                            Vec::new(),
-                            feasible.len() - 1,
+                            CycleResult {
+                                signature: None,
+                                hint,
+                                chosen,
+                                others: Vec::new(),
+                                others_count: feasible.len() - 1,
+                            },
                         );
                     }
                     node
@@ -366,29 +395,10 @@ impl Scheduler {
         self.batches.get_mut(&fw.profile_name).expect("inserted")
     }
 
-    /// Upstream's `StoreScheduleResults` for this cycle; `others` is the
-    /// rest of the heap when the pod was signed, `others_count` how many
-    /// nodes it had either way.
-    fn store(
-        &mut self,
-        fw: &Framework,
-        signature: Option<Signature>,
-        hint: Option<&str>,
-        chosen: Arc<str>,
-        others: Vec<Kept>,
-        others_count: usize,
-    ) {
+    /// Upstream's `StoreScheduleResults` for this cycle.
+    fn store(&mut self, fw: &Framework, r: CycleResult) {
         let (cycle, clock) = (self.cycle, self.batch_clock);
-        self.batch(fw).store(
-            fw,
-            signature,
-            hint,
-            chosen,
-            others,
-            others_count,
-            cycle,
-            clock,
-        );
+        self.batch(fw).store(fw, r, cycle, clock);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1238,16 +1248,19 @@ mod tests {
         assert_eq!(scheduled(&sched.schedule(&fw, &snap, &pod())).0, 99);
 
         // Rejected nodes count as processed: 10 rejected + 100 feasible.
-        let fw = Setup {
-            filter: vec!["FilterA"],
-            score: vec![("ScoreA", 1)],
-            args: vec![
-                ("FilterA", json!({ "reject": names(0..10) })),
-                ("ScoreA", json!({"normalize": "max"})),
-            ],
-            ..Default::default()
-        }
-        .build();
+        let rejecting = |r: std::ops::Range<usize>| {
+            Setup {
+                filter: vec!["FilterA"],
+                score: vec![("ScoreA", 1)],
+                args: vec![
+                    ("FilterA", json!({ "reject": names(r) })),
+                    ("ScoreA", json!({"normalize": "max"})),
+                ],
+                ..Default::default()
+            }
+            .build()
+        };
+        let fw = rejecting(0..10);
         let mut sched = Scheduler::new(3, 0);
         assert_eq!(
             scheduled(&sched.schedule(&fw, &snap, &pod())),
@@ -1258,16 +1271,7 @@ mod tests {
         // Nodes rejected after the 100th feasible one, before the next
         // feasible one, count too: upstream's workers stop only when a
         // 101st node passes.
-        let fw = Setup {
-            filter: vec!["FilterA"],
-            score: vec![("ScoreA", 1)],
-            args: vec![
-                ("FilterA", json!({ "reject": names(100..105) })),
-                ("ScoreA", json!({"normalize": "max"})),
-            ],
-            ..Default::default()
-        }
-        .build();
+        let fw = rejecting(100..105);
         let mut sched = Scheduler::new(3, 0);
         assert_eq!(
             scheduled(&sched.schedule(&fw, &snap, &pod())),

@@ -138,6 +138,20 @@ pub(crate) struct Kept {
     pub total: i64,
 }
 
+/// What a successful cycle hands to [`Batch::store`].
+pub(crate) struct CycleResult {
+    /// The pod's signature (`None`: not batchable).
+    pub signature: Option<Signature>,
+    /// The hint this cycle was given.
+    pub hint: Option<Arc<str>>,
+    /// The node chosen.
+    pub chosen: Arc<str>,
+    /// The rest of the heap of scored nodes when the pod was signed.
+    pub others: Vec<Kept>,
+    /// How many nodes that rest had, signed or not.
+    pub others_count: usize,
+}
+
 /// The kept list (upstream's `batchState`).
 #[derive(Debug, Clone)]
 struct BatchState {
@@ -349,21 +363,16 @@ impl Batch {
         Ok(())
     }
 
-    /// Upstream's `StoreScheduleResults`, after a cycle chose `chosen`;
-    /// `others` is what is left of the heap of scored nodes when the pod
-    /// was signed, `others_count` its size either way.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn store(
-        &mut self,
-        fw: &Framework,
-        signature: Option<Signature>,
-        hint: Option<&str>,
-        chosen: Arc<str>,
-        others: Vec<Kept>,
-        others_count: usize,
-        cycle: u64,
-        clock: BatchClock,
-    ) {
+    /// Upstream's `StoreScheduleResults` for a cycle that chose a node.
+    pub(crate) fn store(&mut self, fw: &Framework, r: CycleResult, cycle: u64, clock: BatchClock) {
+        let CycleResult {
+            signature,
+            hint,
+            chosen,
+            others,
+            others_count,
+        } = r;
+        let hint = hint.as_deref();
         let hint_used = hint == Some(&*chosen);
         self.last = Some(LastCycle { cycle, chosen });
         if hint_used {

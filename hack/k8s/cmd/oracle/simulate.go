@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -125,6 +126,11 @@ func (t *tracker) set(uid types.UID, s podState) {
 }
 
 func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
+	// The fake clientset's watchers buffer 100 events and panic ("channel
+	// full") beyond that; bindings of trivially placed pods (e.g.
+	// scheduler_perf's SchedulingDaemonset) outrun the informers. The
+	// harness's watchers get room for 65,536 (2 MiB each).
+	watch.DefaultChanSize = 1 << 16
 	cfg, err := loadConfig(o.configFile)
 	if err != nil {
 		return nil, err
