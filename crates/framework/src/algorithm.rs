@@ -235,16 +235,7 @@ impl Scheduler {
                 if let Some(&node) = feasible.first() {
                     if batching {
                         let chosen = snapshot.nodes[node].name_shared();
-                        self.store(
-                            fw,
-                            CycleResult {
-                                signature,
-                                hint,
-                                chosen,
-                                others: Vec::new(),
-                                others_count: 0,
-                            },
-                        );
+                        self.store(fw, CycleResult::single(signature, hint, chosen));
                     }
                     return Outcome::Scheduled {
                         node,
@@ -300,16 +291,7 @@ impl Scheduler {
         if feasible.len() == 1 {
             if batching {
                 let chosen = snapshot.nodes[feasible[0]].name_shared();
-                self.store(
-                    fw,
-                    CycleResult {
-                        signature,
-                        hint,
-                        chosen,
-                        others: Vec::new(),
-                        others_count: 0,
-                    },
-                );
+                self.store(fw, CycleResult::single(signature, hint, chosen));
             }
             return Outcome::Scheduled {
                 node: feasible[0],

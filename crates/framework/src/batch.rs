@@ -152,6 +152,24 @@ pub(crate) struct CycleResult {
     pub others_count: usize,
 }
 
+impl CycleResult {
+    /// A cycle with one feasible node (a nominated or hinted node that
+    /// fit, or a pass that found one): nothing to keep.
+    pub(crate) fn single(
+        signature: Option<Signature>,
+        hint: Option<Arc<str>>,
+        chosen: Arc<str>,
+    ) -> Self {
+        CycleResult {
+            signature,
+            hint,
+            chosen,
+            others: Vec::new(),
+            others_count: 0,
+        }
+    }
+}
+
 /// The kept list (upstream's `batchState`).
 #[derive(Debug, Clone)]
 struct BatchState {
