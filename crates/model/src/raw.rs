@@ -80,8 +80,7 @@ impl RawObject {
 
     /// Deserializes into a k8s-openapi type, naming the field on failure.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, LoadError> {
-        let de = self.value.clone();
-        serde_path_to_error::deserialize(de).map_err(|e| {
+        serde_path_to_error::deserialize(&self.value).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner().to_string();
             self.error((path != ".").then_some(path), inner)
@@ -141,7 +140,7 @@ fn flatten(file: &str, doc: Value, at: &str, out: &mut Vec<RawObject>) -> Result
         field: None,
         message,
     };
-    let obj = match doc {
+    let mut obj = match doc {
         Value::Null => return Ok(()),
         Value::Array(items) => {
             for (i, item) in items.into_iter().enumerate() {
@@ -165,11 +164,13 @@ fn flatten(file: &str, doc: Value, at: &str, out: &mut Vec<RawObject>) -> Result
         return Err(file_err(format!("{kind}: apiVersion: Required value")));
     }
     if kind == "List" || kind.ends_with("List") {
-        let items = match obj.get("items") {
-            Some(Value::Array(items)) => items.clone(),
+        // Moved out, not copied: a list is most of a large file.
+        let items = match obj.remove("items") {
+            Some(Value::Array(items)) => items,
             Some(Value::Null) | None => Vec::new(),
             Some(_) => return Err(file_err(format!("{kind}: items: must be a list"))),
         };
+        drop(obj);
         for (i, item) in items.into_iter().enumerate() {
             flatten(file, item, &format!("{at} items[{i}]"), out)?;
         }
