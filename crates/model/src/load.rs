@@ -42,6 +42,20 @@ pub type ExtraKinds<'a> = &'a mut dyn FnMut(&RawObject) -> Result<bool, LoadErro
 
 /// Builds a cluster from parsed objects.
 pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, LoadError> {
+    build_objects(&mut objects.to_vec(), extra)
+}
+
+/// [`build`] of objects it may consume: each Node's and Pod's parsed value
+/// is dropped once it is converted, so a large file is not held whole
+/// beside its model (what `rkube simulate` and the other commands load).
+pub fn build_owned(
+    mut objects: Vec<RawObject>,
+    extra: ExtraKinds<'_>,
+) -> Result<Cluster, LoadError> {
+    build_objects(&mut objects, extra)
+}
+
+fn build_objects(objects: &mut [RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, LoadError> {
     let mut cluster = Cluster::default();
     let mut classes = PriorityClasses::with_builtins();
     for o in objects.iter().filter(|o| o.kind == "PriorityClass") {
@@ -62,7 +76,7 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
     }
     let mut seq = 0u64;
     let mut workloads = crate::expand::Workloads::default();
-    for o in objects {
+    for o in objects.iter_mut() {
         match o.kind.as_str() {
             "PriorityClass" => {}
             "Node" => {
@@ -79,6 +93,7 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
                     ));
                 }
                 cluster.nodes.push(node);
+                o.value = serde_json::Value::Null;
             }
             "Pod" => {
                 let p: k8s_openapi::api::core::v1::Pod = o.decode()?;
@@ -87,6 +102,7 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
                 let pod = convert::pod(&p, seq, &classes).map_err(|e| o.field_error(e))?;
                 seq += 1;
                 cluster.pods.push(pod);
+                o.value = serde_json::Value::Null;
             }
             "Namespace" => {
                 let ns: k8s_openapi::api::core::v1::Namespace = o.decode()?;
@@ -109,6 +125,7 @@ pub fn build(objects: &[RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, Lo
             }
             k if IGNORED_KINDS.contains(&k) => {}
             _ => {
+                let o = &*o;
                 if !workloads.take(o, &mut cluster)?
                     && !cluster.volumes.take(o)?
                     && !cluster.dra.take(o)?

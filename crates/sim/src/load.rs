@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use rkube_config::KubeSchedulerConfiguration;
-use rkube_model::load::{build, parse_documents_noting, RawObject};
+use rkube_model::load::{build_owned, parse_documents_noting, RawObject};
 use rkube_model::{Cluster, LoadError};
 
 use crate::SimError;
@@ -194,7 +194,7 @@ pub fn load_cluster_from(input: ClusterInput<'_>) -> Result<Cluster, SimError> {
     let mut warnings = Vec::new();
     let objects = cluster_objects(input, &mut warnings)?;
     validate_selectors(&objects).map_err(SimError::Load)?;
-    let mut cluster = build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
+    let mut cluster = build_owned(objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
     warnings.append(&mut cluster.warnings);
     cluster.warnings = warnings;
     Ok(cluster)
@@ -238,7 +238,7 @@ pub fn load_cluster_and_shapes(
         objects.push(obj.clone());
     }
     validate_selectors(&objects).map_err(SimError::Load)?;
-    let mut cluster = build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
+    let mut cluster = build_owned(objects, &mut |_| Ok(false)).map_err(SimError::Load)?;
     let mut pods = Vec::with_capacity(keys.len());
     for (file, key) in keys {
         let i = cluster

@@ -36,7 +36,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use rkube_model::decision::{self, DecisionMark};
-use rkube_model::load::{build, RawObject};
+use rkube_model::load::{build_owned, RawObject};
 use rkube_model::Cluster;
 use serde::Serialize;
 use serde_json::Value;
@@ -323,7 +323,7 @@ impl<'a> State<'a> {
                 }
             })
             .collect();
-        build(&objects, &mut |_| Ok(false)).map_err(SimError::Load)
+        build_owned(objects, &mut |_| Ok(false)).map_err(SimError::Load)
     }
 
     fn pod_by_uid(&self, u: &str) -> Option<Value> {
