@@ -3,6 +3,7 @@
 //! image states.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rkube_model::{HostPort, Node, Pod, Resources};
@@ -88,6 +89,19 @@ pub struct NodeInfo {
     pub image_states: HashMap<String, ImageStateSummary>,
     /// PVC keys (`ns/name`) in use by pods on this node, with counts.
     pub pvc_ref_counts: HashMap<String, usize>,
+    /// Upstream's `NodeInfo.Generation`: unique in the process for every
+    /// content a node info has had (a clone keeps it, every change through
+    /// [`NodeInfo::add_pod`], [`NodeInfo::remove_pod`] or
+    /// [`NodeInfo::set_node`] takes a new one), so plugins may keep results
+    /// per node across cycles keyed by it. The node and pod fields are public
+    /// for reading; change them only through those methods.
+    generation: u64,
+}
+
+/// The next [`NodeInfo`] generation (0 is never handed out).
+fn next_generation() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl NodeInfo {
@@ -105,7 +119,21 @@ impl NodeInfo {
             used_ports: HostPortInfo::default(),
             image_states: HashMap::new(),
             pvc_ref_counts: HashMap::new(),
+            generation: next_generation(),
         }
+    }
+
+    /// This content's generation (see the field).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Replaces the node object (e.g. cordoned), keeping the pods.
+    pub fn set_node(&mut self, node: Arc<Node>) {
+        self.allocatable = node.allocatable.clone();
+        self.name = Arc::from(node.name.as_str());
+        self.node = node;
+        self.generation = next_generation();
     }
 
     /// The node's name.
@@ -128,6 +156,7 @@ impl NodeInfo {
         }
         self.update(&pod, 1);
         self.pods.push(pod);
+        self.generation = next_generation();
     }
 
     /// Removes a pod by UID; returns it when found.
@@ -138,6 +167,7 @@ impl NodeInfo {
         self.pods_with_required_anti_affinity
             .retain(|p| p.uid != uid);
         self.update(&pod, -1);
+        self.generation = next_generation();
         Some(pod)
     }
 

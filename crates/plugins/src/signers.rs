@@ -378,10 +378,7 @@ mod tests {
         a.labels.insert("pod-index".into(), "1".into());
         let s2 = sign_pod(fw, &a, &Snapshot::default());
         assert_ne!(s1, s2);
-        let ipa = crate::inter_pod_affinity::InterPodAffinity {
-            ignore_preferred_terms_of_existing_pods: true,
-            ..Default::default()
-        };
+        let ipa = crate::inter_pod_affinity::InterPodAffinity::with_args(1, true);
         match rkube_framework::SignPlugin::sign(&ipa, &a, &Snapshot::default()) {
             rkube_framework::Signed::Fragments(f) => assert!(f.is_empty()),
             _ => panic!("signs"),

@@ -613,10 +613,7 @@ fn preferred_affinity() {
     ];
     run_score_cases(&InterPodAffinity::default(), cases);
 
-    let ignore = InterPodAffinity {
-        hard_pod_affinity_weight: 1,
-        ignore_preferred_terms_of_existing_pods: true,
-    };
+    let ignore = InterPodAffinity::with_args(1, true);
     run_score_cases(
         &ignore,
         vec![c(
@@ -653,10 +650,7 @@ fn preferred_affinity_with_hard_pod_affinity_symmetric_weight() {
             on("node2", "", &[], hard_pod_affinity),
         ]
     };
-    let with = |w: i32| InterPodAffinity {
-        hard_pod_affinity_weight: w,
-        ignore_preferred_terms_of_existing_pods: false,
-    };
+    let with = |w: i32| InterPodAffinity::with_args(w, false);
     let case = |name, ns, want_pre: St, want: Vec<i64>| ScoreCase {
         name,
         pod: on("", ns, svc, none),
@@ -790,4 +784,72 @@ fn pre_filter_state_add_remove_pod() {
         .add_pod(&mut state, &p, &victim, &snap.nodes[0])
         .is_success());
     assert_eq!(sc(&f.filter(&state, &p, &snap.nodes[1])), unsched(ANTI));
+}
+
+/// One plugin kept across cycles (its per-node memo reused) decides as a
+/// fresh plugin on every cycle, while pods are assumed on and removed from
+/// the snapshot between cycles and pods of different label sets and terms
+/// take turns.
+#[test]
+fn kept_plugin_decides_as_a_fresh_one_while_the_snapshot_changes() {
+    use rkube_framework::Snapshot;
+    use std::sync::Arc;
+    let nodes: Vec<Node> = (0..12)
+        .map(|i| {
+            let z = format!("z{}", i % 3);
+            let h = format!("n{i:02}");
+            node(&h)
+                .labels(&[("zone", z.as_str()), ("kubernetes.io/hostname", h.as_str())])
+                .obj()
+        })
+        .collect();
+    let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    let mut snap: Snapshot = snapshot_ns(nodes, vec![], TEAM_NAMESPACES);
+    // Four kinds of pod, chosen in turn.
+    let make = |kind: usize, i: usize| -> Pod {
+        let name = format!("p{i:03}");
+        let b = pod().name(&name).ns("team1");
+        match kind {
+            0 => b
+                .labels(&[("app", "web")])
+                .pod_anti_affinity_in("app", "kubernetes.io/hostname", &["web"], Required),
+            1 => b
+                .labels(&[("app", "db")])
+                .pod_affinity_in("app", "zone", &["db"], Required)
+                .pod_anti_affinity_in("app", "zone", &["web"], Preferred),
+            2 => b
+                .labels(&[("app", "cache")])
+                .pod_affinity_in("app", "kubernetes.io/hostname", &["web"], Preferred)
+                .pod_anti_affinity_in("app", "zone", &["cache"], RequiredPreferred),
+            _ => b.labels(&[("app", "web")]),
+        }
+        .obj()
+    };
+    let kept = InterPodAffinity::default();
+    let mut placed: Vec<(usize, String)> = Vec::new();
+    let mut f = Failures::new();
+    for i in 0..60 {
+        let p = make((i * 7 + i / 5) % 4, i);
+        let fresh = InterPodAffinity::default();
+        let want = run_filter(&fresh, &snap, &p);
+        let got = run_filter(&kept, &snap, &p);
+        f.check(&p.name, "Filter", got.clone(), want);
+        let want = run_score(&fresh, &snap, &p, None);
+        let got_score = run_score(&kept, &snap, &p, None);
+        f.check(&p.name, "Score", got_score, want);
+        // Assume it on the first node it fits, as a cycle would; every
+        // fifth cycle also takes back an earlier pod.
+        if let Some(n) = got.1.iter().position(|s| s.0 == "Success") {
+            let mut p = p;
+            p.node_name = names[n].clone();
+            snap.assume(n, Arc::new(p.clone()));
+            placed.push((n, p.uid.clone()));
+        }
+        if i % 5 == 4 && !placed.is_empty() {
+            let (n, uid) = placed.remove(i % placed.len());
+            assert!(snap.remove(n, &uid).is_some());
+        }
+    }
+    f.finish();
+    assert!(placed.len() > 10, "pods placed: {}", placed.len());
 }

@@ -303,7 +303,7 @@ fn cordon(snapshot: &mut Snapshot, idx: usize) {
             effect: TaintEffect::NoSchedule,
         });
     }
-    info.node = Arc::new(node);
+    info.set_node(Arc::new(node));
 }
 
 /// The snapshot without the `gone` nodes (and the pods on them).

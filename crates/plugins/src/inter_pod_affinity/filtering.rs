@@ -7,6 +7,8 @@
 //! the default: [`FAST_PATH`] is off; the fast-path code is kept for when the
 //! gate graduates.
 
+use std::sync::Arc;
+
 use rkube_framework::{
     Code, CycleState, FilterPlugin, NodeInfo, PreFilterPlugin, PreFilterResult, Snapshot, Status,
 };
@@ -17,7 +19,8 @@ use super::{
     NodePairs, TopologyCounts, ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY,
     ERR_REASON_EXISTING_ANTI_AFFINITY, LABEL_HOSTNAME,
 };
-use crate::helper::{fill_nodes, update_pre_filter_state};
+use crate::helper::update_pre_filter_state;
+use crate::node_memo::Fold;
 use crate::parallel::map_nodes;
 
 /// Whether the `InterPodAffinityHostnameFastPath` behaviour is on (upstream
@@ -33,12 +36,13 @@ fn host_scoped(key: &str) -> bool {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PreFilterState {
     /// Pairs where existing pods' non-hostname required anti-affinity terms
-    /// match the incoming pod.
-    existing_anti: TopologyCounts,
+    /// match the incoming pod (shared with the memo until a PreFilter
+    /// extension changes them).
+    existing_anti: Arc<TopologyCounts>,
     /// Pairs with existing pods matching all cluster-wide affinity terms.
-    affinity: TopologyCounts,
+    affinity: Arc<TopologyCounts>,
     /// Pairs with existing pods matching a cluster-wide anti-affinity term.
-    anti_affinity: TopologyCounts,
+    anti_affinity: Arc<TopologyCounts>,
     /// Labels of the incoming pod's namespace.
     ns_labels: Labels,
     /// All required affinity terms of the incoming pod.
@@ -64,6 +68,127 @@ fn record<'a>(list: &mut NodePairs<'a>, node: &'a Node, key: &'a str) {
     }
 }
 
+/// The incoming pod as existing pods' terms see it: its namespace, its
+/// labels and its namespace's labels.
+pub(crate) type IncomingKey = (String, Labels, Labels);
+
+/// Existing pods' required anti-affinity terms matching the incoming pod,
+/// over every node.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ExistingAnti {
+    counts: Arc<TopologyCounts>,
+    /// Nodes with a hostname-scoped term (only with [`FAST_PATH`]).
+    host_scoped_nodes: i64,
+}
+
+impl Fold for ExistingAnti {
+    /// The node's (topology key, value, count) entries, and whether it has
+    /// a hostname-scoped term.
+    type Part = (Vec<(String, String, i64)>, bool);
+    fn fold(&mut self, (pairs, host_scoped): &Self::Part, sign: i64) {
+        if !pairs.is_empty() {
+            let counts = Arc::make_mut(&mut self.counts);
+            for (k, v, c) in pairs {
+                counts.add(k, v, sign * c);
+            }
+        }
+        if *host_scoped {
+            self.host_scoped_nodes += sign;
+        }
+    }
+}
+
+/// One node's part of [`ExistingAnti`].
+fn existing_anti_part(pod: &Pod, ns_labels: &Labels, n: &NodeInfo) -> <ExistingAnti as Fold>::Part {
+    if n.pods_with_required_anti_affinity.is_empty() {
+        return Default::default();
+    }
+    let mut list = NodePairs::default();
+    let mut has_host_scoped = false;
+    for existing in &n.pods_with_required_anti_affinity {
+        for t in existing
+            .pod_anti_affinity
+            .iter()
+            .flat_map(|a| a.required.iter())
+        {
+            if host_scoped(&t.topology_key) {
+                has_host_scoped = true;
+            } else if existing_term_matches(t, existing, pod, ns_labels) {
+                record(&mut list, &n.node, &t.topology_key);
+            }
+        }
+    }
+    (list.to_owned_vec(), has_host_scoped)
+}
+
+/// The incoming pod's cluster-wide (affinity, anti-affinity) terms.
+pub(crate) type ClusterKey = (Vec<AffinityTerm>, Vec<AffinityTerm>);
+
+/// Existing pods matching the incoming pod's cluster-wide terms, over every
+/// node.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClusterCounts {
+    /// Pods matching all affinity terms, at each term's pair.
+    affinity: Arc<TopologyCounts>,
+    /// Pods matching each anti-affinity term, at its pair.
+    anti: Arc<TopologyCounts>,
+}
+
+impl Fold for ClusterCounts {
+    /// (anti-affinity?, topology key, value, count).
+    type Part = Vec<(bool, String, String, i64)>;
+    fn fold(&mut self, part: &Self::Part, sign: i64) {
+        for (anti, k, v, c) in part {
+            let counts = if *anti {
+                &mut self.anti
+            } else {
+                &mut self.affinity
+            };
+            Arc::make_mut(counts).add(k, v, sign * c);
+        }
+    }
+}
+
+/// One node's part of [`ClusterCounts`].
+fn cluster_part(
+    aff: &[AffinityTerm],
+    anti: &[AffinityTerm],
+    n: &NodeInfo,
+) -> Vec<(bool, String, String, i64)> {
+    if n.pods.is_empty() {
+        return Vec::new();
+    }
+    let mut matching_all = 0i64;
+    let mut per_anti = vec![0i64; anti.len()];
+    for existing in &n.pods {
+        if pod_matches_all_terms(aff, existing) {
+            matching_all += 1;
+        }
+        for (t, c) in anti.iter().zip(&mut per_anti) {
+            if t.matches(existing) {
+                *c += 1;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut push = |anti: bool, key: &str, c: i64| {
+        if let Some(v) = n.node.labels.get(key) {
+            out.push((anti, key.to_string(), v.clone(), c));
+        }
+    };
+    if matching_all > 0 {
+        for t in aff {
+            push(false, &t.topology_key, matching_all);
+        }
+    }
+    for (t, &c) in anti.iter().zip(&per_anti) {
+        if c > 0 {
+            push(true, &t.topology_key, c);
+        }
+    }
+    out
+}
+
 impl PreFilterState {
     fn update_with_pod(&mut self, pod: &Pod, existing: &Pod, node: &Node, delta: i64) {
         for t in existing
@@ -74,19 +199,17 @@ impl PreFilterState {
             if !host_scoped(&t.topology_key)
                 && existing_term_matches(t, existing, pod, &self.ns_labels)
             {
-                self.existing_anti
-                    .update(&node.labels, &t.topology_key, delta);
+                Arc::make_mut(&mut self.existing_anti).update(&node.labels, &t.topology_key, delta);
             }
         }
         if pod_matches_all_terms(&self.cluster_affinity, existing) {
             for t in &self.cluster_affinity {
-                self.affinity.update(&node.labels, &t.topology_key, delta);
+                Arc::make_mut(&mut self.affinity).update(&node.labels, &t.topology_key, delta);
             }
         }
         for t in &self.cluster_anti_affinity {
             if t.matches(existing) {
-                self.anti_affinity
-                    .update(&node.labels, &t.topology_key, delta);
+                Arc::make_mut(&mut self.anti_affinity).update(&node.labels, &t.topology_key, delta);
             }
         }
         if !self.host_affinity.is_empty() && pod_matches_all_terms(&self.host_affinity, existing) {
@@ -231,76 +354,27 @@ impl PreFilterPlugin for InterPodAffinity {
         }
 
         // Existing pods' required anti-affinity against the incoming pod.
-        let with_anti: Vec<&NodeInfo> = snapshot
-            .nodes
-            .iter()
-            .filter(|n| !n.pods_with_required_anti_affinity.is_empty())
-            .collect();
         let ns_labels = &s.ns_labels;
-        let per_node = map_nodes(&with_anti, |n| {
-            let mut list = NodePairs::default();
-            let mut has_host_scoped = false;
-            for existing in &n.pods_with_required_anti_affinity {
-                for t in existing
-                    .pod_anti_affinity
-                    .iter()
-                    .flat_map(|a| a.required.iter())
-                {
-                    if host_scoped(&t.topology_key) {
-                        has_host_scoped = true;
-                    } else if existing_term_matches(t, existing, pod, ns_labels) {
-                        record(&mut list, &n.node, &t.topology_key);
-                    }
-                }
-            }
-            (list, has_host_scoped)
-        });
-        let mut must_evaluate_host_scoped_anti = false;
-        let hint = per_node.iter().filter(|(l, _)| !l.is_empty()).count();
-        for (list, host_scoped) in &per_node {
-            for part in list.as_slices() {
-                s.existing_anti.merge(part, hint);
-            }
-            must_evaluate_host_scoped_anti |= *host_scoped;
-        }
+        let existing = self.memo.existing_anti.lock().total(
+            |k| k.0 == pod.namespace && k.1 == pod.labels && k.2 == *ns_labels,
+            || (pod.namespace.clone(), pod.labels.clone(), ns_labels.clone()),
+            snapshot,
+            |n| existing_anti_part(pod, ns_labels, n),
+        );
+        s.existing_anti = existing.counts;
+        let must_evaluate_host_scoped_anti = existing.host_scoped_nodes > 0;
 
         // Existing pods against the incoming pod's cluster-wide terms.
         if !s.cluster_affinity.is_empty() || !s.cluster_anti_affinity.is_empty() {
-            let all: Vec<&NodeInfo> = snapshot.nodes.iter().collect();
             let (aff, anti) = (&s.cluster_affinity, &s.cluster_anti_affinity);
-            // Per node: pods matching all affinity terms, then pods matching
-            // each anti-affinity term.
-            let width = 1 + anti.len();
-            let per_node = fill_nodes(&all, width, 0i64, |n, row| {
-                for existing in &n.pods {
-                    if pod_matches_all_terms(aff, existing) {
-                        row[0] += 1;
-                    }
-                    for (t, c) in anti.iter().zip(&mut row[1..]) {
-                        if t.matches(existing) {
-                            *c += 1;
-                        }
-                    }
-                }
-            });
-            let hint = per_node
-                .chunks(width)
-                .filter(|row| row.iter().any(|&c| c > 0))
-                .count();
-            for (n, row) in all.iter().zip(per_node.chunks(width)) {
-                if row[0] > 0 {
-                    for t in &s.cluster_affinity {
-                        s.affinity
-                            .update_hinted(&n.node.labels, &t.topology_key, row[0], hint);
-                    }
-                }
-                for (t, &c) in s.cluster_anti_affinity.iter().zip(&row[1..]) {
-                    if c > 0 {
-                        s.anti_affinity
-                            .update_hinted(&n.node.labels, &t.topology_key, c, hint);
-                    }
-                }
-            }
+            let counts = self.memo.cluster.lock().total(
+                |k| k.0 == *aff && k.1 == *anti,
+                || (aff.clone(), anti.clone()),
+                snapshot,
+                |n| cluster_part(aff, anti, n),
+            );
+            s.affinity = counts.affinity;
+            s.anti_affinity = counts.anti;
         }
 
         if !s.host_affinity.is_empty() {

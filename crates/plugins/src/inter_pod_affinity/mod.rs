@@ -1,8 +1,13 @@
 //! InterPodAffinity: required pod affinity and anti-affinity (PreFilter,
 //! Filter, with PreFilter extensions), existing pods' required anti-affinity
 //! against the incoming pod, and preferred terms of both sides (PreScore,
-//! Score, NormalizeScore). Behaves as upstream v1.37 with the
-//! `InterPodAffinityHostnameFastPath` feature enabled (the default).
+//! Score, NormalizeScore). Behaves as upstream v1.37 with its defaults (the
+//! `InterPodAffinityHostnameFastPath` gate off, see `filtering`).
+//!
+//! The walks over every node's pods that PreFilter and PreScore make are
+//! kept across cycles per node ([`crate::node_memo`]): a cycle recomputes
+//! only the nodes that changed since the last pod with the same labels and
+//! terms.
 
 mod filtering;
 pub mod hints;
@@ -19,6 +24,7 @@ use rkube_model::selector::{Operator, Requirement};
 use rkube_model::{LabelSelector, Labels, Pod, PodAffinityTerm};
 
 use crate::helper::{FastMap, FastSet};
+use crate::node_memo::SharedMemo;
 
 /// Upstream name.
 pub const NAME: &str = "InterPodAffinity";
@@ -40,14 +46,49 @@ pub struct InterPodAffinity {
     pub hard_pod_affinity_weight: i32,
     /// Skip scoring when the incoming pod has no preferred terms.
     pub ignore_preferred_terms_of_existing_pods: bool,
+    /// The per-node walks of earlier cycles.
+    memo: Arc<Memos>,
+}
+
+/// The walks kept across cycles, one memo per walk.
+#[derive(Debug)]
+struct Memos {
+    existing_anti: SharedMemo<filtering::IncomingKey, filtering::ExistingAnti>,
+    cluster: SharedMemo<filtering::ClusterKey, filtering::ClusterCounts>,
+    score: SharedMemo<scoring::ScoreKey, scoring::ScoreTotals>,
+}
+
+/// Keys (pod label sets, term sets) kept per walk: a Deployment's replicas
+/// share one; a few Deployments scheduled interleaved keep theirs.
+const MEMO_KEYS: usize = 8;
+
+impl Default for Memos {
+    fn default() -> Self {
+        Memos {
+            existing_anti: SharedMemo::new(MEMO_KEYS),
+            cluster: SharedMemo::new(MEMO_KEYS),
+            score: SharedMemo::new(MEMO_KEYS),
+        }
+    }
+}
+
+impl InterPodAffinity {
+    /// The plugin with these arguments.
+    pub fn with_args(
+        hard_pod_affinity_weight: i32,
+        ignore_preferred_terms_of_existing_pods: bool,
+    ) -> Self {
+        InterPodAffinity {
+            hard_pod_affinity_weight,
+            ignore_preferred_terms_of_existing_pods,
+            memo: Arc::default(),
+        }
+    }
 }
 
 impl Default for InterPodAffinity {
     fn default() -> Self {
-        InterPodAffinity {
-            hard_pod_affinity_weight: 1,
-            ignore_preferred_terms_of_existing_pods: false,
-        }
+        InterPodAffinity::with_args(1, false)
     }
 }
 
@@ -60,10 +101,10 @@ pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, Stri
             "{path}.hardPodAffinityWeight: Invalid value: {weight}: not in valid range [0-100]"
         ));
     }
-    Ok(Arc::new(InterPodAffinity {
-        hard_pod_affinity_weight: weight,
-        ignore_preferred_terms_of_existing_pods: a.ignore_preferred_terms_of_existing_pods,
-    }))
+    Ok(Arc::new(InterPodAffinity::with_args(
+        weight,
+        a.ignore_preferred_terms_of_existing_pods,
+    )))
 }
 
 impl Plugin for InterPodAffinity {
@@ -137,7 +178,7 @@ pub(crate) fn existing_term_matches(
 /// A term of the incoming pod, processed once per cycle: label keys merged
 /// into the selector and a non-empty namespace selector resolved against the
 /// known namespaces (upstream's `mergeAffinityTermNamespacesIfNotEmpty`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AffinityTerm {
     /// `None` matches nothing.
     pub selector: Option<LabelSelector>,
@@ -230,18 +271,12 @@ impl TopologyCounts {
             .position(|(k, _)| k.len() == key.len() && k == key)
     }
 
-    /// Adds `delta` to the pair (`key`, `value`); a key seen for the first
-    /// time gets room for `hint` values (the number of pairs about to be
-    /// merged), so that merging a walk's results does not grow the table
-    /// step by step.
-    pub(crate) fn add_hinted(&mut self, key: &str, value: &str, delta: i64, hint: usize) {
+    /// Adds `delta` to the pair (`key`, `value`).
+    pub(crate) fn add(&mut self, key: &str, value: &str, delta: i64) {
         let ki = match self.key_index(key) {
             Some(i) => i,
             None => {
-                self.map.push((
-                    key.to_string(),
-                    FastMap::with_capacity_and_hasher(hint, Default::default()),
-                ));
+                self.map.push((key.to_string(), FastMap::default()));
                 self.map.len() - 1
             }
         };
@@ -270,13 +305,8 @@ impl TopologyCounts {
 
     /// Adds `delta` at the node's value for `key`, if the node has the label.
     pub(crate) fn update(&mut self, labels: &Labels, key: &str, delta: i64) {
-        self.update_hinted(labels, key, delta, 0);
-    }
-
-    /// [`Self::update`] with [`Self::add_hinted`]'s capacity hint.
-    pub(crate) fn update_hinted(&mut self, labels: &Labels, key: &str, delta: i64, hint: usize) {
         if let Some(v) = labels.get(key) {
-            self.add_hinted(key, v, delta, hint);
+            self.add(key, v, delta);
         }
     }
 
@@ -289,13 +319,6 @@ impl TopologyCounts {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.pairs == 0
-    }
-
-    /// Adds every entry, with [`Self::add_hinted`]'s capacity hint.
-    pub(crate) fn merge(&mut self, other: &[(&str, &str, i64)], hint: usize) {
-        for (k, v, c) in other {
-            self.add_hinted(k, v, *c, hint);
-        }
     }
 
     /// True when any of the node's labels is a pair with a positive count.
@@ -341,9 +364,13 @@ impl<'a> NodePairs<'a> {
         self.len += 1;
     }
 
-    /// True when nothing was added.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+    /// The entries, owned.
+    pub(crate) fn to_owned_vec(&self) -> Vec<(String, String, i64)> {
+        self.as_slices()
+            .into_iter()
+            .flatten()
+            .map(|&(k, v, c)| (k.to_string(), v.to_string(), c))
+            .collect()
     }
 
     /// The entries, in the order their keys were first added.

@@ -5,14 +5,68 @@ use rkube_framework::{
 };
 use rkube_model::{Labels, Pod, PodAffinityTerm};
 
+use std::sync::Arc;
+
 use super::{existing_term_matches, namespace_labels, AffinityTerm, InterPodAffinity, NodePairs};
 use crate::helper::FastMap;
-use crate::parallel::map_nodes;
+use crate::node_memo::Fold;
 
 const PRE_SCORE_KEY: &str = "PreScoreInterPodAffinity";
 
-/// Topology key → topology value → score.
-type ScoreMap = FastMap<String, FastMap<String, i64>>;
+/// Topology key → topology value → (score, nodes that added to it). A pair
+/// exists while some node adds to it, even when its score is 0, as in the
+/// map upstream builds.
+type ScoreMap = FastMap<String, FastMap<String, (i64, u32)>>;
+
+/// What the PreScore walk depends on besides the nodes: the incoming pod's
+/// namespace, labels and namespace labels, its preferred affinity and
+/// anti-affinity terms, and whether it has any (then every pod is walked,
+/// else only pods with affinity).
+pub(crate) type ScoreKey = (
+    String,
+    Labels,
+    Labels,
+    Vec<AffinityTerm>,
+    Vec<AffinityTerm>,
+    bool,
+);
+
+/// The PreScore walk's topology scores over every node.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ScoreTotals(Arc<ScoreMap>);
+
+impl Fold for ScoreTotals {
+    /// The node's (topology key, value, score) entries.
+    type Part = Vec<(String, String, i64)>;
+    fn fold(&mut self, part: &Self::Part, sign: i64) {
+        if part.is_empty() {
+            return;
+        }
+        let map = Arc::make_mut(&mut self.0);
+        for (k, v, c) in part {
+            if sign > 0 {
+                let e = map
+                    .entry(k.clone())
+                    .or_default()
+                    .entry(v.clone())
+                    .or_default();
+                e.0 += c;
+                e.1 += 1;
+            } else if let Some(values) = map.get_mut(k) {
+                if let Some(e) = values.get_mut(v) {
+                    e.0 -= c;
+                    e.1 -= 1;
+                    if e.1 == 0 {
+                        values.remove(v);
+                        if values.is_empty() {
+                            map.remove(k);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// One node's contributions, borrowed from the snapshot and the terms (an
 /// entry exists once any term added to it, even when its sum is 0, as in
@@ -22,7 +76,7 @@ type NodeScores<'a> = NodePairs<'a>;
 /// Computed in PreScore, read in Score.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PreScoreState {
-    topology_score: ScoreMap,
+    topology_score: Arc<ScoreMap>,
 }
 
 fn add<'a>(m: &mut NodeScores<'a>, key: &'a str, value: &'a str, delta: i64) {
@@ -45,12 +99,12 @@ fn existing_terms(
         .map(|w| (&w.term, w.weight))
 }
 
-impl<'a> Ctx<'a> {
-    fn process_existing_pod(
-        &self,
-        existing: &'a Pod,
-        node_labels: &'a Labels,
-        m: &mut NodeScores<'a>,
+impl Ctx<'_> {
+    fn process_existing_pod<'b>(
+        &'b self,
+        existing: &'b Pod,
+        node_labels: &'b Labels,
+        m: &mut NodeScores<'b>,
     ) {
         if node_labels.is_empty() {
             return;
@@ -67,7 +121,7 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
-        let mut process = |t: &'a PodAffinityTerm, weight: i32| {
+        let mut process = |t: &'b PodAffinityTerm, weight: i32| {
             if existing_term_matches(t, existing, self.pod, self.ns_labels) {
                 if let Some(v) = node_labels.get(&t.topology_key) {
                     add(m, &t.topology_key, v, weight as i64);
@@ -120,11 +174,6 @@ impl PreScorePlugin for InterPodAffinity {
         }
         // Unless the incoming pod has preferred terms, only pods with
         // affinity can contribute.
-        let nodes: Vec<&NodeInfo> = snapshot
-            .nodes
-            .iter()
-            .filter(|n| has_constraints || !n.pods_with_affinity.is_empty())
-            .collect();
         let preferred_affinity = preferred(&pod.pod_affinity, pod, snapshot);
         let preferred_anti_affinity = preferred(&pod.pod_anti_affinity, pod, snapshot);
         let ns_labels = namespace_labels(snapshot, &pod.namespace);
@@ -135,46 +184,44 @@ impl PreScorePlugin for InterPodAffinity {
             preferred_anti_affinity: &preferred_anti_affinity,
             hard_weight: self.hard_pod_affinity_weight,
         };
-        let per_node = map_nodes(&nodes, |n| {
-            let pods = if has_constraints {
-                &n.pods
-            } else {
-                &n.pods_with_affinity
-            };
-            let mut m = NodeScores::default();
-            for existing in pods {
-                ctx.process_existing_pod(existing, &n.node.labels, &mut m);
-            }
-            m
-        });
-        let mut topology_score = ScoreMap::default();
-        let mut any = false;
-        // Room for one value per contributing node (hostname-like keys).
-        let hint = per_node.iter().filter(|m| !m.is_empty()).count();
-        for m in per_node {
-            if m.is_empty() {
-                continue;
-            }
-            any = true;
-            for &(k, v, c) in m.as_slices().into_iter().flatten() {
-                if !topology_score.contains_key(k) {
-                    topology_score.insert(
-                        k.to_string(),
-                        FastMap::with_capacity_and_hasher(hint, Default::default()),
-                    );
+        let totals = self.memo.score.lock().total(
+            |k| {
+                k.0 == pod.namespace
+                    && k.1 == pod.labels
+                    && k.2 == ns_labels
+                    && k.3 == preferred_affinity
+                    && k.4 == preferred_anti_affinity
+                    && k.5 == has_constraints
+            },
+            || {
+                (
+                    pod.namespace.clone(),
+                    pod.labels.clone(),
+                    ns_labels.clone(),
+                    preferred_affinity.clone(),
+                    preferred_anti_affinity.clone(),
+                    has_constraints,
+                )
+            },
+            snapshot,
+            |n| {
+                let pods = if has_constraints {
+                    &n.pods
+                } else {
+                    &n.pods_with_affinity
+                };
+                let mut m = NodeScores::default();
+                for existing in pods {
+                    ctx.process_existing_pod(existing, &n.node.labels, &mut m);
                 }
-                let scores = topology_score.get_mut(k).expect("inserted above");
-                match scores.get_mut(v) {
-                    Some(x) => *x += c,
-                    None => {
-                        scores.insert(v.to_string(), c);
-                    }
-                }
-            }
-        }
-        if !any {
+                m.to_owned_vec()
+            },
+        );
+        // No node added to any pair: nothing to score.
+        if totals.0.is_empty() {
             return Status::skip();
         }
+        let topology_score = totals.0;
         state.write(PRE_SCORE_KEY, PreScoreState { topology_score });
         Status::success()
     }
@@ -188,9 +235,9 @@ impl ScorePlugin for InterPodAffinity {
             ))
         })?;
         let mut score = 0;
-        for (key, values) in &s.topology_score {
+        for (key, values) in s.topology_score.iter() {
             if let Some(v) = node.node.labels.get(key) {
-                score += values.get(v).copied().unwrap_or(0);
+                score += values.get(v).map_or(0, |e| e.0);
             }
         }
         Ok(score)
