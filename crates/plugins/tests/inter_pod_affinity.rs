@@ -810,9 +810,12 @@ fn kept_plugin_decides_as_a_fresh_one_while_the_snapshot_changes() {
         let name = format!("p{i:03}");
         let b = pod().name(&name).ns("team1");
         match kind {
-            0 => b
-                .labels(&[("app", "web")])
-                .pod_anti_affinity_in("app", "kubernetes.io/hostname", &["web"], Required),
+            0 => b.labels(&[("app", "web")]).pod_anti_affinity_in(
+                "app",
+                "kubernetes.io/hostname",
+                &["web"],
+                Required,
+            ),
             1 => b
                 .labels(&[("app", "db")])
                 .pod_affinity_in("app", "zone", &["db"], Required)

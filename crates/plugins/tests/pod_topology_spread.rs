@@ -530,3 +530,70 @@ fn pre_filter_state_add_remove_pod() {
     }
     assert_eq!(sc(&f.filter(&state, &p, &snap.nodes[0])), unsched(SKEW));
 }
+
+/// One plugin kept across cycles (its per-node counts reused) decides and
+/// scores as a fresh plugin on every cycle, while pods are assumed on and
+/// removed from the snapshot and pods of different constraints, namespaces
+/// and node selectors take turns.
+#[test]
+fn kept_plugin_decides_as_a_fresh_one_while_the_snapshot_changes() {
+    use std::sync::Arc;
+    let nodes: Vec<Node> = (0..12)
+        .map(|i| {
+            let n = format!("n{i:02}");
+            let b = node(&n)
+                .label("node", &n)
+                .label("zone", &format!("z{}", i % 3));
+            if i % 4 == 3 {
+                b.label("disk", "ssd").obj()
+            } else {
+                b.obj()
+            }
+        })
+        .collect();
+    let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    let mut snap = snapshot(nodes, vec![]);
+    let make = |kind: usize, i: usize| -> Pod {
+        let name = format!("p{i:03}");
+        let b = pod().name(&name).label("foo", "");
+        match kind {
+            0 => b.spread_simple(1, "zone", DO_NOT_SCHEDULE, foo()),
+            1 => b
+                .spread_simple(2, "node", DO_NOT_SCHEDULE, foo())
+                .spread_simple(1, "zone", SCHEDULE_ANYWAY, foo()),
+            2 => b
+                .ns("other")
+                .spread(1, "zone", DO_NOT_SCHEDULE, foo(), Some(3), None, None, &[]),
+            3 => b
+                .node_affinity_in("disk", &["ssd"])
+                .spread_simple(1, "zone", SCHEDULE_ANYWAY, foo())
+                .spread_simple(1, "node", SCHEDULE_ANYWAY, foo()),
+            _ => b,
+        }
+        .obj()
+    };
+    let kept = PodTopologySpread::default();
+    let mut placed: Vec<(usize, String)> = Vec::new();
+    let mut f = Failures::new();
+    for i in 0..80 {
+        let p = make((i * 7 + i / 5) % 5, i);
+        let fresh = PodTopologySpread::default();
+        let want = run_filter(&fresh, &snap, &p);
+        let got = run_filter(&kept, &snap, &p);
+        f.check(&p.name, "Filter", got.clone(), want);
+        let want = run_score(&fresh, &snap, &p, None);
+        f.check(&p.name, "Score", run_score(&kept, &snap, &p, None), want);
+        if let Some(n) = got.1.iter().position(|s| s.0 == "Success") {
+            let mut p = p;
+            p.node_name = names[n].clone();
+            snap.assume(n, Arc::new(p.clone()));
+            placed.push((n, p.uid.clone()));
+        }
+        if i % 5 == 4 && !placed.is_empty() {
+            let (n, uid) = placed.remove(i % placed.len());
+            assert!(snap.remove(n, &uid).is_some());
+        }
+    }
+    f.finish();
+    assert!(placed.len() > 20, "pods placed: {}", placed.len());
+}

@@ -6,10 +6,10 @@ use rkube_framework::{
 use rkube_model::{Node, Pod};
 
 use super::{
-    node_affinity_matches, node_has_all_keys, Constraint, PodTopologySpread,
-    ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
+    node_affinity_matches, node_has_all_keys, Constraint, CountWalk, DomainTotals,
+    PodTopologySpread, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
 };
-use crate::helper::{fill_nodes, update_pre_filter_state, FastMap};
+use crate::helper::{update_pre_filter_state, FastMap};
 
 const PRE_FILTER_KEY: &str = "PreFilterPodTopologySpread";
 
@@ -54,36 +54,28 @@ impl CriticalPaths {
     }
 }
 
-/// Matching pods per topology value of one constraint, remembering the
-/// order in which values were first seen (node order) so that critical
-/// paths are computed deterministically.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Domains {
-    index: FastMap<String, usize>,
-    values: Vec<(String, i64)>,
-}
-
-impl Domains {
-    fn add(&mut self, value: &str, delta: i64) -> i64 {
-        match self.index.get(value) {
-            Some(&i) => {
-                self.values[i].1 += delta;
-                self.values[i].1
-            }
-            None => {
-                self.index.insert(value.to_string(), self.values.len());
-                self.values.push((value.to_string(), delta));
-                delta
+impl CriticalPaths {
+    /// The paths of a constraint's domains as upstream builds them, walking
+    /// its map of domains: upstream's walk is in Go's map order, i.e. any
+    /// order, and this is the walk in the order of the values, so that the
+    /// second path does not depend on how the totals were built. (Only the
+    /// minimum is read before a PreFilter extension updates the paths.)
+    fn of<'a>(domains: impl Iterator<Item = (&'a str, i64)>) -> Self {
+        let mut best: [Option<(i64, &str)>; 2] = [None, None];
+        for (v, n) in domains {
+            let e = Some((n, v));
+            if best[0].is_none_or(|b| (n, v) < b) {
+                best[1] = best[0];
+                best[0] = e;
+            } else if best[1].is_none_or(|b| (n, v) < b) {
+                best[1] = e;
             }
         }
-    }
-
-    fn get(&self, value: &str) -> i64 {
-        self.index.get(value).map_or(0, |&i| self.values[i].1)
-    }
-
-    fn len(&self) -> usize {
-        self.values.len()
+        let mut p = CriticalPaths::new();
+        for (n, v) in best.into_iter().flatten() {
+            p.update(v, n);
+        }
+        p
     }
 }
 
@@ -92,14 +84,41 @@ impl Domains {
 pub(crate) struct PreFilterState {
     constraints: Vec<Constraint>,
     critical_paths: Vec<CriticalPaths>,
-    counts: Vec<Domains>,
+    /// Per constraint: matching pods per domain, over every node (shared
+    /// with the memo).
+    totals: DomainTotals,
+    /// Per constraint: what PreFilter extensions added to `totals`.
+    changes: Vec<FastMap<String, i64>>,
+    /// Per constraint: domains the extensions added.
+    new_domains: Vec<usize>,
 }
 
 impl PreFilterState {
+    /// Matching pods in a domain of constraint `i`.
+    fn count(&self, i: usize, value: &str) -> i64 {
+        self.totals.get(i, value).unwrap_or(0) + self.changes[i].get(value).copied().unwrap_or(0)
+    }
+
+    /// Adds `delta` to a domain of constraint `i` (making it one); returns
+    /// its new count.
+    fn add(&mut self, i: usize, value: &str, delta: i64) -> i64 {
+        match self.changes[i].get_mut(value) {
+            Some(c) => *c += delta,
+            None => {
+                if self.totals.get(i, value).is_none() {
+                    self.new_domains[i] += 1;
+                }
+                self.changes[i].insert(value.to_string(), delta);
+            }
+        }
+        self.count(i, value)
+    }
+
     /// The global minimum for the skew, 0 when fewer than `minDomains`
     /// domains are eligible.
     fn min_match_num(&self, i: usize) -> i64 {
-        if (self.counts[i].len() as i64) < self.constraints[i].min_domains as i64 {
+        let domains = self.totals.len(i) + self.new_domains[i];
+        if (domains as i64) < self.constraints[i].min_domains as i64 {
             0
         } else {
             self.critical_paths[i].0[0].1
@@ -117,7 +136,7 @@ impl PreFilterState {
                 continue;
             }
             let v = &node.labels[&c.topology_key];
-            let n = self.counts[i].add(v, delta);
+            let n = self.add(i, v, delta);
             self.critical_paths[i].update(v, n);
         }
     }
@@ -140,46 +159,25 @@ impl PreFilterPlugin for PodTopologySpread {
         if constraints.is_empty() {
             return (None, Status::skip());
         }
-        let all: Vec<&NodeInfo> = snapshot.nodes.iter().collect();
-        // Per node and constraint: matching pods, or -1 when the node does
-        // not count for the constraint.
         let width = constraints.len();
-        let per_node = fill_nodes(&all, width, -1i64, |n, row| {
-            let node = &n.node;
-            if !node_has_all_keys(node, &constraints) {
-                return;
-            }
-            let affinity = node_affinity_matches(pod, node);
-            for (c, slot) in constraints.iter().zip(row.iter_mut()) {
-                if c.includes(pod, node, affinity) {
-                    *slot = c.count_pods(n, &pod.namespace);
-                }
-            }
-        });
-        let mut counts = vec![Domains::default(); width];
-        for (n, row) in all.iter().zip(per_node.chunks(width)) {
-            for (i, &count) in row.iter().enumerate() {
-                if count >= 0 {
-                    counts[i].add(&n.node.labels[&constraints[i].topology_key], count);
-                }
-            }
+        let totals = CountWalk {
+            pod,
+            constraints: &constraints,
+            require_all: true,
+            skip_hostname: false,
         }
-        let critical_paths = counts
-            .iter()
-            .map(|d| {
-                let mut p = CriticalPaths::new();
-                for (v, n) in &d.values {
-                    p.update(v, *n);
-                }
-                p
-            })
+        .totals(&self.memo.filter, snapshot);
+        let critical_paths = (0..width)
+            .map(|i| CriticalPaths::of(totals.domains(i)))
             .collect();
         state.write(
             PRE_FILTER_KEY,
             PreFilterState {
                 constraints,
                 critical_paths,
-                counts,
+                totals,
+                changes: vec![FastMap::default(); width],
+                new_domains: vec![0; width],
             },
         );
         (None, Status::success())
@@ -219,7 +217,7 @@ impl FilterPlugin for PodTopologySpread {
                 );
             };
             let self_match = i64::from(c.matches(&pod.labels));
-            let skew = s.counts[i].get(value) + self_match - s.min_match_num(i);
+            let skew = s.count(i, value) + self_match - s.min_match_num(i);
             if skew > c.max_skew as i64 {
                 return Status::new(Code::Unschedulable, ERR_REASON_CONSTRAINTS_NOT_MATCH);
             }

@@ -190,6 +190,7 @@ mod tests {
         PodTopologySpread {
             default_constraints: Vec::new(),
             system_defaulted: false,
+            memo: Default::default(),
         }
     }
 

@@ -3,6 +3,11 @@
 //! NormalizeScore), with `minDomains`, node inclusion policies,
 //! `matchLabelKeys`, and the cluster default constraints (`System` or
 //! `List`) applied to pods without constraints of their own.
+//!
+//! The per-node counts of matching pods that PreFilter and PreScore fold
+//! into domain totals are kept across cycles ([`crate::node_memo`]): a
+//! cycle recounts only the nodes that changed since the last pod with the
+//! same constraints, namespace and node-inclusion fields.
 
 mod filtering;
 pub mod hints;
@@ -16,11 +21,13 @@ use rkube_framework::{
     ScorePlugin, Snapshot,
 };
 use rkube_model::convert;
+use rkube_model::selector::NodeSelector;
 use rkube_model::selector::{Operator, Requirement};
 use rkube_model::workloads::WorkloadSelectors;
-use rkube_model::{LabelSelector, Labels, Node, Pod, TopologySpreadConstraint};
+use rkube_model::{LabelSelector, Labels, Node, Pod, Toleration, TopologySpreadConstraint};
 
-use crate::helper::{find_untolerated_do_not_schedule, required_node_affinity_matches};
+use crate::helper::{find_untolerated_do_not_schedule, required_node_affinity_matches, FastMap};
+use crate::node_memo::{Fold, SharedMemo};
 
 /// Upstream name.
 pub const NAME: &str = "PodTopologySpread";
@@ -41,6 +48,28 @@ pub struct PodTopologySpread {
     default_constraints: Vec<TopologySpreadConstraint>,
     /// `defaultingType: System`.
     system_defaulted: bool,
+    /// The per-node counts of earlier cycles.
+    memo: Arc<Memos>,
+}
+
+/// The counts kept across cycles: PreFilter's and PreScore's.
+#[derive(Debug)]
+pub(crate) struct Memos {
+    filter: SharedMemo<CountKey, DomainTotals>,
+    score: SharedMemo<CountKey, DomainTotals>,
+}
+
+/// Keys (constraint sets with their pods' namespaces and inclusion fields)
+/// kept per memo.
+const MEMO_KEYS: usize = 8;
+
+impl Default for Memos {
+    fn default() -> Self {
+        Memos {
+            filter: SharedMemo::new(MEMO_KEYS),
+            score: SharedMemo::new(MEMO_KEYS),
+        }
+    }
 }
 
 impl Default for PodTopologySpread {
@@ -48,6 +77,159 @@ impl Default for PodTopologySpread {
         PodTopologySpread {
             default_constraints: system_default_constraints(),
             system_defaulted: true,
+            memo: Arc::default(),
+        }
+    }
+}
+
+/// What a node's part of the domain totals depends on besides the node:
+/// the constraints, the incoming pod's namespace (pods are counted in it),
+/// its node selector and required node affinity (`nodeAffinityPolicy:
+/// Honor`), its tolerations when a constraint honours taints, whether nodes
+/// must have every topology key, and whether hostname constraints are left
+/// out (PreScore counts them in Score).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CountKey {
+    constraints: Vec<Constraint>,
+    namespace: String,
+    node_selector: Labels,
+    required_affinity: Option<NodeSelector>,
+    tolerations: Vec<Toleration>,
+    require_all: bool,
+    skip_hostname: bool,
+}
+
+/// The walk both PreFilter and PreScore make, with its key's parameters.
+pub(crate) struct CountWalk<'a> {
+    pub pod: &'a Pod,
+    pub constraints: &'a [Constraint],
+    pub require_all: bool,
+    pub skip_hostname: bool,
+}
+
+impl CountWalk<'_> {
+    fn required_affinity(&self) -> Option<&NodeSelector> {
+        self.pod
+            .node_affinity
+            .as_ref()
+            .and_then(|a| a.required.as_ref())
+    }
+
+    fn tolerations(&self) -> &[Toleration] {
+        if self.constraints.iter().any(|c| c.node_taints_honor) {
+            &self.pod.tolerations
+        } else {
+            &[]
+        }
+    }
+
+    fn is_key(&self, k: &CountKey) -> bool {
+        k.require_all == self.require_all
+            && k.skip_hostname == self.skip_hostname
+            && k.namespace == self.pod.namespace
+            && k.constraints == self.constraints
+            && k.node_selector == self.pod.node_selector
+            && k.required_affinity.as_ref() == self.required_affinity()
+            && k.tolerations == self.tolerations()
+    }
+
+    fn key(&self) -> CountKey {
+        CountKey {
+            constraints: self.constraints.to_vec(),
+            namespace: self.pod.namespace.clone(),
+            node_selector: self.pod.node_selector.clone(),
+            required_affinity: self.required_affinity().cloned(),
+            tolerations: self.tolerations().to_vec(),
+            require_all: self.require_all,
+            skip_hostname: self.skip_hostname,
+        }
+    }
+
+    /// One node's (constraint, topology value, matching pods) entries: one
+    /// per constraint the node counts for (a node without the key has value
+    /// "" unless every key is required).
+    fn part(&self, n: &NodeInfo) -> Vec<(usize, String, i64)> {
+        let node = &n.node;
+        if self.require_all && !node_has_all_keys(node, self.constraints) {
+            return Vec::new();
+        }
+        let affinity = node_affinity_matches(self.pod, node);
+        let mut out = Vec::new();
+        for (i, c) in self.constraints.iter().enumerate() {
+            if (self.skip_hostname && c.topology_key == LABEL_HOSTNAME)
+                || !c.includes(self.pod, node, affinity)
+            {
+                continue;
+            }
+            let value = node.labels.get(&c.topology_key).map_or("", |v| v.as_str());
+            out.push((i, value.to_string(), c.count_pods(n, &self.pod.namespace)));
+        }
+        out
+    }
+
+    /// The totals over every node of `snapshot`, from `memo`.
+    pub(crate) fn totals(
+        &self,
+        memo: &SharedMemo<CountKey, DomainTotals>,
+        snapshot: &Snapshot,
+    ) -> DomainTotals {
+        memo.lock().total(
+            |k| self.is_key(k),
+            || self.key(),
+            snapshot,
+            |n| self.part(n),
+        )
+    }
+}
+
+/// Per constraint: topology value → (matching pods, nodes counted). A value
+/// is a domain while some node counts for it, even with no matching pod.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DomainTotals(Arc<Vec<FastMap<String, (i64, u32)>>>);
+
+impl DomainTotals {
+    /// Matching pods in the domain (0 when it is none).
+    pub(crate) fn get(&self, i: usize, value: &str) -> Option<i64> {
+        self.0.get(i).and_then(|m| m.get(value)).map(|e| e.0)
+    }
+
+    /// The domains of constraint `i` with their counts.
+    pub(crate) fn domains(&self, i: usize) -> impl Iterator<Item = (&str, i64)> {
+        self.0
+            .get(i)
+            .into_iter()
+            .flat_map(|m| m.iter().map(|(v, e)| (v.as_str(), e.0)))
+    }
+
+    /// Number of domains of constraint `i`.
+    pub(crate) fn len(&self, i: usize) -> usize {
+        self.0.get(i).map_or(0, |m| m.len())
+    }
+}
+
+impl Fold for DomainTotals {
+    type Part = Vec<(usize, String, i64)>;
+    fn fold(&mut self, part: &Self::Part, sign: i64) {
+        if part.is_empty() {
+            return;
+        }
+        let all = Arc::make_mut(&mut self.0);
+        for (i, v, c) in part {
+            if all.len() <= *i {
+                all.resize_with(i + 1, FastMap::default);
+            }
+            let m = &mut all[*i];
+            if sign > 0 {
+                let e = m.entry(v.clone()).or_default();
+                e.0 += c;
+                e.1 += 1;
+            } else if let Some(e) = m.get_mut(v) {
+                e.0 -= c;
+                e.1 -= 1;
+                if e.1 == 0 {
+                    m.remove(v);
+                }
+            }
         }
     }
 }
@@ -135,6 +317,7 @@ pub fn from_args(a: &PodTopologySpreadArgs, path: &str) -> Result<PodTopologySpr
             Ok(PodTopologySpread {
                 default_constraints,
                 system_defaulted: false,
+                memo: Arc::default(),
             })
         }
         other => Err(format!(
@@ -177,7 +360,7 @@ impl Plugin for PodTopologySpread {
 
 /// A constraint with its selector resolved (upstream's internal
 /// `topologySpreadConstraint`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Constraint {
     pub max_skew: i32,
     pub topology_key: String,

@@ -5,10 +5,8 @@ use rkube_framework::{
 };
 use rkube_model::Pod;
 
-use super::{
-    node_affinity_matches, node_has_all_keys, Constraint, PodTopologySpread, LABEL_HOSTNAME,
-};
-use crate::helper::{fill_nodes, FastMap, FastSet};
+use super::{node_has_all_keys, Constraint, CountWalk, PodTopologySpread, LABEL_HOSTNAME};
+use crate::helper::{FastMap, FastSet};
 
 const PRE_SCORE_KEY: &str = "PreScorePodTopologySpread";
 const INVALID_SCORE: i64 = -1;
@@ -85,41 +83,18 @@ impl PreScorePlugin for PodTopologySpread {
                 ((size + 2) as f64).ln()
             })
             .collect();
-        let all: Vec<&NodeInfo> = snapshot.nodes.iter().collect();
-        let (cs, cnt) = (&constraints, &counts);
-        // Per node and constraint: matching pods, or -1 when the node does
-        // not count for the constraint.
-        let width = cs.len();
-        let per_node = fill_nodes(&all, width, -1i64, |n, row| {
-            let node = &n.node;
-            if require_all && !node_has_all_keys(node, cs) {
-                return;
-            }
-            let affinity = node_affinity_matches(pod, node);
-            for (i, c) in cs.iter().enumerate() {
-                if !c.includes(pod, node, affinity) {
-                    continue;
-                }
-                let value = node.labels.get(&c.topology_key).map_or("", |v| v.as_str());
-                if !cnt[i].contains_key(value) {
-                    continue;
-                }
-                row[i] = c.count_pods(n, &pod.namespace);
-            }
-        });
-        for (n, row) in all.iter().zip(per_node.chunks(width)) {
-            for (i, &count) in row.iter().enumerate() {
-                if count < 0 {
-                    continue;
-                }
-                let value = n
-                    .node
-                    .labels
-                    .get(&constraints[i].topology_key)
-                    .map_or("", |v| v.as_str());
-                if let Some(c) = counts[i].get_mut(value) {
-                    *c += count;
-                }
+        // Matching pods per domain of the filtered nodes, over every node
+        // that counts (hostname constraints are counted in Score).
+        let totals = CountWalk {
+            pod,
+            constraints: &constraints,
+            require_all,
+            skip_hostname: true,
+        }
+        .totals(&self.memo.score, snapshot);
+        for (i, domains) in counts.iter_mut().enumerate() {
+            for (value, c) in domains.iter_mut() {
+                *c = totals.get(i, value).unwrap_or(0);
             }
         }
         state.write(
