@@ -14,6 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rkube_framework::{NodeInfo, Snapshot};
 
+use crate::helper::FastMap;
 use crate::parallel::map_nodes;
 
 /// A total that parts can be added to and taken back from.
@@ -107,6 +108,30 @@ impl<K, F: Fold> NodeMemo<K, F> {
             e.gens[i] = nodes[i].generation();
         }
         e.total.clone()
+    }
+}
+
+/// Adds (`sign` 1) or takes back (`sign` -1) one part's `count` at `value`
+/// of a total kept as value → (sum, parts adding to it): a value stays
+/// while some part adds to it, even when its sum is 0.
+pub(crate) fn fold_counted(
+    map: &mut FastMap<String, (i64, u32)>,
+    value: &str,
+    count: i64,
+    sign: i64,
+) {
+    if sign > 0 {
+        match map.get_mut(value) {
+            Some(e) => *e = (e.0 + count, e.1 + 1),
+            None => {
+                map.insert(value.to_string(), (count, 1));
+            }
+        }
+    } else if let Some(e) = map.get_mut(value) {
+        *e = (e.0 - count, e.1 - 1);
+        if e.1 == 0 {
+            map.remove(value);
+        }
     }
 }
 

@@ -793,7 +793,6 @@ fn pre_filter_state_add_remove_pod() {
 #[test]
 fn kept_plugin_decides_as_a_fresh_one_while_the_snapshot_changes() {
     use rkube_framework::Snapshot;
-    use std::sync::Arc;
     let nodes: Vec<Node> = (0..12)
         .map(|i| {
             let z = format!("z{}", i % 3);
@@ -803,7 +802,6 @@ fn kept_plugin_decides_as_a_fresh_one_while_the_snapshot_changes() {
                 .obj()
         })
         .collect();
-    let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
     let mut snap: Snapshot = snapshot_ns(nodes, vec![], TEAM_NAMESPACES);
     // Four kinds of pod, chosen in turn.
     let make = |kind: usize, i: usize| -> Pod {
@@ -828,31 +826,11 @@ fn kept_plugin_decides_as_a_fresh_one_while_the_snapshot_changes() {
         }
         .obj()
     };
-    let kept = InterPodAffinity::default();
-    let mut placed: Vec<(usize, String)> = Vec::new();
-    let mut f = Failures::new();
-    for i in 0..60 {
-        let p = make((i * 7 + i / 5) % 4, i);
-        let fresh = InterPodAffinity::default();
-        let want = run_filter(&fresh, &snap, &p);
-        let got = run_filter(&kept, &snap, &p);
-        f.check(&p.name, "Filter", got.clone(), want);
-        let want = run_score(&fresh, &snap, &p, None);
-        let got_score = run_score(&kept, &snap, &p, None);
-        f.check(&p.name, "Score", got_score, want);
-        // Assume it on the first node it fits, as a cycle would; every
-        // fifth cycle also takes back an earlier pod.
-        if let Some(n) = got.1.iter().position(|s| s.0 == "Success") {
-            let mut p = p;
-            p.node_name = names[n].clone();
-            snap.assume(n, Arc::new(p.clone()));
-            placed.push((n, p.uid.clone()));
-        }
-        if i % 5 == 4 && !placed.is_empty() {
-            let (n, uid) = placed.remove(i % placed.len());
-            assert!(snap.remove(n, &uid).is_some());
-        }
-    }
-    f.finish();
-    assert!(placed.len() > 10, "pods placed: {}", placed.len());
+    let placed = kept_agrees_with_fresh(
+        &InterPodAffinity::default(),
+        InterPodAffinity::default,
+        &mut snap,
+        (0..60).map(|i| make((i * 7 + i / 5) % 4, i)),
+    );
+    assert!(placed > 10, "pods placed: {placed}");
 }

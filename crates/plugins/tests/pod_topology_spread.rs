@@ -537,7 +537,6 @@ fn pre_filter_state_add_remove_pod() {
 /// and node selectors take turns.
 #[test]
 fn kept_plugin_decides_as_a_fresh_one_while_the_snapshot_changes() {
-    use std::sync::Arc;
     let nodes: Vec<Node> = (0..12)
         .map(|i| {
             let n = format!("n{i:02}");
@@ -551,7 +550,6 @@ fn kept_plugin_decides_as_a_fresh_one_while_the_snapshot_changes() {
             }
         })
         .collect();
-    let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
     let mut snap = snapshot(nodes, vec![]);
     let make = |kind: usize, i: usize| -> Pod {
         let name = format!("p{i:03}");
@@ -572,28 +570,11 @@ fn kept_plugin_decides_as_a_fresh_one_while_the_snapshot_changes() {
         }
         .obj()
     };
-    let kept = PodTopologySpread::default();
-    let mut placed: Vec<(usize, String)> = Vec::new();
-    let mut f = Failures::new();
-    for i in 0..80 {
-        let p = make((i * 7 + i / 5) % 5, i);
-        let fresh = PodTopologySpread::default();
-        let want = run_filter(&fresh, &snap, &p);
-        let got = run_filter(&kept, &snap, &p);
-        f.check(&p.name, "Filter", got.clone(), want);
-        let want = run_score(&fresh, &snap, &p, None);
-        f.check(&p.name, "Score", run_score(&kept, &snap, &p, None), want);
-        if let Some(n) = got.1.iter().position(|s| s.0 == "Success") {
-            let mut p = p;
-            p.node_name = names[n].clone();
-            snap.assume(n, Arc::new(p.clone()));
-            placed.push((n, p.uid.clone()));
-        }
-        if i % 5 == 4 && !placed.is_empty() {
-            let (n, uid) = placed.remove(i % placed.len());
-            assert!(snap.remove(n, &uid).is_some());
-        }
-    }
-    f.finish();
-    assert!(placed.len() > 20, "pods placed: {}", placed.len());
+    let placed = kept_agrees_with_fresh(
+        &PodTopologySpread::default(),
+        PodTopologySpread::default,
+        &mut snap,
+        (0..80).map(|i| make((i * 7 + i / 5) % 5, i)),
+    );
+    assert!(placed > 20, "pods placed: {placed}");
 }

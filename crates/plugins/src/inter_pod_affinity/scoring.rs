@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{existing_term_matches, namespace_labels, AffinityTerm, InterPodAffinity, NodePairs};
 use crate::helper::FastMap;
-use crate::node_memo::Fold;
+use crate::node_memo::{fold_counted, Fold};
 
 const PRE_SCORE_KEY: &str = "PreScoreInterPodAffinity";
 
@@ -44,24 +44,13 @@ impl Fold for ScoreTotals {
         }
         let map = Arc::make_mut(&mut self.0);
         for (k, v, c) in part {
-            if sign > 0 {
-                let e = map
-                    .entry(k.clone())
-                    .or_default()
-                    .entry(v.clone())
-                    .or_default();
-                e.0 += c;
-                e.1 += 1;
-            } else if let Some(values) = map.get_mut(k) {
-                if let Some(e) = values.get_mut(v) {
-                    e.0 -= c;
-                    e.1 -= 1;
-                    if e.1 == 0 {
-                        values.remove(v);
-                        if values.is_empty() {
-                            map.remove(k);
-                        }
-                    }
+            if sign > 0 && !map.contains_key(k) {
+                map.insert(k.clone(), FastMap::default());
+            }
+            if let Some(values) = map.get_mut(k) {
+                fold_counted(values, v, *c, sign);
+                if values.is_empty() {
+                    map.remove(k);
                 }
             }
         }

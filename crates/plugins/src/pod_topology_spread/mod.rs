@@ -27,7 +27,7 @@ use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{LabelSelector, Labels, Node, Pod, Toleration, TopologySpreadConstraint};
 
 use crate::helper::{find_untolerated_do_not_schedule, required_node_affinity_matches, FastMap};
-use crate::node_memo::{Fold, SharedMemo};
+use crate::node_memo::{fold_counted, Fold, SharedMemo};
 
 /// Upstream name.
 pub const NAME: &str = "PodTopologySpread";
@@ -218,18 +218,7 @@ impl Fold for DomainTotals {
             if all.len() <= *i {
                 all.resize_with(i + 1, FastMap::default);
             }
-            let m = &mut all[*i];
-            if sign > 0 {
-                let e = m.entry(v.clone()).or_default();
-                e.0 += c;
-                e.1 += 1;
-            } else if let Some(e) = m.get_mut(v) {
-                e.0 -= c;
-                e.1 -= 1;
-                if e.1 == 0 {
-                    m.remove(v);
-                }
-            }
+            fold_counted(&mut all[*i], v, *c, sign);
         }
     }
 }

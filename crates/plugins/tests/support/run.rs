@@ -257,3 +257,37 @@ impl Failures {
         }
     }
 }
+
+/// Runs `pods` through a plugin `kept` across cycles and a `fresh` one per
+/// cycle on a changing snapshot, checking that PreFilter/Filter and
+/// PreScore/Score agree. Each pod is assumed on the first node it fits, as
+/// a cycle would, and every fifth cycle takes back an earlier pod. Returns
+/// how many pods stay placed.
+pub fn kept_agrees_with_fresh<P: Plugin>(
+    kept: &P,
+    fresh: impl Fn() -> P,
+    snap: &mut Snapshot,
+    pods: impl Iterator<Item = Pod>,
+) -> usize {
+    let mut placed: Vec<(usize, String)> = Vec::new();
+    let mut f = Failures::new();
+    for (i, p) in pods.enumerate() {
+        let want = run_filter(&fresh(), snap, &p);
+        let got = run_filter(kept, snap, &p);
+        f.check(&p.name, "Filter", got.clone(), want);
+        let want = run_score(&fresh(), snap, &p, None);
+        f.check(&p.name, "Score", run_score(kept, snap, &p, None), want);
+        if let Some(n) = got.1.iter().position(|s| s.0 == "Success") {
+            let mut p = p;
+            p.node_name = snap.nodes[n].name().to_string();
+            placed.push((n, p.uid.clone()));
+            snap.assume(n, Arc::new(p));
+        }
+        if i % 5 == 4 && !placed.is_empty() {
+            let (n, uid) = placed.remove(i % placed.len());
+            assert!(snap.remove(n, &uid).is_some());
+        }
+    }
+    f.finish();
+    placed.len()
+}
