@@ -10,7 +10,8 @@
 //! and hand free pages back every minute ([`trim_every`], glibc's
 //! `malloc_trim`). Other C libraries: nothing to do, both are no-ops.
 //!
-//! The two FFI calls are the only unsafe code of this crate.
+//! The FFI call of `limit_arenas` is the only unsafe code of this crate
+//! (`trim` is `rkube_util`'s).
 
 #![allow(unsafe_code)]
 
@@ -38,18 +39,7 @@ pub fn limit_arenas(n: i32) {
     let _ = n;
 }
 
-/// Hands the allocator's free pages back to the kernel now; true if any
-/// were (always false where there is nothing to do).
-pub fn trim() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes the arenas' locks itself; any thread may
-    // call it at any time.
-    unsafe {
-        libc::malloc_trim(0) == 1
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    false
-}
+pub use rkube_util::memory::trim;
 
 /// Trims every `every`, on a blocking thread (a trim walks the arenas'
 /// free lists). Runs until the runtime stops.

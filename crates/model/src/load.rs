@@ -55,6 +55,9 @@ pub fn build_owned(
     build_objects(&mut objects, extra)
 }
 
+/// Nodes and Pods converted between two trims of the allocator.
+const TRIM_EVERY_OBJECTS: usize = 50_000;
+
 fn build_objects(objects: &mut [RawObject], extra: ExtraKinds<'_>) -> Result<Cluster, LoadError> {
     let mut cluster = Cluster::default();
     let mut classes = PriorityClasses::with_builtins();
@@ -76,7 +79,17 @@ fn build_objects(objects: &mut [RawObject], extra: ExtraKinds<'_>) -> Result<Clu
     }
     let mut seq = 0u64;
     let mut workloads = crate::expand::Workloads::default();
+    let mut converted = 0usize;
     for o in objects.iter_mut() {
+        if matches!(o.kind.as_str(), "Node" | "Pod") {
+            converted += 1;
+            if converted % TRIM_EVERY_OBJECTS == 0 {
+                // The parsed values dropped so far (build_owned) are free
+                // pages inside the heap: hand them back before the model
+                // grows further, so that a large file's peak is its parse.
+                rkube_util::memory::trim();
+            }
+        }
         match o.kind.as_str() {
             "PriorityClass" => {}
             "Node" => {
@@ -143,6 +156,9 @@ fn build_objects(objects: &mut [RawObject], extra: ExtraKinds<'_>) -> Result<Clu
         }
     }
     crate::expand::expand(workloads, &mut cluster, &classes, &mut seq)?;
+    if converted >= TRIM_EVERY_OBJECTS {
+        rkube_util::memory::trim();
+    }
     crate::dra::generate_claims(&mut cluster.pods, &mut cluster.dra);
     let mut names = std::collections::HashSet::new();
     for n in &cluster.nodes {

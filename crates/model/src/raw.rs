@@ -100,12 +100,7 @@ pub fn parse_documents_noting(
     text: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<RawObject>, LoadError> {
-    let file_err = |message: String| LoadError {
-        file: file.to_string(),
-        object: None,
-        field: None,
-        message,
-    };
+    let file_err = |message: String| file_error(file, message);
     let mut docs: Vec<StrictValue> = Vec::new();
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
@@ -120,6 +115,49 @@ pub fn parse_documents_noting(
             docs.push(v);
         }
     }
+    objects_of(file, docs, warnings)
+}
+
+/// [`parse_documents_noting`] of a file known to be JSON (one or more
+/// documents), read from `reader` as it is parsed: the text is never held
+/// whole beside its parsed form (how large cluster files are loaded).
+pub fn parse_json_reader_noting(
+    file: &str,
+    reader: impl std::io::Read,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<RawObject>, LoadError> {
+    let mut docs: Vec<StrictValue> = Vec::new();
+    for v in serde_json::Deserializer::from_reader(reader).into_iter::<StrictValue>() {
+        docs.push(v.map_err(|e| {
+            file_error(
+                file,
+                if e.is_io() {
+                    format!("reading failed: {e}")
+                } else {
+                    format!("invalid JSON: {e}")
+                },
+            )
+        })?);
+    }
+    objects_of(file, docs, warnings)
+}
+
+fn file_error(file: &str, message: String) -> LoadError {
+    LoadError {
+        file: file.to_string(),
+        object: None,
+        field: None,
+        message,
+    }
+}
+
+/// The objects of a file's parsed documents, with a warning per duplicate
+/// key.
+fn objects_of(
+    file: &str,
+    docs: Vec<StrictValue>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<RawObject>, LoadError> {
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
         let at = format!("document {}", i + 1);

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use rkube_config::KubeSchedulerConfiguration;
 use rkube_model::load::{build_owned, parse_documents_noting, RawObject};
+use rkube_model::raw::parse_json_reader_noting;
 use rkube_model::{Cluster, LoadError};
 
 use crate::SimError;
@@ -112,13 +113,46 @@ fn cluster_objects(
     };
     let mut objects = Vec::new();
     for f in cluster_files(path)? {
-        let text = read_input(&f)?;
-        objects.extend(
-            parse_documents_noting(&f.display().to_string(), &text, warnings)
-                .map_err(SimError::Load)?,
-        );
+        objects.extend(file_objects(&f, warnings)?);
     }
     Ok(objects)
+}
+
+/// The objects of one file. A JSON file is parsed as it is read, so that a
+/// large one is never held whole beside its parsed form; anything else (and
+/// a file over the size limit, refused there) is read as text first.
+fn file_objects(f: &Path, warnings: &mut Vec<String>) -> Result<Vec<RawObject>, SimError> {
+    use std::io::{BufRead, BufReader, Read};
+    let label = f.display().to_string();
+    let max = rkube_util::file::DEFAULT_MAX_BYTES;
+    let file = rkube_util::file::open_regular(f).map_err(|e| io_error(f, e))?;
+    let small = file.metadata().map_err(|e| io_error(f, e))?.len() <= max;
+    let mut reader = BufReader::with_capacity(1 << 20, file.take(max));
+    // Skip leading whitespace up to the first byte: JSON starts with `{` or
+    // `[` (what parse_documents_noting decides on for text).
+    let json = small
+        && loop {
+            let buf = reader.fill_buf().map_err(|e| io_error(f, e))?;
+            if buf.is_empty() {
+                break false;
+            }
+            match buf.iter().position(|b| !b" \t\r\n".contains(b)) {
+                Some(i) => {
+                    let c = buf[i];
+                    reader.consume(i);
+                    break c == b'{' || c == b'[';
+                }
+                None => {
+                    let n = buf.len();
+                    reader.consume(n);
+                }
+            }
+        };
+    if json {
+        return parse_json_reader_noting(&label, reader, warnings).map_err(SimError::Load);
+    }
+    let text = read_input(f)?;
+    parse_documents_noting(&label, &text, warnings).map_err(SimError::Load)
 }
 
 /// Loads a cluster from a file or directory.
@@ -285,5 +319,65 @@ pub fn load_config(path: Option<&Path>) -> Result<KubeSchedulerConfiguration, Si
 impl From<LoadError> for SimError {
     fn from(e: LoadError) -> Self {
         SimError::Load(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, text: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("rkube-load-{}-{name}", std::process::id()));
+        std::fs::write(&d, text).unwrap();
+        d
+    }
+
+    /// A JSON file parsed as it is read gives what its text gives: the same
+    /// objects, the same duplicate-key warnings, and errors naming the file.
+    #[test]
+    fn json_read_as_parsed_matches_the_text() {
+        let text = r#"
+  {"apiVersion": "v1", "kind": "List", "items": [
+    {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "name": "n2"},
+     "status": {"allocatable": {"cpu": "4", "pods": "10"}}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "a"},
+     "spec": {"containers": [{"name": "c", "image": "i"}]}}]}
+  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}"#;
+        let f = write("ok.json", text);
+        let label = f.display().to_string();
+        let (mut w_file, mut w_text) = (Vec::new(), Vec::new());
+        let from_file = file_objects(&f, &mut w_file).unwrap();
+        let from_text = parse_documents_noting(&label, text, &mut w_text).unwrap();
+        let shape = |o: &[RawObject]| -> Vec<(String, String, String, serde_json::Value)> {
+            o.iter()
+                .map(|o| {
+                    let v = o.value.clone();
+                    (o.file.clone(), o.kind.clone(), o.display_name.clone(), v)
+                })
+                .collect()
+        };
+        assert_eq!(from_file.len(), 3);
+        assert_eq!(shape(&from_file), shape(&from_text));
+        assert_eq!(w_file, w_text);
+        assert_eq!(w_file.len(), 1, "{w_file:?}");
+
+        let bad = write("bad.json", "{\"apiVersion\": \"v1\", \"kind\": ");
+        let e = match file_objects(&bad, &mut Vec::new()) {
+            Err(SimError::Load(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(e.file, bad.display().to_string());
+        assert!(e.message.starts_with("invalid JSON: "), "{}", e.message);
+
+        // Not JSON: read as text (YAML), as before.
+        let yaml = write(
+            "ok.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n",
+        );
+        let objs = file_objects(&yaml, &mut Vec::new()).unwrap();
+        assert_eq!(objs[0].display_name, "b");
+        for p in [f, bad, yaml] {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }

@@ -1,10 +1,12 @@
 //! Small pure helpers shared by crates that must not depend on each other
 //! (the scheduler's configuration and the kubelet's): Go durations as
 //! Kubernetes configurations and flags write them, bounded reading of input
-//! files, and quoting of hostile values in messages.
+//! files, quoting of hostile values in messages, and handing freed memory
+//! back to the kernel.
 
 pub mod duration;
 pub mod file;
+pub mod memory;
 pub mod strict;
 
 /// `s` quoted for a message, as Go's `%q` would (control characters
