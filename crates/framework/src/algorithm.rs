@@ -451,7 +451,7 @@ impl Scheduler {
                     diagnosis
                         .node_to_status
                         .nodes
-                        .insert(snapshot.nodes[idx].name().to_string(), status);
+                        .insert(snapshot.nodes[idx].name_shared(), status);
                 }
                 processed += 1;
             }
@@ -975,12 +975,13 @@ mod tests {
             .unwrap();
         assert_eq!(feasible, vec![0, 2, 4]);
         assert_eq!(processed, 5);
-        let rejected: Vec<(&str, &str, String)> = diagnosis
+        let mut rejected: Vec<(&str, &str, String)> = diagnosis
             .node_to_status
             .nodes
             .iter()
-            .map(|(n, s)| (n.as_str(), s.plugin, s.message()))
+            .map(|(n, s)| (&**n, s.plugin, s.message()))
             .collect();
+        rejected.sort();
         // The first rejecting filter decides: FilterB never sees n1.
         assert_eq!(
             rejected,

@@ -417,7 +417,7 @@ pub fn fit_error(node: &str, status: &Status) -> (Diagnosis, String) {
     diagnosis
         .node_to_status
         .nodes
-        .insert(node.to_string(), status.clone());
+        .insert(std::sync::Arc::from(node), status.clone());
     let message = fit_error_message(1, &diagnosis);
     (diagnosis, message)
 }

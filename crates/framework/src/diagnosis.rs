@@ -1,15 +1,17 @@
 //! Why a pod did not fit: per-node statuses and upstream's FailedScheduling
 //! message (`FitError.Error()`), byte for byte.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::status::{Code, Status};
 
 /// Statuses of rejected nodes, plus the status of nodes not evaluated.
 #[derive(Debug, Clone)]
 pub struct NodeToStatus {
-    /// Explicit statuses by node name.
-    pub nodes: BTreeMap<String, Status>,
+    /// Explicit statuses by node name (a filter pass records one per
+    /// rejected node, so the key is the snapshot's shared name: no copy).
+    pub nodes: HashMap<Arc<str>, Status>,
     /// Status of every node absent from `nodes`.
     pub absent: Status,
 }
@@ -17,7 +19,7 @@ pub struct NodeToStatus {
 impl Default for NodeToStatus {
     fn default() -> Self {
         NodeToStatus {
-            nodes: BTreeMap::new(),
+            nodes: HashMap::new(),
             absent: Status::with_reasons(Code::UnschedulableAndUnresolvable, Vec::new()),
         }
     }

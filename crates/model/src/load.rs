@@ -83,7 +83,7 @@ fn build_objects(objects: &mut [RawObject], extra: ExtraKinds<'_>) -> Result<Clu
     for o in objects.iter_mut() {
         if matches!(o.kind.as_str(), "Node" | "Pod") {
             converted += 1;
-            if converted % TRIM_EVERY_OBJECTS == 0 {
+            if converted.is_multiple_of(TRIM_EVERY_OBJECTS) {
                 // The parsed values dropped so far (build_owned) are free
                 // pages inside the heap: hand them back before the model
                 // grows further, so that a large file's peak is its parse.

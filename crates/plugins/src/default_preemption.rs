@@ -484,7 +484,7 @@ impl DefaultPreemption {
             if status.code == Code::Error {
                 out.errors.push(status.message());
             }
-            out.statuses.nodes.insert(ni.name().to_string(), status);
+            out.statuses.nodes.insert(ni.name_shared(), status);
         }
         out.candidates = non_violating;
         out.candidates.extend(violating);

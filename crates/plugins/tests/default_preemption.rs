@@ -276,13 +276,13 @@ fn statuses(unschedulable: &[&str], unresolvable: &[&str]) -> NodeToStatus {
     let mut m = NodeToStatus::default();
     for n in unschedulable {
         m.nodes.insert(
-            n.to_string(),
+            (*n).into(),
             Status::with_reasons(Code::Unschedulable, vec![]),
         );
     }
     for n in unresolvable {
         m.nodes.insert(
-            n.to_string(),
+            (*n).into(),
             Status::with_reasons(Code::UnschedulableAndUnresolvable, vec![]),
         );
     }
