@@ -534,7 +534,7 @@ impl Scheduler {
                     break;
                 }
                 Code::Unschedulable => {
-                    reasons.extend(r.status.reasons.iter().cloned());
+                    reasons.extend(r.status.reasons.iter().map(|r| r.to_string()));
                     if r.nominated_node.is_some() {
                         kept = Some(r);
                     }

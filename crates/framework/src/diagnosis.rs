@@ -1,9 +1,10 @@
 //! Why a pod did not fit: per-node statuses and upstream's FailedScheduling
 //! message (`FitError.Error()`), byte for byte.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::fast_hash::FastMap;
 use crate::status::{Code, Status};
 
 /// Statuses of rejected nodes, plus the status of nodes not evaluated.
@@ -11,7 +12,7 @@ use crate::status::{Code, Status};
 pub struct NodeToStatus {
     /// Explicit statuses by node name (a filter pass records one per
     /// rejected node, so the key is the snapshot's shared name: no copy).
-    pub nodes: HashMap<Arc<str>, Status>,
+    pub nodes: FastMap<Arc<str>, Status>,
     /// Status of every node absent from `nodes`.
     pub absent: Status,
 }
@@ -19,7 +20,7 @@ pub struct NodeToStatus {
 impl Default for NodeToStatus {
     fn default() -> Self {
         NodeToStatus {
-            nodes: HashMap::new(),
+            nodes: FastMap::default(),
             absent: Status::with_reasons(Code::UnschedulableAndUnresolvable, Vec::new()),
         }
     }
@@ -67,13 +68,13 @@ pub fn fit_error_message(num_all_nodes: usize, d: &Diagnosis) -> String {
         let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
         for s in d.node_to_status.nodes.values() {
             for r in &s.reasons {
-                *reasons.entry(r.as_str()).or_default() += 1;
+                *reasons.entry(r.as_ref()).or_default() += 1;
             }
         }
         let explicit = d.node_to_status.nodes.len();
         if explicit < num_all_nodes {
             for r in &d.node_to_status.absent.reasons {
-                *reasons.entry(r.as_str()).or_default() += num_all_nodes - explicit;
+                *reasons.entry(r.as_ref()).or_default() += num_all_nodes - explicit;
             }
         }
         let mut parts: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();

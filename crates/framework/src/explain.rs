@@ -96,7 +96,7 @@ pub fn explain(fw: &Framework, snapshot: &Snapshot, pod: &Pod) -> Result<Explana
                     filters.push(FilterVerdict {
                         plugin: p.name(),
                         code: s.code,
-                        reasons: s.reasons.clone(),
+                        reasons: s.reason_strings(),
                     });
                     continue;
                 }
@@ -115,7 +115,7 @@ pub fn explain(fw: &Framework, snapshot: &Snapshot, pod: &Pod) -> Result<Explana
                 filters.push(FilterVerdict {
                     plugin: p.name(),
                     code: s.code,
-                    reasons: s.reasons,
+                    reasons: s.reason_strings(),
                 });
             }
             for (name, s) in rejected_by {
@@ -123,7 +123,7 @@ pub fn explain(fw: &Framework, snapshot: &Snapshot, pod: &Pod) -> Result<Explana
                     filters.push(FilterVerdict {
                         plugin: name,
                         code: s.code,
-                        reasons: s.reasons.clone(),
+                        reasons: s.reason_strings(),
                     });
                 }
             }

@@ -1,5 +1,6 @@
 //! Plugin status codes and statuses, as upstream's `fwk.Status`.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// Result code of a plugin call.
@@ -42,7 +43,9 @@ pub struct Status {
     /// Code.
     pub code: Code,
     /// Human-readable reasons (each becomes one FailedScheduling entry).
-    pub reasons: Vec<String>,
+    /// Mostly a plugin's fixed strings, borrowed: a filter pass makes one
+    /// status per rejected node.
+    pub reasons: Vec<Cow<'static, str>>,
     /// The plugin that produced it (set by the framework).
     pub plugin: &'static str,
 }
@@ -58,7 +61,7 @@ impl Status {
     }
 
     /// A status with one reason.
-    pub fn new(code: Code, reason: impl Into<String>) -> Self {
+    pub fn new(code: Code, reason: impl Into<Cow<'static, str>>) -> Self {
         Status {
             code,
             reasons: vec![reason.into()],
@@ -70,9 +73,14 @@ impl Status {
     pub fn with_reasons(code: Code, reasons: Vec<String>) -> Self {
         Status {
             code,
-            reasons,
+            reasons: reasons.into_iter().map(Cow::Owned).collect(),
             plugin: "",
         }
+    }
+
+    /// The reasons as owned strings.
+    pub fn reason_strings(&self) -> Vec<String> {
+        self.reasons.iter().map(|r| r.to_string()).collect()
     }
 
     /// Skip.
@@ -85,7 +93,7 @@ impl Status {
     }
 
     /// An internal error.
-    pub fn error(msg: impl Into<String>) -> Self {
+    pub fn error(msg: impl Into<Cow<'static, str>>) -> Self {
         Status::new(Code::Error, msg)
     }
 

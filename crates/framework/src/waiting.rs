@@ -76,7 +76,8 @@ impl WaitingPod {
     pub fn reject(&self, plugin: &'static str, message: &str) {
         let mut v = self.lock();
         if v.status.is_none() {
-            v.status = Some(Status::new(Code::Unschedulable, message).with_plugin(plugin));
+            v.status =
+                Some(Status::new(Code::Unschedulable, message.to_string()).with_plugin(plugin));
             self.decided.notify_all();
         }
     }

@@ -574,7 +574,7 @@ impl PostFilterPlugin for DefaultPreemption {
         let mut r = self.preempt(state, pod, statuses, handle);
         let msg = r.status.message();
         if !msg.is_empty() {
-            r.status.reasons = vec![format!("preemption: {msg}")];
+            r.status.reasons = vec![format!("preemption: {msg}").into()];
         }
         r
     }

@@ -204,7 +204,7 @@ pub fn is_schedulable_after_storage_class_change(
     }
 }
 
-fn unresolvable(msg: impl Into<String>) -> (PreFilterResult, Status) {
+fn unresolvable(msg: impl Into<std::borrow::Cow<'static, str>>) -> (PreFilterResult, Status) {
     (None, Status::new(Code::UnschedulableAndUnresolvable, msg))
 }
 

@@ -260,7 +260,7 @@ struct Reserved {
 
 const RESERVED: &str = "DynamicResources/reserved";
 
-fn unresolvable(msg: impl Into<String>) -> Status {
+fn unresolvable(msg: impl Into<std::borrow::Cow<'static, str>>) -> Status {
     Status::new(Code::UnschedulableAndUnresolvable, msg)
 }
 

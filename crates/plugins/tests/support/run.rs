@@ -82,7 +82,7 @@ pub type St = (String, Vec<String>);
 
 /// `(code, reasons)` of a status, `Success` for upstream's nil.
 pub fn sc(s: &Status) -> St {
-    (s.code.as_str().to_string(), s.reasons.clone())
+    (s.code.as_str().to_string(), s.reason_strings())
 }
 
 /// `(code, reasons)` of success.
