@@ -98,8 +98,9 @@ pub struct NodeInfo {
     generation: u64,
 }
 
-/// The next [`NodeInfo`] generation (0 is never handed out).
-fn next_generation() -> u64 {
+/// The next [`NodeInfo`] generation (0 is never handed out); snapshots
+/// take their change-log epochs from the same counter.
+pub(crate) fn next_generation() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }

@@ -9,13 +9,40 @@ use rkube_model::volumes::Volumes;
 use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{Cluster, Labels, Pod};
 
-use crate::node_info::{ImageStateSummary, NodeInfo};
+use crate::node_info::{next_generation, ImageStateSummary, NodeInfo};
+
+/// The node infos of a snapshot: read as a slice (`snapshot.nodes[i]`,
+/// `snapshot.nodes.iter()`), changed only through the snapshot's methods,
+/// which log every node they change ([`Snapshot::change_log`]).
+#[derive(Debug)]
+pub struct Nodes(Vec<NodeInfo>);
+
+impl std::ops::Deref for Nodes {
+    type Target = [NodeInfo];
+    fn deref(&self) -> &[NodeInfo] {
+        &self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a Nodes {
+    type Item = &'a NodeInfo;
+    type IntoIter = std::slice::Iter<'a, NodeInfo>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
 
 /// A snapshot of nodes and the pods placed on them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct Snapshot {
     /// Nodes, in a stable order (input order).
-    pub nodes: Vec<NodeInfo>,
+    pub nodes: Nodes,
+    /// Identifies this snapshot's change log: new for every snapshot made
+    /// or cloned, and when the log is restarted.
+    epoch: u64,
+    /// Indices of the nodes changed through [`Snapshot::assume`],
+    /// [`Snapshot::remove`] and [`Snapshot::set_node`], in order.
+    log: Vec<u32>,
     index: HashMap<String, usize>,
     /// The order filter passes walk the nodes: upstream's node tree
     /// (`backend/cache/node_tree.go`), see [`node_tree_order`].
@@ -32,6 +59,30 @@ pub struct Snapshot {
     pub dra: Option<Arc<Dra>>,
 }
 
+impl Clone for Snapshot {
+    /// A copy with the same node infos (and generations) and a change log
+    /// of its own.
+    fn clone(&self) -> Self {
+        Snapshot {
+            nodes: Nodes(self.nodes.0.clone()),
+            epoch: next_generation(),
+            log: Vec::new(),
+            index: self.index.clone(),
+            scan: self.scan.clone(),
+            namespaces: self.namespaces.clone(),
+            workloads: self.workloads.clone(),
+            volumes: self.volumes.clone(),
+            dra: self.dra.clone(),
+        }
+    }
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Snapshot::new(Vec::new())
+    }
+}
+
 impl Snapshot {
     /// Builds the snapshot of a cluster: every node, and every non-terminated
     /// pod that has a `spec.nodeName` of a known node placed on it.
@@ -46,7 +97,7 @@ impl Snapshot {
         for pod in &cluster.pods {
             if !pod.node_name.is_empty() && !pod.terminated {
                 if let Some(i) = snap.index.get(&pod.node_name).copied() {
-                    snap.nodes[i].add_pod(Arc::new(pod.clone()));
+                    snap.assume(i, Arc::new(pod.clone()));
                 }
             }
         }
@@ -86,7 +137,9 @@ impl Snapshot {
         }
         let scan = node_tree_order(&nodes);
         Snapshot {
-            nodes: infos,
+            nodes: Nodes(infos),
+            epoch: next_generation(),
+            log: Vec::new(),
             index,
             scan,
             namespaces: BTreeMap::new(),
@@ -126,7 +179,33 @@ impl Snapshot {
     /// there from now on). Its volumes are the binding cycle's business
     /// ([`crate::Scheduler::schedule_one`]).
     pub fn assume(&mut self, node: usize, pod: Arc<Pod>) {
-        self.nodes[node].add_pod(pod);
+        self.nodes.0[node].add_pod(pod);
+        self.logged(node);
+    }
+
+    /// Replaces a node's object (e.g. cordoned), keeping its pods.
+    pub fn set_node(&mut self, node: usize, object: Arc<rkube_model::Node>) {
+        self.nodes.0[node].set_node(object);
+        self.logged(node);
+    }
+
+    /// Notes that node `i` changed; a log longer than twice the nodes (at
+    /// least 1,024 entries) is restarted under a new epoch, so that a
+    /// snapshot kept for a long time (the live scheduler's) does not grow.
+    fn logged(&mut self, i: usize) {
+        if self.log.len() >= (2 * self.nodes.len()).max(1024) {
+            self.log.clear();
+            self.epoch = next_generation();
+        }
+        self.log.push(i as u32);
+    }
+
+    /// `(epoch, log)`: the nodes changed since this snapshot was made or
+    /// cloned (or since its log restarted), in order, under an epoch that no
+    /// other snapshot has. A reader that saw `(epoch, n)` before and sees the
+    /// same epoch now knows every node changed since is in `log[n..]`.
+    pub fn change_log(&self) -> (u64, &[u32]) {
+        (self.epoch, &self.log)
     }
 
     /// Number of pods, on any node, that use the claim `namespace/name`.
@@ -139,7 +218,11 @@ impl Snapshot {
 
     /// Removes a pod from its node.
     pub fn remove(&mut self, node: usize, uid: &str) -> Option<Arc<Pod>> {
-        self.nodes[node].remove_pod(uid)
+        let removed = self.nodes.0[node].remove_pod(uid);
+        if removed.is_some() {
+            self.logged(node);
+        }
+        removed
     }
 
     /// Labels of a namespace (empty when unknown).
@@ -207,4 +290,44 @@ pub fn node_tree_order(nodes: &[Arc<rkube_model::Node>]) -> Vec<usize> {
         k += 1;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_log_names_every_changed_node_under_its_epoch() {
+        use rkube_model::Node;
+        let node = |n: &str| {
+            Arc::new(Node {
+                name: n.into(),
+                ..Default::default()
+            })
+        };
+        let pod = |uid: &str| {
+            Arc::new(Pod {
+                uid: uid.into(),
+                ..Default::default()
+            })
+        };
+        let mut s = Snapshot::new(vec![node("a"), node("b")]);
+        let (e0, log) = s.change_log();
+        assert!(log.is_empty());
+        s.assume(1, pod("p"));
+        assert!(s.remove(0, "absent").is_none());
+        s.set_node(0, node("a"));
+        assert_eq!(s.change_log(), (e0, &[1u32, 0][..]));
+        let c = s.clone();
+        assert_ne!(c.change_log().0, e0);
+        assert!(c.change_log().1.is_empty());
+        assert_eq!(c.nodes[1].generation(), s.nodes[1].generation());
+        // The log restarts under a new epoch instead of growing.
+        for i in 0..1024 {
+            s.assume(0, pod(&format!("q{i}")));
+        }
+        let (e1, log) = s.change_log();
+        assert_ne!(e1, e0);
+        assert!(log.len() < 1024, "{}", log.len());
+    }
 }

@@ -8,7 +8,10 @@
 //! each node's part with the node's [`NodeInfo::generation`] and the folded
 //! total, and on the next cycle with an equal key takes back and recomputes
 //! only the parts of nodes whose generation differs. The total is the same
-//! fold over the same parts, so the results are the walk's.
+//! fold over the same parts, so the results are the walk's. Which nodes to
+//! look at comes from the snapshot's change log when the memo last saw the
+//! same snapshot ([`Snapshot::change_log`]), else from comparing every
+//! node's generation.
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -29,6 +32,9 @@ struct Entry<K, F: Fold> {
     key: K,
     /// Generation of each node's part (0: none yet).
     gens: Vec<u64>,
+    /// The snapshot change log (epoch, length) when the parts were last
+    /// brought up to date.
+    synced: (u64, usize),
     parts: Vec<F::Part>,
     total: F,
     last_used: u64,
@@ -76,6 +82,7 @@ impl<K, F: Fold> NodeMemo<K, F> {
                 self.entries.push(Entry {
                     key: make_key(),
                     gens: Vec::new(),
+                    synced: (0, 0),
                     parts: Vec::new(),
                     total: F::default(),
                     last_used: 0,
@@ -87,15 +94,32 @@ impl<K, F: Fold> NodeMemo<K, F> {
         e.last_used = self.clock;
         let nodes = &snapshot.nodes;
         if e.gens.len() != nodes.len() {
+            e.synced = (0, 0);
             e.gens = vec![0; nodes.len()];
             e.parts = std::iter::repeat_with(F::Part::default)
                 .take(nodes.len())
                 .collect();
             e.total = F::default();
         }
-        let changed: Vec<usize> = (0..nodes.len())
-            .filter(|&i| e.gens[i] != nodes[i].generation())
-            .collect();
+        // The nodes whose part may be stale: those the snapshot logged
+        // since the last sync when it is the same snapshot (its epoch),
+        // else every node; then only those whose generation moved.
+        let (epoch, log) = snapshot.change_log();
+        let changed: Vec<usize> = if e.synced.0 == epoch && e.synced.1 <= log.len() {
+            let mut c: Vec<usize> = log[e.synced.1..]
+                .iter()
+                .map(|&i| i as usize)
+                .filter(|&i| i < nodes.len() && e.gens[i] != nodes[i].generation())
+                .collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        } else {
+            (0..nodes.len())
+                .filter(|&i| e.gens[i] != nodes[i].generation())
+                .collect()
+        };
+        e.synced = (epoch, log.len());
         if changed.is_empty() {
             return e.total.clone();
         }
@@ -231,6 +255,28 @@ mod tests {
         clone.assume(0, pod("p4"));
         assert_eq!(memo.total(|k| *k == "a", || "a", &clone, count).0, 3);
         assert_eq!(memo.total(|k| *k == "a", || "a", &snap, count).0, 2);
+    }
+
+    #[test]
+    fn follows_the_change_log_across_its_restarts() {
+        // 3 nodes: the log restarts every 1,024 entries.
+        let mut snap = snapshot(3);
+        let mut kept: NodeMemo<(), Sum> = NodeMemo::new(1);
+        let count = |n: &NodeInfo| n.pods.len() as i64;
+        for i in 0..2500usize {
+            snap.assume(i % 3, pod(&format!("p{i}")));
+            if i % 7 == 0 {
+                snap.remove((i + 1) % 3, &format!("p{}", i.saturating_sub(2)));
+            }
+            if i % 97 == 0 {
+                let fresh = NodeMemo::<(), Sum>::new(1)
+                    .total(|_| true, || (), &snap, count)
+                    .0;
+                assert_eq!(kept.total(|_| true, || (), &snap, count).0, fresh, "at {i}");
+            }
+        }
+        let all: i64 = snap.nodes.iter().map(|n| n.pods.len() as i64).sum();
+        assert_eq!(kept.total(|_| true, || (), &snap, count).0, all);
     }
 
     #[test]

@@ -203,7 +203,7 @@ impl State {
         }
         if let Some(p) = want {
             if let Some(i) = snap.index_of(&p.node_name) {
-                snap.nodes[i].add_pod(p.clone());
+                snap.assume(i, p.clone());
                 self.in_snap.insert(uid.to_string(), (i, p));
             }
         }
@@ -292,7 +292,7 @@ impl State {
         placed.sort_by_key(|p| p.seq);
         for p in placed {
             if let Some(i) = snap.index_of(&p.node_name) {
-                snap.nodes[i].add_pod(p.clone());
+                snap.assume(i, p.clone());
             }
         }
         snap

@@ -293,8 +293,7 @@ fn not_recreated(pod: &Pod) -> Option<String> {
 
 /// Marks a node cordoned: unschedulable, with the autoscaler's taint.
 fn cordon(snapshot: &mut Snapshot, idx: usize) {
-    let info = &mut snapshot.nodes[idx];
-    let mut node = (*info.node).clone();
+    let mut node = (*snapshot.nodes[idx].node).clone();
     node.unschedulable = true;
     if !node.taints.iter().any(|t| t.key == TO_BE_DELETED_TAINT) {
         node.taints.push(Taint {
@@ -303,7 +302,7 @@ fn cordon(snapshot: &mut Snapshot, idx: usize) {
             effect: TaintEffect::NoSchedule,
         });
     }
-    info.set_node(Arc::new(node));
+    snapshot.set_node(idx, Arc::new(node));
 }
 
 /// The snapshot without the `gone` nodes (and the pods on them).
@@ -317,9 +316,9 @@ fn without_nodes(snapshot: &Snapshot, gone: &BTreeSet<String>) -> Snapshot {
     out.namespaces = snapshot.namespaces.clone();
     out.workloads = snapshot.workloads.clone();
     out.volumes = snapshot.volumes.clone();
-    for (slot, old) in out.nodes.iter_mut().zip(&kept) {
+    for (i, old) in kept.iter().enumerate() {
         for p in &old.pods {
-            slot.add_pod(p.clone());
+            out.assume(i, p.clone());
         }
     }
     out
