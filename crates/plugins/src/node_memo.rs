@@ -119,18 +119,18 @@ impl<K, F: Fold> NodeMemo<K, F> {
                 .filter(|&i| e.gens[i] != nodes[i].generation())
                 .collect()
         };
+        if !changed.is_empty() {
+            let infos: Vec<&NodeInfo> = changed.iter().map(|&i| &nodes[i]).collect();
+            let fresh = map_nodes(&infos, part);
+            for (i, p) in changed.into_iter().zip(fresh) {
+                e.total.fold(&e.parts[i], -1);
+                e.total.fold(&p, 1);
+                e.parts[i] = p;
+                e.gens[i] = nodes[i].generation();
+            }
+        }
+        // Synced only once every part is up to date.
         e.synced = (epoch, log.len());
-        if changed.is_empty() {
-            return e.total.clone();
-        }
-        let infos: Vec<&NodeInfo> = changed.iter().map(|&i| &nodes[i]).collect();
-        let fresh = map_nodes(&infos, part);
-        for (i, p) in changed.into_iter().zip(fresh) {
-            e.total.fold(&e.parts[i], -1);
-            e.total.fold(&p, 1);
-            e.parts[i] = p;
-            e.gens[i] = nodes[i].generation();
-        }
         e.total.clone()
     }
 }
