@@ -69,3 +69,20 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, FxBuildHasher>;
 
 /// A `HashSet` hashed with [`FxHasher`].
 pub type FastSet<K> = std::collections::HashSet<K, FxBuildHasher>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_map_finds_strs() {
+        let mut m: FastMap<String, i64> = FastMap::default();
+        for i in 0..1000 {
+            m.insert(format!("scheduler-perf-{i:05}"), i);
+        }
+        for i in 0..1000 {
+            assert_eq!(m.get(format!("scheduler-perf-{i:05}").as_str()), Some(&i));
+        }
+        assert_eq!(m.get("zone"), None);
+    }
+}

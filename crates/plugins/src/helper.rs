@@ -69,48 +69,6 @@ pub fn update_pre_filter_state<T: std::any::Any + Send + Sync + Clone>(
 
 pub use rkube_framework::fast_hash::{FastMap, FastSet};
 
-/// Below this many nodes [`fill_nodes`] runs on the calling thread (as
-/// `parallel::map_nodes`).
-const FILL_PARALLEL_THRESHOLD: usize = 256;
-
-/// Nodes per parallel task of [`fill_nodes`].
-const FILL_CHUNK: usize = 32;
-
-/// A node-major `nodes.len() × width` table, every slot starting at `init`;
-/// `f(node, row)` fills each node's `width` slots, in parallel over chunks
-/// of nodes above a small threshold. One allocation per call instead of one
-/// per node.
-pub fn fill_nodes<'a, T, F>(
-    nodes: &[&'a rkube_framework::NodeInfo],
-    width: usize,
-    init: T,
-    f: F,
-) -> Vec<T>
-where
-    T: Send + Sync + Clone,
-    F: Fn(&'a rkube_framework::NodeInfo, &mut [T]) + Sync + Send,
-{
-    use rayon::prelude::*;
-    let mut out = vec![init; nodes.len() * width];
-    if width == 0 {
-        return out;
-    }
-    if nodes.len() >= FILL_PARALLEL_THRESHOLD {
-        out.par_chunks_mut(width * FILL_CHUNK)
-            .enumerate()
-            .for_each(|(c, chunk)| {
-                for (j, row) in chunk.chunks_mut(width).enumerate() {
-                    f(nodes[c * FILL_CHUNK + j], row);
-                }
-            });
-    } else {
-        for (n, row) in nodes.iter().zip(out.chunks_mut(width)) {
-            f(n, row);
-        }
-    }
-    out
-}
-
 /// Builders for the hint tests (upstream's `st.MakePod()`/`st.MakeNode()`,
 /// reduced to what the hints read).
 #[cfg(test)]
@@ -178,46 +136,4 @@ pub(crate) mod testing {
     }
 
     pub use QueueingHint::{Queue, QueueSkip};
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    #[test]
-    fn fill_nodes_rows_follow_node_order() {
-        for count in [0usize, 3, 255, 256, 300, 1000] {
-            let infos: Vec<rkube_framework::NodeInfo> = (0..count)
-                .map(|i| {
-                    rkube_framework::NodeInfo::new(Arc::new(rkube_model::Node {
-                        name: i.to_string(),
-                        ..Default::default()
-                    }))
-                })
-                .collect();
-            let nodes: Vec<&rkube_framework::NodeInfo> = infos.iter().collect();
-            let table = fill_nodes(&nodes, 3, -1i64, |n, row| {
-                let i: i64 = n.name().parse().unwrap();
-                row[0] = i;
-                row[2] = 2 * i;
-            });
-            assert_eq!(table.len(), count * 3);
-            for (i, row) in table.chunks(3).enumerate() {
-                assert_eq!(row, [i as i64, -1, 2 * i as i64]);
-            }
-        }
-    }
-
-    #[test]
-    fn fast_map_finds_strs() {
-        let mut m: FastMap<String, i64> = FastMap::default();
-        for i in 0..1000 {
-            m.insert(format!("scheduler-perf-{i:05}"), i);
-        }
-        for i in 0..1000 {
-            assert_eq!(m.get(format!("scheduler-perf-{i:05}").as_str()), Some(&i));
-        }
-        assert_eq!(m.get("zone"), None);
-    }
 }
