@@ -436,6 +436,9 @@ impl Scheduler {
             } else {
                 (offset..end).map(check).collect()
             };
+            // One map growth per chunk, not a rehash every few rejections.
+            let rejected = results.iter().filter(|(_, s)| !s.is_success()).count();
+            diagnosis.node_to_status.nodes.reserve(rejected);
             for (idx, status) in results {
                 if status.code == Code::Error {
                     return Err(status);
@@ -770,8 +773,41 @@ mod tests {
         }
     }
 
+    /// Scores of [`KeyedScore`] computed so far (only its test reads it).
+    static KEYED_SCORE_CALLS: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(0);
+
+    /// Label `ScoreA` plus the pod's priority, with the priority as its
+    /// score key: the framework may keep its scores across cycles.
+    struct KeyedScore;
+
+    impl Plugin for KeyedScore {
+        fn name(&self) -> &'static str {
+            "KeyedScore"
+        }
+        fn as_score(&self) -> Option<&dyn ScorePlugin> {
+            Some(self)
+        }
+    }
+
+    impl ScorePlugin for KeyedScore {
+        fn score_key(&self, _: &CycleState, pod: &Pod) -> Option<Vec<i64>> {
+            Some(vec![i64::from(pod.priority)])
+        }
+        fn score(&self, _: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
+            KEYED_SCORE_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let v: i64 = node
+                .node
+                .labels
+                .get("ScoreA")
+                .map_or(0, |v| v.parse().unwrap());
+            Ok(v + i64::from(pod.priority))
+        }
+    }
+
     fn registry() -> Registry {
         let mut r = Registry::new();
+        r.register("KeyedScore", |_, _| Ok(Arc::new(KeyedScore)));
         r.register("FakeRequired", |_, _| Ok(Arc::new(Required)));
         r.register("FilterA", |a, _| Ok(RejectFilter::from_args("FilterA", a)));
         r.register("FilterB", |a, _| Ok(RejectFilter::from_args("FilterB", a)));
@@ -1157,6 +1193,61 @@ mod tests {
             assert_eq!(sched.select_host(&scores), Some(2));
             assert_eq!(scheduled(&sched.schedule(&fw, &snap, &pod())), (2, 3, 3));
         }
+    }
+
+    #[test]
+    fn kept_scores_are_reused_per_generation_and_key() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let calls = || KEYED_SCORE_CALLS.load(SeqCst);
+        let mut snap = indexed_nodes(70);
+        let all: Vec<usize> = (0..70).collect();
+        let fw = Setup {
+            score: vec![("KeyedScore", 1)],
+            ..Default::default()
+        }
+        .build();
+        let with_priority = |p: i32| Pod {
+            priority: p,
+            ..pod()
+        };
+        let raw = |fw: &Framework, snap: &Snapshot, p: i32| -> Vec<i64> {
+            let mut state = CycleState::new();
+            let scores = run_score(fw, &mut state, &with_priority(p), snap, &all).unwrap();
+            scores.iter().map(|s| s.scores[0].raw).collect()
+        };
+        let expected = |snap: &Snapshot, p: i32| -> Vec<i64> {
+            snap.nodes
+                .iter()
+                .map(|n| n.node.labels["ScoreA"].parse::<i64>().unwrap() + i64::from(p))
+                .collect()
+        };
+        let before = calls();
+        assert_eq!(raw(&fw, &snap, 1), expected(&snap, 1));
+        assert_eq!(calls() - before, 70, "first cycle scores every node");
+        // Same key, same contents: nothing is scored again.
+        let before = calls();
+        assert_eq!(raw(&fw, &snap, 1), expected(&snap, 1));
+        assert_eq!(calls() - before, 0);
+        // One node changes: only it is scored again, with its new label.
+        snap.set_node(5, node("n005", &[("ScoreA", 33)]));
+        let before = calls();
+        assert_eq!(raw(&fw, &snap, 1), expected(&snap, 1));
+        assert_eq!(calls() - before, 1);
+        assert_eq!(raw(&fw, &snap, 1)[5], 34);
+        // Another key scores everything, and the first key's table stays.
+        let before = calls();
+        assert_eq!(raw(&fw, &snap, 2), expected(&snap, 2));
+        assert_eq!(calls() - before, 70);
+        let before = calls();
+        assert_eq!(raw(&fw, &snap, 1), expected(&snap, 1));
+        assert_eq!(calls() - before, 0);
+        // A pod added to a node is a new content too.
+        let mut bound = with_priority(9);
+        bound.uid = "bound".into();
+        snap.assume(7, Arc::new(bound));
+        let before = calls();
+        assert_eq!(raw(&fw, &snap, 1), expected(&snap, 1));
+        assert_eq!(calls() - before, 1);
     }
 
     #[test]

@@ -254,6 +254,18 @@ pub trait ScorePlugin: Plugin {
     /// Raw score of a node.
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status>;
 
+    /// Everything besides the node info that this cycle's [`score`] reads,
+    /// as integers, when the score of a node is a function of that and of
+    /// the node info's content alone (no other node, no cluster-wide
+    /// state). The framework then keeps each node's score under the node
+    /// info's generation and reuses it while the key is the same. `None`
+    /// (the default): every node is scored every cycle.
+    ///
+    /// [`score`]: ScorePlugin::score
+    fn score_key(&self, _state: &CycleState, _pod: &Pod) -> Option<Vec<i64>> {
+        None
+    }
+
     /// True when the plugin normalizes its scores (has ScoreExtensions).
     fn has_normalize(&self) -> bool {
         false

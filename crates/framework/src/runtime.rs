@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use rkube_config::{PluginSet, Profile};
 
+use crate::fast_hash::FastMap;
 use crate::plugin::Plugin;
+use crate::score_memo::ScoreMemo;
 
 /// Constructs a plugin from its (defaulted) args; `path` names the args for errors.
 pub type Factory = fn(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, String>;
@@ -157,13 +159,15 @@ pub struct Framework {
     pub profile_name: String,
     /// Per-profile percentage of nodes to score.
     pub percentage_of_nodes_to_score: Option<i32>,
-    points: HashMap<Point, Vec<Arc<dyn Plugin>>>,
-    weights: HashMap<&'static str, i64>,
+    points: FastMap<Point, Vec<Arc<dyn Plugin>>>,
+    weights: FastMap<&'static str, i64>,
     /// Where extension-point and plugin durations go (none: not measured).
     pub recorder: Option<crate::metrics::Recorder>,
     /// The plugins that sign pods for OpportunisticBatching, or `None`
     /// when the profile signs none (see [`crate::batch`]).
     signers: Option<Vec<Arc<dyn Plugin>>>,
+    /// Scores kept across cycles (see [`ScoreMemo`]).
+    pub(crate) score_memo: ScoreMemo,
 }
 
 impl std::fmt::Debug for Framework {
@@ -229,7 +233,7 @@ impl Framework {
                 .map_err(|e| ctx(format!("initializing plugin {n:?}: {e}")))?;
             instances.insert(n.to_string(), inst);
         }
-        let mut points: HashMap<Point, Vec<Arc<dyn Plugin>>> = HashMap::new();
+        let mut points: FastMap<Point, Vec<Arc<dyn Plugin>>> = FastMap::default();
         for point in Point::ALL {
             let set = point.set(&plugins);
             let mut list: Vec<Arc<dyn Plugin>> = Vec::new();
@@ -297,7 +301,7 @@ impl Framework {
             )));
         }
         // Weights: explicit score entries take precedence over multiPoint; 0 → 1.
-        let mut weights: HashMap<&'static str, i64> = HashMap::new();
+        let mut weights: FastMap<&'static str, i64> = FastMap::default();
         let mut total: i64 = 0;
         for p in plugins
             .score
@@ -339,6 +343,7 @@ impl Framework {
             weights,
             recorder: None,
             signers,
+            score_memo: ScoreMemo::default(),
         })
     }
 

@@ -3,6 +3,12 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use smallvec::SmallVec;
+
+/// A status's reasons: almost always one, kept inline so a rejected node
+/// costs no allocation.
+pub type Reasons = SmallVec<[Cow<'static, str>; 1]>;
+
 /// Result code of a plugin call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Code {
@@ -45,7 +51,7 @@ pub struct Status {
     /// Human-readable reasons (each becomes one FailedScheduling entry).
     /// Mostly a plugin's fixed strings, borrowed: a filter pass makes one
     /// status per rejected node.
-    pub reasons: Vec<Cow<'static, str>>,
+    pub reasons: Reasons,
     /// The plugin that produced it (set by the framework).
     pub plugin: &'static str,
 }
@@ -55,7 +61,7 @@ impl Status {
     pub fn success() -> Self {
         Status {
             code: Code::Success,
-            reasons: Vec::new(),
+            reasons: Reasons::new(),
             plugin: "",
         }
     }
@@ -64,7 +70,7 @@ impl Status {
     pub fn new(code: Code, reason: impl Into<Cow<'static, str>>) -> Self {
         Status {
             code,
-            reasons: vec![reason.into()],
+            reasons: smallvec::smallvec![reason.into()],
             plugin: "",
         }
     }
@@ -87,7 +93,7 @@ impl Status {
     pub fn skip() -> Self {
         Status {
             code: Code::Skip,
-            reasons: Vec::new(),
+            reasons: Reasons::new(),
             plugin: "",
         }
     }

@@ -574,7 +574,8 @@ impl PostFilterPlugin for DefaultPreemption {
         let mut r = self.preempt(state, pod, statuses, handle);
         let msg = r.status.message();
         if !msg.is_empty() {
-            r.status.reasons = vec![format!("preemption: {msg}").into()];
+            r.status.reasons =
+                rkube_framework::Reasons::from([format!("preemption: {msg}").into()]);
         }
         r
     }

@@ -123,6 +123,13 @@ impl PreScorePlugin for BalancedAllocation {
 }
 
 impl ScorePlugin for BalancedAllocation {
+    /// The pod's requests: the score reads only them and the node info
+    /// (none when DRA serves a scored resource, which reads the claims).
+    fn score_key(&self, state: &CycleState, _: &Pod) -> Option<Vec<i64>> {
+        let r = state.read::<PodRequests>(NAME)?;
+        r.1.is_none().then(|| r.0.clone())
+    }
+
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         let owned;
         let (reqs, dra) = match state.read::<PodRequests>(NAME) {

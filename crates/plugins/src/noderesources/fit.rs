@@ -499,6 +499,13 @@ impl PreScorePlugin for Fit {
 }
 
 impl ScorePlugin for Fit {
+    /// The pod's requests: the score reads only them and the node info
+    /// (none when DRA serves a scored resource, which reads the claims).
+    fn score_key(&self, state: &CycleState, _: &Pod) -> Option<Vec<i64>> {
+        let r = state.read::<PodRequests>(NAME)?;
+        (r.1.is_none() && !self.resources.is_empty()).then(|| r.0.clone())
+    }
+
     fn score(&self, state: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
         // Upstream's resourceAllocationScorer.score: no resources to score on.
         if self.resources.is_empty() {
