@@ -425,6 +425,7 @@ impl Scheduler {
         // usually ends at the next node.
         let mut offset = 0;
         let mut done = false;
+        let mut last_rejector: &'static str = "";
         while offset < n && !done {
             let end = if feasible.len() >= to_find {
                 offset + 1
@@ -450,7 +451,12 @@ impl Scheduler {
                     }
                     feasible.push(idx);
                 } else {
-                    diagnosis.add_plugin_status(&status);
+                    // Most rejections in a pass come from one plugin: its
+                    // name is added to the set once.
+                    if !std::ptr::eq(status.plugin, last_rejector) {
+                        diagnosis.add_plugin_status(&status);
+                        last_rejector = status.plugin;
+                    }
                     diagnosis
                         .node_to_status
                         .nodes

@@ -266,6 +266,22 @@ pub trait ScorePlugin: Plugin {
         None
     }
 
+    /// [`score`] of the node at `position` in the nodes this cycle's
+    /// PreScore was given: the framework scores through this, so a plugin
+    /// may keep per-node results of PreScore by position (checked against
+    /// the node info's generation). The default scores the node.
+    ///
+    /// [`score`]: ScorePlugin::score
+    fn score_at(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        node: &NodeInfo,
+        _position: usize,
+    ) -> Result<i64, Status> {
+        self.score(state, pod, node)
+    }
+
     /// True when the plugin normalizes its scores (has ScoreExtensions).
     fn has_normalize(&self) -> bool {
         false

@@ -561,12 +561,14 @@ fn raw_scores(
                     if n >= PARALLEL_THRESHOLD {
                         infos
                             .par_iter()
-                            .map(|nd| a.plugin.score(state, pod, nd))
+                            .enumerate()
+                            .map(|(i, nd)| a.plugin.score_at(state, pod, nd, i))
                             .collect()
                     } else {
                         infos
                             .iter()
-                            .map(|nd| a.plugin.score(state, pod, nd))
+                            .enumerate()
+                            .map(|(i, nd)| a.plugin.score_at(state, pod, nd, i))
                             .collect()
                     }
                 },
@@ -600,7 +602,7 @@ fn raw_scores(
                     row[k] = v;
                     continue;
                 }
-                match a.plugin.score(state, pod, node) {
+                match a.plugin.score_at(state, pod, node, first + j) {
                     Ok(v) => {
                         row[k] = v;
                         if table.is_some() {

@@ -5,7 +5,7 @@ use rkube_framework::{
 };
 use rkube_model::Pod;
 
-use super::{node_has_all_keys, Constraint, CountWalk, PodTopologySpread, LABEL_HOSTNAME};
+use super::{Constraint, CountWalk, PodTopologySpread, LABEL_HOSTNAME};
 use crate::helper::{FastMap, FastSet};
 
 const PRE_SCORE_KEY: &str = "PreScorePodTopologySpread";
@@ -22,6 +22,33 @@ pub(crate) struct PreScoreState {
     counts: Vec<FastMap<String, i64>>,
     /// `ln(domains + 2)` per constraint.
     weights: Vec<f64>,
+    /// The raw score of each filtered node by position, with the
+    /// generation it was computed at (0 for an ignored node: never a
+    /// generation). Score reads it; a node info of another content is
+    /// scored from `counts`.
+    by_position: Vec<(u64, i64)>,
+}
+
+/// A filtered node's domain of a constraint: its index in the constraint's
+/// domains, or one of these.
+const NO_LABEL: u32 = u32::MAX;
+const HOSTNAME: u32 = u32::MAX - 1;
+
+/// The raw score of a node: per constraint with a domain on the node, its
+/// matching pods weighted, plus `maxSkew - 1` (upstream's float sum, in
+/// constraint order).
+fn raw_score(
+    constraints: &[Constraint],
+    weights: &[f64],
+    count: impl Fn(usize) -> Option<i64>,
+) -> i64 {
+    let mut score = 0f64;
+    for (i, c) in constraints.iter().enumerate() {
+        if let Some(n) = count(i) {
+            score += n as f64 * weights[i] + (c.max_skew - 1) as f64;
+        }
+    }
+    score.round() as i64
 }
 
 fn state_error() -> Status {
@@ -48,43 +75,54 @@ impl PreScorePlugin for PodTopologySpread {
         if constraints.is_empty() {
             return Status::skip();
         }
+        let hostname: Vec<bool> = constraints
+            .iter()
+            .map(|c| c.topology_key == LABEL_HOSTNAME)
+            .collect();
         let mut ignored_nodes = FastSet::default();
-        let mut counts: Vec<FastMap<String, i64>> = vec![FastMap::default(); constraints.len()];
-        let mut sizes = vec![0usize; constraints.len()];
-        for n in filtered {
-            if require_all && !node_has_all_keys(&n.node, &constraints) {
+        // Per constraint: its domains among the filtered nodes (value →
+        // index), and each counted node's domain per constraint.
+        let mut domains: Vec<FastMap<&str, u32>> = vec![FastMap::default(); constraints.len()];
+        let mut counted: Vec<(usize, usize)> = Vec::with_capacity(filtered.len());
+        let mut node_domains: Vec<u32> = Vec::with_capacity(filtered.len() * constraints.len());
+        // The node's label of each constraint's key, looked up once.
+        let mut labels: Vec<Option<&str>> = Vec::with_capacity(constraints.len());
+        for (p, n) in filtered.iter().enumerate() {
+            labels.clear();
+            labels.extend(
+                constraints
+                    .iter()
+                    .map(|c| n.node.labels.get(&c.topology_key).map(String::as_str)),
+            );
+            if require_all && labels.iter().any(Option::is_none) {
                 ignored_nodes.insert(n.name().to_string());
                 continue;
             }
-            for (i, c) in constraints.iter().enumerate() {
-                if c.topology_key == LABEL_HOSTNAME {
+            counted.push((p, node_domains.len()));
+            for (i, &label) in labels.iter().enumerate() {
+                if hostname[i] {
+                    node_domains.push(if label.is_some() { HOSTNAME } else { NO_LABEL });
                     continue;
                 }
-                let value = n
-                    .node
-                    .labels
-                    .get(&c.topology_key)
-                    .map_or("", |v| v.as_str());
-                if !counts[i].contains_key(value) {
-                    counts[i].insert(value.to_string(), 0);
-                    sizes[i] += 1;
-                }
+                // A node without the key still makes the "" domain count
+                // (upstream's map of the filtered nodes' values).
+                let next = domains[i].len() as u32;
+                let d = *domains[i].entry(label.unwrap_or("")).or_insert(next);
+                node_domains.push(if label.is_some() { d } else { NO_LABEL });
             }
         }
-        let weights = constraints
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let size = if c.topology_key == LABEL_HOSTNAME {
+        let weights: Vec<f64> = (0..constraints.len())
+            .map(|i| {
+                let size = if hostname[i] {
                     filtered.len() - ignored_nodes.len()
                 } else {
-                    sizes[i]
+                    domains[i].len()
                 };
                 ((size + 2) as f64).ln()
             })
             .collect();
         // Matching pods per domain of the filtered nodes, over every node
-        // that counts (hostname constraints are counted in Score).
+        // that counts (hostname constraints are counted per node).
         let totals = CountWalk {
             pod,
             constraints: &constraints,
@@ -92,10 +130,27 @@ impl PreScorePlugin for PodTopologySpread {
             skip_hostname: true,
         }
         .totals(&self.memo.score, snapshot);
-        for (i, domains) in counts.iter_mut().enumerate() {
-            for (value, c) in domains.iter_mut() {
-                *c = totals.get(i, value).unwrap_or(0);
+        let mut counts: Vec<FastMap<String, i64>> = vec![FastMap::default(); constraints.len()];
+        let mut domain_counts: Vec<Vec<i64>> = Vec::with_capacity(constraints.len());
+        for (i, values) in domains.iter().enumerate() {
+            let mut per_domain = vec![0i64; values.len()];
+            for (value, &d) in values {
+                let c = totals.get(i, value).unwrap_or(0);
+                per_domain[d as usize] = c;
+                counts[i].insert(value.to_string(), c);
             }
+            domain_counts.push(per_domain);
+        }
+        let mut by_position = vec![(0, 0); filtered.len()];
+        for &(p, at) in &counted {
+            let n = filtered[p];
+            let doms = &node_domains[at..at + constraints.len()];
+            let score = raw_score(&constraints, &weights, |i| match doms[i] {
+                NO_LABEL => None,
+                HOSTNAME => Some(constraints[i].count_pods(n, &pod.namespace)),
+                d => Some(domain_counts[i][d as usize]),
+            });
+            by_position[p] = (n.generation(), score);
         }
         state.write(
             PRE_SCORE_KEY,
@@ -104,6 +159,7 @@ impl PreScorePlugin for PodTopologySpread {
                 ignored_nodes,
                 counts,
                 weights,
+                by_position,
             },
         );
         Status::success()
@@ -118,19 +174,31 @@ impl ScorePlugin for PodTopologySpread {
         if !s.ignored_nodes.is_empty() && s.ignored_nodes.contains(node.name()) {
             return Ok(0);
         }
-        let mut score = 0f64;
-        for (i, c) in s.constraints.iter().enumerate() {
-            let Some(value) = node.node.labels.get(&c.topology_key) else {
-                continue;
-            };
-            let count = if c.topology_key == LABEL_HOSTNAME {
+        Ok(raw_score(&s.constraints, &s.weights, |i| {
+            let c = &s.constraints[i];
+            let value = node.node.labels.get(&c.topology_key)?;
+            Some(if c.topology_key == LABEL_HOSTNAME {
                 c.count_pods(node, &pod.namespace)
             } else {
                 s.counts[i].get(value).copied().unwrap_or(0)
-            };
-            score += count as f64 * s.weights[i] + (c.max_skew - 1) as f64;
+            })
+        }))
+    }
+
+    fn score_at(
+        &self,
+        state: &CycleState,
+        pod: &Pod,
+        node: &NodeInfo,
+        position: usize,
+    ) -> Result<i64, Status> {
+        let s = state
+            .read::<PreScoreState>(PRE_SCORE_KEY)
+            .ok_or_else(state_error)?;
+        match s.by_position.get(position) {
+            Some(&(generation, score)) if generation == node.generation() => Ok(score),
+            _ => self.score(state, pod, node),
         }
-        Ok(score.round() as i64)
     }
 
     fn has_normalize(&self) -> bool {

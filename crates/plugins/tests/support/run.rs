@@ -196,7 +196,24 @@ pub fn score(
         };
     }
     let sp = p.as_score().expect("plugin has Score");
-    let raw: Vec<Result<i64, Status>> = nodes.iter().map(|n| sp.score(&state, pod, n)).collect();
+    // The framework scores through `score_at` (a plugin may answer from
+    // what its PreScore kept by position); it must agree with `score`.
+    let raw: Vec<Result<i64, Status>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let at = sp.score_at(&state, pod, n, i);
+            let direct = sp.score(&state, pod, n);
+            assert_eq!(
+                at.as_ref().ok(),
+                direct.as_ref().ok(),
+                "{}: score_at and score differ on node {}",
+                p.name(),
+                n.name()
+            );
+            at
+        })
+        .collect();
     let mut list: Vec<NodeScore> = nodes
         .iter()
         .zip(&raw)
