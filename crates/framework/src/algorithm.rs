@@ -32,8 +32,14 @@ use crate::status::{Code, Status};
 
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
-/// Below this many nodes, filtering runs on one thread (the overhead is not worth it).
-pub(crate) const PARALLEL_THRESHOLD: usize = 64;
+/// Below this many nodes a filter or score pass runs on the calling
+/// thread: handing a pass to the thread pool and waking its workers costs
+/// more than a few hundred nodes' plugins (measured in BENCHMARKS.md,
+/// "Passes on one thread").
+pub(crate) const PARALLEL_THRESHOLD: usize = 1024;
+
+/// The smallest run of nodes a filter pass takes at once.
+const MIN_CHUNK: usize = 64;
 
 /// Upstream's `numFeasibleNodesToFind`.
 pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usize {
@@ -398,8 +404,8 @@ impl Scheduler {
         let n = nodes.len();
         let mut feasible = Vec::with_capacity(to_find.min(n));
         let mut processed = 0;
-        let chunk = if n >= PARALLEL_THRESHOLD {
-            (to_find.max(PARALLEL_THRESHOLD)).min(n)
+        let chunk = if n >= MIN_CHUNK {
+            to_find.max(MIN_CHUNK).min(n)
         } else {
             n.max(1)
         };
@@ -783,7 +789,7 @@ mod tests {
     static KEYED_SCORE_CALLS: std::sync::atomic::AtomicUsize =
         std::sync::atomic::AtomicUsize::new(0);
 
-    /// Label `ScoreA` plus the pod's priority, with the priority as its
+    /// Label `ScoreA` modulo 50 plus the pod's priority, with the priority as its
     /// score key: the framework may keep its scores across cycles.
     struct KeyedScore;
 
@@ -807,7 +813,7 @@ mod tests {
                 .labels
                 .get("ScoreA")
                 .map_or(0, |v| v.parse().unwrap());
-            Ok(v + i64::from(pod.priority))
+            Ok(v % 50 + i64::from(pod.priority))
         }
     }
 
@@ -1205,8 +1211,10 @@ mod tests {
     fn kept_scores_are_reused_per_generation_and_key() {
         use std::sync::atomic::Ordering::SeqCst;
         let calls = || KEYED_SCORE_CALLS.load(SeqCst);
-        let mut snap = indexed_nodes(70);
-        let all: Vec<usize> = (0..70).collect();
+        // More nodes than PARALLEL_THRESHOLD: the pool scores them.
+        const N: usize = PARALLEL_THRESHOLD + 76;
+        let mut snap = indexed_nodes(N);
+        let all: Vec<usize> = (0..N).collect();
         let fw = Setup {
             score: vec![("KeyedScore", 1)],
             ..Default::default()
@@ -1224,12 +1232,12 @@ mod tests {
         let expected = |snap: &Snapshot, p: i32| -> Vec<i64> {
             snap.nodes
                 .iter()
-                .map(|n| n.node.labels["ScoreA"].parse::<i64>().unwrap() + i64::from(p))
+                .map(|n| n.node.labels["ScoreA"].parse::<i64>().unwrap() % 50 + i64::from(p))
                 .collect()
         };
         let before = calls();
         assert_eq!(raw(&fw, &snap, 1), expected(&snap, 1));
-        assert_eq!(calls() - before, 70, "first cycle scores every node");
+        assert_eq!(calls() - before, N, "first cycle scores every node");
         // Same key, same contents: nothing is scored again.
         let before = calls();
         assert_eq!(raw(&fw, &snap, 1), expected(&snap, 1));
@@ -1240,10 +1248,11 @@ mod tests {
         assert_eq!(raw(&fw, &snap, 1), expected(&snap, 1));
         assert_eq!(calls() - before, 1);
         assert_eq!(raw(&fw, &snap, 1)[5], 34);
+        assert_eq!(raw(&fw, &snap, 1)[1005], 6);
         // Another key scores everything, and the first key's table stays.
         let before = calls();
         assert_eq!(raw(&fw, &snap, 2), expected(&snap, 2));
-        assert_eq!(calls() - before, 70);
+        assert_eq!(calls() - before, N);
         let before = calls();
         assert_eq!(raw(&fw, &snap, 1), expected(&snap, 1));
         assert_eq!(calls() - before, 0);
@@ -1400,6 +1409,49 @@ mod tests {
             (199, 200, 200)
         );
         assert_eq!(sched.next_start_node_index, 0);
+    }
+
+    #[test]
+    fn a_pass_run_by_the_pool_matches_one_on_this_thread() {
+        // Enough nodes that filtering and scoring run in the thread pool;
+        // the outcome and the diagnosis are the single-threaded ones.
+        let n = PARALLEL_THRESHOLD + 476;
+        let snap = indexed_nodes(n);
+        let rejected = [3, 700, n - 1, n - 2];
+        let fw = Setup {
+            filter: vec!["FilterA"],
+            score: vec![("ScoreA", 1)],
+            args: vec![
+                (
+                    "FilterA",
+                    json!({ "reject": rejected.iter().map(|i| format!("n{i:03}")).collect::<Vec<_>>() }),
+                ),
+                ("ScoreA", json!({"normalize": "max"})),
+            ],
+            percentage: Some(100),
+            ..Default::default()
+        }
+        .build();
+        let mut sched = Scheduler::new(3, 0);
+        assert_eq!(
+            scheduled(&sched.schedule(&fw, &snap, &pod())),
+            (n - 3, n, n - rejected.len())
+        );
+        // Everything rejected: every node's status is kept.
+        let all = Setup {
+            filter: vec!["FilterA"],
+            args: vec![("FilterA", json!({ "reject": names(0..n) }))],
+            percentage: Some(100),
+            ..Default::default()
+        }
+        .build();
+        match Scheduler::new(3, 0).schedule(&all, &snap, &pod()) {
+            Outcome::Unschedulable { diagnosis, .. } => {
+                assert_eq!(diagnosis.node_to_status.nodes.len(), n);
+                assert_eq!(diagnosis.unschedulable_plugins, BTreeSet::from(["FilterA"]));
+            }
+            other => panic!("expected Unschedulable, got {other:?}"),
+        }
     }
 
     #[test]

@@ -4,8 +4,10 @@
 use rayon::prelude::*;
 use rkube_framework::NodeInfo;
 
-/// Below this many nodes the scan runs on the calling thread.
-const PARALLEL_THRESHOLD: usize = 256;
+/// Below this many nodes the scan runs on the calling thread (the
+/// framework's threshold: waking the pool costs more than a few hundred
+/// nodes' work).
+const PARALLEL_THRESHOLD: usize = 1024;
 
 /// `f` over every node, results in node order.
 pub fn map_nodes<'a, T, F>(nodes: &[&'a NodeInfo], f: F) -> Vec<T>
