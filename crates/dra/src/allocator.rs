@@ -17,7 +17,7 @@
 //! [`STEP_BUDGET`] search steps on one node the allocation fails as a
 //! timeout would.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rkube_model::dra::{
@@ -26,6 +26,7 @@ use rkube_model::dra::{
 };
 use rkube_model::selector::{NodeSelector, NodeSelectorTerm, Operator, Requirement};
 use rkube_model::{Node, Quantity};
+use rkube_util::fast_hash::{FastMap, FastSet};
 
 use crate::capacity;
 use crate::cel::{Cache, DeviceView};
@@ -63,11 +64,11 @@ impl std::fmt::Display for DeviceId {
 #[derive(Debug, Clone, Default)]
 pub struct AllocatedState {
     /// Devices held exclusively.
-    devices: HashSet<DeviceId>,
+    devices: FastSet<DeviceId>,
     /// Shares of devices allowing multiple allocations (device, shareID).
-    shared: HashSet<(DeviceId, String)>,
+    shared: FastSet<(DeviceId, String)>,
     /// Capacity held by shares, summed per device.
-    capacity: HashMap<DeviceId, BTreeMap<String, Quantity>>,
+    capacity: FastMap<DeviceId, BTreeMap<String, Quantity>>,
     /// What is held besides (itself without a base).
     base: Option<Arc<AllocatedState>>,
 }
@@ -198,7 +199,7 @@ pub enum Failure {
 /// not change while its slice does not.
 #[derive(Debug, Default)]
 pub struct SelectorMemo {
-    results: std::sync::RwLock<HashMap<(usize, usize), bool>>,
+    results: std::sync::RwLock<FastMap<(usize, usize), bool>>,
 }
 
 impl SelectorMemo {
@@ -405,14 +406,14 @@ struct Search<'a, 'b> {
     node: &'b Node,
     claims: &'b [&'a ResourceClaim],
     pools: Vec<Pool<'a>>,
-    requests: HashMap<ReqKey, RequestData<'a>>,
-    selected_sub: HashMap<(usize, usize), usize>,
+    requests: FastMap<ReqKey, RequestData<'a>>,
+    selected_sub: FastMap<(usize, usize), usize>,
     constraints: Vec<Vec<Constraint>>,
-    matches: HashMap<(DeviceId, ReqKey), bool>,
-    allocating: HashMap<DeviceId, BTreeSet<usize>>,
-    allocating_capacity: HashMap<DeviceId, BTreeMap<String, Quantity>>,
-    available_counters: HashMap<usize, BTreeMap<String, BTreeMap<String, Quantity>>>,
-    consumed_counters: HashMap<usize, BTreeMap<String, BTreeMap<String, Quantity>>>,
+    matches: FastMap<(DeviceId, ReqKey), bool>,
+    allocating: FastMap<DeviceId, BTreeSet<usize>>,
+    allocating_capacity: FastMap<DeviceId, BTreeMap<String, Quantity>>,
+    available_counters: FastMap<usize, BTreeMap<String, BTreeMap<String, Quantity>>>,
+    consumed_counters: FastMap<usize, BTreeMap<String, BTreeMap<String, Quantity>>>,
     results: Vec<Vec<Picked<'a>>>,
     steps: u64,
     shares: u64,
@@ -487,14 +488,14 @@ impl<'a> Allocator<'a> {
             node,
             claims,
             pools: pools::gather_indexed(&self.dra.slices, self.index, node),
-            requests: HashMap::new(),
-            selected_sub: HashMap::new(),
+            requests: FastMap::default(),
+            selected_sub: FastMap::default(),
             constraints: Vec::new(),
-            matches: HashMap::new(),
-            allocating: HashMap::new(),
-            allocating_capacity: HashMap::new(),
-            available_counters: HashMap::new(),
-            consumed_counters: HashMap::new(),
+            matches: FastMap::default(),
+            allocating: FastMap::default(),
+            allocating_capacity: FastMap::default(),
+            available_counters: FastMap::default(),
+            consumed_counters: FastMap::default(),
             results: (0..claims.len()).map(|_| Vec::new()).collect(),
             steps: 0,
             shares: 0,
@@ -1216,7 +1217,7 @@ impl<'a> Search<'a, '_> {
 
     fn configs(&self, ci: usize, claim: &ResourceClaim) -> Vec<AllocatedConfig> {
         let mut out: Vec<AllocatedConfig> = Vec::new();
-        let mut by_class: HashMap<&str, (usize, usize)> = HashMap::new();
+        let mut by_class: FastMap<&str, (usize, usize)> = FastMap::default();
         for ri in 0..claim.spec.requests.len() {
             let (name, si) = self.selected_name(ci, ri, claim);
             let class = self.requests[&(ci, ri, si)].class;

@@ -6,10 +6,11 @@
 //! and name (pools with binding conditions last), slices by name; devices
 //! keep their slice's order. That order decides which devices are picked.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use rkube_model::dra::{NodeScope, ResourceSlice};
 use rkube_model::{Node, Quantity};
+use rkube_util::fast_hash::FastMap;
 
 /// Whether a node scope admits `node`.
 pub fn scope_matches(scope: &NodeScope, node: &Node) -> bool {
@@ -56,7 +57,7 @@ fn relevant(slice: &ResourceSlice, node: &Node) -> bool {
 /// selectors, per-device selection), as indices into the slice list.
 #[derive(Debug, Default)]
 pub struct SliceIndex {
-    by_node: HashMap<String, Vec<usize>>,
+    by_node: FastMap<String, Vec<usize>>,
     general: Vec<usize>,
 }
 

@@ -10,7 +10,7 @@ pub mod cycle_state;
 pub mod diagnosis;
 pub mod events;
 pub mod explain;
-pub mod fast_hash;
+pub use rkube_util::fast_hash;
 pub mod in_memory;
 pub mod metrics;
 pub mod node_info;

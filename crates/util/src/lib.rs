@@ -5,6 +5,7 @@
 //! back to the kernel.
 
 pub mod duration;
+pub mod fast_hash;
 pub mod file;
 pub mod memory;
 pub mod strict;

@@ -35,7 +35,7 @@
 //! whose devices failed or timed out are unavailable in Filter: see
 //! [`binding_conditions`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use rkube_dra::allocator::{AllocatedState, Allocator, Failure, SelectorMemo};
@@ -53,6 +53,8 @@ use rkube_model::Pod;
 pub mod binding_conditions;
 pub mod extended;
 use extended::OnNode;
+
+use crate::helper::FastMap;
 
 pub use rkube_dra::resourceclaim::pod_claims;
 
@@ -212,7 +214,7 @@ struct State {
     memo: Arc<SelectorMemo>,
     allocated: Arc<AllocatedState>,
     /// What Filter allocated, per feasible node.
-    by_node: Mutex<HashMap<String, NodeAllocation>>,
+    by_node: Mutex<FastMap<String, NodeAllocation>>,
     /// Claims found unavailable on some node.
     unavailable: Mutex<BTreeSet<usize>>,
     /// Allocated claims whose devices failed their binding conditions or
@@ -438,7 +440,7 @@ impl PreFilterPlugin for DynamicResources {
                 index,
                 memo,
                 allocated,
-                by_node: Mutex::new(HashMap::new()),
+                by_node: Mutex::new(FastMap::default()),
                 unavailable: Mutex::new(BTreeSet::new()),
                 binding_failed,
             },
@@ -759,7 +761,7 @@ impl PreBindPlugin for DynamicResources {
             return Status::success();
         };
         let reserved_state = state.read::<Reserved>(RESERVED);
-        let reserved: HashMap<usize, &Allocation> = reserved_state
+        let reserved: FastMap<usize, &Allocation> = reserved_state
             .map(|r| r.allocated.iter().map(|(i, a)| (*i, a)).collect())
             .unwrap_or_default();
         // The pod's claims as PreBind leaves them, for binding conditions.

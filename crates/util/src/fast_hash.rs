@@ -1,5 +1,6 @@
-//! A fast hasher for the per-cycle maps keyed by node names and label
-//! values (the cluster's own, not untrusted input from outside it).
+//! A fast hasher for the per-cycle maps keyed by node names, label values
+//! and device names (the cluster's own, not untrusted input from outside
+//! it): the scheduling framework's and plugins', and DRA's allocator.
 
 /// A small, fast, non-cryptographic hasher (the multiply-rotate scheme of
 /// rustc's `FxHasher`) for maps keyed by short strings hashed once per node
