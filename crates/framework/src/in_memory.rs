@@ -69,7 +69,7 @@ impl AssumeCache for SnapshotHost<'_> {
         if let Some(dra) = self.snapshot.dra.as_mut() {
             Arc::make_mut(dra)
                 .claims
-                .insert(claim.key(), Arc::new(claim.clone()));
+                .insert(Arc::new(claim.key()), Arc::new(claim.clone()));
         }
     }
 
@@ -154,7 +154,8 @@ impl ClusterApi for SnapshotHost<'_> {
             protected: false,
             ..claim.clone()
         };
-        dra.claims.insert(created.key(), Arc::new(created.clone()));
+        dra.claims
+            .insert(Arc::new(created.key()), Arc::new(created.clone()));
         Ok(created)
     }
 

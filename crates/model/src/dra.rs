@@ -428,9 +428,14 @@ pub struct ResourceClaimTemplate {
     pub spec: ClaimSpec,
 }
 
+/// A claim's (namespace, name), shared: copying a map of claims copies
+/// no strings. Looked up by a plain `&(String, String)`.
+pub type ClaimKey = Arc<(String, String)>;
+
 /// The DRA objects of a cluster. Cheap to clone: classes and slices are
-/// shared, claims are shared one by one (a scheduling cycle that assumes
-/// one claim copies the map, not every claim and device).
+/// shared, claims and their keys are shared one by one (a scheduling cycle
+/// that assumes one claim copies the map's nodes, not every claim, key and
+/// device).
 #[derive(Debug, Clone, Default)]
 pub struct Dra {
     /// DeviceClasses by name.
@@ -438,7 +443,7 @@ pub struct Dra {
     /// ResourceSlices in input order.
     pub slices: Arc<Vec<ResourceSlice>>,
     /// Claims by (namespace, name).
-    pub claims: BTreeMap<(String, String), Arc<ResourceClaim>>,
+    pub claims: BTreeMap<ClaimKey, Arc<ResourceClaim>>,
     /// Templates by (namespace, name).
     pub templates: BTreeMap<(String, String), ResourceClaimTemplate>,
 }
@@ -564,7 +569,7 @@ impl Dra {
             "ResourceClaim" => {
                 let c: api::ResourceClaim = o.decode()?;
                 let claim = resource_claim(&c).map_err(fe)?;
-                self.claims.insert(claim.key(), Arc::new(claim));
+                self.claims.insert(Arc::new(claim.key()), Arc::new(claim));
             }
             "ResourceClaimTemplate" => {
                 let t: api::ResourceClaimTemplate = o.decode()?;
@@ -1273,7 +1278,7 @@ pub fn generate_claims(pods: &mut [crate::objects::Pod], dra: &mut Dra) {
                 spec: t.spec.clone(),
                 ..Default::default()
             };
-            dra.claims.insert(claim.key(), Arc::new(claim));
+            dra.claims.insert(Arc::new(claim.key()), Arc::new(claim));
             pod.claim_statuses.push((pc.name.clone(), Some(name)));
         }
     }

@@ -355,7 +355,7 @@ fn dra_backed_extended_resources_are_allocated_through_a_claim() {
             .unwrap()
             .claims
             .keys()
-            .all(|(_, n)| !n.starts_with('<')));
+            .all(|k| !k.1.starts_with('<')));
     }
 }
 

@@ -64,7 +64,7 @@ impl AllocatedDevice {
         claims.extend(
             dra.claims
                 .range((pod.namespace.clone(), String::new())..)
-                .take_while(|((ns, _), _)| *ns == pod.namespace)
+                .take_while(|(k, _)| k.0 == pod.namespace)
                 .map(|(_, c)| c.as_ref())
                 .filter(|c| {
                     c.extended_resource_claim && c.owner_pod_uid.as_deref() == Some(&pod.uid)

@@ -52,7 +52,7 @@ pub fn claim_for(pod: &Pod, dra: &Dra) -> ResourceClaim {
     let existing = dra
         .claims
         .range((ns.clone(), String::new())..)
-        .take_while(|((n, _), _)| n == ns)
+        .take_while(|(k, _)| k.0 == *ns)
         .map(|(_, c)| c)
         .find(|c| {
             c.extended_resource_claim

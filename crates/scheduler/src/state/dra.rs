@@ -18,7 +18,7 @@ use k8s_openapi::api::resource::v1 as api;
 use kube::ResourceExt;
 use rkube_framework::events::{ActionType, ClusterEvent, EventResource};
 use rkube_framework::Profiles;
-use rkube_model::dra::{self, DeviceClass, Dra, ResourceClaim, ResourceSlice};
+use rkube_model::dra::{self, ClaimKey, DeviceClass, Dra, ResourceClaim, ResourceSlice};
 
 use super::{key_of, Change, State};
 
@@ -31,7 +31,7 @@ pub(crate) struct DraCache {
     slices: BTreeMap<String, ResourceSlice>,
     /// `slices` in name order, shared by every view until a slice changes.
     slice_list: Arc<Vec<ResourceSlice>>,
-    claims: BTreeMap<Key, Arc<ResourceClaim>>,
+    claims: BTreeMap<ClaimKey, Arc<ResourceClaim>>,
     /// Claims as Reserve left them (allocated for a pod in its binding
     /// cycle), over the informer's version, until the informer's version
     /// is allocated too or Unreserve restores the claim.
@@ -49,7 +49,7 @@ impl DraCache {
     fn rebuild(&mut self) {
         let mut claims = self.claims.clone();
         for (k, c) in &self.assumed {
-            claims.insert(k.clone(), c.clone());
+            claims.insert(Arc::new(k.clone()), c.clone());
         }
         self.built = Arc::new(Dra {
             classes: self.classes.clone(),
@@ -73,7 +73,7 @@ impl DraCache {
         if c.allocation.is_some() {
             self.assumed.remove(&key);
         }
-        self.claims.insert(key, c);
+        self.claims.insert(Arc::new(key), c);
     }
 
     fn remove_claim(&mut self, key: &Key) {
@@ -326,8 +326,8 @@ impl State {
                     .dra
                     .claims
                     .keys()
-                    .filter(|k| !keep.contains(*k))
-                    .cloned()
+                    .filter(|k| !keep.contains(&***k))
+                    .map(|k| (**k).clone())
                     .collect();
                 for k in &gone {
                     self.dra.remove_claim(k);
