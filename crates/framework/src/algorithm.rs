@@ -35,8 +35,8 @@ const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
 /// Below this many nodes a filter or score pass runs on the calling
 /// thread: handing a pass to the thread pool and waking its workers costs
 /// more than a few hundred nodes' plugins (measured in BENCHMARKS.md,
-/// "Passes on one thread").
-pub(crate) const PARALLEL_THRESHOLD: usize = 1024;
+/// "Issue #18, third round"). Plugins' own node walks use it too.
+pub const PARALLEL_THRESHOLD: usize = 1024;
 
 /// The smallest run of nodes a filter pass takes at once.
 const MIN_CHUNK: usize = 64;
