@@ -785,13 +785,17 @@ mod tests {
         }
     }
 
-    /// Scores of [`KeyedScore`] computed so far (only its test reads it).
-    static KEYED_SCORE_CALLS: std::sync::atomic::AtomicUsize =
-        std::sync::atomic::AtomicUsize::new(0);
+    /// Scores computed so far by [`KeyedScore`], per counter (each test
+    /// that counts has its own: tests run in parallel).
+    static KEYED_SCORE_CALLS: [std::sync::atomic::AtomicUsize; 2] = [
+        std::sync::atomic::AtomicUsize::new(0),
+        std::sync::atomic::AtomicUsize::new(0),
+    ];
 
-    /// Label `ScoreA` modulo 50 plus the pod's priority, with the priority as its
-    /// score key: the framework may keep its scores across cycles.
-    struct KeyedScore;
+    /// Label `ScoreA` modulo 50 plus the pod's priority, with the priority
+    /// as its score key: the framework may keep its scores across cycles.
+    /// Counts its calls in `KEYED_SCORE_CALLS[args.counter]`.
+    struct KeyedScore(usize);
 
     impl Plugin for KeyedScore {
         fn name(&self) -> &'static str {
@@ -807,7 +811,7 @@ mod tests {
             Some(vec![i64::from(pod.priority)])
         }
         fn score(&self, _: &CycleState, pod: &Pod, node: &NodeInfo) -> Result<i64, Status> {
-            KEYED_SCORE_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            KEYED_SCORE_CALLS[self.0].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let v: i64 = node
                 .node
                 .labels
@@ -819,7 +823,11 @@ mod tests {
 
     fn registry() -> Registry {
         let mut r = Registry::new();
-        r.register("KeyedScore", |_, _| Ok(Arc::new(KeyedScore)));
+        r.register("KeyedScore", |a, _| {
+            Ok(Arc::new(KeyedScore(
+                a["counter"].as_u64().unwrap_or(0) as usize
+            )))
+        });
         r.register("FakeRequired", |_, _| Ok(Arc::new(Required)));
         r.register("FilterA", |a, _| Ok(RejectFilter::from_args("FilterA", a)));
         r.register("FilterB", |a, _| Ok(RejectFilter::from_args("FilterB", a)));
@@ -1210,7 +1218,7 @@ mod tests {
     #[test]
     fn kept_scores_are_reused_per_generation_and_key() {
         use std::sync::atomic::Ordering::SeqCst;
-        let calls = || KEYED_SCORE_CALLS.load(SeqCst);
+        let calls = || KEYED_SCORE_CALLS[0].load(SeqCst);
         // More nodes than PARALLEL_THRESHOLD: the pool scores them.
         const N: usize = PARALLEL_THRESHOLD + 76;
         let mut snap = indexed_nodes(N);
@@ -1409,6 +1417,26 @@ mod tests {
             (199, 200, 200)
         );
         assert_eq!(sched.next_start_node_index, 0);
+    }
+
+    #[test]
+    fn no_scores_are_kept_in_very_large_clusters() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let n = crate::run::SCORE_MEMO_MAX_NODES + 1;
+        let snap = indexed_nodes(n);
+        let all: Vec<usize> = (0..n).collect();
+        let fw = Setup {
+            score: vec![("KeyedScore", 1)],
+            args: vec![("KeyedScore", json!({"counter": 1}))],
+            ..Default::default()
+        }
+        .build();
+        let before = KEYED_SCORE_CALLS[1].load(SeqCst);
+        for _ in 0..2 {
+            let mut state = CycleState::new();
+            run_score(&fw, &mut state, &pod(), &snap, &all).unwrap();
+        }
+        assert_eq!(KEYED_SCORE_CALLS[1].load(SeqCst) - before, 2 * n);
     }
 
     #[test]

@@ -582,10 +582,11 @@ fn raw_scores(
         }
         return (raw, errors);
     }
+    let keep = all_nodes <= SCORE_MEMO_MAX_NODES;
     let kept = fw.score_memo.take(
         plugins
             .iter()
-            .map(|a| (a.name, a.plugin.score_key(state, pod)))
+            .map(|a| (a.name, a.plugin.score_key(state, pod).filter(|_| keep)))
             .collect(),
     );
     // Per chunk: its errors, and the scores computed for kept tables
@@ -636,6 +637,12 @@ fn raw_scores(
 /// Entries a kept score table may hold beyond twice the cluster's nodes
 /// before it starts over.
 const SCORE_MEMO_SLACK: usize = 1024;
+
+/// Above this many nodes no scores are kept: a table of every node no
+/// longer stays in the cache, and reading it cost more than scoring
+/// (BENCHMARKS.md, "Issue #18, third round": 50,000 nodes 10–20 % slower
+/// with kept scores, 5,000 nodes 1.4–2× faster).
+pub(crate) const SCORE_MEMO_MAX_NODES: usize = 16_384;
 
 /// Score and NormalizeScore of every Score plugin over `infos`: the
 /// plugins' scores first, then, plugin by plugin in profile order, its
