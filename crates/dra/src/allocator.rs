@@ -41,7 +41,7 @@ pub const MAX_RESULTS: usize = 32;
 pub const STEP_BUDGET: u64 = 2_000_000;
 
 /// `driver/pool/device`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DeviceId {
     /// Driver.
     pub driver: String,
@@ -49,6 +49,75 @@ pub struct DeviceId {
     pub pool: String,
     /// Device.
     pub device: String,
+}
+
+/// A device named by borrowed parts: maps keyed by [`DeviceId`] are
+/// looked up with it, without building (allocating) an ID per check.
+trait DeviceKey {
+    fn parts(&self) -> (&str, &str, &str);
+    /// [`pools::device_hash`] of the parts.
+    fn id_hash(&self) -> u64;
+}
+
+impl DeviceKey for DeviceId {
+    fn parts(&self) -> (&str, &str, &str) {
+        (&self.driver, &self.pool, &self.device)
+    }
+    fn id_hash(&self) -> u64 {
+        pools::device_hash(&self.driver, &self.pool, &self.device)
+    }
+}
+
+/// Driver, pool and device, borrowed, with their hash.
+#[derive(Clone, Copy)]
+struct DeviceName<'a> {
+    parts: (&'a str, &'a str, &'a str),
+    hash: u64,
+}
+
+impl<'a> DeviceName<'a> {
+    fn new(driver: &'a str, pool: &'a str, device: &'a str) -> Self {
+        DeviceName {
+            parts: (driver, pool, device),
+            hash: pools::device_hash(driver, pool, device),
+        }
+    }
+}
+
+impl DeviceKey for DeviceName<'_> {
+    fn parts(&self) -> (&str, &str, &str) {
+        self.parts
+    }
+    fn id_hash(&self) -> u64 {
+        self.hash
+    }
+}
+
+impl std::hash::Hash for dyn DeviceKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u64(self.id_hash());
+    }
+}
+
+impl PartialEq for dyn DeviceKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn DeviceKey + '_ {}
+
+// Hashes exactly as `dyn DeviceKey` does, which `Borrow` requires.
+impl std::hash::Hash for DeviceId {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self as &dyn DeviceKey).hash(h);
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn DeviceKey + 'a> for DeviceId {
+    fn borrow(&self) -> &(dyn DeviceKey + 'a) {
+        self
+    }
 }
 
 impl std::fmt::Display for DeviceId {
@@ -112,18 +181,21 @@ impl AllocatedState {
 
     /// Held exclusively by some claim.
     pub fn holds(&self, id: &DeviceId) -> bool {
-        self.devices.contains(id) || self.base.as_ref().is_some_and(|b| b.holds(id))
+        self.holds_key(id)
     }
 
-    /// Some share of the device is held.
-    fn has_shares(&self, id: &DeviceId) -> bool {
-        self.capacity.contains_key(id)
-            || self.shared.iter().any(|(d, _)| d == id)
-            || self.base.as_ref().is_some_and(|b| b.has_shares(id))
+    fn holds_key(&self, id: &dyn DeviceKey) -> bool {
+        self.devices.contains(id) || self.base.as_ref().is_some_and(|b| b.holds_key(id))
+    }
+
+    /// Some share of the device is held (every share adds a capacity
+    /// entry, if only an empty one, in its layer).
+    fn has_shares(&self, id: &dyn DeviceKey) -> bool {
+        self.capacity.contains_key(id) || self.base.as_ref().is_some_and(|b| b.has_shares(id))
     }
 
     /// Capacity held by the device's shares, summed over the layers.
-    fn capacity_held(&self, id: &DeviceId) -> Option<BTreeMap<String, Quantity>> {
+    fn capacity_held(&self, id: &dyn DeviceKey) -> Option<BTreeMap<String, Quantity>> {
         let below = self.base.as_ref().and_then(|b| b.capacity_held(id));
         match (self.capacity.get(id), below) {
             (None, b) => b,
@@ -179,7 +251,11 @@ impl AllocatedState {
     /// Held in any way (exclusively, shared, or with capacity): upstream's
     /// `IsDeviceAllocated`.
     pub fn is_allocated(&self, id: &DeviceId) -> bool {
-        self.holds(id) || self.has_shares(id)
+        self.is_allocated_key(id)
+    }
+
+    fn is_allocated_key(&self, id: &dyn DeviceKey) -> bool {
+        self.holds_key(id) || self.has_shares(id)
     }
 }
 
@@ -265,12 +341,15 @@ struct DevRef<'a> {
     pool: usize,
     slice: &'a ResourceSlice,
     index: usize,
+    /// [`pools::device_hash`] of the device.
+    hash: u64,
 }
 
 impl<'a> DevRef<'a> {
     fn device(&self) -> &'a Device {
         &self.slice.devices[self.index]
     }
+    /// The device's ID, for messages and results.
     fn id(&self) -> DeviceId {
         DeviceId {
             driver: self.slice.driver.clone(),
@@ -278,7 +357,22 @@ impl<'a> DevRef<'a> {
             device: self.device().name.clone(),
         }
     }
+    /// The device's name, to look it up in the allocated state.
+    fn name(&self) -> DeviceName<'a> {
+        DeviceName {
+            parts: (&self.slice.driver, &self.slice.pool, &self.device().name),
+            hash: self.hash,
+        }
+    }
+    /// The device within one search: its slice (which the search holds)
+    /// and its place there. A valid pool names each device once.
+    fn local(&self) -> LocalDev {
+        (self.slice as *const ResourceSlice as usize, self.index)
+    }
 }
+
+/// A device within one search ([`DevRef::local`]).
+type LocalDev = (usize, usize);
 
 #[derive(Clone)]
 enum Constraint {
@@ -409,9 +503,10 @@ struct Search<'a, 'b> {
     requests: FastMap<ReqKey, RequestData<'a>>,
     selected_sub: FastMap<(usize, usize), usize>,
     constraints: Vec<Vec<Constraint>>,
-    matches: FastMap<(DeviceId, ReqKey), bool>,
-    allocating: FastMap<DeviceId, BTreeSet<usize>>,
-    allocating_capacity: FastMap<DeviceId, BTreeMap<String, Quantity>>,
+    matches: FastMap<(LocalDev, ReqKey), bool>,
+    /// Claims (by index) this search gave each device to.
+    allocating: FastMap<LocalDev, Vec<usize>>,
+    allocating_capacity: FastMap<LocalDev, BTreeMap<String, Quantity>>,
     available_counters: FastMap<usize, BTreeMap<String, BTreeMap<String, Quantity>>>,
     consumed_counters: FastMap<usize, BTreeMap<String, BTreeMap<String, Quantity>>>,
     results: Vec<Vec<Picked<'a>>>,
@@ -483,6 +578,27 @@ impl<'a> Allocator<'a> {
         node: &Node,
         claims: &[&'a ResourceClaim],
     ) -> (Result<Option<Vec<Allocation>>, Failure>, u64) {
+        self.search(node, claims, true)
+    }
+
+    /// Whether [`Allocator::allocate`] would find allocations on `node`
+    /// (`Ok(true)`), none (`Ok(false)`) or fail the same way, without
+    /// building them: a caller that needs one node's allocations out of
+    /// many asks `allocate` for that node only.
+    pub fn feasible(&self, node: &Node, claims: &[&'a ResourceClaim]) -> Result<bool, Failure> {
+        self.search(node, claims, false)
+            .0
+            .map(|found| found.is_some())
+    }
+
+    /// The search; the allocations are built only with `build` (otherwise
+    /// a success is `Some` of nothing).
+    fn search(
+        &self,
+        node: &Node,
+        claims: &[&'a ResourceClaim],
+        build: bool,
+    ) -> (Result<Option<Vec<Allocation>>, Failure>, u64) {
         let mut s = Search {
             alloc: self,
             node,
@@ -508,7 +624,8 @@ impl<'a> Allocator<'a> {
             return (Err(f), 0);
         }
         let out = match s.allocate_one((0, 0, 0, 0), false, (0, 0, 0)) {
-            Ok(true) => s.finish().map(Some),
+            Ok(true) if build => s.finish().map(Some),
+            Ok(true) => s.check_node_selectors().map(|()| Some(Vec::new())),
             Ok(false) | Err(Stop::MaxSize) => {
                 if s.pools.iter().any(|p| p.invalid.is_some()) {
                     Err(Failure::Node(
@@ -645,13 +762,14 @@ impl<'a> Search<'a, '_> {
                             pool.name
                         )));
                     }
-                    let slices = pool.slices.clone();
-                    for slice in slices {
+                    for sx in 0..pool.slices.len() {
+                        let slice = self.pools[pi].slices[sx];
                         for index in 0..slice.devices.len() {
                             let dev = DevRef {
                                 pool: pi,
                                 slice,
                                 index,
+                                hash: self.pools[pi].hashes[sx][index],
                             };
                             if !self.selectable((ci, ri, si), &data, dev)? {
                                 continue;
@@ -686,8 +804,7 @@ impl<'a> Search<'a, '_> {
         dev: DevRef<'a>,
     ) -> Result<bool, Stop> {
         let device = dev.device();
-        let id = dev.id();
-        if let Some(m) = self.matches.get(&(id.clone(), key)) {
+        if let Some(m) = self.matches.get(&(dev.local(), key)) {
             return Ok(*m);
         }
         let view = DeviceView {
@@ -699,13 +816,13 @@ impl<'a> Search<'a, '_> {
         let claim = self.claims[key.0];
         let mut ok = self.selectors_match(
             &view,
-            &id,
+            dev,
             &data.class.selectors,
             Some(&data.class.name),
             claim,
         )?;
         if ok {
-            ok = self.selectors_match(&view, &id, &data.req.selectors, None, claim)?;
+            ok = self.selectors_match(&view, dev, &data.req.selectors, None, claim)?;
         }
         if ok && dev.slice.node == rkube_model::dra::NodeScope::PerDevice {
             ok = device
@@ -713,14 +830,14 @@ impl<'a> Search<'a, '_> {
                 .as_ref()
                 .is_some_and(|s| pools::scope_matches(s, self.node));
         }
-        self.matches.insert((id, key), ok);
+        self.matches.insert((dev.local(), key), ok);
         Ok(ok)
     }
 
     fn selectors_match(
         &self,
         view: &DeviceView<'_>,
-        id: &DeviceId,
+        dev: DevRef<'a>,
         selectors: &[String],
         class: Option<&str>,
         claim: &ResourceClaim,
@@ -764,8 +881,9 @@ impl<'a> Search<'a, '_> {
                 }
                 Err(e) => {
                     return Err(fatal(format!(
-                        "{}: selector #{i} on device {id}: CEL runtime error: {e}",
-                        owner()
+                        "{}: selector #{i} on device {}: CEL runtime error: {e}",
+                        owner(),
+                        dev.id()
                     )))
                 }
             }
@@ -773,21 +891,32 @@ impl<'a> Search<'a, '_> {
         Ok(true)
     }
 
-    fn in_use(&self, id: &DeviceId) -> bool {
-        self.alloc.state.holds(id) || self.allocating.get(id).is_some_and(|s| !s.is_empty())
+    fn in_use(&self, dev: DevRef<'a>) -> bool {
+        self.alloc.state.holds_key(&dev.name())
+            || self
+                .allocating
+                .get(&dev.local())
+                .is_some_and(|s| !s.is_empty())
     }
 
-    fn capacity_in_use(&self, id: &DeviceId) -> bool {
-        self.alloc.state.has_shares(id) || self.allocating_capacity.contains_key(id)
+    /// This search gave the device to claim `ci`.
+    fn allocating_for(&self, dev: DevRef<'a>, ci: usize) -> bool {
+        self.allocating
+            .get(&dev.local())
+            .is_some_and(|c| c.contains(&ci))
+    }
+
+    fn capacity_in_use(&self, dev: DevRef<'a>) -> bool {
+        self.alloc.state.has_shares(&dev.name())
+            || self.allocating_capacity.contains_key(&dev.local())
     }
 
     fn capacity_fits(&self, req: &ExactRequest, dev: DevRef<'a>) -> Result<bool, String> {
-        let id = dev.id();
         capacity::fits(
             &req.capacity,
             &dev.device().capacity,
-            self.alloc.state.capacity_held(&id).as_ref(),
-            self.allocating_capacity.get(&id),
+            self.alloc.state.capacity_held(&dev.name()).as_ref(),
+            self.allocating_capacity.get(&dev.local()),
         )
     }
 
@@ -881,12 +1010,12 @@ impl<'a> Search<'a, '_> {
                         pool: pi,
                         slice,
                         index: dx,
+                        hash: self.pools[pi].hashes[sx][dx],
                     };
-                    let id = dev.id();
-                    if admin && self.allocating.get(&id).is_some_and(|c| c.contains(&ci)) {
+                    if admin && self.allocating_for(dev, ci) {
                         continue;
                     }
-                    if !admin && self.in_use(&id) {
+                    if !admin && self.in_use(dev) {
                         continue;
                     }
                     // `selectable` needs the request data and `&mut self`
@@ -900,9 +1029,10 @@ impl<'a> Search<'a, '_> {
                     }
                     let fits = self.capacity_fits(req, dev).map_err(|e| {
                         fatal(format!(
-                            "claim {}, request {}: checking capacity for device {id}: {e}",
+                            "claim {}, request {}: checking capacity for device {}: {e}",
                             kobj(claim),
-                            self.requests[&key].own_name(&request.name)
+                            self.requests[&key].own_name(&request.name),
+                            dev.id()
                         ))
                     })?;
                     if !fits {
@@ -947,16 +1077,15 @@ impl<'a> Search<'a, '_> {
         let key = (ci, ri, si);
         let req = self.requests[&key].req;
         let device = dev.device();
-        let id = dev.id();
         let multi = device.allow_multiple_allocations;
-        if !multi && req.admin_access && self.allocating.get(&id).is_some_and(|c| c.contains(&ci)) {
+        if !multi && req.admin_access && self.allocating_for(dev, ci) {
             return Ok(None);
         }
-        if !req.admin_access && self.in_use(&id) {
+        if !req.admin_access && self.in_use(dev) {
             return Ok(None);
         }
         let mut undo = Undo::default();
-        let skip_counters = multi && self.capacity_in_use(&id);
+        let skip_counters = multi && self.capacity_in_use(dev);
         if !skip_counters && !device.consumes_counters.is_empty() {
             if !self.take_counters(dev) {
                 return Ok(None);
@@ -973,9 +1102,10 @@ impl<'a> Search<'a, '_> {
                 self.rollback(r, dev, undo);
                 if must {
                     return Err(fatal(format!(
-                        "claim {}, request {}: cannot add device {id} because a claim constraint would not be satisfied",
+                        "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
                         kobj(claim),
-                        self.requests[&key].own_name(&base)
+                        self.requests[&key].own_name(&base),
+                        dev.id()
                     )));
                 }
                 return Ok(None);
@@ -983,7 +1113,10 @@ impl<'a> Search<'a, '_> {
             undo.constraints += 1;
         }
         if !multi {
-            self.allocating.entry(id.clone()).or_default().insert(ci);
+            let held = self.allocating.entry(dev.local()).or_default();
+            if !held.contains(&ci) {
+                held.push(ci);
+            }
             undo.marked = true;
         }
         let own = self.requests[&key].own_name(&base).to_string();
@@ -996,8 +1129,9 @@ impl<'a> Search<'a, '_> {
             Err(e) => {
                 self.rollback(r, dev, undo);
                 return Err(fatal(format!(
-                    "claim {}, request {own}: rechecking capacity for device {id}: {e}",
-                    kobj(claim)
+                    "claim {}, request {own}: rechecking capacity for device {}: {e}",
+                    kobj(claim),
+                    dev.id()
                 )));
             }
         }
@@ -1009,15 +1143,16 @@ impl<'a> Search<'a, '_> {
                 Err(e) => {
                     self.rollback(r, dev, undo);
                     return Err(fatal(format!(
-                        "claim {}, request {own}: computing consumed capacity for device {id}: {e}",
-                        kobj(claim)
+                        "claim {}, request {own}: computing consumed capacity for device {}: {e}",
+                        kobj(claim),
+                        dev.id()
                     )));
                 }
             };
             self.shares += 1;
             share_id = Some(share_uid(&self.alloc.share_seed, self.shares));
-            undo.capacity_existed = self.allocating_capacity.contains_key(&id);
-            let e = self.allocating_capacity.entry(id.clone()).or_default();
+            undo.capacity_existed = self.allocating_capacity.contains_key(&dev.local());
+            let e = self.allocating_capacity.entry(dev.local()).or_default();
             for (k, q) in &consumed {
                 let v = e.entry(k.clone()).or_default();
                 *v = v.checked_add(q);
@@ -1038,7 +1173,7 @@ impl<'a> Search<'a, '_> {
 
     fn rollback(&mut self, r: (usize, usize, usize, usize), dev: DevRef<'a>, undo: Undo) {
         let ci = r.0;
-        let id = dev.id();
+        let id = dev.local();
         if undo.result {
             self.results[ci].pop();
         }
@@ -1056,7 +1191,7 @@ impl<'a> Search<'a, '_> {
         }
         if undo.marked {
             if let Some(s) = self.allocating.get_mut(&id) {
-                s.remove(&ci);
+                s.retain(|&c| c != ci);
             }
         }
         if undo.constraints > 0 {
@@ -1084,12 +1219,8 @@ impl<'a> Search<'a, '_> {
                 .collect();
             for slice in pool.slices.iter().chain(pool.other_slices.iter()) {
                 for d in &slice.devices {
-                    let id = DeviceId {
-                        driver: slice.driver.clone(),
-                        pool: slice.pool.clone(),
-                        device: d.name.clone(),
-                    };
-                    if !self.alloc.state.is_allocated(&id) {
+                    let id = DeviceName::new(&slice.driver, &slice.pool, &d.name);
+                    if !self.alloc.state.is_allocated_key(&id) {
                         continue;
                     }
                     for c in &d.consumes_counters {
@@ -1271,6 +1402,35 @@ impl<'a> Search<'a, '_> {
             }
         }
         out
+    }
+
+    /// What [`Search::finish`] would fail with, if anything, without
+    /// building the allocations: only node selectors can fail.
+    fn check_node_selectors(&self) -> Result<(), Failure> {
+        use rkube_model::dra::NodeScope;
+        for (claim, picked) in self.claims.iter().zip(&self.results) {
+            for p in picked {
+                let d = p.dev.device();
+                let scope = if p.dev.slice.node == NodeScope::PerDevice {
+                    d.node.as_ref()
+                } else {
+                    Some(&p.dev.slice.node)
+                };
+                if matches!(scope, Some(NodeScope::Name(_))) || d.binds_to_node {
+                    break;
+                }
+                if let Some(NodeScope::Selector(sel)) = scope {
+                    if sel.terms.len() > 1 {
+                        return Err(Failure::Error(format!(
+                            "create NodeSelector for claim {}: unsupported ResourceSlice.NodeSelector with {} terms",
+                            claim.name,
+                            sel.terms.len()
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Upstream's `createNodeSelector`.

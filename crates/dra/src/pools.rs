@@ -7,10 +7,11 @@
 //! keep their slice's order. That order decides which devices are picked.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, RwLock};
 
 use rkube_model::dra::{NodeScope, ResourceSlice};
 use rkube_model::{Node, Quantity};
-use rkube_util::fast_hash::FastMap;
+use rkube_util::fast_hash::{FastMap, FastSet};
 
 /// Whether a node scope admits `node`.
 pub fn scope_matches(scope: &NodeScope, node: &Node) -> bool {
@@ -40,6 +41,26 @@ pub struct Pool<'a> {
     pub other_slices: Vec<&'a ResourceSlice>,
     /// Counter sets: name → counter → amount.
     pub counter_sets: BTreeMap<&'a str, &'a BTreeMap<String, Quantity>>,
+    /// [`device_hash`] of each device of each of `slices`.
+    pub hashes: Vec<Arc<[u64]>>,
+}
+
+/// The hash of a device's `driver/pool/device` name, computed once per
+/// device and slice list instead of per lookup.
+pub fn device_hash(driver: &str, pool: &str, device: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rkube_util::fast_hash::FxHasher::default();
+    driver.hash(&mut h);
+    pool.hash(&mut h);
+    device.hash(&mut h);
+    h.finish()
+}
+
+fn slice_hashes(s: &ResourceSlice) -> Arc<[u64]> {
+    s.devices
+        .iter()
+        .map(|d| device_hash(&s.driver, &s.pool, &d.name))
+        .collect()
 }
 
 fn relevant(slice: &ResourceSlice, node: &Node) -> bool {
@@ -55,20 +76,37 @@ fn relevant(slice: &ResourceSlice, node: &Node) -> bool {
 /// Which slices may concern a node, found without looking at every slice:
 /// those published for one node by name, and the others (all nodes, node
 /// selectors, per-device selection), as indices into the slice list.
+///
+/// It also keeps each node's pools once gathered, when no slice selects
+/// nodes by label: then which slices concern a node depends on its name
+/// only, and the pools stay as they are while the slices do.
 #[derive(Debug, Default)]
 pub struct SliceIndex {
     by_node: FastMap<String, Vec<usize>>,
     general: Vec<usize>,
+    /// No slice selects nodes by label (or per device).
+    by_name_only: bool,
+    gathered: RwLock<FastMap<String, Arc<[PoolIx]>>>,
+    /// [`device_hash`] of every device, by slice.
+    hashes: Vec<Arc<[u64]>>,
 }
 
 impl SliceIndex {
     /// Indexes `all`.
     pub fn new(all: &[ResourceSlice]) -> Self {
-        let mut ix = SliceIndex::default();
+        let mut ix = SliceIndex {
+            by_name_only: true,
+            ..Default::default()
+        };
         for (i, s) in all.iter().enumerate() {
+            ix.hashes.push(slice_hashes(s));
             match &s.node {
                 NodeScope::Name(n) => ix.by_node.entry(n.clone()).or_default().push(i),
-                _ => ix.general.push(i),
+                NodeScope::All => ix.general.push(i),
+                _ => {
+                    ix.general.push(i);
+                    ix.by_name_only = false;
+                }
             }
         }
         ix
@@ -90,6 +128,72 @@ impl SliceIndex {
         }
         out
     }
+
+    /// The node's pools, gathered once per node when that is safe.
+    fn pools(&self, all: &[ResourceSlice], node: &Node) -> Arc<[PoolIx]> {
+        if !self.by_name_only {
+            return gather_ix(all, self.candidates(&node.name), node).into();
+        }
+        let known = self
+            .gathered
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&node.name)
+            .cloned();
+        if let Some(p) = known {
+            return p;
+        }
+        let p: Arc<[PoolIx]> = gather_ix(all, self.candidates(&node.name), node).into();
+        let mut kept = self.gathered.write().unwrap_or_else(|e| e.into_inner());
+        // Bounded: nodes that come and go while the slices stay do not
+        // pile up.
+        if kept.len() >= 2 * self.by_node.len() + 1024 {
+            kept.clear();
+        }
+        kept.insert(node.name.clone(), p.clone());
+        p
+    }
+}
+
+/// A pool as one node sees it, its slices as indices into the slice list.
+#[derive(Debug, Clone)]
+pub struct PoolIx {
+    /// One of the pool's slices (driver and pool name).
+    first: usize,
+    incomplete: bool,
+    invalid: Option<String>,
+    slices: Vec<usize>,
+    other_slices: Vec<usize>,
+    counter_slices: Vec<usize>,
+}
+
+impl PoolIx {
+    fn pool<'a>(&self, all: &'a [ResourceSlice], index: Option<&SliceIndex>) -> Pool<'a> {
+        let first = &all[self.first];
+        let mut counter_sets = BTreeMap::new();
+        for &i in &self.counter_slices {
+            for (set, counters) in &all[i].shared_counters {
+                counter_sets.insert(set.as_str(), counters);
+            }
+        }
+        Pool {
+            driver: &first.driver,
+            name: &first.pool,
+            incomplete: self.incomplete,
+            invalid: self.invalid.clone(),
+            slices: self.slices.iter().map(|&i| &all[i]).collect(),
+            other_slices: self.other_slices.iter().map(|&i| &all[i]).collect(),
+            counter_sets,
+            hashes: self
+                .slices
+                .iter()
+                .map(|&i| match index {
+                    Some(ix) => ix.hashes[i].clone(),
+                    None => slice_hashes(&all[i]),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Gathers the pools of `all` slices relevant to `node`.
@@ -104,28 +208,42 @@ pub fn gather_indexed<'a>(
     index: Option<&SliceIndex>,
     node: &Node,
 ) -> Vec<Pool<'a>> {
-    let candidates: Box<dyn Iterator<Item = &'a ResourceSlice>> = match index {
-        Some(ix) => Box::new(ix.candidates(&node.name).into_iter().map(move |i| &all[i])),
-        None => Box::new(all.iter()),
-    };
+    match index {
+        Some(ix) => ix
+            .pools(all, node)
+            .iter()
+            .map(|p| p.pool(all, index))
+            .collect(),
+        None => gather_ix(all, (0..all.len()).collect(), node)
+            .iter()
+            .map(|p| p.pool(all, None))
+            .collect(),
+    }
+}
+
+fn gather_ix(all: &[ResourceSlice], candidates: Vec<usize>, node: &Node) -> Vec<PoolIx> {
     // Newest generation of each pool among the node's slices.
-    let mut by_pool: BTreeMap<(&str, &str), Vec<&ResourceSlice>> = BTreeMap::new();
-    for s in candidates.filter(|s| relevant(s, node)) {
+    let mut by_pool: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for i in candidates {
+        let s = &all[i];
+        if !relevant(s, node) {
+            continue;
+        }
         let e = by_pool
             .entry((s.driver.as_str(), s.pool.as_str()))
             .or_default();
-        match e.first().map(|f| f.generation) {
+        match e.first().map(|&f| all[f].generation) {
             Some(g) if s.generation < g => {}
-            Some(g) if s.generation > g => *e = vec![s],
-            _ => e.push(s),
+            Some(g) if s.generation > g => *e = vec![i],
+            _ => e.push(i),
         }
     }
     let mut pools = Vec::new();
     let mut binding = Vec::new();
     for ((driver, name), slices) in by_pool {
-        let generation = slices[0].generation;
-        let count = slices[0].slice_count;
-        let all_for_pool: Vec<&ResourceSlice> = if slices.len() as i64 == count {
+        let generation = all[slices[0]].generation;
+        let count = all[slices[0]].slice_count;
+        let all_for_pool: Vec<usize> = if slices.len() as i64 == count {
             slices.clone()
         } else {
             // Incomplete for the node: obsolete when a newer generation
@@ -137,27 +255,31 @@ pub fn gather_indexed<'a>(
             if newest > generation {
                 continue;
             }
-            all.iter()
-                .filter(|s| s.driver == driver && s.pool == name && s.generation == generation)
+            (0..all.len())
+                .filter(|&i| {
+                    let s = &all[i];
+                    s.driver == driver && s.pool == name && s.generation == generation
+                })
                 .collect()
         };
         if all_for_pool.len() as i64 != count {
-            pools.push(Pool {
-                driver,
-                name,
+            pools.push(PoolIx {
+                first: slices[0],
                 incomplete: true,
                 invalid: None,
                 slices: Vec::new(),
                 other_slices: Vec::new(),
-                counter_sets: BTreeMap::new(),
+                counter_slices: Vec::new(),
             });
             continue;
         }
-        let pool = build(driver, name, slices, &all_for_pool);
-        let has_binding = pool
-            .slices
-            .iter()
-            .any(|s| s.devices.iter().any(|d| !d.binding_conditions.is_empty()));
+        let pool = build(all, slices, &all_for_pool);
+        let has_binding = pool.slices.iter().any(|&i| {
+            all[i]
+                .devices
+                .iter()
+                .any(|d| !d.binding_conditions.is_empty())
+        });
         if has_binding {
             binding.push(pool);
         } else {
@@ -169,63 +291,58 @@ pub fn gather_indexed<'a>(
     pools
 }
 
-fn build<'a>(
-    driver: &'a str,
-    name: &'a str,
-    mut slices: Vec<&'a ResourceSlice>,
-    all_for_pool: &[&'a ResourceSlice],
-) -> Pool<'a> {
-    slices.sort_by(|a, b| a.name.cmp(&b.name));
+fn build(all: &[ResourceSlice], mut slices: Vec<usize>, all_for_pool: &[usize]) -> PoolIx {
+    let first = slices[0];
+    slices.sort_by(|&a, &b| all[a].name.cmp(&all[b].name));
     let mut device_slices = Vec::new();
     let mut counter_slices = Vec::new();
-    for s in &slices {
-        if s.shared_counters.is_empty() {
-            device_slices.push(*s);
+    for &i in &slices {
+        if all[i].shared_counters.is_empty() {
+            device_slices.push(i);
         } else {
-            counter_slices.push(*s);
+            counter_slices.push(i);
         }
     }
     let mut other = Vec::new();
     if slices.len() < all_for_pool.len() {
-        let names: BTreeSet<&str> = slices.iter().map(|s| s.name.as_str()).collect();
-        for s in all_for_pool {
-            if names.contains(s.name.as_str()) {
+        let names: BTreeSet<&str> = slices.iter().map(|&i| all[i].name.as_str()).collect();
+        for &i in all_for_pool {
+            if names.contains(all[i].name.as_str()) {
                 continue;
             }
-            if s.shared_counters.is_empty() {
-                other.push(*s);
+            if all[i].shared_counters.is_empty() {
+                other.push(i);
             } else {
-                counter_slices.push(*s);
+                counter_slices.push(i);
             }
         }
     }
-    let invalid = |reason: String| Pool {
-        driver,
-        name,
+    let invalid = |reason: String| PoolIx {
+        first,
         incomplete: false,
         invalid: Some(reason),
         slices: Vec::new(),
         other_slices: Vec::new(),
-        counter_sets: BTreeMap::new(),
+        counter_slices: Vec::new(),
     };
-    let mut seen = BTreeSet::new();
-    for s in &device_slices {
-        for d in &s.devices {
+    let mut seen = FastSet::default();
+    for &i in &device_slices {
+        for d in &all[i].devices {
             if !seen.insert(d.name.as_str()) {
                 return invalid(format!("duplicate device name {}", d.name));
             }
         }
     }
     let mut counter_sets = BTreeMap::new();
-    for s in &counter_slices {
-        for (set, counters) in &s.shared_counters {
+    for &i in &counter_slices {
+        for (set, counters) in &all[i].shared_counters {
             if counter_sets.insert(set.as_str(), counters).is_some() {
                 return invalid(format!("duplicate counter set name {set}"));
             }
         }
     }
-    for s in device_slices.iter().chain(other.iter()) {
-        for d in &s.devices {
+    for &i in device_slices.iter().chain(other.iter()) {
+        for d in &all[i].devices {
             for c in &d.consumes_counters {
                 let Some(set) = counter_sets.get(c.counter_set.as_str()) else {
                     return invalid(format!(
@@ -244,13 +361,12 @@ fn build<'a>(
             }
         }
     }
-    Pool {
-        driver,
-        name,
+    PoolIx {
+        first,
         incomplete: false,
         invalid: None,
         slices: device_slices,
         other_slices: other,
-        counter_sets,
+        counter_slices,
     }
 }

@@ -6,6 +6,7 @@
 
 use rkube_dra::allocator::{AllocatedState, Allocator, Failure};
 use rkube_dra::cel::Cache;
+use rkube_dra::pools::SliceIndex;
 use rkube_model::dra::Allocation;
 use rkube_model::load::{build, parse_documents};
 use rkube_model::Cluster;
@@ -74,7 +75,27 @@ fn run(
         .map(|n| c.dra.claim("default", n).unwrap())
         .collect();
     let a = Allocator::new(&c.dra, &state, &cache);
-    a.allocate_counted(node, &claims)
+    let plain = a.allocate_counted(node, &claims);
+    // Asked only whether allocations exist, it answers as the search did.
+    let exists = plain.0.as_ref().map(|found| found.is_some());
+    assert_eq!(
+        format!("{:?}", a.feasible(node, &claims)),
+        format!("{exists:?}"),
+        "feasible"
+    );
+    // Through a slice index, whose first search gathers the node's pools
+    // and whose second may reuse them: the same outcome every time.
+    let index = SliceIndex::new(&c.dra.slices);
+    let indexed = Allocator::new(&c.dra, &state, &cache).with_index(&index);
+    for round in ["first", "second"] {
+        let again = indexed.allocate_counted(node, &claims);
+        assert_eq!(
+            format!("{again:?}"),
+            format!("{plain:?}"),
+            "{round} indexed search"
+        );
+    }
+    plain
 }
 
 /// `request/driver/pool/device` of each result of each claim.
@@ -447,4 +468,37 @@ fn cel_runtime_errors_are_fatal() {
         e.starts_with("claim default/claim-0: selector #0 on device driver-a/pool-1/device-1: CEL runtime error: "),
         "{e}"
     );
+}
+
+/// A slice that selects nodes by label concerns a node only while the
+/// node has the label: pools gathered for the node earlier are not reused
+/// after its labels change.
+#[test]
+fn pools_of_label_selected_slices_follow_the_node_labels() {
+    let docs = format!(
+        "{CLASS_A}{}",
+        r#"
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata: {name: by-label}
+  spec: {driver: driver-a, nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: region, operator: In, values: [region-1]}]}]}, pool: {name: p, generation: 1, resourceSliceCount: 1}, devices: [{name: dev-1}]}
+"#
+    );
+    let c = cluster(&format!(
+        "{docs}{}",
+        claim(
+            "c",
+            "{requests: [{name: r, exactly: {deviceClassName: class-a}}]}"
+        )
+    ));
+    let state = AllocatedState::of(&c.dra);
+    let cache = Cache::default();
+    let index = SliceIndex::new(&c.dra.slices);
+    let a = Allocator::new(&c.dra, &state, &cache).with_index(&index);
+    let claims = [c.dra.claim("default", "c").unwrap()];
+    let mut node = c.nodes.iter().find(|n| n.name == "node-1").unwrap().clone();
+    let before = picked(&a.allocate(&node, &claims));
+    assert_eq!(before, Some(vec![vec!["r:driver-a/p/dev-1".to_string()]]));
+    node.labels.insert("region".into(), "region-2".into());
+    assert_eq!(picked(&a.allocate(&node, &claims)), None);
 }

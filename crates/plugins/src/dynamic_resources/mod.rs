@@ -106,6 +106,9 @@ fn added_allocations<'a>(old: &Dra, new: &'a Dra) -> Option<Vec<&'a Allocation>>
             (None, None) => return Some(added),
             (Some(_), None) => Ordering::Less,
             (None, Some(_)) => Ordering::Greater,
+            // A claim both maps still share keeps its key: no strings to
+            // compare (a copied map shares all but the changed entries).
+            (Some((ok, _)), Some((nk, _))) if Arc::ptr_eq(ok, nk) => Ordering::Equal,
             (Some((ok, _)), Some((nk, _))) => ok.cmp(nk),
         };
         match order {
@@ -142,16 +145,16 @@ impl DynamicResources {
             }
             if let Some(added) = added_allocations(seen, dra) {
                 // A layer over the last base; recounted when it grows.
-                let mut next = if state.layer_len() <= LAYER_MAX {
-                    state.as_ref().clone()
-                } else {
-                    AllocatedState::on_top(state)
-                };
+                // Cycles done with the state have let go of it, so it is
+                // usually changed in place, not copied.
+                if state.layer_len() > LAYER_MAX {
+                    *state = Arc::new(AllocatedState::on_top(state));
+                }
+                let next = Arc::make_mut(state);
                 for a in added {
                     next.add(a);
                 }
                 if next.layer_len() <= LAYER_MAX {
-                    *state = Arc::new(next);
                     *seen = dra.clone();
                     return state.clone();
                 }
@@ -226,8 +229,11 @@ struct State {
 #[derive(Clone)]
 struct NodeAllocation {
     /// Allocations of `to_allocate`, in order; the extended-resource
-    /// claim's only when the node needs one (`extended`).
-    allocations: Vec<Allocation>,
+    /// claim's only when the node needs one (`extended`). `Later` when
+    /// Filter only found that they exist: Reserve allocates again on the
+    /// chosen node, with the same inputs, instead of every feasible node
+    /// keeping allocations no one reads.
+    allocations: Allocations,
     /// The extended-resource claim as this node needs it, and which
     /// container request each of its device requests serves.
     extended: Option<(ResourceClaim, Vec<RequestMapping>)>,
@@ -248,6 +254,35 @@ impl State {
                 Some((i, &self.claims[i].claim))
             }
         })
+    }
+}
+
+/// A node's allocations, or what Reserve needs to make them again.
+#[derive(Clone)]
+enum Allocations {
+    Built(Vec<Allocation>),
+    Later(Arc<rkube_model::Node>),
+}
+
+impl State {
+    /// Allocates the claims on `node` as Filter did.
+    fn allocate(
+        &self,
+        cache: &Cache,
+        pod: &Pod,
+        node: &rkube_model::Node,
+        claims: &[&ResourceClaim],
+        build: bool,
+    ) -> Result<Option<Vec<Allocation>>, Failure> {
+        let allocator = Allocator::new(&self.dra, &self.allocated, cache)
+            .with_index(&self.index)
+            .with_memo(&self.memo)
+            .with_share_seed(&pod.uid);
+        if build {
+            allocator.allocate(node, claims)
+        } else {
+            Ok(allocator.feasible(node, claims)?.then(Vec::new))
+        }
     }
 }
 
@@ -488,11 +523,15 @@ impl FilterPlugin for DynamicResources {
             .map(|(_, c)| c)
             .collect();
         if !claims.is_empty() {
-            let allocator = Allocator::new(&s.dra, &s.allocated, &self.cache)
-                .with_index(&s.index)
-                .with_memo(&s.memo)
-                .with_share_seed(&pod.uid);
-            match allocator.allocate(n, &claims) {
+            // Score reads the allocations only to weigh `firstAvailable`
+            // choices; without any, Reserve builds the chosen node's.
+            let build = claims.iter().any(|c| {
+                c.spec
+                    .requests
+                    .iter()
+                    .any(|r| !r.first_available.is_empty())
+            });
+            match s.allocate(&self.cache, pod, n, &claims, build) {
                 Err(Failure::Timeout) => {
                     return Status::error(format!(
                         "node {}: timed out trying to allocate devices",
@@ -504,6 +543,11 @@ impl FilterPlugin for DynamicResources {
                 Ok(None) => return unresolvable(ERR_CANNOT_ALLOCATE),
                 Ok(Some(allocations)) => {
                     if unavailable.is_empty() {
+                        let allocations = if build {
+                            Allocations::Built(allocations)
+                        } else {
+                            Allocations::Later(node.node.clone())
+                        };
                         s.by_node.lock().unwrap_or_else(|e| e.into_inner()).insert(
                             n.name.clone(),
                             NodeAllocation {
@@ -580,10 +624,15 @@ impl ScorePlugin for DynamicResources {
             return Ok(0);
         };
         let by_node = s.by_node.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(new) = by_node.get(node.name()) else {
+        let Some(NodeAllocation {
+            allocations: Allocations::Built(built),
+            ..
+        }) = by_node.get(node.name())
+        else {
+            // Not built: no claim has `firstAvailable` requests.
             return Ok(0);
         };
-        let mut next = new.allocations.iter();
+        let mut next = built.iter();
         let mut score = 0;
         // The extended-resource claim (last) has no `firstAvailable`.
         for c in &s.claims[..s.extended.unwrap_or(s.claims.len())] {
@@ -624,7 +673,7 @@ impl ReservePlugin for DynamicResources {
     fn reserve(
         &self,
         state: &mut CycleState,
-        _: &Pod,
+        pod: &Pod,
         node: &str,
         cache: &mut dyn AssumeCache,
     ) -> Status {
@@ -648,13 +697,33 @@ impl ReservePlugin for DynamicResources {
             }
             return Status::error("claim allocation not found for node");
         };
-        let want = s
-            .to_allocate_on(found.extended.as_ref().map(|(c, _)| c))
-            .count();
-        if found.allocations.len() != want {
+        let node_claim = found.extended.as_ref().map(|(c, _)| c);
+        let allocations = match found.allocations {
+            Allocations::Built(a) => a,
+            Allocations::Later(n) => {
+                let claims: Vec<&ResourceClaim> =
+                    s.to_allocate_on(node_claim).map(|(_, c)| c).collect();
+                match s.allocate(&self.cache, pod, &n, &claims, true) {
+                    Ok(Some(a)) => a,
+                    Ok(None) => {
+                        return Status::error(format!(
+                            "internal error: node {node}: the claims Filter allocated no longer fit"
+                        ))
+                    }
+                    Err(Failure::Node(m) | Failure::Error(m)) => return Status::error(m),
+                    Err(Failure::Timeout) => {
+                        return Status::error(format!(
+                            "node {node}: timed out trying to allocate devices"
+                        ))
+                    }
+                }
+            }
+        };
+        let want = s.to_allocate_on(node_claim).count();
+        if allocations.len() != want {
             return Status::error(format!(
                 "internal error, have {} allocations, {want} claims to allocate, want {want} claims",
-                found.allocations.len(),
+                allocations.len(),
             ));
         }
         let mut reserved = Reserved {
@@ -662,8 +731,7 @@ impl ReservePlugin for DynamicResources {
             allocated: Vec::new(),
             extended: None,
         };
-        let node_claim = found.extended.as_ref().map(|(c, _)| c);
-        for ((i, claim), a) in s.to_allocate_on(node_claim).zip(found.allocations) {
+        for ((i, claim), a) in s.to_allocate_on(node_claim).zip(allocations) {
             let mut c = claim.clone();
             c.protected = true;
             c.allocation = Some(a.clone());
