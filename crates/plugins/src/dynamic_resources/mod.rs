@@ -47,7 +47,9 @@ use rkube_framework::{
     PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult,
     ReservePlugin, ScorePlugin, Snapshot, Status,
 };
-use rkube_model::dra::{Allocation, Consumer, Dra, RequestMapping, ResourceClaim, ResourceSlice};
+use rkube_model::dra::{
+    Allocation, ClaimKey, Consumer, Dra, RequestMapping, ResourceClaim, ResourceSlice,
+};
 use rkube_model::Pod;
 
 pub mod binding_conditions;
@@ -84,7 +86,19 @@ pub struct DynamicResources {
     /// derived from it when claims were only allocated in between (one
     /// pod's Reserve), as upstream's DRA manager tracks allocated devices
     /// from claim events instead of recounting them per pod.
-    allocated: Mutex<Option<(Arc<Dra>, Arc<AllocatedState>)>>,
+    allocated: Mutex<Option<(SeenClaims, Arc<AllocatedState>)>>,
+}
+
+/// The claims the allocated state was counted from: shared, not copied,
+/// and not the cluster's `Dra` itself, which the host can then change in
+/// place when Reserve assumes a claim instead of copying its claim map.
+type SeenClaims = Vec<(ClaimKey, Arc<ResourceClaim>)>;
+
+fn seen_claims(dra: &Dra) -> SeenClaims {
+    dra.claims
+        .iter()
+        .map(|(k, c)| (k.clone(), c.clone()))
+        .collect()
 }
 
 /// What the plugin keeps per slice list: its index and the selector
@@ -96,10 +110,10 @@ const LAYER_MAX: usize = 256;
 
 /// The allocations `new` holds beyond `old`'s, or `None` when some claim
 /// lost or changed its allocation (the state must be recounted).
-fn added_allocations<'a>(old: &Dra, new: &'a Dra) -> Option<Vec<&'a Allocation>> {
+fn added_allocations<'a>(old: &SeenClaims, new: &'a Dra) -> Option<Vec<&'a Allocation>> {
     use std::cmp::Ordering;
     let mut added = Vec::new();
-    let mut o = old.claims.iter().peekable();
+    let mut o = old.iter().map(|(k, c)| (k, c)).peekable();
     let mut n = new.claims.iter().peekable();
     loop {
         let order = match (o.peek(), n.peek()) {
@@ -137,12 +151,9 @@ fn added_allocations<'a>(old: &Dra, new: &'a Dra) -> Option<Vec<&'a Allocation>>
 }
 
 impl DynamicResources {
-    fn allocated_state(&self, dra: &Arc<Dra>) -> Arc<AllocatedState> {
+    fn allocated_state(&self, dra: &Dra) -> Arc<AllocatedState> {
         let mut last = self.allocated.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((seen, state)) = last.as_mut() {
-            if Arc::ptr_eq(seen, dra) {
-                return state.clone();
-            }
             if let Some(added) = added_allocations(seen, dra) {
                 // A layer over the last base; recounted when it grows.
                 // Cycles done with the state have let go of it, so it is
@@ -150,18 +161,21 @@ impl DynamicResources {
                 if state.layer_len() > LAYER_MAX {
                     *state = Arc::new(AllocatedState::on_top(state));
                 }
+                if added.is_empty() {
+                    return state.clone();
+                }
                 let next = Arc::make_mut(state);
                 for a in added {
                     next.add(a);
                 }
                 if next.layer_len() <= LAYER_MAX {
-                    *seen = dra.clone();
+                    *seen = seen_claims(dra);
                     return state.clone();
                 }
             }
         }
         let state = Arc::new(AllocatedState::of(dra));
-        *last = Some((dra.clone(), state.clone()));
+        *last = Some((seen_claims(dra), state.clone()));
         state
     }
 
@@ -212,6 +226,9 @@ struct State {
     /// Index (into `claims`, the last one) of the claim for the pod's
     /// extended resources backed by DRA.
     extended: Option<usize>,
+    /// The cluster's classes and slices (its claims are in `claims`; not
+    /// holding the cluster's own `Dra` lets Reserve's host change it in
+    /// place).
     dra: Arc<Dra>,
     index: Arc<SliceIndex>,
     memo: Arc<SelectorMemo>,
@@ -388,7 +405,7 @@ impl PreFilterPlugin for DynamicResources {
         if !has_claims && pod.requests.scalar.is_empty() {
             return (None, Status::skip());
         }
-        let Some(dra) = snapshot.dra.clone() else {
+        let Some(dra) = snapshot.dra.as_ref() else {
             if has_claims {
                 return (None, unresolvable(NOT_WATCHED));
             }
@@ -465,13 +482,18 @@ impl PreFilterPlugin for DynamicResources {
             self.allocated_state(&dra)
         };
         let (index, memo) = self.slice_index(&dra);
+        let classes_and_slices = Arc::new(Dra {
+            classes: dra.classes.clone(),
+            slices: dra.slices.clone(),
+            ..Dra::default()
+        });
         state.write(
             NAME,
             State {
                 claims,
                 to_allocate,
                 extended,
-                dra,
+                dra: classes_and_slices,
                 index,
                 memo,
                 allocated,
