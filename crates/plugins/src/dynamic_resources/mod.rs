@@ -412,7 +412,7 @@ impl PreFilterPlugin for DynamicResources {
             return (None, Status::skip());
         };
         let mut found: Vec<ResourceClaim> = if has_claims {
-            match pod_claims(pod, &dra) {
+            match pod_claims(pod, dra) {
                 Ok(c) => c.into_iter().cloned().collect(),
                 Err(e) => return (None, unresolvable(e)),
             }
@@ -422,7 +422,7 @@ impl PreFilterPlugin for DynamicResources {
         let mut extended = None;
         if !dra.served_requests(&pod.requests).is_empty() {
             extended = Some(found.len());
-            found.push(extended::claim_for(pod, &dra));
+            found.push(extended::claim_for(pod, dra));
         }
         if found.is_empty() {
             return (None, Status::skip());
@@ -439,13 +439,13 @@ impl PreFilterPlugin for DynamicResources {
             }
             for r in &claim.spec.requests {
                 if let Some(e) = &r.exactly {
-                    if let Err(s) = check_class(&dra, &r.name, &e.device_class_name) {
+                    if let Err(s) = check_class(dra, &r.name, &e.device_class_name) {
                         return (None, s);
                     }
                 } else if !r.first_available.is_empty() {
                     for sub in &r.first_available {
                         let name = format!("{}/{}", r.name, sub.name);
-                        if let Err(s) = check_class(&dra, &name, &sub.device_class_name) {
+                        if let Err(s) = check_class(dra, &name, &sub.device_class_name) {
                             return (None, s);
                         }
                     }
@@ -479,9 +479,9 @@ impl PreFilterPlugin for DynamicResources {
         let allocated = if to_allocate.is_empty() {
             Arc::default()
         } else {
-            self.allocated_state(&dra)
+            self.allocated_state(dra)
         };
-        let (index, memo) = self.slice_index(&dra);
+        let (index, memo) = self.slice_index(dra);
         let classes_and_slices = Arc::new(Dra {
             classes: dra.classes.clone(),
             slices: dra.slices.clone(),
