@@ -130,7 +130,7 @@ impl std::fmt::Display for DeviceId {
 /// possibly as a few allocations on top of a shared base (what a sequence
 /// of scheduling cycles adds, one pod at a time, without recounting every
 /// claim of the cluster).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AllocatedState {
     /// Devices held exclusively.
     devices: FastSet<DeviceId>,
@@ -140,19 +140,65 @@ pub struct AllocatedState {
     capacity: FastMap<DeviceId, BTreeMap<String, Quantity>>,
     /// What is held besides (itself without a base).
     base: Option<Arc<AllocatedState>>,
+    /// Which counted state this one grew from (only [`AllocatedState::add`]
+    /// changes a state after it is made: what it holds only grows), and
+    /// how many times it grew since.
+    lineage: Lineage,
+}
+
+/// A state's lineage: the same `epoch` and at least the same `grown`
+/// means at least as much held. (A copy that grows is the lineage's
+/// newest; what was copied is never grown again by its owner, the
+/// DynamicResources plugin, which grows only its newest state.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lineage {
+    epoch: u64,
+    grown: u64,
+}
+
+impl Lineage {
+    fn new() -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static EPOCHS: AtomicU64 = AtomicU64::new(1);
+        Lineage {
+            epoch: EPOCHS.fetch_add(1, Ordering::Relaxed),
+            grown: 0,
+        }
+    }
+
+    /// A state of this lineage holds at least what `earlier` did.
+    fn includes(&self, earlier: &Lineage) -> bool {
+        self.epoch == earlier.epoch && self.grown >= earlier.grown
+    }
+}
+
+impl Default for AllocatedState {
+    fn default() -> Self {
+        AllocatedState {
+            devices: FastSet::default(),
+            shared: FastSet::default(),
+            capacity: FastMap::default(),
+            base: None,
+            lineage: Lineage::new(),
+        }
+    }
 }
 
 impl AllocatedState {
     /// An empty layer over `base` (flattened: the base's own base is
     /// merged into the new base first).
     pub fn on_top(base: &Arc<AllocatedState>) -> Self {
+        let lineage = base.lineage;
         let base = match &base.base {
             None => base.clone(),
             Some(_) => Arc::new(base.flattened()),
         };
         AllocatedState {
+            devices: FastSet::default(),
+            shared: FastSet::default(),
+            capacity: FastMap::default(),
             base: Some(base),
-            ..Default::default()
+            lineage,
         }
     }
 
@@ -176,6 +222,7 @@ impl AllocatedState {
                 *v = v.checked_add(q);
             }
         }
+        out.lineage = self.lineage;
         out
     }
 
@@ -212,6 +259,7 @@ impl AllocatedState {
 
     /// Adds an allocation's devices (admin-access results hold nothing).
     pub fn add(&mut self, a: &Allocation) {
+        self.lineage.grown += 1;
         for r in &a.devices {
             if r.admin_access {
                 continue;
@@ -295,12 +343,25 @@ impl SelectorMemo {
     }
 }
 
+/// Nodes found with every device held, and in which state: while the
+/// allocated state only grows (same lineage) and the slices stay (this is
+/// kept beside their index), such a node has no device for a request
+/// that needs one of its own.
+#[derive(Debug, Default)]
+pub struct Exhausted {
+    nodes: std::sync::RwLock<FastMap<String, Lineage>>,
+}
+
+/// Nodes recorded in [`Exhausted`] before it starts over.
+const EXHAUSTED_MAX: usize = 1 << 17;
+
 /// The allocator for one scheduling attempt.
 pub struct Allocator<'a> {
     dra: &'a Dra,
     state: &'a AllocatedState,
     cache: &'a Cache,
     index: Option<&'a pools::SliceIndex>,
+    exhausted: Option<&'a Exhausted>,
     memo: Option<&'a SelectorMemo>,
     /// Shares get deterministic IDs (upstream draws random UUIDs).
     share_seed: String,
@@ -535,6 +596,7 @@ impl<'a> Allocator<'a> {
             state,
             cache,
             index: None,
+            exhausted: None,
             memo: None,
             share_seed: String::new(),
         }
@@ -552,6 +614,88 @@ impl<'a> Allocator<'a> {
     pub fn with_index(mut self, index: &'a pools::SliceIndex) -> Self {
         self.index = Some(index);
         self
+    }
+
+    /// Remembers in `exhausted` (kept with the slice list) the nodes found
+    /// with every device held; see [`Allocator::known_exhausted`].
+    pub fn with_exhausted(mut self, exhausted: &'a Exhausted) -> Self {
+        self.exhausted = Some(exhausted);
+        self
+    }
+
+    /// Every request of every claim needs devices of its own: at least
+    /// one request per claim, each an exact count of at least one device
+    /// of a named class, without admin access or alternatives, and no
+    /// claim over [`MAX_RESULTS`] (so the search cannot fail before it
+    /// looks at devices). On a node whose every device is held such
+    /// claims cannot be allocated, and the search finds so.
+    pub fn needs_free_devices(claims: &[&ResourceClaim]) -> bool {
+        claims.iter().all(|c| {
+            let mut total = 0u64;
+            !c.spec.requests.is_empty()
+                && c.spec.requests.iter().all(|r| match &r.exactly {
+                    Some(e) if r.first_available.is_empty() => {
+                        let AllocationMode::ExactCount(n) = e.mode else {
+                            return false;
+                        };
+                        total = total.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+                        n >= 1 && !e.admin_access && !e.device_class_name.is_empty()
+                    }
+                    _ => false,
+                })
+                && total <= MAX_RESULTS as u64
+        })
+    }
+
+    /// The exhausted-node record, usable only when a node's pools follow
+    /// from its name (no slice selects nodes by label).
+    fn exhausted_by_name(&self) -> Option<&'a Exhausted> {
+        match self.index {
+            Some(ix) if ix.by_name_only() => self.exhausted,
+            _ => None,
+        }
+    }
+
+    /// `node` was found with every device held in an earlier state of
+    /// this allocator's state's lineage, which holds at least as much.
+    pub fn known_exhausted(&self, node: &Node) -> bool {
+        let Some(ex) = self.exhausted_by_name() else {
+            return false;
+        };
+        ex.nodes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&node.name)
+            .is_some_and(|seen| self.state.lineage.includes(seen))
+    }
+
+    /// Records `node` when every device of its pools is held and none of
+    /// its pools is invalid (an invalid pool changes the outcome's reason).
+    pub fn note_if_exhausted(&self, node: &Node) {
+        let Some(ex) = self.exhausted_by_name() else {
+            return;
+        };
+        let pools = pools::gather_indexed(&self.dra.slices, self.index, node);
+        let all_held = pools.iter().all(|p| {
+            p.invalid.is_none()
+                && p.slices.iter().zip(&p.hashes).all(|(slice, hashes)| {
+                    slice.devices.iter().zip(hashes.iter()).all(|(d, &hash)| {
+                        let name = DeviceName {
+                            parts: (&slice.driver, &slice.pool, &d.name),
+                            hash,
+                        };
+                        self.state.holds_key(&name)
+                    })
+                })
+        });
+        if !all_held {
+            return;
+        }
+        let mut nodes = ex.nodes.write().unwrap_or_else(|e| e.into_inner());
+        if nodes.len() >= EXHAUSTED_MAX {
+            nodes.clear();
+        }
+        nodes.insert(node.name.clone(), self.state.lineage);
     }
 
     /// Seeds the share IDs of devices allowing multiple allocations (the

@@ -112,6 +112,12 @@ impl SliceIndex {
         ix
     }
 
+    /// No slice selects nodes by label: a node's pools follow from its
+    /// name alone while the slices stay.
+    pub fn by_name_only(&self) -> bool {
+        self.by_name_only
+    }
+
     /// Indices of the slices that may concern `node`, in list order.
     fn candidates(&self, node: &str) -> Vec<usize> {
         let own = self.by_node.get(node).map_or(&[][..], |v| v.as_slice());

@@ -4,7 +4,7 @@
 //! devices, errors and (where upstream pins them) search-step counts are
 //! upstream's.
 
-use rkube_dra::allocator::{AllocatedState, Allocator, Failure};
+use rkube_dra::allocator::{AllocatedState, Allocator, Exhausted, Failure};
 use rkube_dra::cel::Cache;
 use rkube_dra::pools::SliceIndex;
 use rkube_model::dra::Allocation;
@@ -501,4 +501,96 @@ fn pools_of_label_selected_slices_follow_the_node_labels() {
     assert_eq!(before, Some(vec![vec!["r:driver-a/p/dev-1".to_string()]]));
     node.labels.insert("region".into(), "region-2".into());
     assert_eq!(picked(&a.allocate(&node, &claims)), None);
+}
+
+/// A node whose every device is held is remembered per state lineage:
+/// the same state and any state grown from it know the node is
+/// exhausted; a recounted state, or one before the growth, does not.
+#[test]
+fn exhausted_nodes_are_known_while_the_state_only_grows() {
+    let c = cluster(&format!(
+        r#"{CLASS_A}{}{}{}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata: {{name: old, namespace: default}}
+  spec: {{devices: {{requests: [{{name: req-0, exactly: {{deviceClassName: class-a}}}}]}}}}
+  status: {{allocation: {{devices: {{results: [{{request: req-0, driver: driver-a, pool: pool-1, device: device-1}}]}}}}}}
+"#,
+        slice("slice-1", "node-1", "pool-1", &[("device-1", "")]),
+        claim(
+            "claim-0",
+            "{requests: [{name: req-0, exactly: {deviceClassName: class-a}}]}"
+        ),
+        claim(
+            "admin",
+            "{requests: [{name: req-0, exactly: {deviceClassName: class-a, adminAccess: true}}]}"
+        )
+    ));
+    let node = c.nodes.iter().find(|n| n.name == "node-1").unwrap();
+    let claims = [c.dra.claim("default", "claim-0").unwrap()];
+    assert!(Allocator::needs_free_devices(&claims));
+    let admin = [c.dra.claim("default", "admin").unwrap()];
+    assert!(!Allocator::needs_free_devices(&admin));
+
+    let cache = Cache::default();
+    let index = SliceIndex::new(&c.dra.slices);
+    let exhausted = Exhausted::default();
+    let before = AllocatedState::of(&c.dra);
+    let at = |state: &AllocatedState| {
+        Allocator::new(&c.dra, state, &cache)
+            .with_index(&index)
+            .with_exhausted(&exhausted)
+            .known_exhausted(node)
+    };
+    let a = Allocator::new(&c.dra, &before, &cache)
+        .with_index(&index)
+        .with_exhausted(&exhausted);
+    assert_eq!(a.feasible(node, &claims), Ok(false));
+    assert!(!at(&before), "nothing noted yet");
+    a.note_if_exhausted(node);
+    assert!(at(&before));
+
+    // Grown (an allocation elsewhere added): still exhausted.
+    let mut grown = before.clone();
+    let other = c.dra.claim("default", "old").unwrap();
+    grown.add(other.allocation.as_ref().unwrap());
+    assert!(at(&grown));
+    // Noted in the grown state: the state before it does not know.
+    exhausted_reset_and_note(&c, &grown, &index, &exhausted, node);
+    assert!(at(&grown) && !at(&before));
+    // A recount starts a new lineage.
+    assert!(!at(&AllocatedState::of(&c.dra)));
+}
+
+fn exhausted_reset_and_note(
+    c: &Cluster,
+    state: &AllocatedState,
+    index: &SliceIndex,
+    exhausted: &Exhausted,
+    node: &rkube_model::Node,
+) {
+    let cache = Cache::default();
+    Allocator::new(&c.dra, state, &cache)
+        .with_index(index)
+        .with_exhausted(exhausted)
+        .note_if_exhausted(node);
+}
+
+/// A node with a free device is not noted as exhausted.
+#[test]
+fn a_node_with_a_free_device_is_not_exhausted() {
+    let c = cluster(&format!(
+        "{CLASS_A}{}",
+        slice("slice-1", "node-1", "pool-1", &[("device-1", "")])
+    ));
+    let node = c.nodes.iter().find(|n| n.name == "node-1").unwrap();
+    let cache = Cache::default();
+    let index = SliceIndex::new(&c.dra.slices);
+    let exhausted = Exhausted::default();
+    let state = AllocatedState::of(&c.dra);
+    let a = Allocator::new(&c.dra, &state, &cache)
+        .with_index(&index)
+        .with_exhausted(&exhausted);
+    a.note_if_exhausted(node);
+    assert!(!a.known_exhausted(node));
 }

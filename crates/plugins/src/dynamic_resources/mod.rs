@@ -38,7 +38,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use rkube_dra::allocator::{AllocatedState, Allocator, Failure, SelectorMemo};
+use rkube_dra::allocator::{AllocatedState, Allocator, Exhausted, Failure, SelectorMemo};
 use rkube_dra::cel::Cache;
 use rkube_dra::pools::SliceIndex;
 use rkube_framework::{
@@ -103,7 +103,12 @@ fn seen_claims(dra: &Dra) -> SeenClaims {
 
 /// What the plugin keeps per slice list: its index and the selector
 /// results on its devices (the list is held, so devices stay put).
-type SliceCache = (Arc<Vec<ResourceSlice>>, Arc<SliceIndex>, Arc<SelectorMemo>);
+type SliceCache = (
+    Arc<Vec<ResourceSlice>>,
+    Arc<SliceIndex>,
+    Arc<SelectorMemo>,
+    Arc<Exhausted>,
+);
 
 /// Allocations kept as a layer over the counted state before recounting.
 const LAYER_MAX: usize = 256;
@@ -179,17 +184,23 @@ impl DynamicResources {
         state
     }
 
-    fn slice_index(&self, dra: &Dra) -> (Arc<SliceIndex>, Arc<SelectorMemo>) {
+    fn slice_index(&self, dra: &Dra) -> (Arc<SliceIndex>, Arc<SelectorMemo>, Arc<Exhausted>) {
         let mut last = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((slices, ix, memo)) = last.as_ref() {
+        if let Some((slices, ix, memo, exhausted)) = last.as_ref() {
             if Arc::ptr_eq(slices, &dra.slices) {
-                return (ix.clone(), memo.clone());
+                return (ix.clone(), memo.clone(), exhausted.clone());
             }
         }
         let ix = Arc::new(SliceIndex::new(&dra.slices));
         let memo = Arc::new(SelectorMemo::default());
-        *last = Some((dra.slices.clone(), ix.clone(), memo.clone()));
-        (ix, memo)
+        let exhausted = Arc::new(Exhausted::default());
+        *last = Some((
+            dra.slices.clone(),
+            ix.clone(),
+            memo.clone(),
+            exhausted.clone(),
+        ));
+        (ix, memo, exhausted)
     }
 }
 
@@ -232,6 +243,8 @@ struct State {
     dra: Arc<Dra>,
     index: Arc<SliceIndex>,
     memo: Arc<SelectorMemo>,
+    /// Nodes found with every device held (kept per slice list).
+    exhausted: Arc<Exhausted>,
     allocated: Arc<AllocatedState>,
     /// What Filter allocated, per feasible node.
     by_node: Mutex<FastMap<String, NodeAllocation>>,
@@ -294,12 +307,23 @@ impl State {
         let allocator = Allocator::new(&self.dra, &self.allocated, cache)
             .with_index(&self.index)
             .with_memo(&self.memo)
+            .with_exhausted(&self.exhausted)
             .with_share_seed(&pod.uid);
         if build {
-            allocator.allocate(node, claims)
-        } else {
-            Ok(allocator.feasible(node, claims)?.then(Vec::new))
+            return allocator.allocate(node, claims);
         }
+        // A node found with every device held stays so while the state
+        // only grows: claims that need devices of their own fail there
+        // without a search, as the search would.
+        let own_devices = Allocator::needs_free_devices(claims);
+        if own_devices && allocator.known_exhausted(node) {
+            return Ok(None);
+        }
+        let found = allocator.feasible(node, claims)?;
+        if !found && own_devices {
+            allocator.note_if_exhausted(node);
+        }
+        Ok(found.then(Vec::new))
     }
 }
 
@@ -481,7 +505,7 @@ impl PreFilterPlugin for DynamicResources {
         } else {
             self.allocated_state(dra)
         };
-        let (index, memo) = self.slice_index(dra);
+        let (index, memo, exhausted) = self.slice_index(dra);
         let classes_and_slices = Arc::new(Dra {
             classes: dra.classes.clone(),
             slices: dra.slices.clone(),
@@ -496,6 +520,7 @@ impl PreFilterPlugin for DynamicResources {
                 dra: classes_and_slices,
                 index,
                 memo,
+                exhausted,
                 allocated,
                 by_node: Mutex::new(FastMap::default()),
                 unavailable: Mutex::new(BTreeSet::new()),
