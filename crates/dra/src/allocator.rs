@@ -534,8 +534,8 @@ impl Constraint {
 
 /// One device picked during the search.
 struct Picked<'a> {
-    request: String,
-    parent: Option<String>,
+    request: &'a str,
+    parent: Option<&'a str>,
     dev: DevRef<'a>,
     admin_access: bool,
     share_id: Option<String>,
@@ -544,6 +544,35 @@ struct Picked<'a> {
 
 /// Key of a request (or subrequest) in a search: claim, request, sub.
 type ReqKey = (usize, usize, usize);
+
+/// A search's requests by key: a handful per pod (validation bounds them),
+/// so a list, which costs no table per node searched.
+struct Requests<'a>(Vec<(ReqKey, RequestData<'a>)>);
+
+impl<'a> Requests<'a> {
+    fn insert(&mut self, key: ReqKey, data: RequestData<'a>) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(e) => e.1 = data,
+            None => self.0.push((key, data)),
+        }
+    }
+
+    fn remove(&mut self, key: &ReqKey) -> Option<RequestData<'a>> {
+        let i = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.swap_remove(i).1)
+    }
+}
+
+impl<'a> std::ops::Index<&ReqKey> for Requests<'a> {
+    type Output = RequestData<'a>;
+
+    fn index(&self, key: &ReqKey) -> &RequestData<'a> {
+        match self.0.iter().find(|(k, _)| k == key) {
+            Some((_, d)) => d,
+            None => panic!("no request data for {key:?}"),
+        }
+    }
+}
 
 /// How to undo one picked device.
 #[derive(Default)]
@@ -561,7 +590,7 @@ struct Search<'a, 'b> {
     node: &'b Node,
     claims: &'b [&'a ResourceClaim],
     pools: Vec<Pool<'a>>,
-    requests: FastMap<ReqKey, RequestData<'a>>,
+    requests: Requests<'a>,
     selected_sub: FastMap<(usize, usize), usize>,
     constraints: Vec<Vec<Constraint>>,
     matches: FastMap<(LocalDev, ReqKey), bool>,
@@ -748,7 +777,7 @@ impl<'a> Allocator<'a> {
             node,
             claims,
             pools: pools::gather_indexed(&self.dra.slices, self.index, node),
-            requests: FastMap::default(),
+            requests: Requests(Vec::new()),
             selected_sub: FastMap::default(),
             constraints: Vec::new(),
             matches: FastMap::default(),
@@ -1199,13 +1228,14 @@ impl<'a> Search<'a, '_> {
         Ok(false)
     }
 
-    fn names(&self, r: (usize, usize, usize, usize)) -> (String, Option<String>) {
-        let claim = self.claims[r.0];
+    /// The request's name and, for a subrequest, its own.
+    fn names(&self, r: (usize, usize, usize, usize)) -> (&'a str, Option<&'a str>) {
+        let claim: &'a ResourceClaim = self.claims[r.0];
         let request = &claim.spec.requests[r.1];
         let d = &self.requests[&(r.0, r.1, r.2)];
         match d.parent {
-            Some(p) => (p.to_string(), Some(d.req.name.clone())),
-            None => (request.name.clone(), None),
+            Some(p) => (p, Some(d.req.name.as_str())),
+            None => (request.name.as_str(), None),
         }
     }
 
@@ -1242,13 +1272,13 @@ impl<'a> Search<'a, '_> {
             return Ok(None);
         }
         for i in 0..self.constraints[ci].len() {
-            if !self.constraints[ci][i].add(&base, sub.as_deref(), device) {
+            if !self.constraints[ci][i].add(base, sub, device) {
                 self.rollback(r, dev, undo);
                 if must {
                     return Err(fatal(format!(
                         "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
                         kobj(claim),
-                        self.requests[&key].own_name(&base),
+                        self.requests[&key].own_name(base),
                         dev.id()
                     )));
                 }
@@ -1263,7 +1293,7 @@ impl<'a> Search<'a, '_> {
             }
             undo.marked = true;
         }
-        let own = self.requests[&key].own_name(&base).to_string();
+        let own = sub.unwrap_or(base);
         match self.capacity_fits(req, dev) {
             Ok(true) => {}
             Ok(false) => {
@@ -1304,8 +1334,8 @@ impl<'a> Search<'a, '_> {
             undo.capacity = Some(consumed.clone());
         }
         self.results[ci].push(Picked {
-            request: if sub.is_some() { own } else { base.clone() },
-            parent: sub.as_ref().map(|_| base.clone()),
+            request: own,
+            parent: sub.map(|_| base),
             dev,
             admin_access: req.admin_access,
             share_id,
@@ -1341,7 +1371,7 @@ impl<'a> Search<'a, '_> {
         if undo.constraints > 0 {
             let (base, sub) = self.names(r);
             for i in 0..undo.constraints {
-                self.constraints[ci][i].remove(&base, sub.as_deref());
+                self.constraints[ci][i].remove(base, sub);
             }
         }
         if undo.counters {
@@ -1450,7 +1480,7 @@ impl<'a> Search<'a, '_> {
                     DeviceResult {
                         request: match &p.parent {
                             Some(parent) => format!("{parent}/{}", p.request),
-                            None => p.request.clone(),
+                            None => p.request.to_string(),
                         },
                         driver: p.dev.slice.driver.clone(),
                         pool: p.dev.slice.pool.clone(),
