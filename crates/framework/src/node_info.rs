@@ -96,6 +96,66 @@ pub struct NodeInfo {
     /// per node across cycles keyed by it. The node and pod fields are public
     /// for reading; change them only through those methods.
     generation: u64,
+    /// Scores Score plugins computed for this content (see
+    /// `score_memo`); every change above forgets them.
+    kept: KeptScores,
+}
+
+/// Scores kept with a node info's content: up to [`KEPT`], each a key id
+/// (the upper 40 bits, never 0) and a score (the lower 24, signed) in one
+/// atomic word, so that cycles scoring the node side by side each read a
+/// whole entry. Kept beside the node's data, they are read from the cache
+/// lines the filters just read.
+#[derive(Debug, Default)]
+pub(crate) struct KeptScores([AtomicU64; KEPT]);
+
+/// Scores kept per node info.
+const KEPT: usize = 4;
+
+/// Bits of a kept score.
+const SCORE_BITS: u32 = 24;
+
+impl Clone for KeptScores {
+    fn clone(&self) -> Self {
+        KeptScores(std::array::from_fn(|i| {
+            AtomicU64::new(self.0[i].load(Ordering::Relaxed))
+        }))
+    }
+}
+
+impl KeptScores {
+    /// The score kept under key `id`.
+    pub(crate) fn get(&self, id: u64) -> Option<i64> {
+        if id == 0 {
+            return None;
+        }
+        self.0.iter().find_map(|slot| {
+            let word = slot.load(Ordering::Relaxed);
+            (word >> SCORE_BITS == id).then(|| {
+                // Sign-extend the low 24 bits.
+                ((word << (64 - SCORE_BITS)) as i64) >> (64 - SCORE_BITS)
+            })
+        })
+    }
+
+    /// Keeps `score` under key `id` (ids fit 40 bits, are never 0); a
+    /// score out of 24 bits is not kept.
+    pub(crate) fn put(&self, id: u64, score: i64) {
+        let limit = 1i64 << (SCORE_BITS - 1);
+        if id == 0 || id >> (64 - SCORE_BITS) != 0 || !(-limit..limit).contains(&score) {
+            return;
+        }
+        let word = (id << SCORE_BITS) | (score as u64 & ((1 << SCORE_BITS) - 1));
+        let slot = self
+            .0
+            .iter()
+            .position(|s| {
+                let w = s.load(Ordering::Relaxed);
+                w == 0 || w >> SCORE_BITS == id
+            })
+            .unwrap_or((id % KEPT as u64) as usize);
+        self.0[slot].store(word, Ordering::Relaxed);
+    }
 }
 
 /// The next [`NodeInfo`] generation (0 is never handed out); snapshots
@@ -121,7 +181,18 @@ impl NodeInfo {
             image_states: HashMap::new(),
             pvc_ref_counts: HashMap::new(),
             generation: next_generation(),
+            kept: KeptScores::default(),
         }
+    }
+
+    /// The score kept for this content under key `id` (see `score_memo`).
+    pub(crate) fn kept_score(&self, id: u64) -> Option<i64> {
+        self.kept.get(id)
+    }
+
+    /// Keeps a score for this content under key `id`.
+    pub(crate) fn keep_score(&self, id: u64, score: i64) {
+        self.kept.put(id, score);
     }
 
     /// This content's generation (see the field).
@@ -135,6 +206,7 @@ impl NodeInfo {
         self.name = Arc::from(node.name.as_str());
         self.node = node;
         self.generation = next_generation();
+        self.kept = KeptScores::default();
     }
 
     /// The node's name.
@@ -158,6 +230,7 @@ impl NodeInfo {
         self.update(&pod, 1);
         self.pods.push(pod);
         self.generation = next_generation();
+        self.kept = KeptScores::default();
     }
 
     /// Removes a pod by UID; returns it when found.
@@ -169,6 +242,7 @@ impl NodeInfo {
             .retain(|p| p.uid != uid);
         self.update(&pod, -1);
         self.generation = next_generation();
+        self.kept = KeptScores::default();
         Some(pod)
     }
 

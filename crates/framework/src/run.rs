@@ -404,7 +404,7 @@ pub(crate) fn pre_score_and_score(
     let infos: Vec<&NodeInfo> = feasible.iter().map(|&i| &snapshot.nodes[i]).collect();
     pre_score(fw, state, pod, &infos, snapshot)?;
     let t0 = metrics::start(&fw.recorder);
-    let out = score_plugins(fw, state, pod, &infos, snapshot.nodes.len(), detail);
+    let out = score_plugins(fw, state, pod, &infos, detail);
     if fw.recorder.is_some() {
         let status = match &out {
             Ok(_) => Status::success(),
@@ -538,7 +538,6 @@ fn raw_scores(
     pod: &Pod,
     infos: &[&NodeInfo],
     plugins: &[ActiveScore<'_>],
-    all_nodes: usize,
 ) -> (Vec<i64>, Vec<ScoreError>) {
     let (n, p) = (infos.len(), plugins.len());
     let mut raw = vec![0i64; n * p];
@@ -582,67 +581,50 @@ fn raw_scores(
         }
         return (raw, errors);
     }
-    let keep = all_nodes <= SCORE_MEMO_MAX_NODES;
-    let kept = fw.score_memo.take(
-        plugins
-            .iter()
-            .map(|a| (a.name, a.plugin.score_key(state, pod).filter(|_| keep)))
-            .collect(),
-    );
-    // Per chunk: its errors, and the scores computed for kept tables
-    // (plugin position, node generation, score).
-    type Rows = (Vec<ScoreError>, Vec<(usize, u64, i64)>);
-    let score_rows = |first: usize, rows: &mut [i64]| -> Rows {
-        let (mut errs, mut computed) = (Vec::new(), Vec::new());
+    // Scores kept in the node infos, under an id per (plugin, key).
+    let ids: Vec<Option<u64>> = plugins
+        .iter()
+        .map(|a| {
+            a.plugin
+                .score_key(state, pod)
+                .and_then(|key| fw.score_memo.id(a.name, key))
+        })
+        .collect();
+    let score_rows = |first: usize, rows: &mut [i64]| -> Vec<ScoreError> {
+        let mut errs = Vec::new();
         for (j, row) in rows.chunks_exact_mut(p).enumerate() {
             let node = infos[first + j];
-            let generation = node.generation();
             for (k, a) in plugins.iter().enumerate() {
-                let table = kept[k].as_ref();
-                if let Some(v) = table.and_then(|t| t.get(generation)) {
+                let id = ids[k];
+                if let Some(v) = id.and_then(|id| node.kept_score(id)) {
                     row[k] = v;
                     continue;
                 }
                 match a.plugin.score_at(state, pod, node, first + j) {
                     Ok(v) => {
                         row[k] = v;
-                        if table.is_some() {
-                            computed.push((k, generation, v));
+                        if let Some(id) = id {
+                            node.keep_score(id, v);
                         }
                     }
                     Err(s) => errs.push((k, first + j, s)),
                 }
             }
         }
-        (errs, computed)
+        errs
     };
-    let computed: Vec<(usize, u64, i64)>;
     if n >= PARALLEL_THRESHOLD {
-        let chunks: Vec<Rows> = raw
+        let chunks: Vec<Vec<ScoreError>> = raw
             .par_chunks_mut(p * SCORE_CHUNK)
             .enumerate()
             .map(|(c, rows)| score_rows(c * SCORE_CHUNK, rows))
             .collect();
-        let (e, c): (Vec<_>, Vec<_>) = chunks.into_iter().unzip();
-        errors = e.into_iter().flatten().collect();
-        computed = c.into_iter().flatten().collect();
+        errors = chunks.into_iter().flatten().collect();
     } else {
-        (errors, computed) = score_rows(0, &mut raw);
+        errors = score_rows(0, &mut raw);
     }
-    fw.score_memo
-        .put_back(kept, computed, 2 * all_nodes + SCORE_MEMO_SLACK);
     (raw, errors)
 }
-
-/// Entries a kept score table may hold beyond twice the cluster's nodes
-/// before it starts over.
-const SCORE_MEMO_SLACK: usize = 1024;
-
-/// Above this many nodes no scores are kept: a table of every node no
-/// longer stays in the cache, and reading it cost more than scoring
-/// (BENCHMARKS.md, "Issue #18, third round": 50,000 nodes 10–20 % slower
-/// with kept scores, 5,000 nodes 1.4–2× faster).
-pub(crate) const SCORE_MEMO_MAX_NODES: usize = 16_384;
 
 /// Score and NormalizeScore of every Score plugin over `infos`: the
 /// plugins' scores first, then, plugin by plugin in profile order, its
@@ -653,11 +635,10 @@ fn score_plugins(
     state: &CycleState,
     pod: &Pod,
     infos: &[&NodeInfo],
-    all_nodes: usize,
     detail: bool,
 ) -> Result<ScoreTable, Status> {
     let plugins = active_scores(fw, state);
-    let (raw, errors) = raw_scores(fw, state, pod, infos, &plugins, all_nodes);
+    let (raw, errors) = raw_scores(fw, state, pod, infos, &plugins);
     normalize_scores(state, pod, infos, &plugins, raw, errors, detail)
 }
 

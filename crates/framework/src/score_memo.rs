@@ -1,151 +1,131 @@
 //! Scores kept across cycles. A Score plugin whose score of a node depends
 //! only on the node info's content and on a key it names for the cycle
 //! ([`ScorePlugin::score_key`]: e.g. NodeResourcesFit's pod requests) is
-//! not asked again for a node whose generation it already scored under the
-//! same key. Generations are unique per content in the process, so a kept
-//! score is the score the plugin would compute.
+//! not asked again for a node info it already scored under the same key.
+//!
+//! The scores live in the node info itself (a few atomic words, forgotten
+//! with every change of its content), so a cycle reads them from the cache
+//! lines its filters just read: a table beside the snapshot, looked up per
+//! node, cost more than scoring at 50,000 nodes (BENCHMARKS.md, issue #18's
+//! third and fourth rounds). This module names each (plugin, key) with an
+//! id that is never reused, so a kept score is always the score the plugin
+//! would compute.
 //!
 //! [`ScorePlugin::score_key`]: crate::plugin::ScorePlugin::score_key
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::fast_hash::FastMap;
+/// (plugin, key) pairs remembered; older ones get a new id when they come
+/// back (their kept scores are then not found, only recomputed).
+const REMEMBERED: usize = 64;
 
-/// Keys kept per plugin (pods of a few shapes alternate in most queues).
-const KEYS: usize = 4;
-
-/// One plugin's scores under one key, by node-info generation.
-#[derive(Debug, Default)]
-pub(crate) struct Table {
-    plugin: &'static str,
-    key: Vec<i64>,
-    scores: FastMap<u64, i64>,
-}
-
-impl Table {
-    /// The kept score of a node-info generation.
-    pub(crate) fn get(&self, generation: u64) -> Option<i64> {
-        self.scores.get(&generation).copied()
-    }
-}
-
-/// The framework's kept scores: per plugin, up to [`KEYS`] tables, most
-/// recently used first.
-#[derive(Debug, Default)]
+/// Ids of (plugin, key) pairs, most recently used first.
+#[derive(Debug)]
 pub(crate) struct ScoreMemo {
-    tables: Mutex<Vec<Table>>,
+    ids: Mutex<(u64, Vec<(&'static str, Vec<i64>, u64)>)>,
+}
+
+impl Default for ScoreMemo {
+    fn default() -> Self {
+        ScoreMemo {
+            ids: Mutex::new((1, Vec::new())),
+        }
+    }
 }
 
 impl ScoreMemo {
-    fn lock(&self) -> MutexGuard<'_, Vec<Table>> {
-        // A panic elsewhere leaves whole tables behind (or none): still valid.
-        self.tables.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, (u64, Vec<(&'static str, Vec<i64>, u64)>)> {
+        // A panic elsewhere leaves the list whole: still valid.
+        self.ids.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes out the table of each `(plugin, key)` (an empty one when none
-    /// is kept; `None` where the plugin has no key). A cycle running
-    /// beside this one meanwhile finds no table and scores every node.
-    pub(crate) fn take(&self, wanted: Vec<(&'static str, Option<Vec<i64>>)>) -> Vec<Option<Table>> {
-        if wanted.iter().all(|(_, k)| k.is_none()) {
-            return wanted.iter().map(|_| None).collect();
+    /// The id of `plugin`'s scores under `key`: the same while the pair is
+    /// remembered, and never one another pair had. `None` once the ids
+    /// run out (2^40 of them), when nothing is kept any more.
+    pub(crate) fn id(&self, plugin: &'static str, key: Vec<i64>) -> Option<u64> {
+        let mut guard = self.lock();
+        let (next, ids) = &mut *guard;
+        if let Some(i) = ids.iter().position(|(p, k, _)| *p == plugin && *k == key) {
+            let entry = ids.remove(i);
+            let id = entry.2;
+            ids.insert(0, entry);
+            return Some(id);
         }
-        let mut tables = self.lock();
-        wanted
-            .into_iter()
-            .map(|(plugin, key)| {
-                let key = key?;
-                let found = tables
-                    .iter()
-                    .position(|t| t.plugin == plugin && t.key == key);
-                Some(match found {
-                    Some(i) => tables.remove(i),
-                    None => Table {
-                        plugin,
-                        key,
-                        scores: FastMap::default(),
-                    },
-                })
-            })
-            .collect()
-    }
-
-    /// Puts tables back with the scores computed this cycle. A table past
-    /// `cap` entries (generations of contents no node has any more pile up,
-    /// one or so per cycle) starts over.
-    pub(crate) fn put_back(
-        &self,
-        taken: Vec<Option<Table>>,
-        computed: impl IntoIterator<Item = (usize, u64, i64)>,
-        cap: usize,
-    ) {
-        let mut taken = taken;
-        for (k, generation, score) in computed {
-            if let Some(Some(t)) = taken.get_mut(k) {
-                t.scores.insert(generation, score);
-            }
+        if *next >= 1 << 40 {
+            return None;
         }
-        let mut tables = self.lock();
-        for mut t in taken.into_iter().flatten() {
-            if t.scores.len() > cap {
-                t.scores = FastMap::default();
-            }
-            let plugin = t.plugin;
-            tables.insert(0, t);
-            let mut seen = 0;
-            tables.retain(|x| {
-                if x.plugin != plugin {
-                    return true;
-                }
-                seen += 1;
-                seen <= KEYS
-            });
-        }
+        let id = *next;
+        *next += 1;
+        ids.insert(0, (plugin, key, id));
+        ids.truncate(REMEMBERED);
+        Some(id)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node_info::KeptScores;
 
     #[test]
-    fn a_table_comes_back_under_its_key_only() {
+    fn a_pair_keeps_its_id_and_no_other_pair_gets_it() {
         let memo = ScoreMemo::default();
-        let t = memo.take(vec![("A", Some(vec![1, 2])), ("B", None)]);
-        assert!(t[0].as_ref().unwrap().get(7).is_none());
-        assert!(t[1].is_none());
-        memo.put_back(t, [(0, 7, 42), (1, 7, 9)], 100);
-        let t = memo.take(vec![("A", Some(vec![1, 2]))]);
-        assert_eq!(t[0].as_ref().unwrap().get(7), Some(42));
-        assert_eq!(t[0].as_ref().unwrap().get(8), None);
-        memo.put_back(t, [], 100);
-        // Another key, or another plugin with the same key, sees nothing.
-        let t = memo.take(vec![("A", Some(vec![1, 3])), ("B", Some(vec![1, 2]))]);
-        assert_eq!(t[0].as_ref().unwrap().get(7), None);
-        assert_eq!(t[1].as_ref().unwrap().get(7), None);
-        // While taken, a second taker gets empty tables.
-        let again = memo.take(vec![("A", Some(vec![1, 2]))]);
-        assert_eq!(again[0].as_ref().unwrap().get(7), Some(42));
-        let empty = memo.take(vec![("A", Some(vec![1, 2]))]);
-        assert_eq!(empty[0].as_ref().unwrap().get(7), None);
+        let a = memo.id("A", vec![1, 2]).unwrap();
+        assert_eq!(memo.id("A", vec![1, 2]), Some(a));
+        let other_key = memo.id("A", vec![1, 3]).unwrap();
+        let other_plugin = memo.id("B", vec![1, 2]).unwrap();
+        assert!(a != other_key && a != other_plugin && other_key != other_plugin);
     }
 
     #[test]
-    fn keys_are_bounded_and_full_tables_start_over() {
+    fn forgotten_pairs_come_back_with_new_ids() {
         let memo = ScoreMemo::default();
-        for k in 0..(KEYS as i64 + 2) {
-            let t = memo.take(vec![("A", Some(vec![k]))]);
-            memo.put_back(t, [(0, 1, k)], 100);
+        let first = memo.id("A", vec![0]).unwrap();
+        for k in 1..=REMEMBERED as i64 {
+            memo.id("A", vec![k]);
         }
-        assert_eq!(memo.lock().len(), KEYS);
-        // The oldest keys went first.
-        let t = memo.take(vec![("A", Some(vec![0]))]);
-        assert_eq!(t[0].as_ref().unwrap().get(1), None);
-        memo.put_back(t, [], 100);
-        let last = KEYS as i64 + 1;
-        let t = memo.take(vec![("A", Some(vec![last]))]);
-        assert_eq!(t[0].as_ref().unwrap().get(1), Some(last));
-        memo.put_back(t, (0..10).map(|g| (0, 100 + g, 5)), 4);
-        let t = memo.take(vec![("A", Some(vec![last]))]);
-        assert_eq!(t[0].as_ref().unwrap().get(100), None);
+        assert_eq!(memo.lock().1.len(), REMEMBERED);
+        let again = memo.id("A", vec![0]).unwrap();
+        assert_ne!(again, first);
+    }
+
+    #[test]
+    fn kept_scores_are_found_under_their_id_only() {
+        let kept = KeptScores::default();
+        assert_eq!(kept.get(1), None);
+        kept.put(1, 42);
+        kept.put(2, -7);
+        assert_eq!(kept.get(1), Some(42));
+        assert_eq!(kept.get(2), Some(-7));
+        assert_eq!(kept.get(3), None);
+        // A new score under the same id replaces the old one.
+        kept.put(1, 0);
+        assert_eq!(kept.get(1), Some(0));
+        // Out of 24 bits, or id 0: not kept.
+        kept.put(5, 1 << 23);
+        kept.put(0, 1);
+        assert_eq!(kept.get(5), None);
+        assert_eq!(kept.get(0), None);
+        // Past four ids, one is replaced; whatever is found is right.
+        for id in 10..20 {
+            kept.put(id, id as i64 * 3);
+        }
+        for id in 1..20u64 {
+            if let Some(v) = kept.get(id) {
+                assert_eq!(
+                    v,
+                    if id == 1 {
+                        0
+                    } else if id == 2 {
+                        -7
+                    } else {
+                        id as i64 * 3
+                    }
+                );
+            }
+        }
+        assert_eq!(kept.get(19), Some(57));
+        // A copy keeps them (the same content).
+        assert_eq!(kept.clone().get(19), Some(57));
     }
 }
