@@ -131,10 +131,9 @@ impl KeptScores {
         }
         self.0.iter().find_map(|slot| {
             let word = slot.load(Ordering::Relaxed);
-            (word >> SCORE_BITS == id).then(|| {
-                // Sign-extend the low 24 bits.
-                ((word << (64 - SCORE_BITS)) as i64) >> (64 - SCORE_BITS)
-            })
+            // The low 24 bits, sign-extended.
+            (word >> SCORE_BITS == id)
+                .then_some(((word << (64 - SCORE_BITS)) as i64) >> (64 - SCORE_BITS))
         })
     }
 

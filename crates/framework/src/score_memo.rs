@@ -19,10 +19,14 @@ use std::sync::{Mutex, MutexGuard};
 /// back (their kept scores are then not found, only recomputed).
 const REMEMBERED: usize = 64;
 
-/// Ids of (plugin, key) pairs, most recently used first.
+/// The next id, and the remembered (plugin, key, id), most recently used
+/// first.
+type Ids = (u64, Vec<(&'static str, Vec<i64>, u64)>);
+
+/// Ids of (plugin, key) pairs.
 #[derive(Debug)]
 pub(crate) struct ScoreMemo {
-    ids: Mutex<(u64, Vec<(&'static str, Vec<i64>, u64)>)>,
+    ids: Mutex<Ids>,
 }
 
 impl Default for ScoreMemo {
@@ -34,7 +38,7 @@ impl Default for ScoreMemo {
 }
 
 impl ScoreMemo {
-    fn lock(&self) -> MutexGuard<'_, (u64, Vec<(&'static str, Vec<i64>, u64)>)> {
+    fn lock(&self) -> MutexGuard<'_, Ids> {
         // A panic elsewhere leaves the list whole: still valid.
         self.ids.lock().unwrap_or_else(|e| e.into_inner())
     }
