@@ -410,6 +410,15 @@ impl<'a> DevRef<'a> {
     fn device(&self) -> &'a Device {
         &self.slice.devices[self.index]
     }
+    /// Which nodes can use the device: its slice's, or its own for
+    /// per-device selection.
+    fn node_scope(&self) -> Option<&'a rkube_model::dra::NodeScope> {
+        if self.slice.node == rkube_model::dra::NodeScope::PerDevice {
+            self.device().node.as_ref()
+        } else {
+            Some(&self.slice.node)
+        }
+    }
     /// The device's ID, for messages and results.
     fn id(&self) -> DeviceId {
         DeviceId {
@@ -1584,12 +1593,7 @@ impl<'a> Search<'a, '_> {
         use rkube_model::dra::NodeScope;
         for (claim, picked) in self.claims.iter().zip(&self.results) {
             for p in picked {
-                let d = p.dev.device();
-                let scope = if p.dev.slice.node == NodeScope::PerDevice {
-                    d.node.as_ref()
-                } else {
-                    Some(&p.dev.slice.node)
-                };
+                let (d, scope) = (p.dev.device(), p.dev.node_scope());
                 if matches!(scope, Some(NodeScope::Name(_))) || d.binds_to_node {
                     break;
                 }
@@ -1612,12 +1616,7 @@ impl<'a> Search<'a, '_> {
         use rkube_model::dra::NodeScope;
         let mut term = NodeSelectorTerm::default();
         for p in picked {
-            let d = p.dev.device();
-            let scope = if p.dev.slice.node == NodeScope::PerDevice {
-                d.node.as_ref()
-            } else {
-                Some(&p.dev.slice.node)
-            };
+            let (d, scope) = (p.dev.device(), p.dev.node_scope());
             if matches!(scope, Some(NodeScope::Name(_))) || d.binds_to_node {
                 return Ok(Some(NodeSelector {
                     terms: vec![NodeSelectorTerm {

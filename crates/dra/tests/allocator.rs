@@ -23,6 +23,15 @@ const CLASS_A: &str = r#"
   spec: {selectors: [{cel: {expression: 'device.driver == "driver-a"'}}]}
 "#;
 
+/// A claim "old" holding driver-a/pool-1/device-1.
+const OLD_ON_DEVICE_1: &str = r#"
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata: {name: old, namespace: default}
+  spec: {devices: {requests: [{name: req-0, exactly: {deviceClassName: class-a}}]}}
+  status: {allocation: {devices: {results: [{request: req-0, driver: driver-a, pool: pool-1, device: device-1}]}}}
+"#;
+
 fn cluster(docs: &str) -> Cluster {
     let text = format!("apiVersion: v1\nkind: List\nitems:\n{NODES}{docs}");
     let objects = parse_documents("test.yaml", &text).expect("parse");
@@ -429,13 +438,7 @@ fn duplicate_device_names_make_an_invalid_pool() {
 #[test]
 fn already_allocated_devices_are_skipped() {
     let c = cluster(&format!(
-        r#"{CLASS_A}{}{}
-- apiVersion: resource.k8s.io/v1
-  kind: ResourceClaim
-  metadata: {{name: old, namespace: default}}
-  spec: {{devices: {{requests: [{{name: req-0, exactly: {{deviceClassName: class-a}}}}]}}}}
-  status: {{allocation: {{devices: {{results: [{{request: req-0, driver: driver-a, pool: pool-1, device: device-1}}]}}}}}}
-"#,
+        "{CLASS_A}{}{}{OLD_ON_DEVICE_1}",
         slice(
             "slice-1",
             "node-1",
@@ -509,13 +512,7 @@ fn pools_of_label_selected_slices_follow_the_node_labels() {
 #[test]
 fn exhausted_nodes_are_known_while_the_state_only_grows() {
     let c = cluster(&format!(
-        r#"{CLASS_A}{}{}{}
-- apiVersion: resource.k8s.io/v1
-  kind: ResourceClaim
-  metadata: {{name: old, namespace: default}}
-  spec: {{devices: {{requests: [{{name: req-0, exactly: {{deviceClassName: class-a}}}}]}}}}
-  status: {{allocation: {{devices: {{results: [{{request: req-0, driver: driver-a, pool: pool-1, device: device-1}}]}}}}}}
-"#,
+        "{CLASS_A}{}{}{}{OLD_ON_DEVICE_1}",
         slice("slice-1", "node-1", "pool-1", &[("device-1", "")]),
         claim(
             "claim-0",
