@@ -13,28 +13,26 @@
 //!
 //! [`ScorePlugin::score_key`]: crate::plugin::ScorePlugin::score_key
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+
+/// The next id, for every framework of the process: node infos are shared
+/// by profiles and by the configurations `compare` runs side by side,
+/// whose plugins of the same name score differently, so no two frameworks
+/// may hand out the same id.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// (plugin, key) pairs remembered; older ones get a new id when they come
 /// back (their kept scores are then not found, only recomputed).
 const REMEMBERED: usize = 64;
 
-/// The next id, and the remembered (plugin, key, id), most recently used
-/// first.
-type Ids = (u64, Vec<(&'static str, Vec<i64>, u64)>);
+/// The remembered (plugin, key, id), most recently used first.
+type Ids = Vec<(&'static str, Vec<i64>, u64)>;
 
-/// Ids of (plugin, key) pairs.
-#[derive(Debug)]
+/// One framework's ids of (plugin, key) pairs.
+#[derive(Debug, Default)]
 pub(crate) struct ScoreMemo {
     ids: Mutex<Ids>,
-}
-
-impl Default for ScoreMemo {
-    fn default() -> Self {
-        ScoreMemo {
-            ids: Mutex::new((1, Vec::new())),
-        }
-    }
 }
 
 impl ScoreMemo {
@@ -47,19 +45,17 @@ impl ScoreMemo {
     /// remembered, and never one another pair had. `None` once the ids
     /// run out (2^40 of them), when nothing is kept any more.
     pub(crate) fn id(&self, plugin: &'static str, key: Vec<i64>) -> Option<u64> {
-        let mut guard = self.lock();
-        let (next, ids) = &mut *guard;
+        let mut ids = self.lock();
         if let Some(i) = ids.iter().position(|(p, k, _)| *p == plugin && *k == key) {
             let entry = ids.remove(i);
             let id = entry.2;
             ids.insert(0, entry);
             return Some(id);
         }
-        if *next >= 1 << 40 {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        if id >= 1 << 40 {
             return None;
         }
-        let id = *next;
-        *next += 1;
         ids.insert(0, (plugin, key, id));
         ids.truncate(REMEMBERED);
         Some(id)
@@ -79,6 +75,10 @@ mod tests {
         let other_key = memo.id("A", vec![1, 3]).unwrap();
         let other_plugin = memo.id("B", vec![1, 2]).unwrap();
         assert!(a != other_key && a != other_plugin && other_key != other_plugin);
+        // Another framework (another profile, or the other configuration
+        // of a comparison) never gets the same id for the same pair.
+        let other = ScoreMemo::default();
+        assert_ne!(other.id("A", vec![1, 2]), Some(a));
     }
 
     #[test]
@@ -88,7 +88,7 @@ mod tests {
         for k in 1..=REMEMBERED as i64 {
             memo.id("A", vec![k]);
         }
-        assert_eq!(memo.lock().1.len(), REMEMBERED);
+        assert_eq!(memo.lock().len(), REMEMBERED);
         let again = memo.id("A", vec![0]).unwrap();
         assert_ne!(again, first);
     }
