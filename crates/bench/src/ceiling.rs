@@ -10,14 +10,22 @@
 //! the schedulers run with. No informers, no cache sync, no scoring: its
 //! wall time, measured by the same watch as theirs, bounds what any
 //! scheduler can reach with that client and API server.
+//!
+//! Every scheduler also writes one `Scheduled` Event per pod (upstream's
+//! events broadcaster, rkube's [`rkube_scheduler::events`]). With
+//! `--events` the binder does too, through rkube's event writer with its
+//! own token bucket at the same QPS/burst (as both schedulers' event
+//! clients): the most a scheduler that records its bindings can reach.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::Api;
+use rkube_scheduler::events::{self, EventQueue, Pending};
 use rkube_scheduler::ratelimit::RateLimiter;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -67,6 +75,8 @@ pub struct BindOptions {
     pub qps: f32,
     /// Client burst.
     pub burst: i32,
+    /// Also write a `Scheduled` Event per binding.
+    pub events: bool,
 }
 
 /// Reads a placements file written by [`write_placements`].
@@ -98,6 +108,28 @@ fn binding(p: &Placement) -> Binding {
     }
 }
 
+/// The `Scheduled` Event a scheduler records for `p`'s binding.
+fn scheduled(p: &Placement) -> Pending {
+    Pending {
+        scheduler_name: "default-scheduler".into(),
+        regarding: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(p.namespace.clone()),
+            name: Some(p.name.clone()),
+            ..Default::default()
+        },
+        related: None,
+        warning: false,
+        reason: "Scheduled".into(),
+        action: "Binding".into(),
+        note: format!(
+            "Successfully assigned {}/{} to {}",
+            p.namespace, p.name, p.node
+        ),
+    }
+}
+
 /// Binds every pod of the placements file, in order, one rate-limit token
 /// each; every binding runs as its own task once it has its token (as the
 /// schedulers' binding cycles do). Returns how many bindings succeeded;
@@ -106,10 +138,21 @@ pub async fn bind(o: &BindOptions) -> Result<(usize, usize)> {
     let placements = read_placements(&o.placements)?;
     let client = rkube_daemon::from_kubeconfig(Some(&o.kubeconfig)).await?;
     let limiter = RateLimiter::new(o.qps, o.burst);
+    let events = o.events.then(|| {
+        let (queue, rx) = EventQueue::new(events::MAX_QUEUED);
+        tokio::spawn(events::run(
+            client.clone(),
+            "rkube-bench".into(),
+            Arc::new(RateLimiter::new(o.qps, o.burst)),
+            rx,
+        ));
+        queue
+    });
     let mut tasks = tokio::task::JoinSet::new();
     for p in placements {
         limiter.acquire().await;
         let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
+        let events = events.clone();
         tasks.spawn(async move {
             api.create_subresource::<_, Value>(
                 "binding",
@@ -118,7 +161,11 @@ pub async fn bind(o: &BindOptions) -> Result<(usize, usize)> {
                 &binding(&p),
             )
             .await
-            .map_err(|e| format!("{}/{}: {e}", p.namespace, p.name))
+            .map_err(|e| format!("{}/{}: {e}", p.namespace, p.name))?;
+            if let Some(q) = events {
+                q.record(scheduled(&p));
+            }
+            Ok::<_, String>(())
         });
     }
     let (mut ok, mut failed) = (0, 0);
@@ -186,6 +233,23 @@ mod tests {
         write_placements(&file, &got).unwrap();
         assert_eq!(read_placements(&file).unwrap(), got);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_event_is_the_one_a_scheduler_records() {
+        let e = scheduled(&Placement {
+            namespace: "ns".into(),
+            name: "p".into(),
+            node: "n1".into(),
+        });
+        assert_eq!(e.reason, "Scheduled");
+        assert_eq!(e.action, "Binding");
+        assert!(!e.warning);
+        assert_eq!(e.note, "Successfully assigned ns/p to n1");
+        assert_eq!(e.regarding.kind.as_deref(), Some("Pod"));
+        assert_eq!(e.regarding.namespace.as_deref(), Some("ns"));
+        assert_eq!(e.regarding.name.as_deref(), Some("p"));
+        assert_eq!(e.scheduler_name, "default-scheduler");
     }
 
     #[test]

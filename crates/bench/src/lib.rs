@@ -16,6 +16,7 @@
 
 pub mod ceiling;
 pub mod compare;
+pub mod cpu;
 pub mod live;
 pub mod run;
 pub mod workload;

@@ -50,6 +50,8 @@ pub struct Options {
     /// Also run the ceiling: bindings to precomputed nodes with no
     /// scheduler ([`crate::ceiling`]).
     pub ceiling: bool,
+    /// Keep each run's scheduler log here (`RUN-SCHEDULER.log`).
+    pub logs: Option<PathBuf>,
 }
 
 /// One run's result.
@@ -63,9 +65,16 @@ pub struct Sample {
     pub wall: Duration,
     /// Churn objects created and deleted during the run (churn workloads).
     pub churn: Option<(usize, usize)>,
+    /// Scheduler start → first binding (start-up and cache sync).
+    pub first: Option<Duration>,
+    /// CPU time of each process from the scheduler's start to the last
+    /// binding, and the machine's idle share ([`crate::cpu`]).
+    pub cpu: crate::cpu::Usage,
 }
 
 const LABEL: &str = "rkube-bench";
+/// The ceiling that also writes a `Scheduled` Event per binding.
+const CEILING_EVENTS: &str = "ceiling+ev";
 /// Label on the churn's objects.
 const CHURN_LABEL: &str = "rkube-bench-churn";
 
@@ -188,6 +197,27 @@ enum Running {
     Process(Child),
 }
 
+/// The control plane's processes, and the bench itself (its watch and the
+/// churn), whose CPU time a run counts.
+fn counted(cp: &ControlPlane) -> Vec<(String, u32)> {
+    let mut v: Vec<(String, u32)> = ["kube-apiserver", "etcd", "kube-controller-manager"]
+        .iter()
+        .filter_map(|n| {
+            crate::cpu::pid_file(&cp.dir().join(format!("run/{n}.pid"))).map(|p| (n.to_string(), p))
+        })
+        .collect();
+    v.push(("bench".into(), std::process::id()));
+    v
+}
+
+/// The pid of the running scheduler (or binder).
+fn pid_of(cp: &ControlPlane, r: &Running) -> Option<u32> {
+    match r {
+        Running::Upstream => crate::cpu::pid_file(&cp.dir().join("run/kube-scheduler.pid")),
+        Running::Process(c) => Some(c.id()),
+    }
+}
+
 /// The placements file of the ceiling runs, in the control plane's folder.
 fn placements_file(cp: &ControlPlane) -> PathBuf {
     cp.dir().join("ceiling-placements.json")
@@ -198,11 +228,15 @@ fn start(cp: &ControlPlane, which: &str, o: &Options, cfg: &Path) -> Result<Runn
         cp.start_upstream_scheduler(Some(cfg), &[])?;
         return Ok(Running::Upstream);
     }
-    if which == "ceiling" {
+    if which.starts_with("ceiling") {
         let log = std::fs::File::create(cp.dir().join("logs/rkube-bench-bind.log"))?;
         let me = std::env::current_exe().context("finding rkube-bench itself")?;
-        let child = Command::new(me)
-            .arg("bind")
+        let mut cmd = Command::new(me);
+        cmd.arg("bind");
+        if which == CEILING_EVENTS {
+            cmd.arg("--events");
+        }
+        let child = cmd
             .arg("--kubeconfig")
             .arg(cp.scheduler_kubeconfig())
             .arg("--placements")
@@ -384,6 +418,7 @@ async fn one_run(
         .await?
         .boxed();
     let t0 = Instant::now();
+    let interval = crate::cpu::Interval::start(&counted(cp));
     let running = start(cp, which, o, cfg)?;
     let churned = Arc::new(ChurnCount::default());
     let churner = m
@@ -392,7 +427,7 @@ async fn one_run(
     // The watch may fail; the churn and the scheduler are stopped either way.
     let watched = async {
         let mut bound: HashSet<String> = HashSet::new();
-        let mut last: Option<Instant> = None;
+        let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
         let deadline = t0 + o.timeout;
         while bound.len() < expect {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -415,12 +450,16 @@ async fn one_run(
                     && bound.insert(name)
                 {
                     last = Some(Instant::now());
+                    first = first.or(last);
                 }
             }
         }
-        Ok::<_, anyhow::Error>((bound, last))
+        Ok::<_, anyhow::Error>((bound, first, last))
     }
     .await;
+    // Counted up to here: the last binding, or the timeout.
+    let scheduler = pid_of(cp, &running).map(|p| ("scheduler".to_string(), p));
+    let cpu = interval.end(scheduler.as_slice());
     if let Some(h) = churner {
         h.abort();
         let _ = h.await;
@@ -429,7 +468,7 @@ async fn one_run(
         }
     }
     stop(cp, running)?;
-    let (bound, last) = watched?;
+    let (bound, first, last) = watched?;
     let last = last.unwrap_or(t0);
     let wall = last.duration_since(t0);
     Ok(Sample {
@@ -442,7 +481,69 @@ async fn one_run(
                 churned.deleted.load(Ordering::Relaxed),
             )
         }),
+        first: first.map(|f| f.duration_since(t0)),
+        cpu,
     })
+}
+
+/// Copies the log of the scheduler (or binder) that just ran to `dir`.
+fn keep_log(cp: &ControlPlane, dir: &Path, run: usize, which: &str) -> Result<()> {
+    let from = match which {
+        "upstream" => "kube-scheduler.log",
+        "ceiling" | CEILING_EVENTS => "rkube-bench-bind.log",
+        _ => "rkube-bench.log",
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let to = dir.join(format!("{run}-{which}.log"));
+    std::fs::copy(cp.dir().join("logs").join(from), &to)
+        .with_context(|| format!("keeping the log as {}", to.display()))?;
+    Ok(())
+}
+
+/// One run's CPU profile: seconds per process, idle share, first binding.
+fn cpu_line(s: &Sample) -> String {
+    let procs: Vec<String> = s
+        .cpu
+        .seconds
+        .iter()
+        .map(|(n, t)| format!("{n} {t:.2}"))
+        .collect();
+    format!(
+        "cpu s: {}; idle {}; first binding {}",
+        procs.join(", "),
+        s.cpu
+            .idle
+            .map_or("?".into(), |i| format!("{:.0} %", 100.0 * i)),
+        s.first
+            .map_or("none".into(), |f| format!("{:.2} s", f.as_secs_f64()))
+    )
+}
+
+/// Medians over runs of each process's CPU milliseconds per bound pod.
+fn cpu_per_pod(samples: &[Sample]) -> Vec<(String, f64)> {
+    let Some(first) = samples.first() else {
+        return vec![];
+    };
+    first
+        .cpu
+        .seconds
+        .iter()
+        .map(|(name, _)| {
+            let per_pod = samples
+                .iter()
+                .map(|s| {
+                    let t = s
+                        .cpu
+                        .seconds
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map_or(0.0, |x| x.1);
+                    1000.0 * t / s.bound.max(1) as f64
+                })
+                .collect();
+            (name.clone(), median(per_pod))
+        })
+        .collect()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -530,19 +631,23 @@ pub async fn live(o: &Options) -> Result<bool> {
         0
     };
     let which: &[&str] = if o.ceiling {
-        &["upstream", "rkube", "ceiling"]
+        &["upstream", "rkube", "ceiling", CEILING_EVENTS]
     } else {
         &["upstream", "rkube"]
     };
     println!(
-        "{:<7} {:<9} {:>7} {:>10} {:>9}",
+        "{:<7} {:<10} {:>7} {:>10} {:>9}",
         "RUN", "SCHEDULER", "BOUND", "PODS/S", "WALL S"
     );
     let mut results: Vec<Vec<Sample>> = vec![Vec::new(); which.len()];
     let mut ok = true;
     for run in 0..o.runs {
         for (i, which) in which.iter().enumerate() {
-            let expect = if *which == "ceiling" { placed } else { expect };
+            let expect = if which.starts_with("ceiling") {
+                placed
+            } else {
+                expect
+            };
             let measured = Measured {
                 pending: &pending,
                 expect,
@@ -550,13 +655,14 @@ pub async fn live(o: &Options) -> Result<bool> {
             };
             let s = one_run(&cp, &c, which, o, &cfg, &measured).await?;
             println!(
-                "{:<7} {:<9} {:>7} {:>10.1} {:>9.2}",
+                "{:<7} {:<10} {:>7} {:>10.1} {:>9.2}",
                 run + 1,
                 which,
                 s.bound,
                 s.pods_per_second,
                 s.wall.as_secs_f64()
             );
+            println!("        {}", cpu_line(&s));
             if let Some((created, deleted)) = s.churn {
                 println!(
                     "        churn during the run: {created} objects created, {deleted} deleted"
@@ -569,17 +675,39 @@ pub async fn live(o: &Options) -> Result<bool> {
                 );
                 ok = false;
             }
+            if let Some(dir) = &o.logs {
+                keep_log(&cp, dir, run + 1, which)?;
+            }
             results[i].push(s);
             delete_pending(&c, &namespaces, &keep).await?;
             // Wait for the deletions to land before the next run.
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
     }
+    println!("median CPU ms per bound pod (start to last binding):");
+    for (i, which) in which.iter().enumerate() {
+        let per: Vec<String> = cpu_per_pod(&results[i])
+            .iter()
+            .map(|(n, ms)| format!("{n} {ms:.3}"))
+            .collect();
+        let idle = median(results[i].iter().filter_map(|s| s.cpu.idle).collect());
+        let first = median(
+            results[i]
+                .iter()
+                .filter_map(|s| s.first.map(|f| f.as_secs_f64()))
+                .collect(),
+        );
+        println!(
+            "        {which:<10} {}; idle {:.0} %; first binding {first:.2} s",
+            per.join(", "),
+            100.0 * idle
+        );
+    }
     let rate = |i: usize| median(results[i].iter().map(|s| s.pods_per_second).collect());
     let wall = |i: usize| median(results[i].iter().map(|s| s.wall.as_secs_f64()).collect());
     let (up, rk, up_wall, rk_wall) = (rate(0), rate(1), wall(0), wall(1));
-    println!("median  upstream  {up:>17.1} {up_wall:>9.2}");
-    println!("median  rkube     {rk:>17.1} {rk_wall:>9.2}");
+    println!("median  upstream   {up:>17.1} {up_wall:>9.2}");
+    println!("median  rkube      {rk:>17.1} {rk_wall:>9.2}");
     let mut summary = format!(
         "SUMMARY live workload={} qps={} burst={} upstream_pods_per_s={up:.1} rkube_pods_per_s={rk:.1} ratio={:.2} upstream_wall_s={up_wall:.2} rkube_wall_s={rk_wall:.2}",
         o.workload,
@@ -588,18 +716,26 @@ pub async fn live(o: &Options) -> Result<bool> {
         if up > 0.0 { rk / up } else { 0.0 }
     );
     if o.ceiling {
-        let (ce, ce_wall) = (rate(2), wall(2));
-        let pct = |x: f64| if ce > 0.0 { 100.0 * x / ce } else { 0.0 };
-        println!("median  ceiling   {ce:>17.1} {ce_wall:>9.2}");
+        let (ce, ce_wall, cev, cev_wall) = (rate(2), wall(2), rate(3), wall(3));
+        let pct = |x: f64, of: f64| if of > 0.0 { 100.0 * x / of } else { 0.0 };
+        println!("median  ceiling    {ce:>17.1} {ce_wall:>9.2}");
+        println!("median  ceiling+ev {cev:>17.1} {cev_wall:>9.2}");
         println!(
-            "of the ceiling: upstream {:.0} %, rkube {:.0} %",
-            pct(up),
-            pct(rk)
+            "of the ceiling (bindings only): upstream {:.0} %, rkube {:.0} %",
+            pct(up, ce),
+            pct(rk, ce)
+        );
+        println!(
+            "of the ceiling with an Event per binding: upstream {:.0} %, rkube {:.0} %",
+            pct(up, cev),
+            pct(rk, cev)
         );
         summary.push_str(&format!(
-            " ceiling_pods_per_s={ce:.1} upstream_pct_of_ceiling={:.1} rkube_pct_of_ceiling={:.1}",
-            pct(up),
-            pct(rk)
+            " ceiling_pods_per_s={ce:.1} upstream_pct_of_ceiling={:.1} rkube_pct_of_ceiling={:.1} ceiling_events_pods_per_s={cev:.1} upstream_pct_of_ceiling_events={:.1} rkube_pct_of_ceiling_events={:.1}",
+            pct(up, ce),
+            pct(rk, ce),
+            pct(up, cev),
+            pct(rk, cev)
         ));
     }
     println!("{summary}");

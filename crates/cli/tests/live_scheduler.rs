@@ -14,8 +14,9 @@
 //!   exits 1 within a second and the standby takes over;
 //! - upstream kube-scheduler and rkube run side by side with two
 //!   schedulerNames: each schedules only its own pods;
-//! - a pod that fails the same way on every retry gets its repeats counted
-//!   in one FailedScheduling Event's `series` (client-go's aggregation);
+//! - a pod that fails the same way on every retry gets one FailedScheduling
+//!   Event whose `series` is written at the first repeat (client-go's
+//!   aggregation: later repeats are counted in memory);
 //! - `--client-ca-file`: a client certificate signed by that CA is the
 //!   user on the secure port (`/metrics` allowed for the admin certificate,
 //!   refused for an anonymous caller).
@@ -506,20 +507,22 @@ fn repeated_failures_are_counted_in_an_event_series() {
         .and_then(|n| n.parse::<f64>().ok())
         .unwrap_or(0.0) as i64;
     // The first event names the pod before its PodScheduled condition was
-    // written (another resourceVersion, so another event, as in client-go);
-    // every later repeat is counted in the second one's series.
+    // written (another resourceVersion, so another event, as in client-go).
+    // As client-go's events broadcaster: the first repeat of an event is
+    // written at once as its series of 2; later repeats are counted in
+    // memory and written every 30 minutes, or when the series ends (6
+    // minutes unseen), so the API shows a count of 2 at most here.
     assert!(attempts >= 4, "{attempts} attempts");
     assert!(events.len() <= 2, "repeats aggregated: {events:#?}");
     let counts: Vec<i64> = events
         .iter()
         .map(|e| e["series"]["count"].as_i64().unwrap_or(1))
         .collect();
-    assert_eq!(
-        counts.iter().sum::<i64>(),
-        attempts,
-        "every failed attempt counted once: {events:#?}"
+    assert!(counts.contains(&2), "the first repeat is written: {events:#?}");
+    assert!(
+        counts.iter().all(|&c| c <= 2),
+        "later repeats are not written at once: {events:#?}"
     );
-    assert!(counts.iter().any(|&c| c >= 2), "{events:#?}");
     for e in &events {
         assert!(
             e["note"]

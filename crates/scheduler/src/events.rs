@@ -1,31 +1,52 @@
-//! Events, recorded as client-go's events broadcaster does for
+//! Events, recorded as client-go's `events.k8s.io/v1` broadcaster does for
 //! kube-scheduler: recording never waits. An event goes into a queue of
 //! 1,000 (upstream's `maxQueuedEvents`) and is dropped when the queue is
-//! full (`watch.DropIfChannelFull`); one task takes them out, waits for
-//! the event client's rate limit and publishes them through kube-runtime's
-//! recorder, one per profile (`reportingController` is the profile's
-//! schedulerName, `reportingInstance` `<schedulerName>-<hostname>`), which
-//! turns a repeat into the first Event's `series`.
+//! full (`watch.DropIfChannelFull`). One task takes events out as they
+//! come, decides what to write ([`series`]: a repeat becomes the first
+//! Event's `series`) and writes each in a task of its own, which waits for
+//! the event client's rate limit (a token bucket of its own, as upstream's
+//! separate event client has) and retries what the API server did not
+//! answer, as upstream's goroutine per event does. `reportingController` is
+//! the profile's schedulerName, `reportingInstance`
+//! `<schedulerName>-<hostname>`.
 //!
 //! Before, a binding cycle waited on its thread for the event's token and
 //! for the POST: under a burst of bindings hundreds of threads sat there.
+//! Later, at most 32 events were written at once and the rate limit was
+//! waited for before taking the next one out: at 1,000 bindings a second
+//! the queue filled and most `Scheduled` events were dropped, where
+//! upstream drops none.
 
-use std::collections::HashMap;
+mod series;
+
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1 as core;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Client, ResourceExt};
+use k8s_openapi::api::events::v1 as ev1;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::ratelimit::RateLimiter;
+use series::Write;
 
 /// Upstream's `maxQueuedEvents`.
 pub const MAX_QUEUED: usize = 1000;
 
-/// Most events being published at once (after their token).
-const PUBLISHING: usize = 32;
+/// Most events being written (or waiting for their token, or to retry) at
+/// once, so that a hung API server holds a bounded number. Upstream has no
+/// bound; this one is far above what 5,000 QPS keeps in flight.
+const PUBLISHING: usize = 8192;
+
+/// Upstream's `maxTriesPerEvent`.
+const MAX_TRIES: usize = 12;
+
+/// Upstream's `defaultSleepDuration` between tries (jittered by up to 25 %).
+const RETRY_AFTER: Duration = Duration::from_secs(10);
 
 /// One event to record.
 #[derive(Debug)]
@@ -113,52 +134,171 @@ pub fn reference(pod: &core::Pod) -> core::ObjectReference {
     }
 }
 
-/// Publishes queued events until every sender is gone: each waits for a
-/// token of `limiter`, then is published in a task of its own (at most
-/// [`PUBLISHING`] at once, so a hung API server holds a bounded number).
+/// The `events.k8s.io/v1` Event upstream's recorder makes of `ev` at `now`.
+fn make_event(ev: Pending, hostname: &str, now: Timestamp) -> ev1::Event {
+    let namespace = ev
+        .regarding
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
+    ev1::Event {
+        metadata: ObjectMeta {
+            name: Some(format!(
+                "{}.{:x}",
+                ev.regarding.name.as_deref().unwrap_or(""),
+                now.as_nanosecond()
+            )),
+            namespace: Some(namespace),
+            ..Default::default()
+        },
+        event_time: Some(MicroTime(now)),
+        reporting_instance: Some(format!("{}-{hostname}", ev.scheduler_name)),
+        reporting_controller: Some(ev.scheduler_name),
+        action: Some(ev.action),
+        reason: Some(ev.reason),
+        regarding: Some(ev.regarding),
+        related: ev.related,
+        note: Some(ev.note),
+        type_: Some(if ev.warning { "Warning" } else { "Normal" }.into()),
+        ..Default::default()
+    }
+}
+
+/// Publishes queued events until every sender is gone, and writes the
+/// series again every [`series::REFRESH_EVERY`] and a last time when they
+/// end ([`series::FINISH_EVERY`]).
 pub async fn run(
     client: Client,
     hostname: String,
     limiter: Arc<RateLimiter>,
     mut rx: mpsc::Receiver<Pending>,
 ) {
-    let mut recorders: HashMap<String, Recorder> = HashMap::new();
-    let slots = Arc::new(Semaphore::new(PUBLISHING));
-    while let Some(ev) = rx.recv().await {
-        limiter.acquire().await;
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
+    let cache = Mutex::new(series::Cache::default());
+    let cache = || cache.lock().unwrap_or_else(|p| p.into_inner());
+    let writer = Writer {
+        client,
+        limiter,
+        slots: Arc::new(Semaphore::new(PUBLISHING)),
+    };
+    let mut finish = tokio::time::interval(series::FINISH_EVERY);
+    let mut refresh = tokio::time::interval(series::REFRESH_EVERY);
+    finish.tick().await;
+    refresh.tick().await;
+    loop {
+        let writes: Vec<Write> = tokio::select! {
+            ev = rx.recv() => {
+                let Some(ev) = ev else { return };
+                let now = Timestamp::now();
+                cache().record(make_event(ev, &hostname, now), now).into_iter().collect()
+            }
+            _ = finish.tick() => cache().finish(Timestamp::now()).into_iter().map(Write::Series).collect(),
+            _ = refresh.tick() => cache().refresh().into_iter().map(Write::Series).collect(),
         };
-        let recorder = recorders
-            .entry(ev.scheduler_name.clone())
-            .or_insert_with(|| {
-                Recorder::new(
-                    client.clone(),
-                    Reporter {
-                        controller: ev.scheduler_name.clone(),
-                        instance: Some(format!("{}-{hostname}", ev.scheduler_name)),
-                    },
-                )
-            })
-            .clone();
+        for w in writes {
+            if !writer.spawn(w).await {
+                return;
+            }
+        }
+    }
+}
+
+/// Writes Events, each in a task of its own.
+struct Writer {
+    client: Client,
+    limiter: Arc<RateLimiter>,
+    slots: Arc<Semaphore>,
+}
+
+/// Why a write failed.
+enum Failed {
+    /// Worth another try later (the API server was not reached, or a
+    /// series' Event was being created at the same moment).
+    Retry(kube::Error),
+    /// The API server refused it.
+    GiveUp(kube::Error),
+}
+
+impl Writer {
+    /// Starts writing `w` once a slot is free; false when the slots are
+    /// gone (never, while the writer lives).
+    async fn spawn(&self, w: Write) -> bool {
+        let Ok(slot) = self.slots.clone().acquire_owned().await else {
+            return false;
+        };
+        let (client, limiter) = (self.client.clone(), self.limiter.clone());
         tokio::spawn(async move {
             let _slot = slot;
-            let event = Event {
-                type_: if ev.warning {
-                    EventType::Warning
-                } else {
-                    EventType::Normal
-                },
-                reason: ev.reason.clone(),
-                note: Some(ev.note),
-                action: ev.action,
-                secondary: ev.related,
+            let (event, is_series) = match w {
+                Write::Create(e) => (e, false),
+                Write::Series(e) => (e, true),
             };
-            if let Err(e) = recorder.publish(&event, &ev.regarding).await {
-                tracing::warn!(pod = %name_of(&ev.regarding), reason = %ev.reason, error = %e, "could not record event");
+            let ns = event.namespace().unwrap_or_else(|| "default".into());
+            let api: Api<ev1::Event> = Api::namespaced(client, &ns);
+            for attempt in 1..=MAX_TRIES {
+                limiter.acquire().await;
+                let e = match write_once(&api, &event, is_series).await {
+                    Ok(()) => return,
+                    Err(Failed::GiveUp(e)) => {
+                        tracing::warn!(event = %event.name_any(), error = %e, "server rejected event (will not retry)");
+                        return;
+                    }
+                    Err(Failed::Retry(e)) => e,
+                };
+                if attempt == MAX_TRIES {
+                    tracing::warn!(event = %event.name_any(), error = %e, "unable to write event (retry limit exceeded)");
+                    return;
+                }
+                tracing::warn!(event = %event.name_any(), error = %e, "unable to write event (may retry after sleeping)");
+                tokio::time::sleep(jittered(RETRY_AFTER)).await;
             }
         });
+        true
     }
+}
+
+/// `d` plus up to a quarter of it, from the clock's nanoseconds.
+fn jittered(d: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.subsec_nanos())
+        .unwrap_or(0);
+    d + d.mul_f64(0.25 * f64::from(nanos % 1000) / 1000.0)
+}
+
+/// One try: a series is patched (created when it is gone), a new Event
+/// created.
+async fn write_once(
+    api: &Api<ev1::Event>,
+    event: &ev1::Event,
+    is_series: bool,
+) -> Result<(), Failed> {
+    let classify = |e: kube::Error| match &e {
+        kube::Error::Api(s) if is_series && s.code == 409 => Failed::Retry(e),
+        kube::Error::Api(_) => Failed::GiveUp(e),
+        _ => Failed::Retry(e),
+    };
+    if is_series {
+        let patch = serde_json::json!({ "series": event.series });
+        match api
+            .patch(
+                &event.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(classify(e)),
+        }
+    }
+    let mut fresh = event.clone();
+    fresh.metadata.resource_version = None;
+    api.create(&PostParams::default(), &fresh)
+        .await
+        .map(|_| ())
+        .map_err(classify)
 }
 
 #[cfg(test)]
@@ -200,6 +340,45 @@ mod tests {
         q.record(pending("r5"));
         assert_eq!(rx.try_recv().unwrap().reason, "r5");
         assert_eq!(q.dropped(), 2);
+    }
+
+    #[test]
+    fn an_event_is_made_as_upstreams_recorder_makes_it() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let mut p = pending("Scheduled");
+        p.note = "Successfully assigned ns/p to n1".into();
+        let e = make_event(p, "host", now);
+        assert_eq!(
+            e.metadata.name.as_deref(),
+            Some(format!("p.{:x}", now.as_nanosecond()).as_str())
+        );
+        assert_eq!(e.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(e.reporting_controller.as_deref(), Some("default-scheduler"));
+        assert_eq!(
+            e.reporting_instance.as_deref(),
+            Some("default-scheduler-host")
+        );
+        assert_eq!(e.type_.as_deref(), Some("Normal"));
+        assert_eq!(e.reason.as_deref(), Some("Scheduled"));
+        assert_eq!(e.action.as_deref(), Some("Binding"));
+        assert_eq!(e.note.as_deref(), Some("Successfully assigned ns/p to n1"));
+        assert_eq!(e.event_time, Some(MicroTime(now)));
+        assert!(e.series.is_none());
+        // An object without a namespace: the Event goes to default.
+        let mut w = pending("FailedScheduling");
+        w.regarding.namespace = None;
+        w.warning = true;
+        let e = make_event(w, "host", now);
+        assert_eq!(e.metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+    }
+
+    #[test]
+    fn retries_wait_ten_seconds_and_up_to_a_quarter_more() {
+        for _ in 0..100 {
+            let d = jittered(RETRY_AFTER);
+            assert!(d >= RETRY_AFTER && d <= RETRY_AFTER.mul_f64(1.25), "{d:?}");
+        }
     }
 
     #[test]

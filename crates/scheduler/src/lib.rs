@@ -518,10 +518,15 @@ fn trimmed<K: kube::Resource>(mut o: K) -> K {
     o
 }
 
-/// One informer: a kube-runtime watcher (list, then watch; relists after
-/// 410 Gone or errors, with backoff) feeding the cache. A (re)list is
-/// buffered and applied at once, so objects deleted while the watch was
-/// down disappear from the cache.
+/// One informer: a kube-runtime watcher feeding the cache. Like
+/// client-go's reflector at v1.37 (`WatchListClient`, on by default since
+/// v1.35) it starts with a streaming list: one watch that sends every
+/// object and then a bookmark, served from the API server's watch cache,
+/// instead of a paginated list and a watch. An API server that refuses
+/// streaming lists (older than v1.27, or with `WatchList` off) gets a list
+/// and a watch instead, as client-go falls back. Relists after 410 Gone or
+/// errors, with backoff. A (re)list is buffered and applied at once, so
+/// objects deleted while the watch was down disappear from the cache.
 async fn inform<K>(api: Api<K>, shared: Arc<Shared>, handler: Handler<K>)
 where
     K: kube::Resource<DynamicType = ()>
@@ -532,49 +537,68 @@ where
         + 'static,
 {
     let kind = K::kind(&());
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let mut config = watcher::Config::default().streaming_lists();
     let mut buffer: Vec<K> = Vec::new();
     let mut synced = false;
-    while let Some(ev) = stream.next().await {
-        let change = match ev {
-            Ok(Event::Init) => {
-                buffer.clear();
-                continue;
+    'watch: loop {
+        let mut stream = watcher::watcher(api.clone(), config.clone())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = stream.next().await {
+            let change = match ev {
+                Ok(Event::Init) => {
+                    buffer.clear();
+                    continue;
+                }
+                Ok(Event::InitApply(o)) => {
+                    buffer.push(trimmed(o));
+                    continue;
+                }
+                Ok(Event::InitDone) => Change::Replace(std::mem::take(&mut buffer)),
+                Ok(Event::Apply(o)) => Change::Apply(trimmed(o)),
+                Ok(Event::Delete(o)) => Change::Delete(o),
+                Err(e) if streaming_list_refused(&config, &e) => {
+                    tracing::warn!(%kind, error = %e, "the API server refuses streaming lists; listing and watching instead");
+                    config = watcher::Config::default();
+                    continue 'watch;
+                }
+                Err(e) => {
+                    tracing::warn!(%kind, error = %e, "watch failed; retrying");
+                    continue;
+                }
+            };
+            let full = matches!(change, Change::Replace(_));
+            let rv = change_rv(&change);
+            {
+                let mut state = shared.lock();
+                state.observe(&kind, rv);
+                handler(&mut state, &shared.profiles, change, Instant::now());
             }
-            Ok(Event::InitApply(o)) => {
-                buffer.push(trimmed(o));
-                continue;
+            if full && synced {
+                tracing::info!(%kind, "informer relisted");
             }
-            Ok(Event::InitDone) => Change::Replace(std::mem::take(&mut buffer)),
-            Ok(Event::Apply(o)) => Change::Apply(trimmed(o)),
-            Ok(Event::Delete(o)) => Change::Delete(o),
-            Err(e) => {
-                tracing::warn!(%kind, error = %e, "watch failed; retrying");
-                continue;
+            if full && !synced {
+                synced = true;
+                tracing::debug!(%kind, "informer synced");
+                if shared.synced_kinds.fetch_add(1, Ordering::SeqCst) + 1 == WATCHED_KINDS {
+                    shared.synced.store(true, Ordering::SeqCst);
+                    tracing::info!("caches synced; scheduling");
+                }
             }
-        };
-        let full = matches!(change, Change::Replace(_));
-        let rv = change_rv(&change);
-        {
-            let mut state = shared.lock();
-            state.observe(&kind, rv);
-            handler(&mut state, &shared.profiles, change, Instant::now());
+            shared.wake.notify_one();
         }
-        if full && synced {
-            tracing::info!(%kind, "informer relisted");
-        }
-        if full && !synced {
-            synced = true;
-            tracing::debug!(%kind, "informer synced");
-            if shared.synced_kinds.fetch_add(1, Ordering::SeqCst) + 1 == WATCHED_KINDS {
-                shared.synced.store(true, Ordering::SeqCst);
-                tracing::info!("caches synced; scheduling");
-            }
-        }
-        shared.wake.notify_one();
+        return;
     }
+}
+
+/// Whether `e` says the API server does not take a streaming list (a
+/// watch with `sendInitialEvents`): it answered the watch with 400 Bad
+/// Request or 422 Invalid (`resourceVersionMatch is forbidden for watch`,
+/// `sendInitialEvents is forbidden ... unless the WatchList feature gate is
+/// enabled`).
+fn streaming_list_refused(config: &watcher::Config, e: &watcher::Error) -> bool {
+    config.initial_list_strategy == watcher::InitialListStrategy::StreamingList
+        && matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 400 || s.code == 422)
 }
 
 /// The highest resourceVersion in a change (0 where none parses).
@@ -668,6 +692,29 @@ pub fn main(args: Vec<String>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_refused_streaming_list_falls_back_to_list_and_watch() {
+        let status = |code: u16| {
+            watcher::Error::WatchStartFailed(kube::Error::Api(
+                kube::core::Status::failure("refused", "Invalid")
+                    .with_code(code)
+                    .boxed(),
+            ))
+        };
+        let streaming = watcher::Config::default().streaming_lists();
+        assert!(streaming_list_refused(&streaming, &status(422)));
+        assert!(streaming_list_refused(&streaming, &status(400)));
+        // Not a refusal of the request's form: retried as it is.
+        assert!(!streaming_list_refused(&streaming, &status(403)));
+        assert!(!streaming_list_refused(&streaming, &status(500)));
+        assert!(!streaming_list_refused(&streaming, &status(410)));
+        // Already listing and watching: nothing to fall back to.
+        assert!(!streaming_list_refused(
+            &watcher::Config::default(),
+            &status(422)
+        ));
+    }
 
     #[test]
     fn informed_objects_lose_their_managed_fields_only() {

@@ -344,7 +344,8 @@ fn binding_cycle(
         binding::binding_cycle(fw, &mut state, &assumed, &node, &waiting, &mut host)
     };
     if status.is_success() {
-        tracing::info!(pod = %key, %node, "successfully bound pod to node");
+        // Upstream logs this at V(2).
+        tracing::debug!(pod = %key, %node, "successfully bound pod to node");
         {
             let mut st = shared.lock();
             st.queue.done(&uid);

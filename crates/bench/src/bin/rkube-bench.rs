@@ -3,8 +3,8 @@
 //!
 //!   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
 //!   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify] [--exact]
-//!   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling]
-//!   rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B]
+//!   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling] [--logs DIR]
+//!   rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B] [--events]
 //!
 //! Prints one JSON line with the same fields as `oracle simulate`:
 //! {"scheduled","unschedulable","pending","attempts","seconds","podsPerSecond",
@@ -22,8 +22,8 @@ use rkube_bench::run::run;
 const USAGE: &str = "usage:
   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify] [--exact]
-  rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling]
-  rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B]";
+  rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling] [--logs DIR]
+  rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B] [--events]";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -89,6 +89,7 @@ fn live(args: &[String]) -> Result<bool> {
         burst: 100,
         timeout: std::time::Duration::from_secs(600),
         ceiling: false,
+        logs: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -101,6 +102,7 @@ fn live(args: &[String]) -> Result<bool> {
             "--burst" => o.burst = val()?.parse()?,
             "--timeout" => o.timeout = std::time::Duration::from_secs(val()?.parse()?),
             "--ceiling" => o.ceiling = true,
+            "--logs" => o.logs = Some(PathBuf::from(val()?)),
             other => bail!("unexpected argument {other:?}\n{USAGE}"),
         }
     }
@@ -122,6 +124,7 @@ fn bind(args: &[String]) -> Result<()> {
         placements: PathBuf::new(),
         qps: 50.0,
         burst: 100,
+        events: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -129,6 +132,7 @@ fn bind(args: &[String]) -> Result<()> {
         match a.as_str() {
             "--kubeconfig" => o.kubeconfig = PathBuf::from(val()?),
             "--placements" => o.placements = PathBuf::from(val()?),
+            "--events" => o.events = true,
             "--qps" => o.qps = val()?.parse()?,
             "--burst" => o.burst = val()?.parse()?,
             other => bail!("unexpected argument {other:?}\n{USAGE}"),
@@ -137,6 +141,8 @@ fn bind(args: &[String]) -> Result<()> {
     if o.kubeconfig.as_os_str().is_empty() || o.placements.as_os_str().is_empty() {
         bail!("bind needs --kubeconfig and --placements\n{USAGE}");
     }
+    // The event writer's warnings (refused or failed writes) go to the log.
+    rkube_daemon::logging::init_tracing(0, &["rkube_scheduler", "rkube_bench"]);
     let (ok, failed) = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
