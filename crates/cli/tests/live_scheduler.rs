@@ -518,7 +518,10 @@ fn repeated_failures_are_counted_in_an_event_series() {
         .iter()
         .map(|e| e["series"]["count"].as_i64().unwrap_or(1))
         .collect();
-    assert!(counts.contains(&2), "the first repeat is written: {events:#?}");
+    assert!(
+        counts.contains(&2),
+        "the first repeat is written: {events:#?}"
+    );
     assert!(
         counts.iter().all(|&c| c <= 2),
         "later repeats are not written at once: {events:#?}"
