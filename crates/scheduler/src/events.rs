@@ -273,6 +273,7 @@ async fn write_once(
     event: &ev1::Event,
     is_series: bool,
 ) -> Result<(), Failed> {
+    // A series' Event being created at the same moment: try again.
     let classify = |e: kube::Error| match &e {
         kube::Error::Api(s) if is_series && s.code == 409 => Failed::Retry(e),
         kube::Error::Api(_) => Failed::GiveUp(e),
@@ -295,10 +296,16 @@ async fn write_once(
     }
     let mut fresh = event.clone();
     fresh.metadata.resource_version = None;
-    api.create(&PostParams::default(), &fresh)
-        .await
-        .map(|_| ())
-        .map_err(classify)
+    match api.create(&PostParams::default(), &fresh).await {
+        Ok(_) => Ok(()),
+        // A new Event that already exists: an earlier try reached the API
+        // server after all (upstream drops it quietly, at V(5)).
+        Err(kube::Error::Api(s)) if !is_series && s.code == 409 => {
+            tracing::debug!(event = %event.name_any(), "event already written");
+            Ok(())
+        }
+        Err(e) => Err(classify(e)),
+    }
 }
 
 #[cfg(test)]
@@ -379,6 +386,94 @@ mod tests {
             let d = jittered(RETRY_AFTER);
             assert!(d >= RETRY_AFTER && d <= RETRY_AFTER.mul_f64(1.25), "{d:?}");
         }
+    }
+
+    /// A fake API server answering each request with the next scripted
+    /// status code; it keeps the methods it saw.
+    struct Scripted {
+        codes: Mutex<Vec<u16>>,
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl rkube_daemon::server::Handler for Scripted {
+        async fn handle(
+            &self,
+            req: rkube_daemon::server::Request,
+        ) -> rkube_daemon::server::Response {
+            self.seen.lock().unwrap().push(req.method.to_string());
+            let code = {
+                let mut codes = self.codes.lock().unwrap();
+                if codes.is_empty() {
+                    500
+                } else {
+                    codes.remove(0)
+                }
+            };
+            let body = if code < 300 {
+                serde_json::json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                                   "metadata": {"name": "p.1", "namespace": "ns"}})
+            } else {
+                serde_json::json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                                   "message": "scripted", "reason": "Scripted", "code": code})
+            };
+            rkube_daemon::server::respond(
+                rkube_daemon::server::StatusCode::from_u16(code).unwrap(),
+                "application/json",
+                rkube_daemon::server::Body::whole(body.to_string()),
+            )
+        }
+    }
+
+    /// Runs one `write_once` against answers `codes`: its outcome
+    /// ("ok", "retry", "give up") and the methods sent.
+    async fn write_against(codes: &[u16], is_series: bool) -> (&'static str, Vec<String>) {
+        let handler = Arc::new(Scripted {
+            codes: Mutex::new(codes.to_vec()),
+            seen: Mutex::new(vec![]),
+        });
+        let addr = rkube_daemon::testing::start(None, Default::default(), handler.clone()).await;
+        let cfg = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let client = Client::try_from(cfg).unwrap();
+        let api: Api<ev1::Event> = Api::namespaced(client, "ns");
+        let mut e = make_event(pending("FailedScheduling"), "h", Timestamp::now());
+        if is_series {
+            e.series = Some(ev1::EventSeries {
+                count: 2,
+                last_observed_time: MicroTime(Timestamp::now()),
+            });
+        }
+        let outcome = match write_once(&api, &e, is_series).await {
+            Ok(()) => "ok",
+            Err(Failed::Retry(_)) => "retry",
+            Err(Failed::GiveUp(_)) => "give up",
+        };
+        let seen = handler.seen.lock().unwrap().clone();
+        (outcome, seen)
+    }
+
+    #[tokio::test]
+    async fn writes_are_retried_or_given_up_as_upstream_does() {
+        // A new Event: created; already there means an earlier try landed.
+        assert_eq!(
+            write_against(&[201], false).await,
+            ("ok", vec!["POST".to_string()])
+        );
+        assert_eq!(write_against(&[409], false).await.0, "ok");
+        // Any other answer of the API server is final, as upstream's
+        // status errors are (only unanswered writes are tried again).
+        assert_eq!(write_against(&[422], false).await.0, "give up");
+        assert_eq!(write_against(&[403], false).await.0, "give up");
+        // A series: patched; created when the Event is gone; being created
+        // at the same moment: retried.
+        assert_eq!(
+            write_against(&[200], true).await,
+            ("ok", vec!["PATCH".to_string()])
+        );
+        assert_eq!(
+            write_against(&[404, 201], true).await,
+            ("ok", vec!["PATCH".to_string(), "POST".to_string()])
+        );
+        assert_eq!(write_against(&[404, 409], true).await.0, "retry");
     }
 
     #[test]
