@@ -203,6 +203,25 @@ pub async fn run(
     }
 }
 
+/// Creates the Event a new `ev` is, at once, after a token of `limiter`
+/// (no queue, no series): what [`run`] writes for an event it has not seen.
+/// For `rkube-bench bind --events`, which writes each pod's `Scheduled`
+/// Event beside its binding.
+pub async fn create_now(
+    client: Client,
+    hostname: &str,
+    limiter: &RateLimiter,
+    ev: Pending,
+) -> kube::Result<()> {
+    let event = make_event(ev, hostname, Timestamp::now());
+    let ns = event.namespace().unwrap_or_else(|| "default".into());
+    limiter.acquire().await;
+    Api::<ev1::Event>::namespaced(client, &ns)
+        .create(&PostParams::default(), &event)
+        .await
+        .map(|_| ())
+}
+
 /// Writes Events, each in a task of its own.
 struct Writer {
     client: Client,
@@ -393,6 +412,7 @@ mod tests {
     struct Scripted {
         codes: Mutex<Vec<u16>>,
         seen: Mutex<Vec<String>>,
+        paths: Mutex<Vec<String>>,
     }
 
     impl rkube_daemon::server::Handler for Scripted {
@@ -401,6 +421,7 @@ mod tests {
             req: rkube_daemon::server::Request,
         ) -> rkube_daemon::server::Response {
             self.seen.lock().unwrap().push(req.method.to_string());
+            self.paths.lock().unwrap().push(req.path.clone());
             let code = {
                 let mut codes = self.codes.lock().unwrap();
                 if codes.is_empty() {
@@ -430,6 +451,7 @@ mod tests {
         let handler = Arc::new(Scripted {
             codes: Mutex::new(codes.to_vec()),
             seen: Mutex::new(vec![]),
+            paths: Mutex::new(vec![]),
         });
         let addr = rkube_daemon::testing::start(None, Default::default(), handler.clone()).await;
         let cfg = kube::Config::new(format!("http://{addr}").parse().unwrap());
@@ -474,6 +496,28 @@ mod tests {
             ("ok", vec!["PATCH".to_string(), "POST".to_string()])
         );
         assert_eq!(write_against(&[404, 409], true).await.0, "retry");
+    }
+
+    #[tokio::test]
+    async fn create_now_posts_the_event_to_its_namespace() {
+        let handler = Arc::new(Scripted {
+            codes: Mutex::new(vec![201, 422]),
+            seen: Mutex::new(vec![]),
+            paths: Mutex::new(vec![]),
+        });
+        let addr = rkube_daemon::testing::start(None, Default::default(), handler.clone()).await;
+        let client =
+            Client::try_from(kube::Config::new(format!("http://{addr}").parse().unwrap())).unwrap();
+        let limiter = RateLimiter::new(100.0, 10);
+        create_now(client.clone(), "h", &limiter, pending("Scheduled"))
+            .await
+            .unwrap();
+        // Refused: the error comes back.
+        assert!(create_now(client, "h", &limiter, pending("Scheduled"))
+            .await
+            .is_err());
+        let paths = handler.paths.lock().unwrap().clone();
+        assert_eq!(paths, ["/apis/events.k8s.io/v1/namespaces/ns/events"; 2]);
     }
 
     #[test]
