@@ -141,8 +141,9 @@ fn scheduled(p: &Placement) -> Pending {
 
 /// Binds every pod of the placements file, in order, one rate-limit token
 /// each; every binding runs as its own task once it has its token (as the
-/// schedulers' binding cycles do). Returns how many bindings succeeded;
-/// errors are counted, not retried.
+/// schedulers' binding cycles do); with `events`, the same task writes
+/// the pod's `Scheduled` Event at the same moment. Returns how many pods
+/// were bound (and their Events written); errors are counted, not retried.
 pub async fn bind(o: &BindOptions) -> Result<(usize, usize)> {
     let placements = read_placements(&o.placements)?;
     let client = rkube_daemon::from_kubeconfig(Some(&o.kubeconfig)).await?;
