@@ -145,10 +145,17 @@ mod tests {
     fn this_process_uses_cpu() {
         let me = std::process::id();
         let t = Interval::start(&[("me".into(), me)]);
+        // Spin until /proc counts a tenth of a second more (however busy
+        // the machine), for at most ten seconds of wall time.
         let mut x = 0u64;
+        let before = process_seconds(me).unwrap();
         let spin = std::time::Instant::now();
-        while spin.elapsed() < std::time::Duration::from_millis(300) {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        while process_seconds(me).unwrap() - before < 0.1
+            && spin.elapsed() < std::time::Duration::from_secs(10)
+        {
+            for _ in 0..100_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
         }
         std::hint::black_box(x);
         let u = t.end(&[]);
