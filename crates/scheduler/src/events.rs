@@ -216,10 +216,11 @@ pub async fn create_now(
     let event = make_event(ev, hostname, Timestamp::now());
     let ns = event.namespace().unwrap_or_else(|| "default".into());
     limiter.acquire().await;
-    Api::<ev1::Event>::namespaced(client, &ns)
-        .create(&PostParams::default(), &event)
+    write_once(&Api::namespaced(client, &ns), &event, false)
         .await
-        .map(|_| ())
+        .map_err(|f| match f {
+            Failed::Retry(e) | Failed::GiveUp(e) => e,
+        })
 }
 
 /// Writes Events, each in a task of its own.
