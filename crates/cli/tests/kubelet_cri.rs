@@ -102,7 +102,7 @@ impl Drop for Containerd {
 /// A node name the API server can resolve (it dials the node's Hostname
 /// address first): the host name if it resolves to loopback, else localhost.
 fn node_name() -> String {
-    let h = rkube_kubelet::machine::hostname().to_lowercase();
+    let h = rkube_kubelet::node::machine::hostname().to_lowercase();
     let loopback = (h.as_str(), 0)
         .to_socket_addrs()
         .map(|mut a| a.any(|a| a.ip().is_loopback()))

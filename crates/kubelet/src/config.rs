@@ -15,7 +15,6 @@
 //! beyond loopback by default; a node the API server reaches over the
 //! network sets `address` (every request is authenticated either way).
 
-use crate::runtime::pull_records::VerifyPolicy;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -557,6 +556,30 @@ fn validate(c: &KubeletConfiguration) -> Result<(), String> {
         Ok(())
     } else {
         Err(errs.join("; "))
+    }
+}
+
+/// `imagePullCredentialsVerificationPolicy` (without the allowlist one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VerifyPolicy {
+    /// Never make a pod pull an image that is present.
+    NeverVerify,
+    /// Verify the images the kubelet pulled (upstream's default).
+    #[default]
+    NeverVerifyPreloadedImages,
+    /// Verify every image.
+    AlwaysVerify,
+}
+
+impl VerifyPolicy {
+    /// The policy named `s`; `None` for a name rkube does not implement.
+    pub fn parse(s: &str) -> Option<VerifyPolicy> {
+        Some(match s {
+            "NeverVerify" => VerifyPolicy::NeverVerify,
+            "" | "NeverVerifyPreloadedImages" => VerifyPolicy::NeverVerifyPreloadedImages,
+            "AlwaysVerify" => VerifyPolicy::AlwaysVerify,
+            _ => return None,
+        })
     }
 }
 

@@ -31,28 +31,21 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod api;
-pub mod capacity;
 pub mod config;
 pub mod events;
 pub mod eviction;
-pub mod heartbeat;
-pub mod lease;
-pub mod machine;
+pub mod images;
+pub mod logs;
 pub mod metrics;
 pub mod node;
-pub mod nodes;
 pub mod options;
+pub mod pod;
 pub mod pods;
-pub mod probe;
-pub mod probe_request;
-pub mod resource_slices;
+pub mod prober;
 pub mod runtime;
-pub mod schedule;
 #[cfg(test)]
 pub(crate) mod scratch;
 pub mod server;
-pub mod static_pods;
-pub mod status;
 pub mod volumes;
 
 use std::collections::{HashMap, HashSet};
@@ -65,21 +58,25 @@ use kube::Client;
 
 use crate::config::KubeletConfiguration;
 use crate::metrics::Metrics;
+use crate::node::status::Health;
 use crate::node::NodeDesc;
 use crate::options::{Options, RuntimeKind};
 use crate::runtime::cri::CriRuntime;
 use crate::runtime::sim::{SimRuntime, SimTimings};
 use crate::runtime::Runtime;
-use crate::status::Health;
+
+/// A boxed, sendable future (keeps [`Runtime`] object-safe without the
+/// async-trait crate).
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Everything loaded before the agent starts (errors here are exit code 2).
 pub struct Prepared {
     /// The configuration.
     pub config: KubeletConfiguration,
     /// The sim node template.
-    pub template: nodes::Template,
+    pub template: node::sim::Template,
     /// The sim nodes' ResourceSlices (`--sim-resource-slice`).
-    pub slices: Vec<resource_slices::SliceTemplate>,
+    pub slices: Vec<node::resource_slices::SliceTemplate>,
     /// Warnings (ignored fields).
     pub warnings: Vec<String>,
 }
@@ -98,14 +95,14 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
             let file = p.display().to_string();
             let text = rkube_util::file::read_text(p, rkube_util::file::CONFIG_MAX_BYTES)
                 .map_err(|e| format!("{file}: reading: {e}"))?;
-            nodes::Template::parse(&file, &text, config.max_pods)?
+            node::sim::Template::parse(&file, &text, config.max_pods)?
         }
-        None => nodes::Template::default_shape(config.max_pods),
+        None => node::sim::Template::default_shape(config.max_pods),
     };
     let slices = opts
         .sim_resource_slices
         .iter()
-        .map(|p| resource_slices::SliceTemplate::load(p))
+        .map(|p| node::resource_slices::SliceTemplate::load(p))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Prepared {
         config,
@@ -130,29 +127,46 @@ pub fn make_runtime(opts: &Options, names: &[String]) -> Result<Arc<dyn Runtime>
             },
             names,
         ))),
-        RuntimeKind::Cri => bail!("the CRI runtime is connected by run_with_metrics (connect_cri)"),
+        RuntimeKind::Cri => bail!("the CRI runtime is made by run_with_metrics (make_cri)"),
     }
 }
 
-/// Connects the CRI runtime at `containerRuntimeEndpoint`, data under
-/// `--root-dir`.
-pub async fn connect_cri(opts: &Options, cfg: &KubeletConfiguration) -> Result<Arc<CriRuntime>> {
-    let dirs = runtime::cri_spec::Dirs::under(&opts.root_dir);
-    let mut rt = CriRuntime::connect(&cfg.container_runtime_endpoint, dirs)
-        .await
-        .with_context(|| {
-            format!(
-                "connecting to the CRI runtime at {}",
-                cfg.container_runtime_endpoint
-            )
-        })?;
-    let records = runtime::pull_records::PullRecords::open(
+/// Makes the CRI runtime for the one node `desc`: connected at
+/// `containerRuntimeEndpoint`, data under `--root-dir`, complete with its
+/// pull records, events and volume manager. The Event writer task is
+/// added to `tasks`.
+async fn make_cri(
+    opts: &Options,
+    cfg: &KubeletConfiguration,
+    cri: rkube_cri::CriClient,
+    desc: &NodeDesc,
+    client: &Client,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> Result<Arc<CriRuntime>> {
+    let dirs = pod::Dirs::under(&opts.root_dir);
+    let pulls = images::pull_records::PullRecords::open(
         &opts.root_dir,
         cfg.image_pull_credentials_verification_policy,
     )
     .with_context(|| format!("image pull records under {}", opts.root_dir.display()))?;
-    rt.set_pull_records(records);
-    Ok(Arc::new(rt))
+    let (recorder, queued) = events::Recorder::new(events::MAX_QUEUED);
+    tasks.spawn(events::run(client.clone(), desc.name.clone(), queued));
+    let volumes = Arc::new(volumes::manager::VolumeManager::new(
+        client.clone(),
+        dirs.clone(),
+    ));
+    let parts = runtime::cri::CriParts {
+        dirs,
+        node: runtime::cri::NodeFacts {
+            host_ip: desc.ip.clone(),
+            capacity: desc.capacity.clone(),
+            allocatable: desc.allocatable.clone(),
+        },
+        pulls,
+        events: Some(recorder),
+        volumes: Some(volumes),
+    };
+    Ok(Arc::new(CriRuntime::new(cri, parts)?))
 }
 
 /// Refreshes node health every `every`: is the runtime up (pressure
@@ -201,34 +215,49 @@ pub async fn run_with_metrics(
 ) -> Result<()> {
     let prepared = prepare(&opts).map_err(anyhow::Error::msg)?;
     let cfg = Arc::new(prepared.config);
-    let names = opts.node_names(&machine::hostname());
-    let cri = match opts.runtime {
-        RuntimeKind::Cri => Some(connect_cri(&opts, &cfg).await?),
-        RuntimeKind::Sim => None,
+    let names = opts.node_names(&node::machine::hostname());
+    let unknown = runtime::RuntimeVersion {
+        runtime_name: "unknown".into(),
+        runtime_version: "unknown".into(),
     };
-    let runtime: Arc<dyn Runtime> = match &cri {
-        Some(c) => c.clone(),
-        None => make_runtime(&opts, &names)?,
+    let (cri_client, sim) = match opts.runtime {
+        RuntimeKind::Cri => {
+            let endpoint = &cfg.container_runtime_endpoint;
+            let c = CriRuntime::connect_client(endpoint)
+                .await
+                .with_context(|| format!("connecting to the CRI runtime at {endpoint}"))?;
+            (Some(c), None)
+        }
+        RuntimeKind::Sim => (None, Some(make_runtime(&opts, &names)?)),
     };
-    let version = runtime
-        .version()
-        .await
-        .unwrap_or_else(|_| runtime::RuntimeVersion {
-            runtime_name: "unknown".into(),
-            runtime_version: "unknown".into(),
-        });
+    let version = match (&cri_client, &sim) {
+        (Some(c), _) => runtime::cri::version(c).await,
+        (None, Some(s)) => s.version().await,
+        (None, None) => Ok(unknown.clone()),
+    }
+    .unwrap_or(unknown);
     let client = client(&opts).await?;
-    let descs: Vec<Arc<NodeDesc>> = nodes::build(&opts, &cfg, &prepared.template, &version)
+    let descs: Vec<Arc<NodeDesc>> = node::sim::build(&opts, &cfg, &prepared.template, &version)
         .into_iter()
         .map(Arc::new)
         .collect();
     let mut tasks = tokio::task::JoinSet::new();
+    let cri = match (cri_client, descs.as_slice()) {
+        (Some(c), [desc]) => Some(make_cri(&opts, &cfg, c, desc, &client, &mut tasks).await?),
+        (Some(_), _) => bail!("the CRI runtime runs exactly one node"),
+        (None, _) => None,
+    };
+    let runtime: Arc<dyn Runtime> = match (&cri, sim) {
+        (Some(c), _) => c.clone(),
+        (None, Some(s)) => s,
+        (None, None) => bail!("no runtime"),
+    };
     if !prepared.slices.is_empty() {
         let slices = descs
             .iter()
             .flat_map(|d| prepared.slices.iter().map(|t| t.for_node(&d.name)))
             .collect();
-        tasks.spawn(resource_slices::publish(
+        tasks.spawn(node::resource_slices::publish(
             client.clone(),
             slices,
             opts.api_concurrency,
@@ -243,17 +272,13 @@ pub async fn run_with_metrics(
         tasks.spawn(server::serve(listener, metrics.clone()));
     }
     if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
-        cri.set_node(desc);
-        let (recorder, queued) = events::Recorder::new(events::MAX_QUEUED);
-        cri.set_events(recorder);
-        tasks.spawn(events::run(client.clone(), desc.name.clone(), queued));
-        cri.set_volume_manager(Arc::new(volumes::manager::VolumeManager::new(
-            client.clone(),
-            cri.dirs().clone(),
-        )));
         if cfg.port != 0 {
             let settings = api::ApiSettings::load(opts.config.as_deref())?;
-            let names = [desc.name.clone(), machine::hostname(), desc.ip.clone()];
+            let names = [
+                desc.name.clone(),
+                node::machine::hostname(),
+                desc.ip.clone(),
+            ];
             let tls = api::tls_config(&settings, &opts.root_dir.join("pki"), &names)?;
             let addr = format!("{}:{}", cfg.address, cfg.port);
             let listener = tokio::net::TcpListener::bind(&addr)
@@ -271,7 +296,7 @@ pub async fn run_with_metrics(
         }
         if !cfg.static_pod_path.is_empty() {
             tasks.spawn(
-                static_pods::StaticPods {
+                pods::static_pods::StaticPods {
                     dir: cfg.static_pod_path.clone().into(),
                     node: desc.name.clone(),
                     client: client.clone(),
@@ -288,7 +313,7 @@ pub async fn run_with_metrics(
         cfg.node_status_update_frequency,
     ));
     let active = Arc::new(pods::worker::ActivePods::default());
-    let pressure = Arc::new(eviction::PressureBoard::default());
+    let pressure = Arc::new(node::pressure::PressureBoard::default());
     let source: Option<Arc<dyn eviction::SignalSource>> = match (&cri, &opts.sim_signals) {
         (Some(c), _) => Some(Arc::new(eviction::MachineSignals {
             root_dir: opts.root_dir.clone(),
@@ -320,13 +345,13 @@ pub async fn run_with_metrics(
     let node_set: HashSet<String> = descs.iter().map(|d| d.name.clone()).collect();
     // Registration happens in the heartbeat loop, node by node, so each
     // node's lease renewals start as soon as it is registered.
-    let states: Vec<heartbeat::NodeState> = descs
+    let states: Vec<node::heartbeat::NodeState> = descs
         .iter()
         .map(|d| {
             if cfg.register_node {
-                heartbeat::NodeState::unregistered(d.clone())
+                node::heartbeat::NodeState::unregistered(d.clone())
             } else {
-                heartbeat::NodeState::new(d.clone(), node::Registered::default())
+                node::heartbeat::NodeState::new(d.clone(), node::Registered::default())
             }
         })
         .collect();
@@ -338,7 +363,7 @@ pub async fn run_with_metrics(
     // HTTP/2 connection must not delay a lease renewal.
     let heartbeat_client = self::client(&opts).await?;
     tasks.spawn(
-        heartbeat::Heartbeat {
+        node::heartbeat::Heartbeat {
             client: heartbeat_client,
             config: cfg.clone(),
             metrics: metrics.clone(),

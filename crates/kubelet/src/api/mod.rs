@@ -9,7 +9,7 @@
 //! | `/healthz` | `ok` |
 //! | `/pods` | `PodList` JSON of this node's pods (as the API server has them) |
 //! | `/metrics` | the kubelet's counters (Prometheus text) |
-//! | `/containerLogs/{ns}/{pod}/{container}` | the container's log ([`logs`]) |
+//! | `/containerLogs/{ns}/{pod}/{container}` | the container's log ([`crate::logs`]) |
 //! | `/exec/{ns}/{pod}[/{uid}]/{container}`, `/attach/…`, `/portForward/{ns}/{pod}[/{uid}]` | streams, GET or POST, proxied to the CRI streaming server ([`stream`]) |
 //!
 //! Every request is authenticated and authorized ([`auth`]): client
@@ -26,7 +26,7 @@
 //! `/checkpoint` (404).
 
 pub mod auth;
-pub mod logs;
+
 pub mod proxy;
 pub mod stream;
 
@@ -44,8 +44,10 @@ use rkube_daemon::tls::{SelfSigned, ServingTls};
 use serde_yaml_ng::Value;
 use tokio::net::TcpListener;
 
+use crate::logs;
 use crate::metrics::Metrics;
-use crate::runtime::cri::{mirror_of, CriRuntime};
+use crate::pod::mirror_of;
+use crate::runtime::cri::CriRuntime;
 use auth::{Auth, AuthConfig};
 
 /// The API settings of a KubeletConfiguration file (read leniently; the

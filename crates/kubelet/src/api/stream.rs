@@ -28,8 +28,9 @@ use rkube_cri::v1;
 use rkube_cri::CriError;
 use rkube_daemon::server::{Request, Response};
 
-use super::{logs::unescape, proxy, text, ApiContext};
-use crate::runtime::cri::mirror_of;
+use super::{proxy, text, ApiContext};
+use crate::logs::unescape;
+use crate::pod::mirror_of;
 
 /// Which stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::signals::{Observation, Observations, PodUsage, Signal, SignalSource, Snapshot};
 use super::statvfs::statvfs;
 use crate::node::NodeDesc;
-use crate::runtime::BoxFuture;
+use crate::BoxFuture;
 
 /// `pid.available`: min(pid_max, threads-max) − tasks (the total of
 /// `/proc/loadavg`), capacity min(pid_max, threads-max).
@@ -126,8 +126,8 @@ impl SignalSource for MachineSignals {
             let mut obs = Observations::new();
             let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
             if let (Some(avail), Some(total)) = (
-                crate::machine::meminfo_bytes(&meminfo, "MemAvailable"),
-                crate::machine::meminfo_bytes(&meminfo, "MemTotal"),
+                crate::node::machine::meminfo_bytes(&meminfo, "MemAvailable"),
+                crate::node::machine::meminfo_bytes(&meminfo, "MemTotal"),
             ) {
                 obs.insert(
                     Signal::MemoryAvailable,
@@ -179,7 +179,7 @@ impl SignalSource for MachineSignals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eviction::{Pressure, PressureBoard};
+    use crate::node::pressure::{Pressure, PressureBoard};
 
     #[test]
     fn machine_signals_on_this_machine() {

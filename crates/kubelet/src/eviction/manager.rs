@@ -10,13 +10,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::ranking::{is_critical, message, pod_request, rank, Candidate};
+use super::ranking::{message, pod_request, rank, Candidate};
 use super::signals::{pod_key, Observations, Resource, SignalSource, Snapshot};
-use super::thresholds::{
-    hard_thresholds, thresholds_met, to_reclaim, Met, NodePressure, PressureBoard,
-};
+use super::thresholds::{hard_thresholds, thresholds_met, to_reclaim, Met, NodePressure};
 use crate::config::KubeletConfiguration;
+use crate::node::pressure::PressureBoard;
 use crate::node::NodeDesc;
+use crate::pod::is_critical;
 use crate::pods::worker::{ActivePod, ActivePods, EvictRequest};
 
 /// How often signals are observed (upstream's `evictionMonitoringPeriod`).

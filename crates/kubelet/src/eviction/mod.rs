@@ -77,14 +77,11 @@ mod thresholds;
 pub use self::statvfs::statvfs;
 pub use machine_signals::{pid_observation, MachineSignals};
 pub use manager::{EvictionManager, IMMEDIATE_GRACE, MONITORING_PERIOD};
-pub use ranking::{
-    format_quantity, is_critical, message, pod_request, rank, Candidate, SYSTEM_CRITICAL_PRIORITY,
-};
+pub use ranking::{format_quantity, message, pod_request, rank, Candidate};
 pub use signals::{
     Condition, Observation, Observations, PodUsage, Resource, Signal, SignalSource, Snapshot,
 };
 pub use sim_signals::{parse_sim_signals, SimSignals, SimSource};
 pub use thresholds::{
-    hard_thresholds, thresholds_met, to_reclaim, HardThreshold, Met, NodePressure, Pressure,
-    PressureBoard,
+    hard_thresholds, thresholds_met, to_reclaim, HardThreshold, Met, NodePressure,
 };

@@ -15,10 +15,6 @@ use rkube_model::Quantity;
 use super::signals::{PodUsage, Resource};
 use super::thresholds::Met;
 
-/// Pods at or above this priority are critical and never evicted
-/// (`system-cluster-critical`, `system-node-critical`).
-pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
-
 /// A pod's request of `r`: the sum over containers, or the largest init
 /// container if more, plus overhead (upstream's `GetResourceRequestQuantity`).
 pub fn pod_request(pod: &Pod, r: Resource) -> i64 {
@@ -59,19 +55,6 @@ pub fn pod_request(pod: &Pod, r: Resource) -> i64 {
         .map(|q| q.value())
         .unwrap_or(0);
     sum.max(init) + overhead
-}
-
-/// Critical pods are never evicted: static and mirror pods, and pods at
-/// system-critical priority (upstream's `IsCriticalPod`).
-pub fn is_critical(pod: &Pod) -> bool {
-    let ann = pod.metadata.annotations.as_ref();
-    let is_static = ann.is_some_and(|a| {
-        a.contains_key("kubernetes.io/config.mirror")
-            || a.get("kubernetes.io/config.source")
-                .is_some_and(|s| s != "api")
-    });
-    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
-    is_static || priority >= SYSTEM_CRITICAL_PRIORITY
 }
 
 /// A pod as the ranking sees it.
@@ -309,12 +292,6 @@ mod tests {
         }));
         assert_eq!(pod_request(&p, Resource::Memory), 201 * MI);
         assert_eq!(pod_request(&p, Resource::EphemeralStorage), 0);
-        assert!(!is_critical(&p));
-        assert!(is_critical(&pod(json!({
-            "metadata": {"name": "c"}, "spec": {"containers": [], "priority": 2_000_001_000}}))));
-        assert!(is_critical(&pod(json!({
-            "metadata": {"name": "m", "annotations": {"kubernetes.io/config.mirror": "x"}},
-            "spec": {"containers": []}}))));
 
         let met = Met {
             signal: Signal::MemoryAvailable,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::node::NodeDesc;
-use crate::runtime::BoxFuture;
+use crate::BoxFuture;
 
 /// An eviction signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

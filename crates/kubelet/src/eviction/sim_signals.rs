@@ -18,7 +18,7 @@ use super::signals::{
 };
 use crate::node::NodeDesc;
 use crate::pods::worker::ActivePods;
-use crate::runtime::BoxFuture;
+use crate::BoxFuture;
 
 /// Signals for `--runtime sim` from a JSON file read every round (format
 /// in the [`crate::eviction`] module docs).

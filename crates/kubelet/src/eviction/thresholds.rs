@@ -10,12 +10,12 @@
 //! `nodeConditionsLastObservedAt`, `nodeConditionsObservedSince`) and the
 //! condition bookkeeping of `eviction_manager.go`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::RwLock;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::signals::{Condition, Observations, Resource, Signal};
 use crate::config::{parse_threshold, Threshold};
+use crate::node::pressure::Pressure;
 
 /// One `evictionHard` entry.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,17 +75,6 @@ pub fn to_reclaim(met: &[Met]) -> Option<Met> {
         .min_by_key(|m| (m.signal.resource() != Resource::Memory, m.signal))
 }
 
-/// The pressure conditions of a node.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Pressure {
-    /// `MemoryPressure=True`.
-    pub memory: bool,
-    /// `DiskPressure=True`.
-    pub disk: bool,
-    /// `PIDPressure=True`.
-    pub pid: bool,
-}
-
 /// Per-node condition bookkeeping: when each condition was last observed.
 #[derive(Debug, Clone, Default)]
 pub struct NodePressure {
@@ -110,34 +99,6 @@ impl NodePressure {
             memory: on(Condition::Memory),
             disk: on(Condition::Disk),
             pid: on(Condition::Pid),
-        }
-    }
-}
-
-/// The pressure of every node, read by the heartbeat.
-#[derive(Debug, Default)]
-pub struct PressureBoard {
-    nodes: RwLock<HashMap<String, Pressure>>,
-}
-
-impl PressureBoard {
-    /// The pressure of `node` (none if never observed).
-    pub fn get(&self, node: &str) -> Pressure {
-        self.nodes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(node)
-            .copied()
-            .unwrap_or_default()
-    }
-
-    /// Sets the pressure of `node`.
-    pub fn set(&self, node: &str, p: Pressure) {
-        let mut m = self.nodes.write().unwrap_or_else(|e| e.into_inner());
-        if p == Pressure::default() {
-            m.remove(node);
-        } else {
-            m.insert(node.to_string(), p);
         }
     }
 }

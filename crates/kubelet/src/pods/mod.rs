@@ -4,6 +4,8 @@
 //! latest object to its worker ([`worker`]). Statuses flow one way:
 //! runtime → worker → [`writer`] → `pods/NAME/status`.
 
+pub mod static_pods;
+
 pub mod status;
 pub mod worker;
 pub mod writer;

@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::runtime::{is_sidecar, ContainerObservation, ContainerState, PodObservation};
+use crate::pod::is_sidecar;
+use crate::runtime::{ContainerObservation, ContainerState, PodObservation};
 
 /// True for `Succeeded` and `Failed`.
 pub fn is_terminal(phase: Option<&str>) -> bool {

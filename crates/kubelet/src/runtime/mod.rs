@@ -31,52 +31,15 @@
 //!   period forced it); `remove_pod` of an unknown pod is `Ok`.
 
 pub mod backoff;
-pub mod credentials;
 pub mod cri;
-pub mod cri_spec;
-pub mod downward;
-pub mod env;
-pub mod etc_hosts;
-pub mod hooks;
-pub mod ports;
-pub mod pull_records;
-pub mod resources;
-pub mod security;
 pub mod sim;
-pub mod termination;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
-/// The ephemeral containers of `pod` as containers (the same fields; an
-/// ephemeral container is started once and never restarted).
-pub fn ephemeral_containers(pod: &Pod) -> Vec<k8s_openapi::api::core::v1::Container> {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.ephemeral_containers.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|e| {
-            let mut v = serde_json::to_value(e).ok()?;
-            v.as_object_mut()?.remove("targetContainerName");
-            serde_json::from_value(v).ok()
-        })
-        .collect()
-}
-
-/// True for an init container with `restartPolicy: Always`: a sidecar,
-/// which keeps running next to the containers.
-pub fn is_sidecar(c: &k8s_openapi::api::core::v1::Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
-
-/// A boxed, sendable future (keeps [`Runtime`] object-safe without the
-/// async-trait crate).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::BoxFuture;
 
 /// A runtime failure (the pod worker logs it and retries).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -31,9 +31,9 @@ use kube::{Api, Client, ResourceExt};
 use super::atomic_writer;
 use super::empty_dir;
 use super::payload::{self, Lookup, TokenKey};
-use crate::runtime::cri_spec::{pod_namespace, Dirs};
-use crate::runtime::downward::DownwardContext;
-use crate::runtime::env;
+use crate::pod::downward::DownwardContext;
+use crate::pod::env;
+use crate::pod::{pod_namespace, Dirs};
 
 /// A token is requested again after this share of its lifetime.
 const REFRESH_AT: f64 = 0.8;
@@ -124,7 +124,7 @@ impl VolumeManager {
     pub async fn pull_secrets(&self, pod: &Pod) -> (Vec<Secret>, Vec<String>) {
         let ns = pod_namespace(pod);
         let (mut found, mut missing) = (Vec::new(), Vec::new());
-        for name in crate::runtime::credentials::pull_secret_names(pod) {
+        for name in crate::pod::pull_secret_names(pod) {
             match self.secret(&ns, &name).await {
                 Ok(Some(s)) => found.push(s),
                 Ok(None) => missing.push(name),

@@ -17,7 +17,7 @@
 //!   unless `optional`: then the object counts as empty, and a plain
 //!   configMap/secret volume is still mounted, empty;
 //! * downwardAPI files are `fieldRef`s and `resourceFieldRef`s rendered by
-//!   [`crate::runtime::downward`]; an item naming neither is an empty file;
+//!   [`crate::pod::downward`]; an item naming neither is an empty file;
 //!   failures of several items are reported together;
 //! * projected sources are merged in order; a path given by two sources
 //!   holds the later one (the API server rejects duplicate *explicit*
@@ -47,9 +47,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::atomic_writer::MAX_PAYLOAD_BYTES;
-use crate::runtime::downward::{
-    field_ref, find_container, resource_field_ref, DownwardContext, Use,
-};
+use crate::pod::downward::{field_ref, find_container, resource_field_ref, DownwardContext, Use};
 
 /// The API server's `defaultMode` for all four volume types (`0644`).
 pub const DEFAULT_MODE: u32 = 0o644;

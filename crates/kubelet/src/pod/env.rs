@@ -47,8 +47,8 @@ use k8s_openapi::api::core::v1::{
 use kube::ResourceExt;
 use rkube_model::quantity::Quantity;
 
-use super::cri_spec::pod_namespace;
 use super::downward::{self, go_quote, DownwardContext, Use};
+use super::pod_namespace;
 
 /// The objects environment variables may read, fetched by the caller (by
 /// name, in the pod's namespace; absent = not found). [`references`] says

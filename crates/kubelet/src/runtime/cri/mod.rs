@@ -3,7 +3,7 @@
 //! docs](super).
 //!
 //! * One sandbox per pod, labelled with the pod's uid/name/namespace
-//!   ([`cri_spec::sandbox_labels`]); `sync_pod` finds it by the uid label,
+//!   ([`spec::sandbox_labels`]); `sync_pod` finds it by the uid label,
 //!   so a restarted kubelet adopts its sandboxes and containers (restart
 //!   counts are the containers' CRI `attempt`, so they survive too). A
 //!   sandbox that is no longer ready is stopped and a new one (attempt + 1)
@@ -47,8 +47,12 @@
 //!   [`CriRuntime::list_pods`] leaves out static pods (the static pod source
 //!   cleans up its own, see [`CriRuntime::list_static_pods`]).
 
+pub mod hooks;
+pub mod spec;
+pub mod termination;
+
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -57,56 +61,108 @@ use kube::ResourceExt;
 use rkube_cri::{v1, CriClient};
 use rkube_model::Quantity;
 
+use self::hooks::{Hook, HookTarget};
+use self::spec::resources::ResourceOptions;
+use self::spec::security::{ImageUser, SecurityOptions};
+use self::spec::{ContainerInputs, PullPolicy, LABEL_MANAGED, LABEL_POD_UID, LABEL_STATIC};
 use super::backoff::Backoff;
-use super::credentials::{Credential, Keyring};
-use super::cri_spec::{
-    self, ContainerInputs, Dirs, PullPolicy, LABEL_MANAGED, LABEL_POD_UID, LABEL_STATIC,
-    MIRROR_ANNOTATION,
-};
-use super::downward::DownwardContext;
-use super::env::EnvSources;
-use super::hooks::{self, Hook, HookTarget};
-use super::pull_records::{PullRecords, SecretId, Verdict, VerifyPolicy};
-use super::resources::ResourceOptions;
-use super::security::{ImageUser, SecurityOptions};
-use super::termination;
 use super::{
-    ephemeral_containers, is_sidecar, BoxFuture, ContainerObservation, ContainerState,
-    PodObservation, Runtime, RuntimeError, RuntimeVersion,
+    BoxFuture, ContainerObservation, ContainerState, PodObservation, Runtime, RuntimeError,
+    RuntimeVersion,
 };
 use crate::events::Recorder;
-use crate::node::NodeDesc;
-use crate::probe::{ProbeManager, ProbeSpec, Target};
+use crate::images::credentials::{Credential, Keyring};
+use crate::images::pull_records::{PullRecords, SecretId, Verdict, VerifyPolicy};
+use crate::pod::downward::DownwardContext;
+use crate::pod::env::EnvSources;
+use crate::pod::{
+    ephemeral_containers, is_sidecar, mirror_of, restart_policy, termination_grace as pod_grace,
+    Dirs,
+};
+use crate::prober::{ProbeManager, ProbeSpec, Target};
 use crate::volumes::manager::{EnvInputs, VolumeManager};
 use crate::volumes::{empty_dir, subpath};
 
 /// The longest `sync_pod` waits before looking again (exit detection).
 pub const RELIST: Duration = Duration::from_secs(2);
 
+/// The runtime's name and version (`Version`), an error unless `Status`
+/// says it is ready.
+pub async fn version(cri: &CriClient) -> Result<RuntimeVersion, RuntimeError> {
+    let v = cri.version().await.map_err(err)?;
+    let status = cri.status().await.map_err(err)?;
+    if let Some(c) = rkube_cri::condition(&status, "RuntimeReady").filter(|c| !c.status) {
+        return Err(err(format!(
+            "container runtime not ready: {} {}",
+            c.reason, c.message
+        )));
+    }
+    Ok(RuntimeVersion {
+        runtime_name: v.runtime_name,
+        runtime_version: v.runtime_version,
+    })
+}
+
 /// A [`Runtime`] over CRI.
 pub struct CriRuntime {
     cri: CriClient,
     dirs: Dirs,
-    node: RwLock<NodeFacts>,
+    node: NodeFacts,
+    resources: ResourceOptions,
     security: SecurityOptions,
-    volumes: OnceLock<Arc<VolumeManager>>,
+    volumes: Option<Arc<VolumeManager>>,
     backoff: Mutex<Backoff>,
     probes: ProbeManager,
-    events: OnceLock<Recorder>,
+    events: Option<Recorder>,
     pulls: PullRecords,
 }
 
-/// What containers are made against: the node's IP, allocatable and
-/// memory (the downward API, OOM scores).
-struct NodeFacts {
-    host_ip: String,
-    allocatable: BTreeMap<String, Quantity>,
-    resources: ResourceOptions,
+/// What containers are made against from the node: its IP (the pod IP of
+/// host-network pods, `status.hostIP` in the downward API), allocatable
+/// (unset limits in the downward API) and memory (Burstable OOM scores).
+#[derive(Debug, Clone, Default)]
+pub struct NodeFacts {
+    /// The node's IP (empty when unknown).
+    pub host_ip: String,
+    /// The node's capacity.
+    pub capacity: BTreeMap<String, Quantity>,
+    /// The node's allocatable.
+    pub allocatable: BTreeMap<String, Quantity>,
+}
+
+/// Everything a [`CriRuntime`] is made with besides its connection.
+pub struct CriParts {
+    /// Where pods' data and logs live.
+    pub dirs: Dirs,
+    /// The node's side of containers.
+    pub node: NodeFacts,
+    /// The image pull records ([`crate::images::pull_records`]).
+    pub pulls: PullRecords,
+    /// Events are recorded through this (none without it).
+    pub events: Option<Recorder>,
+    /// Fetches and writes ConfigMap, Secret, downwardAPI and projected
+    /// volumes (without one, pods using them fail to start: static pods
+    /// with no API server).
+    pub volumes: Option<Arc<VolumeManager>>,
+}
+
+impl CriParts {
+    /// Parts with only the directories: no node facts, in-memory pull
+    /// records with upstream's default policy, no events, no volumes.
+    pub fn bare(dirs: Dirs) -> CriParts {
+        CriParts {
+            dirs,
+            node: NodeFacts::default(),
+            pulls: PullRecords::in_memory(VerifyPolicy::default()),
+            events: None,
+            volumes: None,
+        }
+    }
 }
 
 /// The node's side of container resources, from this host.
 fn node_resources(capacity_memory: i64, allocatable_memory: i64) -> ResourceOptions {
-    use super::resources;
+    use self::spec::resources;
     let mut r = ResourceOptions::new(capacity_memory.max(1));
     r.node_allocatable_memory = allocatable_memory.max(1);
     r.cgroup_v2 = resources::detect_cgroup_v2();
@@ -127,20 +183,8 @@ fn ts(ns: i64) -> Timestamp {
     Timestamp::from_nanosecond(ns as i128).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// The uid of the static pod `pod` mirrors, if it is a mirror pod.
-pub fn mirror_of(pod: &Pod) -> Option<String> {
-    pod.annotations().get(MIRROR_ANNOTATION).cloned()
-}
-
 fn uid_filter(uid: &str) -> HashMap<String, String> {
     [(LABEL_POD_UID.to_string(), uid.to_string())].into()
-}
-
-fn restart_policy(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.restart_policy.as_deref())
-        .unwrap_or("Always")
 }
 
 fn attempt(c: &v1::Container) -> u32 {
@@ -253,95 +297,61 @@ struct Sandbox {
 }
 
 impl CriRuntime {
-    /// Connects to the CRI endpoint (`unix:///...`); pod data under `dirs`.
-    pub async fn connect(endpoint: &str, dirs: Dirs) -> Result<CriRuntime, RuntimeError> {
-        let cri = CriClient::connect(endpoint).await.map_err(err)?;
+    /// Connects to the CRI endpoint (`unix:///...`).
+    pub async fn connect_client(endpoint: &str) -> Result<CriClient, RuntimeError> {
+        CriClient::connect(endpoint).await.map_err(err)
+    }
+
+    /// A runtime over a connected client, made complete from `parts`.
+    pub fn new(cri: CriClient, parts: CriParts) -> Result<CriRuntime, RuntimeError> {
+        let CriParts {
+            dirs,
+            node,
+            pulls,
+            events,
+            volumes,
+        } = parts;
         std::fs::create_dir_all(&dirs.logs)
             .map_err(|e| err(format!("creating {}: {e}", dirs.logs.display())))?;
-        Ok(CriRuntime::new(cri, dirs))
-    }
-
-    /// A runtime over a connected client.
-    pub fn new(cri: CriClient, dirs: Dirs) -> CriRuntime {
         let mut security = SecurityOptions::for_root(&dirs.root);
-        security.apparmor_enabled = super::security::detect_apparmor();
-        security.selinux_enabled = super::security::detect_selinux();
-        security.thermal_throttle_paths = super::security::host_thermal_throttle_paths();
-        CriRuntime {
+        security.apparmor_enabled = spec::security::detect_apparmor();
+        security.selinux_enabled = spec::security::detect_selinux();
+        security.thermal_throttle_paths = spec::security::host_thermal_throttle_paths();
+        let mem = |m: &BTreeMap<String, Quantity>| m.get("memory").map(|q| q.value()).unwrap_or(0);
+        let resources = node_resources(mem(&node.capacity), mem(&node.allocatable));
+        Ok(CriRuntime {
             cri,
             dirs,
-            node: RwLock::new(NodeFacts {
-                host_ip: String::new(),
-                allocatable: BTreeMap::new(),
-                resources: node_resources(0, 0),
-            }),
+            node,
+            resources,
             security,
-            volumes: OnceLock::new(),
+            volumes,
             backoff: Mutex::new(Backoff::default()),
             probes: ProbeManager::default(),
-            events: OnceLock::new(),
-            pulls: PullRecords::in_memory(VerifyPolicy::default()),
-        }
-    }
-
-    /// Keeps the image pull records ([`super::pull_records`]) in `records`
-    /// (by default in memory, with upstream's default policy).
-    pub fn set_pull_records(&mut self, records: PullRecords) {
-        self.pulls = records;
-    }
-
-    /// Sets the node IP (pod IP of host-network pods, `status.hostIP` in
-    /// the downward API).
-    pub fn set_host_ip(&self, ip: &str) {
-        self.node.write().unwrap_or_else(|e| e.into_inner()).host_ip = ip.to_string();
-    }
-
-    /// Sets what containers are made against from the node: IP,
-    /// allocatable (unset limits in the downward API), memory capacity
-    /// (Burstable OOM scores).
-    pub fn set_node(&self, desc: &NodeDesc) {
-        let mem = |m: &BTreeMap<String, Quantity>| m.get("memory").map(|q| q.value()).unwrap_or(0);
-        let mut n = self.node.write().unwrap_or_else(|e| e.into_inner());
-        n.host_ip = desc.ip.clone();
-        n.allocatable = desc.allocatable.clone();
-        n.resources = node_resources(mem(&desc.capacity), mem(&desc.allocatable));
-    }
-
-    /// Records Events through `rec` from now on.
-    pub fn set_events(&self, rec: Recorder) {
-        let _ = self.events.set(rec);
+            events,
+            pulls,
+        })
     }
 
     fn event(&self, pod: &Pod, c: Option<&str>, warning: bool, reason: &str, msg: String) {
-        if let Some(r) = self.events.get() {
+        if let Some(r) = &self.events {
             r.record(pod, c, warning, reason, msg);
         }
     }
 
-    /// Fetches and writes ConfigMap, Secret, downwardAPI and projected
-    /// volumes through `vm` (without one, pods using them fail to start).
-    pub fn set_volume_manager(&self, vm: Arc<VolumeManager>) {
-        let _ = self.volumes.set(vm);
-    }
-
     fn host_ip(&self) -> String {
-        self.node
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .host_ip
-            .clone()
+        self.node.host_ip.clone()
     }
 
     fn downward(&self, pod_ips: &[String]) -> DownwardContext {
-        let n = self.node.read().unwrap_or_else(|e| e.into_inner());
         DownwardContext {
             pod_ips: pod_ips.to_vec(),
-            host_ips: if n.host_ip.is_empty() {
+            host_ips: if self.node.host_ip.is_empty() {
                 vec![]
             } else {
-                vec![n.host_ip.clone()]
+                vec![self.node.host_ip.clone()]
             },
-            node_allocatable: n.allocatable.clone(),
+            node_allocatable: self.node.allocatable.clone(),
         }
     }
 
@@ -403,7 +413,7 @@ impl CriRuntime {
         create: bool,
     ) -> Result<Option<Sandbox>, RuntimeError> {
         let uid = pod.uid().unwrap_or_default();
-        let hostnet = cri_spec::host_network(pod);
+        let hostnet = crate::pod::host_network(pod);
         let all = self.sandboxes(&uid).await?;
         let ready = all
             .iter()
@@ -413,14 +423,8 @@ impl CriRuntime {
             let attempt = s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0);
             return Ok(Some(Sandbox {
                 id: s.id.clone(),
-                config: cri_spec::sandbox_config(
-                    pod,
-                    &self.dirs,
-                    attempt,
-                    is_static,
-                    &self.security,
-                )
-                .map_err(err)?,
+                config: spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
+                    .map_err(err)?,
                 ready: true,
                 ips: self.sandbox_ips(&s.id, hostnet).await,
             }));
@@ -431,7 +435,7 @@ impl CriRuntime {
             };
             return Ok(Some(Sandbox {
                 id: s.id.clone(),
-                config: cri_spec::sandbox_config(
+                config: spec::sandbox_config(
                     pod,
                     &self.dirs,
                     s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
@@ -452,7 +456,7 @@ impl CriRuntime {
             .map(|s| s.metadata.as_ref().map(|m| m.attempt + 1).unwrap_or(1))
             .max()
             .unwrap_or(0);
-        let config = cri_spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
+        let config = spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
             .map_err(err)?;
         std::fs::create_dir_all(&config.log_directory)
             .map_err(|e| err(format!("creating {}: {e}", config.log_directory)))?;
@@ -480,7 +484,7 @@ impl CriRuntime {
     ) -> Result<String, (String, String)> {
         let image = c.image.clone().unwrap_or_default();
         let present = self.cri.image_status(&image).await.ok().flatten();
-        let policy = cri_spec::pull_policy(c);
+        let policy = spec::pull_policy(c);
         let name = Some(c.name.as_str());
         // The pod's logins for the image, looked up at most once.
         let mut creds: Option<Vec<Credential>> = None;
@@ -573,7 +577,7 @@ impl CriRuntime {
     /// The logins of the pod's pull Secrets for `image`, in the order to
     /// try them; Secrets that cannot be read are reported in an event.
     async fn pull_credentials(&self, pod: &Pod, image: &str) -> Result<Vec<Credential>, String> {
-        let Some(vm) = self.volumes.get() else {
+        let Some(vm) = self.volumes.as_ref() else {
             return Ok(Vec::new());
         };
         let (secrets, missing) = vm.pull_secrets(pod).await;
@@ -640,7 +644,7 @@ impl CriRuntime {
         attempt: u32,
         sb: &Sandbox,
     ) -> Result<String, (String, String)> {
-        let key = cri_spec::backoff_key(pod, c);
+        let key = spec::backoff_key(pod, c);
         self.ensure_image(pod, &key, c, &sb.config).await?;
         let name = Some(c.name.as_str());
         let failed = |reason: &str, m: String| {
@@ -698,7 +702,7 @@ impl CriRuntime {
         attempt: u32,
         sb: &Sandbox,
     ) -> Result<v1::ContainerConfig, String> {
-        let env = match self.volumes.get() {
+        let env = match self.volumes.as_ref() {
             Some(vm) => vm.env_inputs(pod).await?,
             None => EnvInputs::default(),
         };
@@ -711,12 +715,7 @@ impl CriRuntime {
             .ok_or_else(|| format!("image {image} is not present"))?;
         let image_user = ImageUser::from_status(status.uid.map(|u| u.value), &status.username);
         let downward = self.downward(&sb.ips);
-        let resources = self
-            .node
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .resources
-            .clone();
+        let resources = self.resources.clone();
         let inputs = ContainerInputs {
             env: EnvSources {
                 config_maps: &env.config_maps,
@@ -729,7 +728,7 @@ impl CriRuntime {
             security: &self.security,
             resources: &resources,
         };
-        cri_spec::container_config(pod, c, attempt, &self.dirs, &inputs)
+        spec::container_config(pod, c, attempt, &self.dirs, &inputs)
     }
 
     /// Restarts an exited container unless it is backing off; returns the
@@ -743,7 +742,7 @@ impl CriRuntime {
         sb: &Sandbox,
     ) -> (Option<Override>, Option<Duration>) {
         let uid = pod.uid().unwrap_or_default();
-        let key = cri_spec::backoff_key(pod, c);
+        let key = spec::backoff_key(pod, c);
         let now = Timestamp::now().as_nanosecond();
         let left = lock(&self.backoff).remaining(&key, finished_ns, now);
         if let Some(left) = left {
@@ -753,7 +752,7 @@ impl CriRuntime {
                 window.as_secs(),
                 c.name,
                 pod.name_any(),
-                cri_spec::pod_namespace(pod)
+                crate::pod::pod_namespace(pod)
             );
             self.event(
                 pod,
@@ -764,7 +763,7 @@ impl CriRuntime {
                     "Back-off restarting failed container {} in pod {}_{}({uid})",
                     c.name,
                     pod.name_any(),
-                    cri_spec::pod_namespace(pod)
+                    crate::pod::pod_namespace(pod)
                 ),
             );
             return (
@@ -788,12 +787,12 @@ impl CriRuntime {
             .as_ref()
             .and_then(|s| s.volumes.as_deref())
             .unwrap_or_default();
-        if let Some(v) = volumes.iter().find(|v| !cri_spec::supported_volume(v)) {
+        if let Some(v) = volumes.iter().find(|v| !spec::supported_volume(v)) {
             return Err(crate::volumes::manager::setup_failed(
                 &v.name,
                 &format!(
                     "volumes of type {} are not supported by rkube",
-                    cri_spec::volume_type(v)
+                    spec::volume_type(v)
                 ),
             ));
         }
@@ -803,7 +802,7 @@ impl CriRuntime {
         {
             return Ok(());
         }
-        match self.volumes.get() {
+        match self.volumes.as_ref() {
             Some(vm) => vm.prepare(pod, &self.downward(&[])).await,
             None => Err("ConfigMap, Secret, downwardAPI and projected volumes need the API server (static pods cannot use them)".into()),
         }
@@ -812,10 +811,7 @@ impl CriRuntime {
     /// Acts on one pod (sandbox, init containers, containers), then observes.
     async fn sync(&self, pod: &Pod) -> Result<PodObservation, RuntimeError> {
         let uid = pod.uid().unwrap_or_default();
-        let is_static = pod
-            .annotations()
-            .get("kubernetes.io/config.source")
-            .is_some_and(|s| s == "file");
+        let is_static = crate::pod::is_static(pod);
         let spec = pod.spec.clone().unwrap_or_default();
         let policy = restart_policy(pod).to_string();
         let before = latest(self.containers(&uid).await?);
@@ -831,15 +827,15 @@ impl CriRuntime {
             // What the node cannot enforce, or volumes it cannot set up,
             // keep the containers from starting (fail closed), with the
             // reason in their Waiting state.
-            let blocked =
-                match cri_spec::sandbox_config(pod, &self.dirs, 0, is_static, &self.security) {
-                    Err(m) => Some(("CreateContainerConfigError", m)),
-                    Ok(_) => self
-                        .prepare_volumes(pod)
-                        .await
-                        .err()
-                        .map(|m| ("ContainerCreating", m)),
-                };
+            let blocked = match spec::sandbox_config(pod, &self.dirs, 0, is_static, &self.security)
+            {
+                Err(m) => Some(("CreateContainerConfigError", m)),
+                Ok(_) => self
+                    .prepare_volumes(pod)
+                    .await
+                    .err()
+                    .map(|m| ("ContainerCreating", m)),
+            };
             if let Some((reason, message)) = blocked {
                 tracing::warn!(pod = %pod.name_any(), %message, "pod cannot start");
                 let overrides: HashMap<String, Override> = spec
@@ -1043,7 +1039,7 @@ impl CriRuntime {
         };
         let mut st = self.cri.container_status(&p.id).await.map_err(err)?;
         let running = st.state == v1::ContainerState::ContainerRunning as i32;
-        if running && p.pod_sandbox_id == sb.id && cri_spec::definition_changed(c, p) {
+        if running && p.pod_sandbox_id == sb.id && spec::definition_changed(c, p) {
             // A new image: upstream kills the container and starts the new
             // definition whatever the restart policy (a new back-off key).
             let why = format!("Container {} definition changed, will be restarted", c.name);
@@ -1232,7 +1228,7 @@ impl CriRuntime {
                                     container_id: x.id.clone(),
                                     pod_ip: pod_ip.clone(),
                                     started_at,
-                                    events: self.events.get().map(|r| {
+                                    events: self.events.as_ref().map(|r| {
                                         (r.clone(), Arc::new(pod.clone()), c.name.clone())
                                     }),
                                 },
@@ -1443,7 +1439,7 @@ impl CriRuntime {
                 _ => {}
             }
         }
-        if let Some(vm) = self.volumes.get() {
+        if let Some(vm) = self.volumes.as_ref() {
             vm.forget(uid);
         }
         // Mounts first: removing the directory through a subPath bind mount
@@ -1536,20 +1532,7 @@ impl CriRuntime {
 
 impl Runtime for CriRuntime {
     fn version(&self) -> BoxFuture<'_, Result<RuntimeVersion, RuntimeError>> {
-        Box::pin(async move {
-            let v = self.cri.version().await.map_err(err)?;
-            let status = self.cri.status().await.map_err(err)?;
-            if let Some(c) = rkube_cri::condition(&status, "RuntimeReady").filter(|c| !c.status) {
-                return Err(err(format!(
-                    "container runtime not ready: {} {}",
-                    c.reason, c.message
-                )));
-            }
-            Ok(RuntimeVersion {
-                runtime_name: v.runtime_name,
-                runtime_version: v.runtime_version,
-            })
-        })
+        Box::pin(version(&self.cri))
     }
 
     fn sync_pod<'a>(&'a self, pod: &'a Pod) -> BoxFuture<'a, Result<PodObservation, RuntimeError>> {
@@ -1593,9 +1576,9 @@ impl Runtime for CriRuntime {
 
     fn admit(&self, pod: &Pod) -> Result<(), super::Rejection> {
         let r = super::admit_os(pod).and_then(|()| {
-            super::security::admit_sysctls(pod, &self.security.allowed_unsafe_sysctls).map_err(
+            spec::security::admit_sysctls(pod, &self.security.allowed_unsafe_sysctls).map_err(
                 |message| super::Rejection {
-                    reason: super::security::SYSCTL_FORBIDDEN_REASON.into(),
+                    reason: spec::security::SYSCTL_FORBIDDEN_REASON.into(),
                     message,
                 },
             )
@@ -1610,18 +1593,6 @@ impl Runtime for CriRuntime {
 /// Shared handle type used by the kubelet (the API server and the static
 /// pod source need the concrete runtime).
 pub type SharedCri = Arc<CriRuntime>;
-
-/// The pod's termination grace period (`terminationGracePeriodSeconds`,
-/// 30 s when unset, never negative).
-fn pod_grace(pod: &Pod) -> Duration {
-    Duration::from_secs(
-        pod.spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds)
-            .unwrap_or(30)
-            .max(0) as u64,
-    )
-}
 
 #[cfg(test)]
 mod tests {
@@ -1694,14 +1665,5 @@ mod tests {
         assert!(
             matches!(state_of(&s), ContainerState::Waiting { ref reason, .. } if reason == "ContainerCreating")
         );
-    }
-
-    #[test]
-    fn mirror_pods_are_recognised() {
-        let p: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "x", "annotations": {MIRROR_ANNOTATION: "abc"}}}))
-        .unwrap();
-        assert_eq!(mirror_of(&p).as_deref(), Some("abc"));
-        assert_eq!(mirror_of(&Pod::default()), None);
     }
 }

@@ -19,15 +19,17 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use tokio::sync::mpsc;
 
-use crate::capacity::{self, NodeCapacity};
 use crate::config::KubeletConfiguration;
-use crate::eviction::PressureBoard;
-use crate::lease;
 use crate::metrics::Metrics;
+use crate::node::capacity::{self, NodeCapacity};
+use crate::node::lease;
+use crate::node::pressure::PressureBoard;
+use crate::node::schedule::{Job, Timetable};
+use crate::node::status::{
+    allocatable_with_foreign, conditions, should_report, status_patch, Health,
+};
 use crate::node::{self, NodeDesc, Registered};
-use crate::runtime::BoxFuture;
-use crate::schedule::{Job, Timetable};
-use crate::status::{allocatable_with_foreign, conditions, should_report, status_patch, Health};
+use crate::BoxFuture;
 
 /// One node's lifecycle state.
 pub struct NodeState {

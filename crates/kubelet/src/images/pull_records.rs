@@ -27,29 +27,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-/// `imagePullCredentialsVerificationPolicy` (without the allowlist one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum VerifyPolicy {
-    /// Never make a pod pull an image that is present.
-    NeverVerify,
-    /// Verify the images the kubelet pulled (upstream's default).
-    #[default]
-    NeverVerifyPreloadedImages,
-    /// Verify every image.
-    AlwaysVerify,
-}
-
-impl VerifyPolicy {
-    /// The policy named `s`; `None` for a name rkube does not implement.
-    pub fn parse(s: &str) -> Option<VerifyPolicy> {
-        Some(match s {
-            "NeverVerify" => VerifyPolicy::NeverVerify,
-            "" | "NeverVerifyPreloadedImages" => VerifyPolicy::NeverVerifyPreloadedImages,
-            "AlwaysVerify" => VerifyPolicy::AlwaysVerify,
-            _ => return None,
-        })
-    }
-}
+pub use crate::config::VerifyPolicy;
 
 /// What [`PullRecords::must_pull`] says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,7 +20,7 @@
 //! The kubelet tries the credentials in that order until a pull succeeds;
 //! with none it pulls anonymously.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
@@ -343,18 +343,6 @@ fn class_char(p: &[u8]) -> Option<(u8, &[u8])> {
     }
 }
 
-/// The pod's pull Secret names, in order, empty names skipped (the API
-/// server let them through once), each once.
-pub fn pull_secret_names(pod: &k8s_openapi::api::core::v1::Pod) -> Vec<String> {
-    let mut seen = BTreeSet::new();
-    pod.spec
-        .iter()
-        .flat_map(|s| s.image_pull_secrets.iter().flatten())
-        .map(|r| r.name.clone())
-        .filter(|n| !n.is_empty() && seen.insert(n.clone()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -538,14 +526,5 @@ mod tests {
         let s = "a".repeat(63);
         assert!(!glob_match(p.as_bytes(), s.as_bytes()));
         assert!(glob_match(p.as_bytes(), format!("{s}b").as_bytes()));
-    }
-
-    #[test]
-    fn pull_secret_names_skip_empty_and_repeated_names() {
-        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({"spec": {
-            "containers": [],
-            "imagePullSecrets": [{"name": "a"}, {"name": ""}, {"name": "b"}, {"name": "a"}]}}))
-        .unwrap();
-        assert_eq!(pull_secret_names(&pod), ["a", "b"]);
     }
 }

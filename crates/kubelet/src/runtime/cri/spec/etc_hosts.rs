@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Container, HostAlias, Pod};
 use kube::ResourceExt;
 use rkube_cri::v1;
 
-use super::cri_spec::{self, Dirs};
+use crate::pod::{self, Dirs};
 
 /// Where the file is mounted.
 pub const ETC_HOSTS: &str = "/etc/hosts";
@@ -92,13 +92,13 @@ pub fn prepare(
         let node = std::fs::read(ETC_HOSTS).map_err(|e| format!("reading {ETC_HOSTS}: {e}"))?;
         host_network(&node, &host_aliases)
     } else {
-        let hostname = cri_spec::pod_hostname(pod);
+        let hostname = pod::pod_hostname(pod);
         // With a hostnameOverride there is no domain (as upstream).
         let domain = spec
             .subdomain
             .as_deref()
             .filter(|s| !s.is_empty() && spec.hostname_override.is_none())
-            .map(|sub| format!("{sub}.{}.svc.", cri_spec::pod_namespace(pod)))
+            .map(|sub| format!("{sub}.{}.svc.", pod::pod_namespace(pod)))
             .unwrap_or_default();
         managed(pod_ips, &hostname, &domain, &host_aliases).into_bytes()
     };

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
 use kube::ResourceExt;
 use rkube_model::quantity::Quantity;
 
-use super::cri_spec::pod_namespace;
+use super::pod_namespace;
 
 /// What the downward API resolves against besides the pod object.
 #[derive(Debug, Clone, Default)]

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Container;
 use rkube_cri::v1;
 
-use super::cri_spec::Dirs;
-use crate::api::logs::{render, LogQuery};
+use crate::logs::{render, LogQuery};
+use crate::pod::Dirs;
 
 /// Upstream's `MaxContainerTerminationMessageLength`.
 pub const MAX_MESSAGE_BYTES: u64 = 4096;

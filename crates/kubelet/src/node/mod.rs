@@ -3,6 +3,16 @@
 //! reconcile the existing Node (keep it, re-apply the labels the kubelet
 //! owns), as upstream's `registerWithAPIServer` does.
 
+pub mod capacity;
+pub mod heartbeat;
+pub mod lease;
+pub mod machine;
+pub mod pressure;
+pub mod resource_slices;
+pub mod schedule;
+pub mod sim;
+pub mod status;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
@@ -14,7 +24,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use rkube_model::Quantity;
 
-use crate::status::to_resource_list;
+use crate::node::status::to_resource_list;
 
 /// Everything static about one node.
 #[derive(Debug, Clone, PartialEq)]

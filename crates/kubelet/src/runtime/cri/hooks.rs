@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Pod};
 use kube::ResourceExt;
 use rkube_cri::CriClient;
 
-use crate::probe::{self, Action, LIFECYCLE_AGENT};
+use crate::prober::{self, Action, LIFECYCLE_AGENT};
 
 /// The longest a `postStart` hook may run.
 pub const POST_START_LIMIT: Duration = Duration::from_secs(120);
@@ -128,7 +128,7 @@ pub async fn run(
             port,
             path: p,
             headers,
-        } = probe::http_action(h, c).map_err(&fail)?
+        } = prober::http_action(h, c).map_err(&fail)?
         else {
             return Err(fail("not an HTTP action".into()));
         };
@@ -143,7 +143,7 @@ pub async fn run(
         let tls = scheme.eq_ignore_ascii_case("HTTPS");
         return match tokio::time::timeout(
             limit,
-            probe::http_get(tls, &host, port, &p, &headers, LIFECYCLE_AGENT),
+            prober::http_get(tls, &host, port, &p, &headers, LIFECYCLE_AGENT),
         )
         .await
         {

@@ -15,6 +15,11 @@
 //! container fails with `CreateContainerConfigError` naming it, instead of
 //! running without its volume.
 
+pub mod etc_hosts;
+pub mod ports;
+pub mod resources;
+pub mod security;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -23,12 +28,11 @@ use kube::ResourceExt;
 use rkube_cri::{v1, ContainerSpec, SandboxSpec};
 use rkube_model::quantity::Quantity;
 
-use super::env::{self, EnvSources};
-use super::etc_hosts;
-use super::ports;
-use super::resources::{self, ResourceOptions};
-use super::security::{self, ImageUser, SecurityOptions};
+use self::resources::ResourceOptions;
+use self::security::{ImageUser, SecurityOptions};
 use super::termination;
+use crate::pod::env::{self, EnvSources};
+use crate::pod::{host_network, pod_hostname, pod_namespace, Dirs};
 use crate::volumes::{empty_dir, payload, subpath};
 
 /// Label with the pod's UID on sandboxes and containers (as upstream's).
@@ -46,54 +50,6 @@ pub const ANNOTATION_IMAGE: &str = "io.rkube.container.image";
 pub const LABEL_MANAGED: &str = "io.rkube.kubelet";
 /// Marks sandboxes of static pods (run from files, not from the API).
 pub const LABEL_STATIC: &str = "io.rkube.static-pod";
-/// The annotation naming the static pod a mirror pod mirrors (its value is
-/// the static pod's UID, the config hash).
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
-
-/// Where a pod's things live on the node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dirs {
-    /// The kubelet root (`--root-dir`, `/var/lib/kubelet` upstream):
-    /// `pods/<uid>/volumes/kubernetes.io~empty-dir/<name>`.
-    pub root: PathBuf,
-    /// Container logs, laid out as upstream's `/var/log/pods`:
-    /// `<ns>_<name>_<uid>/<container>/<restart>.log`.
-    pub logs: PathBuf,
-}
-
-impl Dirs {
-    /// `root` and `root/pod-logs`.
-    pub fn under(root: &Path) -> Dirs {
-        Dirs {
-            root: root.to_path_buf(),
-            logs: root.join("pod-logs"),
-        }
-    }
-
-    /// The log directory of a pod.
-    pub fn pod_logs(&self, namespace: &str, name: &str, uid: &str) -> PathBuf {
-        self.logs.join(format!("{namespace}_{name}_{uid}"))
-    }
-
-    /// The directory of a pod's own data (volumes).
-    pub fn pod_dir(&self, uid: &str) -> PathBuf {
-        self.root.join("pods").join(uid)
-    }
-
-    /// The host directory of volume `name` of pod `uid` written by the
-    /// volume plugin directory `plugin` (`kubernetes.io~configmap`, ...).
-    pub fn volume_dir(&self, uid: &str, plugin: &str, name: &str) -> PathBuf {
-        self.pod_dir(uid).join("volumes").join(plugin).join(name)
-    }
-
-    /// The host directory of emptyDir `volume` of pod `uid`.
-    pub fn empty_dir(&self, uid: &str, volume: &str) -> PathBuf {
-        self.pod_dir(uid)
-            .join("volumes/kubernetes.io~empty-dir")
-            .join(volume)
-    }
-}
-
 /// `imagePullPolicy`, defaulted as the API server does (`Always` for
 /// `:latest` or an untagged image, else `IfNotPresent`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,19 +98,6 @@ pub fn sandbox_labels(pod: &Pod, is_static: bool) -> HashMap<String, String> {
     l
 }
 
-/// The pod's namespace (`default` when unset, as for static pod files).
-pub fn pod_namespace(pod: &Pod) -> String {
-    pod.namespace().unwrap_or_else(|| "default".into())
-}
-
-/// `spec.hostNetwork`.
-pub fn host_network(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.host_network)
-        .unwrap_or(false)
-}
-
 /// The sandbox config of `pod` (attempt `attempt`): its security context
 /// and sysctls, and the QoS cgroup parent. `Err` when the pod asks for
 /// something the node cannot enforce (see [`super::security`]).
@@ -201,25 +144,6 @@ pub fn sandbox_config(
         linux.sysctls = sysctls;
     }
     Ok(config)
-}
-
-/// The pod's hostname as upstream's `GeneratePodHostNameAndDomain`:
-/// `spec.hostnameOverride`, else `spec.hostname`, else its name, truncated
-/// to 63 characters.
-pub fn pod_hostname(pod: &Pod) -> String {
-    let spec = pod.spec.as_ref();
-    let h = spec
-        .and_then(|s| s.hostname_override.clone())
-        .or_else(|| spec.and_then(|s| s.hostname.clone()))
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| pod.name_any());
-    truncate_hostname(&h)
-}
-
-/// Hostnames are at most 63 bytes (upstream truncates too).
-fn truncate_hostname(h: &str) -> String {
-    let h = if h.len() > 63 { &h[..63] } else { h };
-    h.trim_end_matches(['-', '.']).to_string()
 }
 
 /// Whether the volume is one [`mounts`] can mount.
@@ -678,7 +602,7 @@ mod tests {
     fn config_of(p: &Pod, dirs: &Dirs, image_uid: i64) -> Result<v1::ContainerConfig, String> {
         let none = HashMap::new();
         let no_secrets = HashMap::new();
-        let downward = super::super::downward::DownwardContext::default();
+        let downward = crate::pod::downward::DownwardContext::default();
         let security = SecurityOptions::for_root(&dirs.root);
         let resources = ResourceOptions::new(8 << 30);
         let inputs = ContainerInputs {
@@ -923,11 +847,5 @@ mod tests {
         );
         subpath::cleanup(&dirs.pod_dir("u1")).unwrap();
         let _ = std::fs::remove_dir_all(&tmp);
-    }
-
-    #[test]
-    fn hostnames_are_truncated() {
-        let long = "a".repeat(62) + "-b";
-        assert_eq!(truncate_hostname(&long), "a".repeat(62));
     }
 }

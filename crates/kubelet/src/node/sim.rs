@@ -9,13 +9,13 @@ use k8s_openapi::api::core::v1::{Node, NodeSystemInfo};
 use rkube_model::Quantity;
 
 use crate::config::KubeletConfiguration;
-use crate::machine;
+use crate::node::machine;
 use crate::node::{default_labels, NodeDesc};
 
 const EPHEMERAL: &str = "ephemeral-storage";
+use crate::node::status::allocatable;
 use crate::options::{Options, RuntimeKind};
 use crate::runtime::{sim, RuntimeVersion};
-use crate::status::allocatable;
 
 /// The shape every sim node copies.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -66,7 +66,7 @@ pub const MIN_QUOTA_PERIOD: i64 = 1000;
 
 const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
 const BESTEFFORT_OOM_SCORE_ADJ: i64 = 1000;
-const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+use crate::pod::is_node_critical;
 
 /// A pod's quality-of-service class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -418,26 +418,6 @@ pub fn compute_qos_class(pod: &Pod) -> QosClass {
 }
 
 // ---- OOM score ----
-
-/// upstream's `IsCriticalPod`: static, mirror, or priority ≥ system-critical.
-fn is_critical(pod: &Pod) -> bool {
-    let a = pod.annotations();
-    let is_static = a
-        .get("kubernetes.io/config.source")
-        .is_some_and(|s| s != "api");
-    let is_mirror = a.contains_key("kubernetes.io/config.mirror");
-    let prio = pod.spec.as_ref().and_then(|s| s.priority);
-    is_static || is_mirror || prio.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
-}
-
-fn is_node_critical(pod: &Pod) -> bool {
-    is_critical(pod)
-        && pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.priority_class_name.as_deref())
-            == Some("system-node-critical")
-}
 
 fn memory_request(c: &Container) -> i64 {
     value(&requests_of(c.resources.as_ref()), "memory")
@@ -1377,12 +1357,12 @@ mod tests {
             "requests": {"memory": (STD - 1).to_string(), "cpu": "5m"}}}]}));
         assert_eq!(oom(&p, "r", STD), 3, "request-no-limit");
         let p = pod_of(
-            json!({"priorityClassName": "system-cluster-critical", "priority": SYSTEM_CRITICAL_PRIORITY,
+            json!({"priorityClassName": "system-cluster-critical", "priority": crate::pod::SYSTEM_CRITICAL_PRIORITY,
             "containers": [{"name": "cc", "resources": {}}]}),
         );
         assert_eq!(oom(&p, "cc", 4_000_000_000), 1000, "cluster-critical");
         let p = pod_of(
-            json!({"priorityClassName": "system-node-critical", "priority": SYSTEM_CRITICAL_PRIORITY + 1000,
+            json!({"priorityClassName": "system-node-critical", "priority": crate::pod::SYSTEM_CRITICAL_PRIORITY + 1000,
             "containers": [{"name": "nc", "resources": {}}]}),
         );
         assert_eq!(oom(&p, "nc", 4_000_000_000), -997, "node-critical");

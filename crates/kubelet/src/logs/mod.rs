@@ -1,5 +1,7 @@
-//! `/containerLogs/{namespace}/{pod}/{container}`: reading the CRI log
-//! files of a container and rendering them as `kubectl logs` expects
+//! Container logs: reading the CRI log files of a container (for the
+//! kubelet API's `/containerLogs/{namespace}/{pod}/{container}` and for
+//! `FallbackToLogsOnError` termination messages) and rendering them as
+//! `kubectl logs` expects
 //! (the content of each record, a newline after complete lines, with
 //! `timestamps=true` each line prefixed by its RFC 3339 time).
 //!

@@ -87,7 +87,7 @@ use kube::ResourceExt;
 use rkube_cri::v1;
 use v1::security_profile::ProfileType;
 
-use super::downward::go_quote;
+use crate::pod::downward::go_quote;
 
 /// Upstream's admission reason for a pod with a forbidden sysctl.
 pub const SYSCTL_FORBIDDEN_REASON: &str = "SysctlForbidden";

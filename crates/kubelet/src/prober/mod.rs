@@ -18,8 +18,10 @@
 //! Handlers: `exec` (CRI `ExecSync` with `timeoutSeconds`), `httpGet`
 //! (HTTP/1.1 to `host` or the pod IP; 200–399 succeed; HTTPS without
 //! verifying the certificate, as upstream; the path encoded and the headers
-//! checked as Go's net/http does, [`crate::probe_request`]), `tcpSocket` (connect), `grpc`
+//! checked as Go's net/http does, [`crate::prober::request`]), `tcpSocket` (connect), `grpc`
 //! (`grpc.health.v1.Health/Check`, `SERVING` succeeds).
+
+pub mod request;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -420,13 +422,13 @@ async fn http_request(
     headers: &[(String, String)],
     agent: &str,
 ) -> Result<HttpResponse, String> {
-    let target = crate::probe_request::request_target(path);
+    let target = crate::prober::request::request_target(path);
     let url = format!(
         "{}://{}{target}",
         if tls { "https" } else { "http" },
         host_header(host, port)
     );
-    let headers = crate::probe_request::request_headers(headers)
+    let headers = crate::prober::request::request_headers(headers)
         .map_err(|e| format!("Get \"{url}\": {e}"))?;
     let tcp = tokio::net::TcpStream::connect((host, port))
         .await
@@ -442,7 +444,7 @@ async fn http_request(
 }
 
 /// Sends the GET for `target` (a well-formed request target, see
-/// [`crate::probe_request`]) on `s` and reads the status line.
+/// [`crate::prober::request`]) on `s` and reads the status line.
 async fn http_exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     mut s: S,
     host: &str,

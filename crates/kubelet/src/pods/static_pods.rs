@@ -30,12 +30,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
 
+use crate::pod::{CONFIG_SOURCE_ANNOTATION, MIRROR_ANNOTATION};
 use crate::runtime::cri::CriRuntime;
-use crate::runtime::cri_spec::MIRROR_ANNOTATION;
 use crate::runtime::Runtime;
 
-/// `kubernetes.io/config.source`.
-pub const SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 /// `kubernetes.io/config.hash`.
 pub const HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 /// How often the directory is read and static pods are synced.
@@ -84,7 +82,7 @@ pub fn parse_file(file: &str, text: &str, node: &str) -> Result<Pod, String> {
     pod.metadata.uid = Some(uid.clone());
     let ann = pod.metadata.annotations.get_or_insert_with(BTreeMap::new);
     ann.insert(HASH_ANNOTATION.into(), uid);
-    ann.insert(SOURCE_ANNOTATION.into(), "file".into());
+    ann.insert(CONFIG_SOURCE_ANNOTATION.into(), "file".into());
     let spec = pod.spec.get_or_insert_with(Default::default);
     spec.node_name = Some(node.into());
     if spec.restart_policy.is_none() {
@@ -317,7 +315,7 @@ spec:\n  containers:\n  - name: c\n    image: rkube.local/busybox:1\n";
         let uid = p.uid().unwrap();
         assert_eq!(uid.len(), 32);
         assert_eq!(p.annotations()[HASH_ANNOTATION], uid);
-        assert_eq!(p.annotations()[SOURCE_ANNOTATION], "file");
+        assert_eq!(p.annotations()[CONFIG_SOURCE_ANNOTATION], "file");
         // stable, and different per node and per content
         assert_eq!(parse_file("x", FILE, "node-a").unwrap().uid().unwrap(), uid);
         assert_ne!(parse_file("x", FILE, "node-b").unwrap().uid().unwrap(), uid);
@@ -350,7 +348,7 @@ spec:\n  containers:\n  - name: c\n    image: rkube.local/busybox:1\n";
             "the API server assigns the mirror's uid"
         );
         assert_eq!(m.annotations()[MIRROR_ANNOTATION], p.uid().unwrap());
-        assert_eq!(m.annotations()[SOURCE_ANNOTATION], "file");
+        assert_eq!(m.annotations()[CONFIG_SOURCE_ANNOTATION], "file");
         let o = &m.metadata.owner_references.as_ref().unwrap()[0];
         assert_eq!(
             (o.kind.as_str(), o.name.as_str(), o.uid.as_str()),
