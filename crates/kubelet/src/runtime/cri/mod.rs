@@ -48,7 +48,9 @@
 //!   cleans up its own, see [`CriRuntime::list_static_pods`]).
 
 pub mod hooks;
+pub mod plan;
 pub mod spec;
+mod sync;
 pub mod termination;
 
 use std::collections::{BTreeMap, HashMap};
@@ -76,8 +78,7 @@ use crate::images::pull_records::{PullRecords, SecretId, Verdict, VerifyPolicy};
 use crate::pod::downward::DownwardContext;
 use crate::pod::env::EnvSources;
 use crate::pod::{
-    ephemeral_containers, is_sidecar, mirror_of, restart_policy, termination_grace as pod_grace,
-    Dirs,
+    ephemeral_containers, is_sidecar, mirror_of, termination_grace as pod_grace, Dirs,
 };
 use crate::prober::{ProbeManager, ProbeSpec, Target};
 use crate::volumes::manager::{EnvInputs, VolumeManager};
@@ -211,16 +212,6 @@ fn latest(containers: Vec<v1::Container>) -> HashMap<String, v1::Container> {
     out
 }
 
-/// The restart decision for an exited container (upstream's
-/// `ShouldContainerBeRestarted`).
-pub fn should_restart(policy: &str, exit_code: i32) -> bool {
-    match policy {
-        "Never" => false,
-        "OnFailure" => exit_code != 0,
-        _ => true,
-    }
-}
-
 fn waiting(reason: &str, message: impl Into<String>) -> ContainerState {
     ContainerState::Waiting {
         reason: reason.into(),
@@ -262,24 +253,6 @@ fn previous_instances(containers: &[v1::Container]) -> HashMap<String, v1::Conta
         .cloned()
         .collect();
     latest(older)
-}
-
-/// What [`CriRuntime::keep`] left running.
-#[derive(Default)]
-struct Kept {
-    /// The running instance.
-    id: Option<String>,
-    /// The back-off left before the next restart, if backing off.
-    backoff: Option<Duration>,
-}
-
-impl Kept {
-    fn running(id: String) -> Kept {
-        Kept {
-            id: Some(id),
-            backoff: None,
-        }
-    }
 }
 
 /// What one sync decided for a container besides its CRI state.
@@ -403,75 +376,6 @@ impl CriRuntime {
             }
             Err(_) => vec![],
         }
-    }
-
-    /// The ready sandbox of the pod, creating one if `create`.
-    async fn sandbox(
-        &self,
-        pod: &Pod,
-        is_static: bool,
-        create: bool,
-    ) -> Result<Option<Sandbox>, RuntimeError> {
-        let uid = pod.uid().unwrap_or_default();
-        let hostnet = crate::pod::host_network(pod);
-        let all = self.sandboxes(&uid).await?;
-        let ready = all
-            .iter()
-            .filter(|s| s.state == v1::PodSandboxState::SandboxReady as i32)
-            .max_by_key(|s| s.created_at);
-        if let Some(s) = ready {
-            let attempt = s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0);
-            return Ok(Some(Sandbox {
-                id: s.id.clone(),
-                config: spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
-                    .map_err(err)?,
-                ready: true,
-                ips: self.sandbox_ips(&s.id, hostnet).await,
-            }));
-        }
-        if !create {
-            let Some(s) = all.iter().max_by_key(|s| s.created_at) else {
-                return Ok(None);
-            };
-            return Ok(Some(Sandbox {
-                id: s.id.clone(),
-                config: spec::sandbox_config(
-                    pod,
-                    &self.dirs,
-                    s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
-                    is_static,
-                    &self.security,
-                )
-                .map_err(err)?,
-                ready: false,
-                ips: vec![],
-            }));
-        }
-        for s in &all {
-            tracing::info!(pod = %pod.name_any(), sandbox = %s.id, "sandbox not ready; stopping it and making a new one");
-            let _ = self.cri.stop_pod_sandbox(&s.id).await;
-        }
-        let attempt = all
-            .iter()
-            .map(|s| s.metadata.as_ref().map(|m| m.attempt + 1).unwrap_or(1))
-            .max()
-            .unwrap_or(0);
-        let config = spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
-            .map_err(err)?;
-        std::fs::create_dir_all(&config.log_directory)
-            .map_err(|e| err(format!("creating {}: {e}", config.log_directory)))?;
-        let id = self
-            .cri
-            .run_pod_sandbox(config.clone(), "")
-            .await
-            .map_err(err)?;
-        tracing::info!(pod = %pod.name_any(), sandbox = %id, attempt, "sandbox started");
-        Ok(Some(Sandbox {
-            ips: self.sandbox_ips(&id, hostnet).await,
-            id,
-            config,
-            ready: true,
-        }))
     }
 
     /// `Ok(image ref)` or `Err((reason, message))` for the container.
@@ -731,53 +635,6 @@ impl CriRuntime {
         spec::container_config(pod, c, attempt, &self.dirs, &inputs)
     }
 
-    /// Restarts an exited container unless it is backing off; returns the
-    /// override to report, and the back-off left (for the resync).
-    async fn restart(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        prev: &v1::Container,
-        finished_ns: i128,
-        sb: &Sandbox,
-    ) -> (Option<Override>, Option<Duration>) {
-        let uid = pod.uid().unwrap_or_default();
-        let key = spec::backoff_key(pod, c);
-        let now = Timestamp::now().as_nanosecond();
-        let left = lock(&self.backoff).remaining(&key, finished_ns, now);
-        if let Some(left) = left {
-            let window = lock(&self.backoff).window(&key).unwrap_or_default();
-            let msg = format!(
-                "back-off {}s restarting failed container={} pod={}_{}({uid})",
-                window.as_secs(),
-                c.name,
-                pod.name_any(),
-                crate::pod::pod_namespace(pod)
-            );
-            self.event(
-                pod,
-                Some(&c.name),
-                true,
-                "BackOff",
-                format!(
-                    "Back-off restarting failed container {} in pod {}_{}({uid})",
-                    c.name,
-                    pod.name_any(),
-                    crate::pod::pod_namespace(pod)
-                ),
-            );
-            return (
-                Some(Override::Waiting("CrashLoopBackOff".into(), msg)),
-                Some(left),
-            );
-        }
-        lock(&self.backoff).next(&key, finished_ns);
-        match self.start(pod, c, attempt(prev) + 1, sb).await {
-            Ok(_) => (None, None),
-            Err((r, m)) => (Some(Override::Waiting(r, m)), None),
-        }
-    }
-
     /// Writes the pod's ConfigMap, Secret, downwardAPI and projected
     /// volumes (again at every sync: updates reach running containers);
     /// refuses volume types rkube cannot mount.
@@ -805,325 +662,6 @@ impl CriRuntime {
         match self.volumes.as_ref() {
             Some(vm) => vm.prepare(pod, &self.downward(&[])).await,
             None => Err("ConfigMap, Secret, downwardAPI and projected volumes need the API server (static pods cannot use them)".into()),
-        }
-    }
-
-    /// Acts on one pod (sandbox, init containers, containers), then observes.
-    async fn sync(&self, pod: &Pod) -> Result<PodObservation, RuntimeError> {
-        let uid = pod.uid().unwrap_or_default();
-        let is_static = crate::pod::is_static(pod);
-        let spec = pod.spec.clone().unwrap_or_default();
-        let policy = restart_policy(pod).to_string();
-        let before = latest(self.containers(&uid).await?);
-        // A Never pod whose containers all ran gets no new sandbox.
-        let finished = policy == "Never"
-            && !spec.containers.is_empty()
-            && spec.containers.iter().all(|c| {
-                before
-                    .get(&c.name)
-                    .is_some_and(|x| x.state == v1::ContainerState::ContainerExited as i32)
-            });
-        if !finished {
-            // What the node cannot enforce, or volumes it cannot set up,
-            // keep the containers from starting (fail closed), with the
-            // reason in their Waiting state.
-            let blocked = match spec::sandbox_config(pod, &self.dirs, 0, is_static, &self.security)
-            {
-                Err(m) => Some(("CreateContainerConfigError", m)),
-                Ok(_) => self
-                    .prepare_volumes(pod)
-                    .await
-                    .err()
-                    .map(|m| ("ContainerCreating", m)),
-            };
-            if let Some((reason, message)) = blocked {
-                tracing::warn!(pod = %pod.name_any(), %message, "pod cannot start");
-                let overrides: HashMap<String, Override> = spec
-                    .init_containers
-                    .iter()
-                    .flatten()
-                    .chain(&spec.containers)
-                    .filter(|c| !before.contains_key(&c.name))
-                    .map(|c| {
-                        (
-                            c.name.clone(),
-                            Override::Waiting(reason.into(), message.clone()),
-                        )
-                    })
-                    .collect();
-                return self
-                    .observe(pod, &overrides, None, Some(Duration::from_secs(2)))
-                    .await;
-            }
-        }
-        let Some(sb) = self.sandbox(pod, is_static, !finished).await? else {
-            return self.observe(pod, &HashMap::new(), None, None).await;
-        };
-        let before = if sb.ready {
-            latest(self.containers(&uid).await?)
-        } else {
-            before
-        };
-        let mut overrides: HashMap<String, Override> = HashMap::new();
-        let mut wake: Option<Duration> = None;
-        let mut soon = |d: Duration| wake = Some(wake.map_or(d, |w: Duration| w.min(d)));
-        if !sb.ready {
-            return self.observe(pod, &overrides, Some(&sb), wake).await;
-        }
-        // Ephemeral containers first (as upstream: a debug container can
-        // start while init containers fail), once each, never restarted.
-        for c in ephemeral_containers(pod) {
-            if before.contains_key(&c.name) {
-                continue;
-            }
-            if let Err((r, m)) = self.start(pod, &c, 0, &sb).await {
-                overrides.insert(c.name.clone(), Override::Waiting(r, m));
-            }
-        }
-        // Init containers, in order: a regular one must exit 0 before the
-        // next one starts; a sidecar (`restartPolicy: Always`) must have
-        // started (past its startup probe) and is kept running.
-        let mut init_done = true;
-        let all_done = self.finished_for_good(&spec, &before, &sb, &policy).await?;
-        for c in spec.init_containers.iter().flatten() {
-            if is_sidecar(c) {
-                if all_done {
-                    // Not restarted once the containers are done.
-                    continue;
-                }
-                let running = self
-                    .keep(pod, c, before.get(&c.name), &sb, "Always", &mut overrides)
-                    .await?;
-                if let Some(l) = running.backoff {
-                    soon(l);
-                }
-                if running
-                    .id
-                    .as_deref()
-                    .is_some_and(|id| self.started(&uid, c, id))
-                {
-                    continue;
-                }
-                init_done = false;
-                break;
-            }
-            let prev = before.get(&c.name).filter(|p| p.pod_sandbox_id == sb.id);
-            let st = match prev {
-                Some(p) => Some(self.cri.container_status(&p.id).await.map_err(err)?),
-                None => None,
-            };
-            match (
-                prev,
-                st.as_ref().map(|s| (s.state, s.exit_code, s.finished_at)),
-            ) {
-                (_, Some((s, 0, _))) if s == v1::ContainerState::ContainerExited as i32 => continue,
-                (Some(p), Some((s, code, fin)))
-                    if s == v1::ContainerState::ContainerExited as i32 =>
-                {
-                    if should_restart(&policy, code) {
-                        let (o, left) = self.restart(pod, c, p, fin as i128, &sb).await;
-                        if let Some(o) = o {
-                            overrides.insert(c.name.clone(), o);
-                        }
-                        if let Some(l) = left {
-                            soon(l);
-                        }
-                    }
-                }
-                (Some(_), Some(_)) => {}
-                _ => {
-                    let n = before.get(&c.name).map(|p| attempt(p) + 1).unwrap_or(0);
-                    if let Err((r, m)) = self.start(pod, c, n, &sb).await {
-                        overrides.insert(c.name.clone(), Override::Waiting(r, m));
-                    }
-                }
-            }
-            init_done = false;
-            break;
-        }
-        if init_done {
-            let mut live = 0;
-            for c in &spec.containers {
-                let kept = self
-                    .keep(pod, c, before.get(&c.name), &sb, &policy, &mut overrides)
-                    .await?;
-                if let Some(l) = kept.backoff {
-                    soon(l);
-                }
-                if kept.id.is_some() || kept.backoff.is_some() || overrides.contains_key(&c.name) {
-                    live += 1;
-                }
-            }
-            // Every container has exited for good: the sidecars are
-            // stopped too, last first (upstream kills such a pod), so that
-            // the pod can reach Succeeded/Failed.
-            if live == 0 {
-                let grace = pod_grace(pod);
-                for c in spec
-                    .init_containers
-                    .iter()
-                    .flatten()
-                    .rev()
-                    .filter(|c| is_sidecar(c))
-                {
-                    if let Some(id) = self.running_container_id(&uid, &c.name).await? {
-                        tracing::info!(pod = %pod.name_any(), container = %c.name, "stopping sidecar: the pod's containers have finished");
-                        self.probes.remove(&uid, &c.name);
-                        self.stop_one(pod, c, &id, &sb.ips, grace, None).await?;
-                    }
-                }
-            }
-        }
-        self.observe(pod, &overrides, Some(&sb), wake).await
-    }
-
-    /// Every container of the pod has exited in sandbox `sb` and none is
-    /// to be restarted under `policy` (nothing keeps the pod alive).
-    async fn finished_for_good(
-        &self,
-        spec: &k8s_openapi::api::core::v1::PodSpec,
-        before: &HashMap<String, v1::Container>,
-        sb: &Sandbox,
-        policy: &str,
-    ) -> Result<bool, RuntimeError> {
-        if spec.containers.is_empty() || policy == "Always" {
-            return Ok(false);
-        }
-        for c in &spec.containers {
-            let Some(x) = before.get(&c.name).filter(|x| x.pod_sandbox_id == sb.id) else {
-                return Ok(false);
-            };
-            if x.state != v1::ContainerState::ContainerExited as i32 {
-                return Ok(false);
-            }
-            let st = self.cri.container_status(&x.id).await.map_err(err)?;
-            if should_restart(policy, st.exit_code) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    /// Whether the running instance `id` of `c` has started: past its
-    /// startup probe (a container without one has started once running).
-    fn started(&self, uid: &str, c: &Container, id: &str) -> bool {
-        match self.probes.state(uid, &c.name, id) {
-            Some(s) => s.started,
-            None => c.startup_probe.is_none(),
-        }
-    }
-
-    /// Keeps a long-running container (a regular one under the pod's
-    /// `policy`, or a sidecar under `Always`): starts it if it has no
-    /// instance, kills it when liveness/startup failed, restarts it when it
-    /// exited (with back-off) or belongs to an old sandbox, starts a
-    /// created one. Returns the instance running afterwards, if any.
-    async fn keep(
-        &self,
-        pod: &Pod,
-        c: &Container,
-        prev: Option<&v1::Container>,
-        sb: &Sandbox,
-        policy: &str,
-        overrides: &mut HashMap<String, Override>,
-    ) -> Result<Kept, RuntimeError> {
-        let uid = pod.uid().unwrap_or_default();
-        let Some(p) = prev else {
-            return Ok(match self.start(pod, c, 0, sb).await {
-                Ok(id) => Kept::running(id),
-                Err((r, m)) => {
-                    overrides.insert(c.name.clone(), Override::Waiting(r, m));
-                    Kept::default()
-                }
-            });
-        };
-        let mut st = self.cri.container_status(&p.id).await.map_err(err)?;
-        let running = st.state == v1::ContainerState::ContainerRunning as i32;
-        if running && p.pod_sandbox_id == sb.id && spec::definition_changed(c, p) {
-            // A new image: upstream kills the container and starts the new
-            // definition whatever the restart policy (a new back-off key).
-            let why = format!("Container {} definition changed, will be restarted", c.name);
-            self.stop_one(pod, c, &p.id, &sb.ips, pod_grace(pod), Some(&why))
-                .await?;
-            self.probes.remove(&uid, &c.name);
-            let (o, left) = self
-                .restart(pod, c, p, Timestamp::now().as_nanosecond(), sb)
-                .await;
-            return Ok(self.kept_after_restart(&uid, c, o, left, overrides).await);
-        }
-        if running && p.pod_sandbox_id == sb.id {
-            let Some(probe) = self.probes.state(&uid, &c.name, &p.id) else {
-                return Ok(Kept::running(p.id.clone()));
-            };
-            let Some(why) = probe.kill else {
-                return Ok(Kept::running(p.id.clone()));
-            };
-            tracing::info!(pod = %pod.name_any(), container = %c.name, %why, "killing container");
-            let grace = Duration::from_secs(
-                probe
-                    .kill_grace
-                    .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
-                    .unwrap_or(30)
-                    .max(0) as u64,
-            );
-            let why = format!(
-                "Container {} failed {} probe, will be restarted",
-                c.name,
-                probe.kill_probe.as_deref().unwrap_or("liveness")
-            );
-            self.stop_one(pod, c, &p.id, &sb.ips, grace, Some(&why))
-                .await?;
-            self.probes.remove(&uid, &c.name);
-            st = self.cri.container_status(&p.id).await.map_err(err)?;
-        }
-        let exited = st.state == v1::ContainerState::ContainerExited as i32;
-        let other_sandbox = p.pod_sandbox_id != sb.id;
-        if (exited || other_sandbox)
-            && should_restart(policy, if exited { st.exit_code } else { 1 })
-        {
-            let fin = if exited {
-                st.finished_at as i128
-            } else {
-                Timestamp::now().as_nanosecond()
-            };
-            let (o, left) = self.restart(pod, c, p, fin, sb).await;
-            return Ok(self.kept_after_restart(&uid, c, o, left, overrides).await);
-        }
-        if st.state == v1::ContainerState::ContainerCreated as i32 {
-            if let Err(e) = self.cri.start_container(&p.id).await {
-                overrides.insert(
-                    c.name.clone(),
-                    Override::Waiting("RunContainerError".into(), e.to_string()),
-                );
-                return Ok(Kept::default());
-            }
-            return Ok(Kept::running(p.id.clone()));
-        }
-        Ok(Kept::default())
-    }
-
-    /// What [`Self::keep`] reports after [`Self::restart`]: the override
-    /// (back-off, a start error) or the instance now running.
-    async fn kept_after_restart(
-        &self,
-        uid: &str,
-        c: &Container,
-        o: Option<Override>,
-        left: Option<Duration>,
-        overrides: &mut HashMap<String, Override>,
-    ) -> Kept {
-        match o {
-            Some(o) => {
-                overrides.insert(c.name.clone(), o);
-                Kept {
-                    id: None,
-                    backoff: left,
-                }
-            }
-            None => Kept {
-                id: self.running_container_id(uid, &c.name).await.ok().flatten(),
-                backoff: left,
-            },
         }
     }
 
@@ -1539,7 +1077,7 @@ impl Runtime for CriRuntime {
         Box::pin(async move {
             if let Some(static_uid) = mirror_of(pod) {
                 let p = Self::as_static(pod, static_uid);
-                let sb = self.sandbox(&p, true, false).await?;
+                let sb = self.current_sandbox(&p, true).await?;
                 let mut obs = self.observe(&p, &HashMap::new(), sb.as_ref(), None).await?;
                 obs.resync_after = Some(RELIST.max(Duration::from_secs(5)));
                 return Ok(obs);
@@ -1556,7 +1094,7 @@ impl Runtime for CriRuntime {
         Box::pin(async move {
             if let Some(static_uid) = mirror_of(pod) {
                 let p = Self::as_static(pod, static_uid);
-                let sb = self.sandbox(&p, true, false).await?;
+                let sb = self.current_sandbox(&p, true).await?;
                 return self.observe(&p, &HashMap::new(), sb.as_ref(), None).await;
             }
             self.kill(pod, grace).await
@@ -1620,15 +1158,6 @@ mod tests {
         ]);
         assert_eq!(l["a"].id, "a-2");
         assert_eq!(l["b"].id, "b-0");
-    }
-
-    #[test]
-    fn restart_policies() {
-        assert!(should_restart("Always", 0));
-        assert!(should_restart("Always", 1));
-        assert!(!should_restart("OnFailure", 0));
-        assert!(should_restart("OnFailure", 137));
-        assert!(!should_restart("Never", 1));
     }
 
     #[test]

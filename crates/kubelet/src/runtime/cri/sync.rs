@@ -1,0 +1,375 @@
+//! The executing half of a pod sync (upstream's `SyncPod`): gather what
+//! the runtime holds for the pod ([`CriRuntime::gather`]), ask
+//! [`plan::compute`] what to do, do it in order, then observe. Every
+//! decision is the plan's; this file only calls the runtime, applies the
+//! crash-loop back-off to restarts (as upstream's `doBackOff`) and records
+//! what failed as the container's waiting reason.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use rkube_cri::v1;
+
+use super::plan::{
+    self, Finished, Grace, InstanceSeen, InstanceState, Observed, ProbeKill, ProbeSeen,
+    SandboxAction, SandboxSeen, Step,
+};
+use super::spec;
+use super::{err, latest, lock, CriRuntime, Override, Sandbox};
+use crate::pod::{ephemeral_containers, termination_grace};
+use crate::runtime::{PodObservation, RuntimeError};
+
+/// How soon a pod that cannot start is looked at again.
+const BLOCKED_RESYNC: Duration = Duration::from_secs(2);
+
+/// The sandbox's attempt as the runtime reports it.
+fn sandbox_attempt(s: &v1::PodSandbox) -> u32 {
+    s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0)
+}
+
+/// A CRI container status as the plan sees it.
+fn instance_state(st: &v1::ContainerStatus) -> InstanceState {
+    match v1::ContainerState::try_from(st.state) {
+        Ok(v1::ContainerState::ContainerCreated) => InstanceState::Created,
+        Ok(v1::ContainerState::ContainerRunning) => InstanceState::Running,
+        Ok(v1::ContainerState::ContainerExited) => InstanceState::Exited {
+            exit_code: st.exit_code,
+            finished_at: st.finished_at as i128,
+        },
+        _ => InstanceState::Unknown,
+    }
+}
+
+/// What one sync did besides the plan's steps: the waiting reasons to
+/// report and the soonest back-off to wake for.
+#[derive(Default)]
+struct Outcome {
+    overrides: HashMap<String, Override>,
+    wake: Option<Duration>,
+}
+
+impl Outcome {
+    fn wait(&mut self, name: &str, reason: String, message: String) {
+        self.overrides
+            .insert(name.to_string(), Override::Waiting(reason, message));
+    }
+
+    fn soon(&mut self, d: Duration) {
+        self.wake = Some(self.wake.map_or(d, |w| w.min(d)));
+    }
+}
+
+impl CriRuntime {
+    /// What the runtime holds for the pod: its sandboxes, and the newest
+    /// instance of every container name with its status and the prober's
+    /// verdict.
+    pub(super) async fn gather(&self, pod: &Pod) -> Result<Observed, RuntimeError> {
+        let uid = pod.uid().unwrap_or_default();
+        let sandboxes = self
+            .sandboxes(&uid)
+            .await?
+            .iter()
+            .map(|s| SandboxSeen {
+                id: s.id.clone(),
+                ready: s.state == v1::PodSandboxState::SandboxReady as i32,
+                attempt: sandbox_attempt(s),
+                created_at: s.created_at,
+            })
+            .collect();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let specs: HashMap<&str, &Container> = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .map(|c| (c.name.as_str(), c))
+            .collect();
+        let mut containers = HashMap::new();
+        for (name, x) in latest(self.containers(&uid).await?) {
+            let state = match self.cri.container_status(&x.id).await {
+                Ok(st) => instance_state(&st),
+                Err(e) if e.is_not_found() => InstanceState::Unknown,
+                Err(e) => return Err(err(e)),
+            };
+            let probe = self.probes.state(&uid, &name, &x.id).map(|s| ProbeSeen {
+                started: s.started,
+                kill: s.kill.map(|_| ProbeKill {
+                    probe: s.kill_probe.clone().unwrap_or_else(|| "liveness".into()),
+                    grace_seconds: s.kill_grace,
+                }),
+            });
+            let definition_changed = specs
+                .get(name.as_str())
+                .is_some_and(|c| spec::definition_changed(c, &x));
+            let seen = InstanceSeen {
+                id: x.id.clone(),
+                sandbox_id: x.pod_sandbox_id.clone(),
+                attempt: super::attempt(&x),
+                state,
+                definition_changed,
+                probe,
+            };
+            containers.insert(name, seen);
+        }
+        Ok(Observed {
+            sandboxes,
+            containers,
+        })
+    }
+
+    /// Why the pod cannot start, if it cannot: a field the node cannot
+    /// enforce, or volumes it cannot set up (fail closed).
+    async fn blocked(&self, pod: &Pod, is_static: bool) -> Option<(&'static str, String)> {
+        if let Err(m) = spec::sandbox_config(pod, &self.dirs, 0, is_static, &self.security) {
+            return Some(("CreateContainerConfigError", m));
+        }
+        self.prepare_volumes(pod)
+            .await
+            .err()
+            .map(|m| ("ContainerCreating", m))
+    }
+
+    /// Gathers, plans and executes one sync of `pod`, then observes it.
+    pub(super) async fn sync(&self, pod: &Pod) -> Result<PodObservation, RuntimeError> {
+        let is_static = crate::pod::is_static(pod);
+        let seen = self.gather(pod).await?;
+        let blocked = match plan::needs_sandbox(pod, &seen) {
+            true => self.blocked(pod, is_static).await,
+            false => None,
+        };
+        let actions = plan::compute(pod, &seen, blocked.as_ref().map(|(r, m)| (*r, m.as_str())));
+        let mut out = Outcome::default();
+        for (name, reason, message) in actions.waiting {
+            out.wait(&name, reason, message);
+        }
+        let attempt_of = |id: &str| {
+            seen.sandboxes
+                .iter()
+                .find(|s| s.id == id)
+                .map_or(0, |s| s.attempt)
+        };
+        let sb = match actions.sandbox {
+            SandboxAction::Blocked => {
+                if let Some((_, message)) = &blocked {
+                    tracing::warn!(pod = %pod.name_any(), %message, "pod cannot start");
+                }
+                let wake = Some(BLOCKED_RESYNC);
+                return self.observe(pod, &out.overrides, None, wake).await;
+            }
+            SandboxAction::Finished(id) => {
+                let sb = match id {
+                    Some(id) => Some(
+                        self.existing_sandbox(pod, &id, attempt_of(&id), false, is_static)
+                            .await?,
+                    ),
+                    None => None,
+                };
+                return self.observe(pod, &out.overrides, sb.as_ref(), None).await;
+            }
+            SandboxAction::Use(id) => {
+                self.existing_sandbox(pod, &id, attempt_of(&id), true, is_static)
+                    .await?
+            }
+            SandboxAction::Create { attempt, stop } => {
+                self.create_sandbox(pod, attempt, &stop, is_static).await?
+            }
+        };
+        let ephemeral = ephemeral_containers(pod);
+        let spec = pod.spec.clone().unwrap_or_default();
+        let container = |name: &str| {
+            spec.init_containers
+                .iter()
+                .flatten()
+                .chain(&spec.containers)
+                .chain(&ephemeral)
+                .find(|c| c.name == name)
+        };
+        for step in &actions.steps {
+            let ok = match step {
+                Step::Start {
+                    name,
+                    attempt,
+                    restart,
+                    ..
+                } => match container(name) {
+                    Some(c) => {
+                        self.start_step(pod, c, *attempt, *restart, &sb, &mut out)
+                            .await
+                    }
+                    None => false,
+                },
+                Step::StartCreated { name, id, .. } => match self.cri.start_container(id).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        out.wait(name, "RunContainerError".into(), e.to_string());
+                        false
+                    }
+                },
+                Step::Kill {
+                    name,
+                    id,
+                    message,
+                    grace,
+                } => {
+                    let uid = pod.uid().unwrap_or_default();
+                    let grace = match grace {
+                        Grace::Pod => termination_grace(pod),
+                        Grace::Seconds(s) => Duration::from_secs((*s).max(0) as u64),
+                    };
+                    if let Some(c) = container(name) {
+                        if let Some(m) = message {
+                            tracing::info!(pod = %pod.name_any(), container = %name, why = %m, "killing container");
+                        }
+                        self.stop_one(pod, c, id, &sb.ips, grace, message.as_deref())
+                            .await?;
+                    }
+                    self.probes.remove(&uid, name);
+                    true
+                }
+            };
+            let gate = matches!(
+                step,
+                Step::Start { gate: true, .. } | Step::StartCreated { gate: true, .. }
+            );
+            if gate && !ok {
+                break;
+            }
+        }
+        self.observe(pod, &out.overrides, Some(&sb), out.wake).await
+    }
+
+    /// Starts attempt `attempt` of `c`; a restart waits out its back-off
+    /// (reported as `CrashLoopBackOff`). True when the container runs.
+    async fn start_step(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        attempt: u32,
+        restart: Option<Finished>,
+        sb: &Sandbox,
+        out: &mut Outcome,
+    ) -> bool {
+        if let Some(from) = restart {
+            let uid = pod.uid().unwrap_or_default();
+            let key = spec::backoff_key(pod, c);
+            let now = Timestamp::now().as_nanosecond();
+            let finished = match from {
+                Finished::At(t) => t,
+                Finished::Now => now,
+            };
+            if let Some(left) = lock(&self.backoff).remaining(&key, finished, now) {
+                let window = lock(&self.backoff).window(&key).unwrap_or_default();
+                let (name, ns) = (pod.name_any(), crate::pod::pod_namespace(pod));
+                self.event(
+                    pod,
+                    Some(&c.name),
+                    true,
+                    "BackOff",
+                    format!(
+                        "Back-off restarting failed container {} in pod {name}_{ns}({uid})",
+                        c.name
+                    ),
+                );
+                let msg = format!(
+                    "back-off {}s restarting failed container={} pod={name}_{ns}({uid})",
+                    window.as_secs(),
+                    c.name
+                );
+                out.wait(&c.name, "CrashLoopBackOff".into(), msg);
+                out.soon(left);
+                return false;
+            }
+            lock(&self.backoff).next(&key, finished);
+        }
+        match self.start(pod, c, attempt, sb).await {
+            Ok(_) => true,
+            Err((reason, message)) => {
+                out.wait(&c.name, reason, message);
+                false
+            }
+        }
+    }
+
+    /// The sandbox `id` as made for `pod` (its config, and its IPs when
+    /// ready).
+    pub(super) async fn existing_sandbox(
+        &self,
+        pod: &Pod,
+        id: &str,
+        attempt: u32,
+        ready: bool,
+        is_static: bool,
+    ) -> Result<Sandbox, RuntimeError> {
+        let config = spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
+            .map_err(err)?;
+        let ips = match ready {
+            true => self.sandbox_ips(id, crate::pod::host_network(pod)).await,
+            false => vec![],
+        };
+        Ok(Sandbox {
+            id: id.to_string(),
+            config,
+            ready,
+            ips,
+        })
+    }
+
+    /// Stops the old sandboxes `stop` and runs a new one (`attempt`).
+    async fn create_sandbox(
+        &self,
+        pod: &Pod,
+        attempt: u32,
+        stop: &[String],
+        is_static: bool,
+    ) -> Result<Sandbox, RuntimeError> {
+        for id in stop {
+            tracing::info!(pod = %pod.name_any(), sandbox = %id, "sandbox not ready; stopping it and making a new one");
+            let _ = self.cri.stop_pod_sandbox(id).await;
+        }
+        let config = spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
+            .map_err(err)?;
+        std::fs::create_dir_all(&config.log_directory)
+            .map_err(|e| err(format!("creating {}: {e}", config.log_directory)))?;
+        let id = self
+            .cri
+            .run_pod_sandbox(config.clone(), "")
+            .await
+            .map_err(err)?;
+        tracing::info!(pod = %pod.name_any(), sandbox = %id, attempt, "sandbox started");
+        Ok(Sandbox {
+            ips: self.sandbox_ips(&id, crate::pod::host_network(pod)).await,
+            id,
+            config,
+            ready: true,
+        })
+    }
+
+    /// The sandbox to observe a pod in without acting: the newest ready
+    /// one, else the newest (`None` when it has none).
+    pub(super) async fn current_sandbox(
+        &self,
+        pod: &Pod,
+        is_static: bool,
+    ) -> Result<Option<Sandbox>, RuntimeError> {
+        let uid = pod.uid().unwrap_or_default();
+        let all = self.sandboxes(&uid).await?;
+        let ready = all
+            .iter()
+            .filter(|s| s.state == v1::PodSandboxState::SandboxReady as i32)
+            .max_by_key(|s| s.created_at);
+        let (s, is_ready) = match ready {
+            Some(s) => (s, true),
+            None => match all.iter().max_by_key(|s| s.created_at) {
+                Some(s) => (s, false),
+                None => return Ok(None),
+            },
+        };
+        let sb = self
+            .existing_sandbox(pod, &s.id, sandbox_attempt(s), is_ready, is_static)
+            .await?;
+        Ok(Some(sb))
+    }
+}
