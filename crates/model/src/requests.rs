@@ -24,28 +24,48 @@ fn container_requests(c: &Container, non_missing: &ResourceList) -> ResourceList
     r
 }
 
-fn aggregate(pod: &Pod, non_missing: &ResourceList) -> ResourceList {
+/// Upstream's aggregation of container resources with sidecars (the rule
+/// of `resourcehelper.PodRequests` and `PodLimits`, the one place rkube
+/// computes it: the scheduler's model, the kubelet's cgroups and QoS, and
+/// the eviction ranking all call it): the sum of the containers and the
+/// restartable init containers (sidecars), against the largest of each
+/// init container plus the sidecars started before it. `init` yields each
+/// init container with whether it is restartable; `of` reads one
+/// container's resources.
+pub fn aggregate_containers<'a, C: 'a>(
+    containers: impl IntoIterator<Item = &'a C>,
+    init: impl IntoIterator<Item = (&'a C, bool)>,
+    of: impl Fn(&C) -> ResourceList,
+) -> ResourceList {
     let mut result = ResourceList::new();
-    for c in &pod.containers {
-        add_resource_list(&mut result, &container_requests(c, non_missing));
+    for c in containers {
+        add_resource_list(&mut result, &of(c));
     }
-    let mut restartable = ResourceList::new();
+    let mut sidecars = ResourceList::new();
     let mut init_max = ResourceList::new();
-    for c in &pod.init_containers {
-        let reqs = container_requests(c, non_missing);
-        let effective = if c.restartable {
+    for (c, restartable) in init {
+        let reqs = of(c);
+        let effective = if restartable {
             add_resource_list(&mut result, &reqs);
-            add_resource_list(&mut restartable, &reqs);
-            restartable.clone()
+            add_resource_list(&mut sidecars, &reqs);
+            sidecars.clone()
         } else {
             let mut combined = reqs;
-            add_resource_list(&mut combined, &restartable);
+            add_resource_list(&mut combined, &sidecars);
             combined
         };
         max_resource_list(&mut init_max, &effective);
     }
     max_resource_list(&mut result, &init_max);
     result
+}
+
+fn aggregate(pod: &Pod, non_missing: &ResourceList) -> ResourceList {
+    aggregate_containers(
+        &pod.containers,
+        pod.init_containers.iter().map(|c| (c, c.restartable)),
+        |c| container_requests(c, non_missing),
+    )
 }
 
 fn pod_requests(pod: &Pod, non_missing: &ResourceList) -> ResourceList {

@@ -15,46 +15,14 @@ use rkube_model::Quantity;
 use super::signals::{PodUsage, Resource};
 use super::thresholds::Met;
 
-/// A pod's request of `r`: the sum over containers, or the largest init
-/// container if more, plus overhead (upstream's `GetResourceRequestQuantity`).
+/// A pod's request of `r` as upstream's `PodRequests` counts it (sidecars
+/// included, pod-level requests overriding, plus overhead): the same
+/// requests the pod's cgroups are made from.
 pub fn pod_request(pod: &Pod, r: Resource) -> i64 {
-    let name = r.name();
-    let Some(spec) = pod.spec.as_ref() else {
-        return 0;
-    };
-    let req = |res: Option<&k8s_openapi::api::core::v1::ResourceRequirements>| -> i64 {
-        res.and_then(|r| r.requests.as_ref())
-            .and_then(|m| m.get(name))
-            .and_then(|q| Quantity::parse(&q.0).ok())
-            .map(|q| q.value())
-            .unwrap_or(0)
-    };
-    if let Some(pod_level) = spec.resources.as_ref() {
-        let v = req(Some(pod_level));
-        if v > 0 {
-            return v;
-        }
-    }
-    let sum: i64 = spec
-        .containers
-        .iter()
-        .map(|c| req(c.resources.as_ref()))
-        .sum();
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| req(c.resources.as_ref()))
-        .max()
-        .unwrap_or(0);
-    let overhead = spec
-        .overhead
-        .as_ref()
-        .and_then(|m| m.get(name))
-        .and_then(|q| Quantity::parse(&q.0).ok())
+    crate::runtime::cri::spec::resources::pod_requests(pod)
+        .get(r.name())
         .map(|q| q.value())
-        .unwrap_or(0);
-    sum.max(init) + overhead
+        .unwrap_or(0)
 }
 
 /// A pod as the ranking sees it.
@@ -278,6 +246,48 @@ mod tests {
 
     fn pod(v: serde_json::Value) -> Pod {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_sidecar_counts_toward_the_request_as_upstream_counts_it() {
+        // Upstream's PodRequests: containers + sidecars (100 + 100 Mi)
+        // against the init container plus the sidecars started before it
+        // (200 + 100 Mi): 300 Mi. A max of the sum and the largest init
+        // container would say 200 Mi.
+        let with_sidecar = pod(json!({
+            "metadata": {"name": "s"},
+            "spec": {"containers": [
+                {"name": "app", "resources": {"requests": {"memory": "100Mi"}}}],
+                "initContainers": [
+                    {"name": "proxy", "restartPolicy": "Always",
+                     "resources": {"requests": {"memory": "100Mi"}}},
+                    {"name": "migrate", "resources": {"requests": {"memory": "200Mi"}}}]}
+        }));
+        assert_eq!(pod_request(&with_sidecar, Resource::Memory), 300 * MI);
+        // So a pod using 250 Mi is under its request and ranked after a
+        // pod of the same priority that exceeds its own.
+        let plain = pod(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [
+                {"name": "app", "resources": {"requests": {"memory": "200Mi"}}}]}
+        }));
+        let mut cands: Vec<Candidate> = [(&with_sidecar, 250 * MI), (&plain, 210 * MI)]
+            .iter()
+            .enumerate()
+            .map(|(index, (p, usage))| Candidate {
+                index,
+                priority: 0,
+                request: pod_request(p, Resource::Memory),
+                usage: Some(*usage),
+            })
+            .collect();
+        rank(Resource::Memory, &mut cands);
+        let order: Vec<usize> = cands.iter().map(|c| c.index).collect();
+        assert_eq!(
+            order,
+            [1, 0],
+            "the plain pod exceeds its request, the sidecar pod does not"
+        );
     }
 
     #[test]

@@ -51,7 +51,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use kube::ResourceExt;
 use rkube_cri::v1;
 use rkube_model::quantity::Quantity;
-use rkube_model::resources::{add_resource_list, max_resource_list, ResourceList};
+use rkube_model::resources::{add_resource_list, ResourceList};
 
 /// Fewest CPU shares a cgroup gets.
 pub const MIN_SHARES: i64 = 2;
@@ -267,38 +267,18 @@ fn pod_level_requests_set(pod: &Pod) -> bool {
         .is_some_and(|m| m.keys().any(|k| is_pod_level_resource(k)))
 }
 
-fn restartable(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
-
-/// upstream's aggregation of container resources (sidecar formula):
-/// sum of regular containers and restartable init containers, against the
-/// max of each init container plus the sidecars started before it.
+/// upstream's aggregation of container resources with sidecars
+/// ([`rkube_model::requests::aggregate_containers`]).
 fn aggregate(pod: &Pod, of: impl Fn(&Container) -> ResourceList) -> ResourceList {
     let Some(spec) = pod.spec.as_ref() else {
         return ResourceList::new();
     };
-    let mut result = ResourceList::new();
-    for c in &spec.containers {
-        add_resource_list(&mut result, &of(c));
-    }
-    let mut sidecars = ResourceList::new();
-    let mut init_max = ResourceList::new();
-    for c in spec.init_containers.iter().flatten() {
-        let r = of(c);
-        let effective = if restartable(c) {
-            add_resource_list(&mut result, &r);
-            add_resource_list(&mut sidecars, &r);
-            sidecars.clone()
-        } else {
-            let mut combined = r;
-            add_resource_list(&mut combined, &sidecars);
-            combined
-        };
-        max_resource_list(&mut init_max, &effective);
-    }
-    max_resource_list(&mut result, &init_max);
-    result
+    let init = spec.init_containers.iter().flatten();
+    rkube_model::requests::aggregate_containers(
+        &spec.containers,
+        init.map(|c| (c, crate::pod::is_sidecar(c))),
+        of,
+    )
 }
 
 fn overhead(pod: &Pod) -> ResourceList {
@@ -306,8 +286,9 @@ fn overhead(pod: &Pod) -> ResourceList {
 }
 
 /// upstream's `PodRequests` (spec only): aggregated container requests,
-/// pod-level requests overriding, plus overhead.
-fn pod_requests(pod: &Pod) -> ResourceList {
+/// pod-level requests overriding, plus overhead. The eviction ranking
+/// reads a pod's requests from here too.
+pub fn pod_requests(pod: &Pod) -> ResourceList {
     let mut reqs = aggregate(pod, |c| requests_of(c.resources.as_ref()));
     if pod_level_requests_set(pod) {
         for (k, v) in requests_of(pod_resources(pod)) {
@@ -466,7 +447,7 @@ pub fn container_oom_score_adj(pod: &Pod, c: &Container, memory_capacity: i64) -
     };
     let mut adj = score(memory_request(c));
     let spec = pod.spec.as_ref();
-    let is_sidecar = restartable(c)
+    let is_sidecar = crate::pod::is_sidecar(c)
         && spec
             .and_then(|s| s.init_containers.as_ref())
             .is_some_and(|ics| ics.iter().any(|i| i.name == c.name));
