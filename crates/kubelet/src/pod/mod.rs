@@ -158,6 +158,21 @@ pub fn termination_grace(pod: &Pod) -> Duration {
     )
 }
 
+/// The grace period of a pod being deleted: the deletion's, else the
+/// spec's `terminationGracePeriodSeconds`, else 30 s.
+pub fn grace_period(pod: &Pod) -> Duration {
+    let secs = pod
+        .metadata
+        .deletion_grace_period_seconds
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+        })
+        .unwrap_or(30);
+    Duration::from_secs(secs.max(0) as u64)
+}
+
 /// True for an init container with `restartPolicy: Always`: a sidecar,
 /// which keeps running next to the containers.
 pub fn is_sidecar(c: &Container) -> bool {

@@ -234,7 +234,7 @@ impl StaticPods {
     }
 
     async fn stop(&self, pod: &Pod) {
-        let grace = crate::pods::worker::grace_period(pod);
+        let grace = crate::pod::grace_period(pod);
         let uid = pod.uid().unwrap_or_default();
         if let Err(e) = self.runtime.kill_pod(pod, grace).await {
             tracing::warn!(pod = %pod.name_any(), error = %e, "killing static pod failed");

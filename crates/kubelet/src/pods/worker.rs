@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::status::{evicted_status, is_terminal, pod_status, rejected_status, status_patch};
 use super::writer::{StatusUpdate, StatusWriter};
 use crate::metrics::Metrics;
+use crate::pod::grace_period;
 use crate::runtime::Runtime;
 
 /// Default resync when the runtime gives no hint.
@@ -250,19 +251,10 @@ async fn evict(
     req: &EvictRequest,
 ) -> bool {
     tracing::info!(pod = %key(pod), message = %req.message, "evicting pod");
-    let obs = match tokio::time::timeout(
-        req.grace + Duration::from_secs(10),
-        ctx.runtime.kill_pod(pod, req.grace),
-    )
-    .await
-    {
-        Ok(Ok(obs)) => obs,
-        Ok(Err(e)) => {
+    let obs = match kill_within(ctx, pod, req.grace).await {
+        Ok(obs) => obs,
+        Err(e) => {
             tracing::warn!(pod = %key(pod), error = %e, "evicting pod: kill failed");
-            return false;
-        }
-        Err(_) => {
-            tracing::warn!(pod = %key(pod), "evicting pod: kill timed out");
             return false;
         }
     };
@@ -297,16 +289,10 @@ pub fn deadline_left(pod: &Pod, last: Option<&PodStatus>, now: Timestamp) -> Opt
 async fn deadline_exceeded(ctx: &WorkerContext, pod: &Pod, last: &mut Option<PodStatus>) {
     const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
     tracing::info!(pod = %key(pod), "active deadline exceeded; killing the pod");
-    let grace = grace_period(pod);
-    let obs = match tokio::time::timeout(
-        grace + Duration::from_secs(10),
-        ctx.runtime.kill_pod(pod, grace),
-    )
-    .await
-    {
-        Ok(Ok(obs)) => obs,
-        _ => {
-            tracing::warn!(pod = %key(pod), "killing a pod past its deadline failed; retrying");
+    let obs = match kill_within(ctx, pod, grace_period(pod)).await {
+        Ok(obs) => obs,
+        Err(e) => {
+            tracing::warn!(pod = %key(pod), error = %e, "killing a pod past its deadline failed; retrying");
             return;
         }
     };
@@ -324,14 +310,46 @@ async fn deadline_exceeded(ctx: &WorkerContext, pod: &Pod, last: &mut Option<Pod
     *last = Some(status);
 }
 
+/// How long past its grace a kill may take before it is given up.
+const KILL_SLACK: Duration = Duration::from_secs(10);
+
+/// Why a kill did not finish.
+#[derive(Debug, thiserror::Error)]
+enum KillError {
+    /// The runtime failed (worth retrying).
+    #[error("{0}")]
+    Runtime(#[from] crate::runtime::RuntimeError),
+    /// The runtime did not answer within the grace and the slack.
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+}
+
+/// Kills `pod` with `grace`, giving up [`KILL_SLACK`] past it.
+async fn kill_within(
+    ctx: &WorkerContext,
+    pod: &Pod,
+    grace: Duration,
+) -> Result<crate::runtime::PodObservation, KillError> {
+    let limit = grace + KILL_SLACK;
+    match tokio::time::timeout(limit, ctx.runtime.kill_pod(pod, grace)).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(KillError::TimedOut(limit)),
+    }
+}
+
 /// Queues `status` as `pod`'s status PATCH.
 fn push_status(ctx: &WorkerContext, pod: &Pod, status: &PodStatus) {
-    ctx.writer.push(StatusUpdate {
+    ctx.writer.push(status_update(pod, status));
+}
+
+/// `status` as `pod`'s status PATCH.
+fn status_update(pod: &Pod, status: &PodStatus) -> StatusUpdate {
+    StatusUpdate {
         namespace: pod.namespace().unwrap_or_default(),
         name: pod.name_any(),
         uid: pod.uid().unwrap_or_default(),
         patch: status_patch(&pod.uid().unwrap_or_default(), status),
-    });
+    }
 }
 
 /// True when the pod's status in the API shows `status`'s phase and the
@@ -360,20 +378,6 @@ fn node_ip(ctx: &WorkerContext, pod: &Pod) -> String {
     ctx.host_ips.get(node).cloned().unwrap_or_default()
 }
 
-/// The grace period: the deletion's, else the spec's, else 30 s.
-pub fn grace_period(pod: &Pod) -> Duration {
-    let secs = pod
-        .metadata
-        .deletion_grace_period_seconds
-        .or_else(|| {
-            pod.spec
-                .as_ref()
-                .and_then(|s| s.termination_grace_period_seconds)
-        })
-        .unwrap_or(30);
-    Duration::from_secs(secs.max(0) as u64)
-}
-
 async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
     let uid = pod.uid().unwrap_or_default();
     let ns = pod.namespace().unwrap_or_default();
@@ -384,20 +388,15 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
     tracing::info!(pod = %key(pod), ?grace, "killing pod");
     let mut backoff = Duration::from_millis(200);
     let obs = loop {
-        match tokio::time::timeout(
-            grace + Duration::from_secs(10),
-            ctx.runtime.kill_pod(pod, grace),
-        )
-        .await
-        {
-            Ok(Ok(obs)) => break Some(obs),
-            Ok(Err(e)) => {
+        match kill_within(ctx, pod, grace).await {
+            Ok(obs) => break Some(obs),
+            Err(KillError::Runtime(e)) => {
                 tracing::warn!(pod = %key(pod), error = %e, "killing pod failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
-            Err(_) => {
-                tracing::warn!(pod = %key(pod), "killing pod timed out");
+            Err(e @ KillError::TimedOut(_)) => {
+                tracing::warn!(pod = %key(pod), error = %e, "killing pod timed out");
                 break None;
             }
         }
@@ -407,15 +406,13 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
     let terminal = is_terminal(last.and_then(|s| s.phase.as_deref()));
     if let Some(obs) = obs.filter(|_| !terminal) {
         let status = pod_status(pod, last, &obs, &node_ip(ctx, pod), Timestamp::now());
-        if let Err(e) = api
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Strategic(&status_patch(&uid, &status)),
-            )
+        let update = status_update(pod, &status);
+        if !ctx
+            .writer
+            .write_final(ctx.client.clone(), &ctx.metrics, update)
             .await
         {
-            tracing::debug!(pod = %key(pod), error = %e, "final status not written");
+            tracing::debug!(pod = %key(pod), "final status not written");
         }
     }
     if let Err(e) = ctx.runtime.remove_pod(&uid).await {

@@ -105,6 +105,21 @@ impl StatusWriter {
         self.lock().len()
     }
 
+    /// Writes a pod's final status now, in place of any pending one (the
+    /// pod is about to be deleted); false when it was not written.
+    pub async fn write_final(&self, client: Client, metrics: &Metrics, u: StatusUpdate) -> bool {
+        self.forget(&u.uid);
+        match write_one(client, &u).await {
+            Outcome::Done => {
+                metrics
+                    .pod_status_patches
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                true
+            }
+            Outcome::Gone | Outcome::Retry => false,
+        }
+    }
+
     /// Writes statuses forever, at most `concurrency` at a time.
     pub async fn run(self: Arc<Self>, client: Client, metrics: Arc<Metrics>, concurrency: usize) {
         let mut backoff = Duration::ZERO;
@@ -117,21 +132,7 @@ impl StatusWriter {
                 .map(|(seq, u)| {
                     let client = client.clone();
                     async move {
-                        let api: Api<Pod> = Api::namespaced(client, &u.namespace);
-                        let r = api
-                            .patch_status(&u.name, &PatchParams::default(), &Patch::Strategic(&u.patch))
-                            .await;
-                        let outcome = match r {
-                            Ok(_) => Outcome::Done,
-                            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
-                                tracing::debug!(pod = %u.name, code = s.code, "pod gone or replaced; status dropped");
-                                Outcome::Gone
-                            }
-                            Err(e) => {
-                                tracing::warn!(pod = %format!("{}/{}", u.namespace, u.name), error = %e, "status update failed; will retry");
-                                Outcome::Retry
-                            }
-                        };
+                        let outcome = write_one(client, &u).await;
                         (seq, u, outcome)
                     }
                 })
@@ -165,6 +166,29 @@ impl StatusWriter {
             } else {
                 backoff = Duration::ZERO;
             }
+        }
+    }
+}
+
+/// PATCHes one pod's status.
+async fn write_one(client: Client, u: &StatusUpdate) -> Outcome {
+    let api: Api<Pod> = Api::namespaced(client, &u.namespace);
+    let r = api
+        .patch_status(
+            &u.name,
+            &PatchParams::default(),
+            &Patch::Strategic(&u.patch),
+        )
+        .await;
+    match r {
+        Ok(_) => Outcome::Done,
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
+            tracing::debug!(pod = %u.name, code = s.code, "pod gone or replaced; status dropped");
+            Outcome::Gone
+        }
+        Err(e) => {
+            tracing::warn!(pod = %format!("{}/{}", u.namespace, u.name), error = %e, "status update failed; will retry");
+            Outcome::Retry
         }
     }
 }
