@@ -19,13 +19,17 @@
 //! * [`probe_tls`]: the kubelet's HTTPS probes (no certificate check, as
 //!   upstream's prober).
 //! * [`signal`]: SIGINT/SIGTERM as a future.
+//! * [`flags`]: the command line lexed as upstream's pflag;
+//!   [`bootstrap`]: the runtime a daemon runs on, and its exit code.
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod auth;
+pub mod bootstrap;
 pub mod cache;
 pub mod client;
+pub mod flags;
 pub mod logging;
 pub mod memory;
 pub mod probe_tls;

@@ -31,6 +31,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod api;
+pub mod backoff;
 pub mod config;
 pub mod events;
 pub mod eviction;

@@ -5,3 +5,4 @@
 
 pub mod credentials;
 pub mod pull_records;
+pub mod puller;

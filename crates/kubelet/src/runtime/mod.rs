@@ -30,7 +30,6 @@
 //! * `kill_pod` returns once every container is stopped (or the grace
 //!   period forced it); `remove_pod` of an unknown pod is `Ok`.
 
-pub mod backoff;
 pub mod cri;
 pub mod sim;
 

@@ -1,39 +1,34 @@
 //! [`CriRuntime`]: the [`Runtime`] over a CRI runtime (containerd) with
 //! [`rkube_cri::CriClient`], following the mapping in the [module
-//! docs](super).
+//! docs](super). Upstream's `pkg/kubelet/kuberuntime`, one concern a file:
+//!
+//! | file | what it does |
+//! |---|---|
+//! | [`plan`] | the pure decisions of a sync (`computePodActions`): sandbox, kills, starts, in order |
+//! | `sync.rs` | a sync: gather what the runtime holds, plan, execute (back-off at execution), observe |
+//! | `observe.rs` | a pod's status as the runtime shows it, with the prober's verdicts |
+//! | `kill.rs` | stopping a pod (sidecars last) and removing it with its directories |
+//! | [`spec`] | pod spec → CRI sandbox and container configs (env, mounts, security, resources) |
+//! | [`hooks`], [`termination`] | lifecycle hooks; termination messages |
+//! | this file | the runtime itself: construction, starting a container, the [`Runtime`] methods |
+//!
+//! Images are pulled by the image manager ([`crate::images::puller`]),
+//! volumes are set up by the volume manager ([`crate::volumes`]), probes
+//! run in the [`ProbeManager`].
 //!
 //! * One sandbox per pod, labelled with the pod's uid/name/namespace
-//!   ([`spec::sandbox_labels`]); `sync_pod` finds it by the uid label,
-//!   so a restarted kubelet adopts its sandboxes and containers (restart
-//!   counts are the containers' CRI `attempt`, so they survive too). A
-//!   sandbox that is no longer ready is stopped and a new one (attempt + 1)
-//!   is made, unless a `restartPolicy: Never` pod has nothing left to run.
-//! * Ephemeral containers (`kubectl debug`) start once, never restart.
-//! * Init containers run one at a time in spec order; the containers start
-//!   once every init container exited 0. A sidecar (an init container with
-//!   `restartPolicy: Always`) only has to have started (past its startup
-//!   probe) for the next one to start; it keeps running (restarted with
-//!   back-off whatever the pod's policy), has probes like a container,
-//!   counts toward readiness but not toward the phase, and is stopped once
-//!   every container has exited for good, and on termination after the
-//!   containers, last first.
-//! * Lifecycle hooks ([`super::hooks`]): `postStart` right after
-//!   `StartContainer` (a failure kills the container:
-//!   `PostStartHookError`), `preStop` before every stop, within the grace.
-//! * Termination messages ([`super::termination`]), the kubelet-managed
-//!   `/etc/hosts` ([`super::etc_hosts`]), `lastState` from the previous
-//!   instance, and Events ([`crate::events`]) with upstream's reasons.
+//!   ([`spec::sandbox_labels`]); a sync finds it by the uid label, so a
+//!   restarted kubelet adopts its sandboxes and containers (restart counts
+//!   are the containers' CRI `attempt`, so they survive too).
+//! * Lifecycle hooks: `postStart` right after `StartContainer` (a failure
+//!   kills the container: `PostStartHookError`), `preStop` before every
+//!   stop, within the grace.
+//! * Termination messages, the kubelet-managed `/etc/hosts`
+//!   ([`spec::etc_hosts`]), `lastState` from the previous instance, and
+//!   Events ([`crate::events`]) with upstream's reasons.
 //! * Exited containers restart per `restartPolicy` with upstream's
-//!   crash-loop back-off ([`super::backoff`]: at once, then 10 s doubling
+//!   crash-loop back-off ([`crate::backoff`]: at once, then 10 s doubling
 //!   to 300 s), reported as `Waiting`/`CrashLoopBackOff` meanwhile.
-//! * `imagePullPolicy`: `Never` and `IfNotPresent` use an image the runtime
-//!   has (`ImageStatus`) and fail with `ErrImageNeverPull` / pull; `Always`
-//!   pulls, and a failed pull is `ErrImagePull` even when the image is
-//!   present (as upstream: `Always` is how a pod proves it may read a
-//!   private image). Pulls use the pod's `imagePullSecrets`
-//!   ([`super::credentials`]: each matching login in turn, else
-//!   anonymously; unreadable Secrets give a `FailedToRetrieveImagePullSecret`
-//!   event). Pull failures back off like crash loops (`ImagePullBackOff`).
 //! * Container logs go to `Dirs::logs` in `/var/log/pods` layout
 //!   (`<ns>_<name>_<uid>/<container>/<attempt>.log`).
 //! * Probes run as tasks of a [`ProbeManager`]; `ready` follows readiness,
@@ -48,6 +43,8 @@
 //!   cleans up its own, see [`CriRuntime::list_static_pods`]).
 
 pub mod hooks;
+mod kill;
+mod observe;
 pub mod plan;
 pub mod spec;
 mod sync;
@@ -66,23 +63,17 @@ use rkube_model::Quantity;
 use self::hooks::{Hook, HookTarget};
 use self::spec::resources::ResourceOptions;
 use self::spec::security::{ImageUser, SecurityOptions};
-use self::spec::{ContainerInputs, PullPolicy, LABEL_MANAGED, LABEL_POD_UID, LABEL_STATIC};
-use super::backoff::Backoff;
-use super::{
-    BoxFuture, ContainerObservation, ContainerState, PodObservation, Runtime, RuntimeError,
-    RuntimeVersion,
-};
+use self::spec::{ContainerInputs, LABEL_MANAGED, LABEL_POD_UID, LABEL_STATIC};
+use super::{BoxFuture, ContainerState, PodObservation, Runtime, RuntimeError, RuntimeVersion};
+use crate::backoff::Backoff;
 use crate::events::Recorder;
-use crate::images::credentials::{Credential, Keyring};
-use crate::images::pull_records::{PullRecords, SecretId, Verdict, VerifyPolicy};
+use crate::images::pull_records::{PullRecords, VerifyPolicy};
+use crate::images::puller::ImageManager;
 use crate::pod::downward::DownwardContext;
 use crate::pod::env::EnvSources;
-use crate::pod::{
-    ephemeral_containers, is_sidecar, mirror_of, termination_grace as pod_grace, Dirs,
-};
-use crate::prober::{ProbeManager, ProbeSpec, Target};
+use crate::pod::{mirror_of, termination_grace as pod_grace, Dirs};
+use crate::prober::ProbeManager;
 use crate::volumes::manager::{EnvInputs, VolumeManager};
-use crate::volumes::{empty_dir, subpath};
 
 /// The longest `sync_pod` waits before looking again (exit detection).
 pub const RELIST: Duration = Duration::from_secs(2);
@@ -115,7 +106,7 @@ pub struct CriRuntime {
     backoff: Mutex<Backoff>,
     probes: ProbeManager,
     events: Option<Recorder>,
-    pulls: PullRecords,
+    images: ImageManager,
 }
 
 /// What containers are made against from the node: its IP (the pod IP of
@@ -292,8 +283,8 @@ impl CriRuntime {
         security.thermal_throttle_paths = spec::security::host_thermal_throttle_paths();
         let mem = |m: &BTreeMap<String, Quantity>| m.get("memory").map(|q| q.value()).unwrap_or(0);
         let resources = node_resources(mem(&node.capacity), mem(&node.allocatable));
+        let images = ImageManager::new(cri.clone(), pulls, events.clone(), volumes.clone());
         Ok(CriRuntime {
-            cri,
             dirs,
             node,
             resources,
@@ -301,8 +292,9 @@ impl CriRuntime {
             volumes,
             backoff: Mutex::new(Backoff::default()),
             probes: ProbeManager::default(),
+            images,
+            cri,
             events,
-            pulls,
         })
     }
 
@@ -378,168 +370,6 @@ impl CriRuntime {
         }
     }
 
-    /// `Ok(image ref)` or `Err((reason, message))` for the container.
-    async fn ensure_image(
-        &self,
-        pod: &Pod,
-        key: &str,
-        c: &Container,
-        sandbox: &v1::PodSandboxConfig,
-    ) -> Result<String, (String, String)> {
-        let image = c.image.clone().unwrap_or_default();
-        let present = self.cri.image_status(&image).await.ok().flatten();
-        let policy = spec::pull_policy(c);
-        let name = Some(c.name.as_str());
-        // The pod's logins for the image, looked up at most once.
-        let mut creds: Option<Vec<Credential>> = None;
-        if let (PullPolicy::Never | PullPolicy::IfNotPresent, Some(img)) = (policy, &present) {
-            // An image the kubelet pulled with a Secret is the pod's only
-            // with that Secret (or the same login); else it pulls.
-            let mut verdict = self.pulls.must_pull(&image, &img.id, None);
-            if verdict == Verdict::AskSecrets {
-                let mine = self
-                    .pull_credentials(pod, &image)
-                    .await
-                    .map_err(|e| ("ErrImagePull".to_string(), e))?;
-                let ids: Vec<SecretId> = mine.iter().map(|c| c.secret.clone()).collect();
-                verdict = self.pulls.must_pull(&image, &img.id, Some(&ids));
-                creds = Some(mine);
-            }
-            if verdict == Verdict::Use {
-                self.event(
-                    pod,
-                    name,
-                    false,
-                    "Pulled",
-                    format!(
-                        "Container image \"{image}\" already present on machine and can be accessed by the pod"
-                    ),
-                );
-                return Ok(img.id.clone());
-            }
-        }
-        if policy == PullPolicy::Never {
-            let msg =
-                format!("Container image \"{image}\" is not present with pull policy of Never");
-            self.event(pod, name, true, "ErrImageNeverPull", msg.clone());
-            return Err(("ErrImageNeverPull".into(), msg));
-        }
-        let pull_key = format!("{key}/pull");
-        let now = Timestamp::now().as_nanosecond();
-        if lock(&self.backoff).remaining(&pull_key, now, now).is_some() {
-            let msg = format!("Back-off pulling image \"{image}\"");
-            self.event(pod, name, false, "BackOff", msg.clone());
-            return Err(("ImagePullBackOff".into(), msg));
-        }
-        self.event(
-            pod,
-            name,
-            false,
-            "Pulling",
-            format!("Pulling image \"{image}\""),
-        );
-        let t = std::time::Instant::now();
-        let creds = match creds {
-            Some(c) => Ok(c),
-            None => self.pull_credentials(pod, &image).await,
-        };
-        self.pulls.pull_started(&image);
-        let pulled = match creds {
-            Ok(creds) => self.pull(&image, &creds, sandbox).await,
-            Err(e) => Err(e),
-        };
-        match &pulled {
-            Ok((r, secret)) => self.pulls.pull_ended(&image, Some(r), secret.clone()),
-            Err(_) => self.pulls.pull_ended(&image, None, None),
-        }
-        match pulled {
-            Ok((r, _)) => {
-                self.event(
-                    pod,
-                    name,
-                    false,
-                    "Pulled",
-                    format!("Successfully pulled image \"{image}\" in {:?}", t.elapsed()),
-                );
-                Ok(r)
-            }
-            Err(e) => {
-                lock(&self.backoff).next(&pull_key, now);
-                self.event(
-                    pod,
-                    name,
-                    true,
-                    "Failed",
-                    format!("Failed to pull image \"{image}\": {e}"),
-                );
-                self.event(pod, name, true, "Failed", "Error: ErrImagePull".into());
-                Err(("ErrImagePull".into(), e))
-            }
-        }
-    }
-
-    /// The logins of the pod's pull Secrets for `image`, in the order to
-    /// try them; Secrets that cannot be read are reported in an event.
-    async fn pull_credentials(&self, pod: &Pod, image: &str) -> Result<Vec<Credential>, String> {
-        let Some(vm) = self.volumes.as_ref() else {
-            return Ok(Vec::new());
-        };
-        let (secrets, missing) = vm.pull_secrets(pod).await;
-        if !missing.is_empty() {
-            self.event(
-                pod,
-                None,
-                true,
-                "FailedToRetrieveImagePullSecret",
-                format!(
-                    "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
-                    missing.join(", ")
-                ),
-            );
-        }
-        Ok(Keyring::from_secrets(&secrets)?.lookup(image))
-    }
-
-    /// `PullImage` anonymously, or with each login in turn until one
-    /// works (the image ref and the Secret that worked); the errors of all
-    /// attempts otherwise.
-    async fn pull(
-        &self,
-        image: &str,
-        creds: &[Credential],
-        sandbox: &v1::PodSandboxConfig,
-    ) -> Result<(String, Option<SecretId>), String> {
-        if creds.is_empty() {
-            return self
-                .cri
-                .pull_image(image, None, Some(sandbox.clone()))
-                .await
-                .map(|r| (r, None))
-                .map_err(|e| e.to_string());
-        }
-        let mut errors = Vec::new();
-        for c in creds {
-            let auth = v1::AuthConfig {
-                username: c.username.clone(),
-                password: c.password.clone(),
-                ..Default::default()
-            };
-            match self
-                .cri
-                .pull_image(image, Some(auth), Some(sandbox.clone()))
-                .await
-            {
-                Ok(r) => return Ok((r, Some(c.secret.clone()))),
-                Err(e) => errors.push(e.to_string()),
-            }
-        }
-        Err(if errors.len() == 1 {
-            errors.remove(0)
-        } else {
-            format!("[{}]", errors.join(", "))
-        })
-    }
-
     /// Creates and starts attempt `attempt` of `c`; `Err((reason, msg))`.
     async fn start(
         &self,
@@ -549,7 +379,7 @@ impl CriRuntime {
         sb: &Sandbox,
     ) -> Result<String, (String, String)> {
         let key = spec::backoff_key(pod, c);
-        self.ensure_image(pod, &key, c, &sb.config).await?;
+        self.images.ensure_image(pod, &key, c, &sb.config).await?;
         let name = Some(c.name.as_str());
         let failed = |reason: &str, m: String| {
             self.event(pod, name, true, "Failed", format!("Error: {m}"));
@@ -708,295 +538,6 @@ impl CriRuntime {
             Err(e) if !e.is_not_found() => Err(err(e)),
             _ => Ok(()),
         }
-    }
-
-    /// Observes a pod without acting (also for kill_pod and mirror pods).
-    async fn observe(
-        &self,
-        pod: &Pod,
-        overrides: &HashMap<String, Override>,
-        sb: Option<&Sandbox>,
-        wake: Option<Duration>,
-    ) -> Result<PodObservation, RuntimeError> {
-        let uid = pod.uid().unwrap_or_default();
-        let spec = pod.spec.clone().unwrap_or_default();
-        let all = self.containers(&uid).await?;
-        let previous = previous_instances(&all);
-        let now = latest(all);
-        let sandbox_id = sb.map(|s| s.id.as_str()).unwrap_or("");
-        let pod_ip = sb.and_then(|s| s.ips.first().cloned()).unwrap_or_default();
-        let sandbox_ready = sb.is_some_and(|s| s.ready);
-        // Upstream's default waiting reason: PodInitializing for every
-        // container of a pod with init containers.
-        let default_reason = if spec.init_containers.as_ref().is_some_and(|i| !i.is_empty()) {
-            "PodInitializing"
-        } else {
-            "ContainerCreating"
-        };
-        let mut resync = RELIST;
-        let mut init = Vec::new();
-        let mut containers = Vec::new();
-        let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
-        for (c, is_init) in inits.chain(spec.containers.iter().map(|c| (c, false))) {
-            let long_running = !is_init || is_sidecar(c);
-            let (mut o, started_at) = self
-                .observe_container(
-                    c,
-                    now.get(&c.name),
-                    previous.get(&c.name),
-                    overrides,
-                    default_reason,
-                    long_running,
-                )
-                .await?;
-            if long_running {
-                match (started_at, now.get(&c.name)) {
-                    (Some(started_at), Some(x)) => {
-                        let specs = ProbeSpec::of_container(c);
-                        if let Some(p) = specs.iter().map(|s| s.period).min() {
-                            resync = resync.min(p);
-                        }
-                        if !specs.is_empty() && sandbox_ready && x.pod_sandbox_id == sandbox_id {
-                            self.probes.ensure(
-                                &uid,
-                                &c.name,
-                                specs,
-                                Target {
-                                    cri: self.cri.clone(),
-                                    container_id: x.id.clone(),
-                                    pod_ip: pod_ip.clone(),
-                                    started_at,
-                                    events: self.events.as_ref().map(|r| {
-                                        (r.clone(), Arc::new(pod.clone()), c.name.clone())
-                                    }),
-                                },
-                            );
-                        }
-                        if let Some(ps) = self.probes.state(&uid, &c.name, &x.id) {
-                            o.started = ps.started;
-                            o.ready = ps.ready && ps.started;
-                        } else if c.startup_probe.is_some() || c.readiness_probe.is_some() {
-                            // Probes not running yet: not started/ready yet.
-                            o.started = c.startup_probe.is_none();
-                            o.ready = false;
-                        }
-                    }
-                    _ => self.probes.remove(&uid, &c.name),
-                }
-            }
-            if is_init {
-                init.push(o);
-            } else {
-                containers.push(o);
-            }
-        }
-        let mut ephemeral = Vec::new();
-        for c in ephemeral_containers(pod) {
-            let (mut o, _) = self
-                .observe_container(
-                    &c,
-                    now.get(&c.name),
-                    None,
-                    overrides,
-                    "ContainerCreating",
-                    true,
-                )
-                .await?;
-            o.ready = false;
-            ephemeral.push(o);
-        }
-        if let Some(w) = wake {
-            resync = resync.min(w + Duration::from_millis(100));
-        }
-        Ok(PodObservation {
-            ephemeral_containers: ephemeral,
-            sandbox_ready,
-            pod_ips: if sandbox_ready {
-                sb.map(|s| s.ips.clone()).unwrap_or_default()
-            } else {
-                vec![]
-            },
-            init_containers: init,
-            containers,
-            resync_after: Some(resync),
-        })
-    }
-
-    /// The state of one CRI container instance, its termination message
-    /// read when it has exited.
-    async fn instance_state(
-        &self,
-        c: &Container,
-        x: &v1::Container,
-    ) -> Result<Option<(ContainerState, v1::ContainerStatus)>, RuntimeError> {
-        match self.cri.container_status(&x.id).await {
-            Ok(st) => {
-                let mut state = state_of(&st);
-                if let ContainerState::Terminated { message, .. } = &mut state {
-                    *message = termination::message(&st, c);
-                }
-                Ok(Some((state, st)))
-            }
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(err(e)),
-        }
-    }
-
-    /// One container's observation, and its start time if running.
-    /// `long_running`: a regular container or a sidecar (an init
-    /// container is ready once it exited 0).
-    async fn observe_container(
-        &self,
-        c: &Container,
-        latest: Option<&v1::Container>,
-        previous: Option<&v1::Container>,
-        overrides: &HashMap<String, Override>,
-        default_reason: &str,
-        long_running: bool,
-    ) -> Result<(ContainerObservation, Option<Timestamp>), RuntimeError> {
-        let mut o = ContainerObservation {
-            name: c.name.clone(),
-            image: c.image.clone().unwrap_or_default(),
-            image_id: String::new(),
-            container_id: String::new(),
-            state: waiting(default_reason, ""),
-            restart_count: latest.map(|x| attempt(x) as i32).unwrap_or(0),
-            ready: false,
-            started: false,
-            last_state: None,
-        };
-        let mut started = None;
-        if let Some(x) = latest {
-            if let Some((state, st)) = self.instance_state(c, x).await? {
-                o.image_id = st.image_ref.clone();
-                o.container_id = format!("containerd://{}", x.id);
-                o.state = state;
-            }
-        }
-        if let Some((state @ ContainerState::Terminated { .. }, _)) = match previous {
-            Some(x) => self.instance_state(c, x).await?,
-            None => None,
-        } {
-            o.last_state = Some(state);
-        }
-        match o.state {
-            ContainerState::Running { started_at } => {
-                o.started = true;
-                o.ready = long_running;
-                started = Some(started_at);
-            }
-            ContainerState::Terminated { exit_code: 0, .. } if !long_running => o.ready = true,
-            _ => {}
-        }
-        if let Some(Override::Waiting(r, m)) = overrides.get(&c.name) {
-            // As upstream: a terminated container waiting to restart shows
-            // that termination as its last state.
-            if matches!(o.state, ContainerState::Terminated { .. }) {
-                o.last_state = Some(o.state.clone());
-            }
-            o.state = waiting(r, m.clone());
-            o.ready = false;
-            o.started = false;
-            started = None;
-        }
-        Ok((o, started))
-    }
-
-    async fn kill(&self, pod: &Pod, grace: Duration) -> Result<PodObservation, RuntimeError> {
-        let uid = pod.uid().unwrap_or_default();
-        self.probes.forget_pod(&uid);
-        let spec = pod.spec.clone().unwrap_or_default();
-        let running: HashMap<String, v1::Container> = latest(
-            self.containers(&uid)
-                .await?
-                .into_iter()
-                .filter(|c| c.state == v1::ContainerState::ContainerRunning as i32)
-                .collect(),
-        );
-        let ips = match self.sandboxes(&uid).await?.into_iter().next() {
-            Some(s) => self.sandbox_ips(&s.id, false).await,
-            None => vec![],
-        };
-        let started = std::time::Instant::now();
-        // Regular containers (and a running init container) first, all at
-        // once; then the sidecars, last first, with the grace left (as
-        // upstream's termination ordering).
-        let (sidecars, others): (Vec<&Container>, Vec<&Container>) = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .chain(&spec.containers)
-            .partition(|c| is_sidecar(c));
-        let stops = others.iter().filter_map(|c| {
-            let x = running.get(&c.name)?;
-            Some(self.stop_one(pod, c, &x.id, &ips, grace, None))
-        });
-        for r in futures::future::join_all(stops).await {
-            r?;
-        }
-        for c in sidecars.iter().rev() {
-            if let Some(x) = running.get(&c.name) {
-                let left = hooks::stop_grace_after(grace, started.elapsed()).min(grace);
-                self.stop_one(pod, c, &x.id, &ips, left, None).await?;
-            }
-        }
-        // Anything else still running (not in the spec any more).
-        let known: Vec<&str> = sidecars
-            .iter()
-            .chain(&others)
-            .map(|c| c.name.as_str())
-            .collect();
-        for (name, x) in &running {
-            if !known.contains(&name.as_str()) {
-                match self.cri.stop_container(&x.id, grace).await {
-                    Err(e) if !e.is_not_found() => return Err(err(e)),
-                    _ => {}
-                }
-            }
-        }
-        for s in self.sandboxes(&uid).await? {
-            self.cri.stop_pod_sandbox(&s.id).await.map_err(err)?;
-        }
-        let mut obs = self.observe(pod, &HashMap::new(), None, None).await?;
-        obs.resync_after = None;
-        Ok(obs)
-    }
-
-    async fn remove(&self, uid: &str) -> Result<(), RuntimeError> {
-        self.probes.forget_pod(uid);
-        lock(&self.backoff).forget_prefix(&format!("{uid}/"));
-        for c in self.containers(uid).await? {
-            match self.cri.remove_container(&c.id).await {
-                Err(e) if !e.is_not_found() => return Err(err(e)),
-                _ => {}
-            }
-        }
-        for s in self.sandboxes(uid).await? {
-            match self.cri.remove_pod_sandbox(&s.id).await {
-                Err(e) if !e.is_not_found() => return Err(err(e)),
-                _ => {}
-            }
-        }
-        if let Some(vm) = self.volumes.as_ref() {
-            vm.forget(uid);
-        }
-        // Mounts first: removing the directory through a subPath bind mount
-        // of a hostPath would delete host files.
-        let pod_dir = self.dirs.pod_dir(uid);
-        subpath::cleanup(&pod_dir).map_err(err)?;
-        empty_dir::cleanup(&pod_dir).map_err(err)?;
-        let _ = std::fs::remove_dir_all(&pod_dir);
-        if let Ok(rd) = std::fs::read_dir(&self.dirs.logs) {
-            for e in rd.flatten() {
-                if e.file_name()
-                    .to_string_lossy()
-                    .ends_with(&format!("_{uid}"))
-                {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
-            }
-        }
-        Ok(())
     }
 
     async fn uids(&self, want_static: bool) -> Result<Vec<String>, RuntimeError> {

@@ -50,37 +50,6 @@ pub const ANNOTATION_IMAGE: &str = "io.rkube.container.image";
 pub const LABEL_MANAGED: &str = "io.rkube.kubelet";
 /// Marks sandboxes of static pods (run from files, not from the API).
 pub const LABEL_STATIC: &str = "io.rkube.static-pod";
-/// `imagePullPolicy`, defaulted as the API server does (`Always` for
-/// `:latest` or an untagged image, else `IfNotPresent`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PullPolicy {
-    /// Pull every time a container is created (falls back to a present image).
-    Always,
-    /// Pull only if the runtime lacks the image.
-    IfNotPresent,
-    /// Never pull.
-    Never,
-}
-
-/// The pull policy of a container.
-pub fn pull_policy(c: &Container) -> PullPolicy {
-    match c.image_pull_policy.as_deref() {
-        Some("Always") => PullPolicy::Always,
-        Some("Never") => PullPolicy::Never,
-        Some("IfNotPresent") => PullPolicy::IfNotPresent,
-        _ => {
-            let image = c.image.as_deref().unwrap_or("");
-            let last = image.rsplit('/').next().unwrap_or("");
-            let name = last.split('@').next().unwrap_or("");
-            match name.split_once(':') {
-                _ if image.contains('@') => PullPolicy::IfNotPresent,
-                Some((_, "latest")) | None => PullPolicy::Always,
-                Some(_) => PullPolicy::IfNotPresent,
-            }
-        }
-    }
-}
-
 /// The labels of a pod's sandbox: the pod's own plus the kubelet's.
 pub fn sandbox_labels(pod: &Pod, is_static: bool) -> HashMap<String, String> {
     let mut l: HashMap<String, String> = pod
@@ -570,33 +539,6 @@ mod tests {
                             {"name": "cfg", "configMap": {"name": "x"}}]}
         }))
         .unwrap()
-    }
-
-    fn container(image: &str, policy: Option<&str>) -> Container {
-        Container {
-            name: "c".into(),
-            image: Some(image.into()),
-            image_pull_policy: policy.map(str::to_string),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn pull_policy_defaults_like_the_api_server() {
-        for (image, want) in [
-            ("busybox", PullPolicy::Always),
-            ("busybox:latest", PullPolicy::Always),
-            ("busybox:1", PullPolicy::IfNotPresent),
-            ("localhost:5000/busybox", PullPolicy::Always),
-            ("localhost:5000/busybox:1", PullPolicy::IfNotPresent),
-            ("busybox@sha256:abcd", PullPolicy::IfNotPresent),
-        ] {
-            assert_eq!(pull_policy(&container(image, None)), want, "{image}");
-        }
-        assert_eq!(
-            pull_policy(&container("busybox", Some("Never"))),
-            PullPolicy::Never
-        );
     }
 
     fn config_of(p: &Pod, dirs: &Dirs, image_uid: i64) -> Result<v1::ContainerConfig, String> {

@@ -1,0 +1,285 @@
+//! Pulling images as upstream's image manager (`pkg/kubelet/images`):
+//! `imagePullPolicy` (`Never` and `IfNotPresent` use an image the runtime
+//! has, `Always` pulls, and a failed pull is `ErrImagePull` even when the
+//! image is present), the pod's pull Secrets tried in turn
+//! ([`super::credentials`]; unreadable Secrets give a
+//! `FailedToRetrieveImagePullSecret` Event), the pull records that decide
+//! whether a pod may use an image another pod pulled
+//! ([`super::pull_records`]), and the pull back-off (`ImagePullBackOff`).
+
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::jiff::Timestamp;
+use rkube_cri::{v1, CriClient};
+
+use super::credentials::{Credential, Keyring};
+use super::pull_records::{PullRecords, SecretId, Verdict};
+use crate::backoff::Backoff;
+use crate::events::Recorder;
+use crate::volumes::manager::VolumeManager;
+
+/// `imagePullPolicy`, defaulted as the API server does (`Always` for
+/// `:latest` or an untagged image, else `IfNotPresent`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    /// Pull every time a container is created (falls back to a present image).
+    Always,
+    /// Pull only if the runtime lacks the image.
+    IfNotPresent,
+    /// Never pull.
+    Never,
+}
+
+/// The pull policy of a container.
+pub fn pull_policy(c: &Container) -> PullPolicy {
+    match c.image_pull_policy.as_deref() {
+        Some("Always") => PullPolicy::Always,
+        Some("Never") => PullPolicy::Never,
+        Some("IfNotPresent") => PullPolicy::IfNotPresent,
+        _ => {
+            let image = c.image.as_deref().unwrap_or("");
+            let last = image.rsplit('/').next().unwrap_or("");
+            let name = last.split('@').next().unwrap_or("");
+            match name.split_once(':') {
+                _ if image.contains('@') => PullPolicy::IfNotPresent,
+                Some((_, "latest")) | None => PullPolicy::Always,
+                Some(_) => PullPolicy::IfNotPresent,
+            }
+        }
+    }
+}
+
+/// The image manager of one node.
+pub struct ImageManager {
+    cri: CriClient,
+    pulls: PullRecords,
+    backoff: Mutex<Backoff>,
+    events: Option<Recorder>,
+    volumes: Option<Arc<VolumeManager>>,
+}
+
+impl ImageManager {
+    /// A manager pulling through `cri`, keeping `pulls`, recording Events
+    /// through `events` and reading pull Secrets through `volumes`.
+    pub fn new(
+        cri: CriClient,
+        pulls: PullRecords,
+        events: Option<Recorder>,
+        volumes: Option<Arc<VolumeManager>>,
+    ) -> ImageManager {
+        ImageManager {
+            cri,
+            pulls,
+            backoff: Mutex::new(Backoff::default()),
+            events,
+            volumes,
+        }
+    }
+
+    fn event(&self, pod: &Pod, c: Option<&str>, warning: bool, reason: &str, msg: String) {
+        if let Some(r) = &self.events {
+            r.record(pod, c, warning, reason, msg);
+        }
+    }
+
+    fn backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
+        self.backoff.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes sure the image of `c` may be used by `pod` (pulling it as
+    /// its policy says); `key` names the container's back-off.
+    /// `Ok(image ref)` or `Err((reason, message))` for the container.
+    pub async fn ensure_image(
+        &self,
+        pod: &Pod,
+        key: &str,
+        c: &Container,
+        sandbox: &v1::PodSandboxConfig,
+    ) -> Result<String, (String, String)> {
+        let image = c.image.clone().unwrap_or_default();
+        let present = self.cri.image_status(&image).await.ok().flatten();
+        let policy = pull_policy(c);
+        let name = Some(c.name.as_str());
+        // The pod's logins for the image, looked up at most once.
+        let mut creds: Option<Vec<Credential>> = None;
+        if let (PullPolicy::Never | PullPolicy::IfNotPresent, Some(img)) = (policy, &present) {
+            // An image the kubelet pulled with a Secret is the pod's only
+            // with that Secret (or the same login); else it pulls.
+            let mut verdict = self.pulls.must_pull(&image, &img.id, None);
+            if verdict == Verdict::AskSecrets {
+                let mine = self
+                    .pull_credentials(pod, &image)
+                    .await
+                    .map_err(|e| ("ErrImagePull".to_string(), e))?;
+                let ids: Vec<SecretId> = mine.iter().map(|c| c.secret.clone()).collect();
+                verdict = self.pulls.must_pull(&image, &img.id, Some(&ids));
+                creds = Some(mine);
+            }
+            if verdict == Verdict::Use {
+                self.event(
+                    pod,
+                    name,
+                    false,
+                    "Pulled",
+                    format!(
+                        "Container image \"{image}\" already present on machine and can be accessed by the pod"
+                    ),
+                );
+                return Ok(img.id.clone());
+            }
+        }
+        if policy == PullPolicy::Never {
+            let msg =
+                format!("Container image \"{image}\" is not present with pull policy of Never");
+            self.event(pod, name, true, "ErrImageNeverPull", msg.clone());
+            return Err(("ErrImageNeverPull".into(), msg));
+        }
+        let pull_key = format!("{key}/pull");
+        let now = Timestamp::now().as_nanosecond();
+        if self.backoff().remaining(&pull_key, now, now).is_some() {
+            let msg = format!("Back-off pulling image \"{image}\"");
+            self.event(pod, name, false, "BackOff", msg.clone());
+            return Err(("ImagePullBackOff".into(), msg));
+        }
+        self.event(
+            pod,
+            name,
+            false,
+            "Pulling",
+            format!("Pulling image \"{image}\""),
+        );
+        let t = std::time::Instant::now();
+        let creds = match creds {
+            Some(c) => Ok(c),
+            None => self.pull_credentials(pod, &image).await,
+        };
+        self.pulls.pull_started(&image);
+        let pulled = match creds {
+            Ok(creds) => self.pull(&image, &creds, sandbox).await,
+            Err(e) => Err(e),
+        };
+        match &pulled {
+            Ok((r, secret)) => self.pulls.pull_ended(&image, Some(r), secret.clone()),
+            Err(_) => self.pulls.pull_ended(&image, None, None),
+        }
+        match pulled {
+            Ok((r, _)) => {
+                self.event(
+                    pod,
+                    name,
+                    false,
+                    "Pulled",
+                    format!("Successfully pulled image \"{image}\" in {:?}", t.elapsed()),
+                );
+                Ok(r)
+            }
+            Err(e) => {
+                self.backoff().next(&pull_key, now);
+                self.event(
+                    pod,
+                    name,
+                    true,
+                    "Failed",
+                    format!("Failed to pull image \"{image}\": {e}"),
+                );
+                self.event(pod, name, true, "Failed", "Error: ErrImagePull".into());
+                Err(("ErrImagePull".into(), e))
+            }
+        }
+    }
+
+    /// The logins of the pod's pull Secrets for `image`, in the order to
+    /// try them; Secrets that cannot be read are reported in an event.
+    async fn pull_credentials(&self, pod: &Pod, image: &str) -> Result<Vec<Credential>, String> {
+        let Some(vm) = self.volumes.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let (secrets, missing) = vm.pull_secrets(pod).await;
+        if !missing.is_empty() {
+            self.event(
+                pod,
+                None,
+                true,
+                "FailedToRetrieveImagePullSecret",
+                format!(
+                    "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+                    missing.join(", ")
+                ),
+            );
+        }
+        Ok(Keyring::from_secrets(&secrets)?.lookup(image))
+    }
+
+    /// `PullImage` anonymously, or with each login in turn until one
+    /// works (the image ref and the Secret that worked); the errors of all
+    /// attempts otherwise.
+    async fn pull(
+        &self,
+        image: &str,
+        creds: &[Credential],
+        sandbox: &v1::PodSandboxConfig,
+    ) -> Result<(String, Option<SecretId>), String> {
+        if creds.is_empty() {
+            return self
+                .cri
+                .pull_image(image, None, Some(sandbox.clone()))
+                .await
+                .map(|r| (r, None))
+                .map_err(|e| e.to_string());
+        }
+        let mut errors = Vec::new();
+        for c in creds {
+            let auth = v1::AuthConfig {
+                username: c.username.clone(),
+                password: c.password.clone(),
+                ..Default::default()
+            };
+            match self
+                .cri
+                .pull_image(image, Some(auth), Some(sandbox.clone()))
+                .await
+            {
+                Ok(r) => return Ok((r, Some(c.secret.clone()))),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        Err(if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            format!("[{}]", errors.join(", "))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container(image: &str, policy: Option<&str>) -> Container {
+        Container {
+            name: "c".into(),
+            image: Some(image.into()),
+            image_pull_policy: policy.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pull_policy_defaults_like_the_api_server() {
+        for (image, want) in [
+            ("busybox", PullPolicy::Always),
+            ("busybox:latest", PullPolicy::Always),
+            ("busybox:1", PullPolicy::IfNotPresent),
+            ("localhost:5000/busybox", PullPolicy::Always),
+            ("localhost:5000/busybox:1", PullPolicy::IfNotPresent),
+            ("busybox@sha256:abcd", PullPolicy::IfNotPresent),
+        ] {
+            assert_eq!(pull_policy(&container(image, None)), want, "{image}");
+        }
+        assert_eq!(
+            pull_policy(&container("busybox", Some("Never"))),
+            PullPolicy::Never
+        );
+    }
+}
