@@ -70,6 +70,18 @@ impl<I: Iterator<Item = String>> Flags<I> {
             .next()
             .ok_or_else(|| ParseError::Invalid(format!("flag needs an argument: --{}", flag.name)))
     }
+
+    /// A flag the daemon does not know, as given: with its `=value`, or
+    /// with the next argument taken as its value unless that is a flag.
+    pub fn take_unknown(&mut self, flag: &Flag) -> String {
+        match &flag.inline {
+            Some(v) => format!("--{}={v}", flag.name),
+            None => match self.args.next_if(|next| !next.starts_with('-')) {
+                Some(v) => format!("--{} {v}", flag.name),
+                None => format!("--{}", flag.name),
+            },
+        }
+    }
 }
 
 impl Flag {
@@ -158,6 +170,17 @@ mod tests {
                 "flag needs an argument: --value".into()
             ))]
         );
+    }
+
+    #[test]
+    fn unknown_flags_take_a_value_unless_a_flag_follows() {
+        let mut f = Flags::new(["--x", "1", "--y", "--z=2"].map(String::from), "the test");
+        let mut shown = Vec::new();
+        while let Some(flag) = f.next_flag() {
+            let flag = flag.unwrap();
+            shown.push(f.take_unknown(&flag));
+        }
+        assert_eq!(shown, ["--x 1", "--y", "--z=2"]);
     }
 
     #[test]

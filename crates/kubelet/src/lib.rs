@@ -433,28 +433,7 @@ pub fn main(args: Vec<String>) -> i32 {
             return 2;
         }
     }
-    // Before the runtime's threads: each would otherwise get an arena.
-    rkube_daemon::memory::limit_arenas(rkube_daemon::memory::ARENAS);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: starting the runtime: {e}");
-            return 1;
-        }
-    };
-    rt.spawn(rkube_daemon::memory::trim_every(
-        rkube_daemon::memory::TRIM_EVERY,
-    ));
-    match rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal())) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            1
-        }
-    }
+    rkube_daemon::bootstrap::run(|shutdown| run(opts, shutdown))
 }
 
 #[cfg(test)]

@@ -121,20 +121,8 @@ Sim runtime (--runtime sim): nothing runs; one process hosts many nodes.
       --api-concurrency N         most lease/status requests in flight (default 64)
 ";
 
-/// Why the flags were rejected (exit code 2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ParseError {
-    /// `--help` was given.
-    Help,
-    /// A bad flag value.
-    Invalid(String),
-}
-
-fn invalid(name: &str, v: &str, why: &str) -> ParseError {
-    ParseError::Invalid(format!(
-        "invalid argument {v:?} for \"--{name}\" flag: {why}"
-    ))
-}
+pub use rkube_daemon::flags::ParseError;
+use rkube_daemon::flags::{invalid, Flags};
 
 fn parse_duration(name: &str, v: &str) -> Result<Duration, ParseError> {
     rkube_util::duration::parse(v).map_err(|e| {
@@ -168,24 +156,11 @@ pub fn parse_labels(v: &str) -> Result<Vec<(String, String)>, ParseError> {
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseError> {
     let mut o = Options::default();
     let mut saw_sim_only = None;
-    let mut it = args.into_iter().peekable();
-    while let Some(arg) = it.next() {
-        let Some(flag) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
-            return Err(ParseError::Invalid(format!(
-                "unexpected argument {arg:?}: the kubelet takes flags only"
-            )));
-        };
-        let (name, inline) = match flag.split_once('=') {
-            Some((n, v)) => (n.to_string(), Some(v.to_string())),
-            None => (flag.to_string(), None),
-        };
-        let mut value = || -> Result<String, ParseError> {
-            if let Some(v) = &inline {
-                return Ok(v.clone());
-            }
-            it.next()
-                .ok_or_else(|| ParseError::Invalid(format!("flag needs an argument: --{name}")))
-        };
+    let mut flags = Flags::new(args, "the kubelet");
+    while let Some(flag) = flags.next_flag() {
+        let flag = flag?;
+        let name = flag.name.clone();
+        let mut value = || flags.value(&flag);
         match name.as_str() {
             "h" | "help" => return Err(ParseError::Help),
             "config" => o.config = Some(PathBuf::from(value()?)),
@@ -259,16 +234,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
                 })?;
             }
             _ => {
-                let shown = match &inline {
-                    Some(v) => format!("--{name}={v}"),
-                    None => match it.peek() {
-                        Some(next) if !next.starts_with('-') => {
-                            let v = it.next().unwrap_or_default();
-                            format!("--{name} {v}")
-                        }
-                        _ => format!("--{name}"),
-                    },
-                };
+                let shown = flags.take_unknown(&flag);
                 o.warnings.push(format!(
                     "flag {shown} is not implemented by rkube kubelet and is ignored"
                 ));

@@ -661,32 +661,7 @@ pub fn main(args: Vec<String>) -> i32 {
         eprintln!("error: {e:#}");
         return 2;
     }
-    // Before the runtime's threads: each would otherwise get an arena.
-    rkube_daemon::memory::limit_arenas(rkube_daemon::memory::ARENAS);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: starting the runtime: {e}");
-            return 1;
-        }
-    };
-    rt.spawn(rkube_daemon::memory::trim_every(
-        rkube_daemon::memory::TRIM_EVERY,
-    ));
-    let result = rt.block_on(run(opts, rkube_daemon::signal::shutdown_signal()));
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            // Do not wait for blocking tasks (a dead scheduler must let go
-            // at once: a standby is waiting for the lease).
-            rt.shutdown_background();
-            1
-        }
-    }
+    rkube_daemon::bootstrap::run(|shutdown| run(opts, shutdown))
 }
 
 #[cfg(test)]

@@ -138,46 +138,17 @@ and ignored with a warning). Flags also set in --config win when given.
   -h, --help                             this text
 ";
 
-/// Why the flags were rejected (exit code 2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ParseError {
-    /// `--help` was given.
-    Help,
-    /// A bad flag value.
-    Invalid(String),
-}
-
-fn parse_bool(name: &str, v: &str) -> Result<bool, ParseError> {
-    match v {
-        "true" | "1" | "t" | "T" | "TRUE" | "True" => Ok(true),
-        "false" | "0" | "f" | "F" | "FALSE" | "False" => Ok(false),
-        _ => Err(ParseError::Invalid(format!(
-            "invalid argument {v:?} for \"--{name}\" flag: strconv.ParseBool: parsing {v:?}: invalid syntax"
-        ))),
-    }
-}
+pub use rkube_daemon::flags::ParseError;
+use rkube_daemon::flags::{parse_bool, Flags};
 
 /// Parses the arguments after `rkube scheduler`.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseError> {
     let mut o = Options::default();
-    let mut it = args.into_iter().peekable();
-    while let Some(arg) = it.next() {
-        let Some(flag) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
-            return Err(ParseError::Invalid(format!(
-                "unexpected argument {arg:?}: kube-scheduler takes flags only"
-            )));
-        };
-        let (name, inline) = match flag.split_once('=') {
-            Some((n, v)) => (n.to_string(), Some(v.to_string())),
-            None => (flag.to_string(), None),
-        };
-        let mut value = || -> Result<String, ParseError> {
-            if let Some(v) = &inline {
-                return Ok(v.clone());
-            }
-            it.next()
-                .ok_or_else(|| ParseError::Invalid(format!("flag needs an argument: --{name}")))
-        };
+    let mut flags = Flags::new(args, "kube-scheduler");
+    while let Some(flag) = flags.next_flag() {
+        let flag = flag?;
+        let name = flag.name.clone();
+        let mut value = || flags.value(&flag);
         let duration = |v: String| {
             rkube_util::duration::parse(&v).map_err(|e| {
                 ParseError::Invalid(format!(
@@ -205,24 +176,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
                 let v = value()?;
                 o.secure_port = v.parse().map_err(|_| number(&v))?;
             }
-            "leader-elect" => {
-                o.leader_elect = Some(match &inline {
-                    Some(v) => parse_bool(&name, v)?,
-                    None => true,
-                })
-            }
-            "explain-scores" => {
-                o.explain_scores = match &inline {
-                    Some(v) => parse_bool(&name, v)?,
-                    None => true,
-                }
-            }
-            "record-decisions" => {
-                o.record_decisions = match &inline {
-                    Some(v) => parse_bool(&name, v)?,
-                    None => true,
-                }
-            }
+            "leader-elect" => o.leader_elect = Some(flag.boolean()?),
+            "explain-scores" => o.explain_scores = flag.boolean()?,
+            "record-decisions" => o.record_decisions = flag.boolean()?,
             "leader-elect-lease-duration" => o.lease_duration = Some(duration(value()?)?),
             "leader-elect-renew-deadline" => o.renew_deadline = Some(duration(value()?)?),
             "leader-elect-retry-period" => o.retry_period = Some(duration(value()?)?),
@@ -284,16 +240,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             _ => {
                 // An unknown flag: its value is the next argument unless that
                 // is a flag too (kube-scheduler takes no positional arguments).
-                let shown = match &inline {
-                    Some(v) => format!("--{name}={v}"),
-                    None => match it.peek() {
-                        Some(next) if !next.starts_with('-') => {
-                            let v = it.next().unwrap_or_default();
-                            format!("--{name} {v}")
-                        }
-                        _ => format!("--{name}"),
-                    },
-                };
+                let shown = flags.take_unknown(&flag);
                 o.warnings.push(format!(
                     "flag {shown} is not implemented by rkube scheduler and is ignored"
                 ));
