@@ -395,7 +395,7 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
                     ))),
                 };
             }
-            // Read by the kubelet API server (crate::api::ApiSettings).
+            // Read by the kubelet API server (crate::server::ApiSettings).
             "tlsCertFile" | "tlsPrivateKeyFile" | "authentication" | "authorization" => {}
             k if SECURITY_FIELDS.contains(&k) => {
                 if let Some(why) = security_setting(file, k, v)? {

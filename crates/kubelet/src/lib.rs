@@ -30,7 +30,6 @@
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
-pub mod api;
 pub mod backoff;
 pub mod config;
 pub mod events;
@@ -75,7 +74,7 @@ pub struct Prepared {
     /// The configuration.
     pub config: KubeletConfiguration,
     /// The sim node template.
-    pub template: node::sim::Template,
+    pub template: node::descs::Template,
     /// The sim nodes' ResourceSlices (`--sim-resource-slice`).
     pub slices: Vec<node::resource_slices::SliceTemplate>,
     /// Warnings (ignored fields).
@@ -96,9 +95,9 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
             let file = p.display().to_string();
             let text = rkube_util::file::read_text(p, rkube_util::file::CONFIG_MAX_BYTES)
                 .map_err(|e| format!("{file}: reading: {e}"))?;
-            node::sim::Template::parse(&file, &text, config.max_pods)?
+            node::descs::Template::parse(&file, &text, config.max_pods)?
         }
-        None => node::sim::Template::default_shape(config.max_pods),
+        None => node::descs::Template::default_shape(config.max_pods),
     };
     let slices = opts
         .sim_resource_slices
@@ -238,7 +237,7 @@ pub async fn run_with_metrics(
     }
     .unwrap_or(unknown);
     let client = client(&opts).await?;
-    let descs: Vec<Arc<NodeDesc>> = node::sim::build(&opts, &cfg, &prepared.template, &version)
+    let descs: Vec<Arc<NodeDesc>> = node::descs::build(&opts, &cfg, &prepared.template, &version)
         .into_iter()
         .map(Arc::new)
         .collect();
@@ -270,30 +269,30 @@ pub async fn run_with_metrics(
             .await
             .with_context(|| format!("listening on {addr}"))?;
         tracing::info!(%addr, "serving /healthz and /metrics");
-        tasks.spawn(server::serve(listener, metrics.clone()));
+        tasks.spawn(server::healthz::serve(listener, metrics.clone()));
     }
     if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
         if cfg.port != 0 {
-            let settings = api::ApiSettings::load(opts.config.as_deref())?;
+            let settings = server::ApiSettings::load(opts.config.as_deref())?;
             let names = [
                 desc.name.clone(),
                 node::machine::hostname(),
                 desc.ip.clone(),
             ];
-            let tls = api::tls_config(&settings, &opts.root_dir.join("pki"), &names)?;
+            let tls = server::tls_config(&settings, &opts.root_dir.join("pki"), &names)?;
             let addr = format!("{}:{}", cfg.address, cfg.port);
             let listener = tokio::net::TcpListener::bind(&addr)
                 .await
                 .with_context(|| format!("listening on {addr}"))?;
             tracing::info!(%addr, "serving the kubelet API");
-            let ctx = api::ApiContext {
+            let ctx = server::ApiContext {
                 node: desc.name.clone(),
                 client: client.clone(),
                 metrics: metrics.clone(),
                 runtime: Some(cri.clone()),
                 auth: settings.auth,
             };
-            tasks.spawn(api::serve(listener, tls, Arc::new(ctx)));
+            tasks.spawn(server::serve(listener, tls, Arc::new(ctx)));
         }
         if !cfg.static_pod_path.is_empty() {
             tasks.spawn(

@@ -14,8 +14,11 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[(&str, &[&[&str]])] = &[(
     "kubelet",
     &[
-        // Base: configuration, flags, metrics, Events, container logs.
-        &["config", "options", "metrics", "events", "logs", "scratch"],
+        // Base: configuration, flags, metrics, Events, container logs,
+        // the crash-loop back-off.
+        &[
+            "config", "options", "metrics", "events", "logs", "backoff", "scratch",
+        ],
         // Pod-level facts every manager reads.
         &["pod"],
         // Managers that need no runtime.
@@ -25,9 +28,9 @@ const FLOORS: &[(&str, &[&[&str]])] = &[(
         // Pods (dispatcher, workers, status) and the node (status,
         // heartbeat, lease).
         &["pods", "node"],
-        // What watches pods and the node from outside: eviction, the
-        // kubelet API, /healthz.
-        &["eviction", "api", "server"],
+        // What watches pods and the node from outside: eviction, and the
+        // kubelet's HTTP(S) server (the kubelet API, /healthz).
+        &["eviction", "server"],
     ],
 )];
 

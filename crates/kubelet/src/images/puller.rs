@@ -50,6 +50,32 @@ pub fn pull_policy(c: &Container) -> PullPolicy {
     }
 }
 
+/// Why a container's image cannot be used (upstream's image errors; the
+/// reason is the container's waiting reason, the message its message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    /// The image is absent and the policy is `Never`.
+    #[error("{0}")]
+    NeverPull(String),
+    /// A pull failed lately; the next waits out the back-off.
+    #[error("{0}")]
+    BackOff(String),
+    /// The pull failed (or the pod's credentials could not be read).
+    #[error("{0}")]
+    Pull(String),
+}
+
+impl ImageError {
+    /// The waiting reason upstream reports.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ImageError::NeverPull(_) => "ErrImageNeverPull",
+            ImageError::BackOff(_) => "ImagePullBackOff",
+            ImageError::Pull(_) => "ErrImagePull",
+        }
+    }
+}
+
 /// The image manager of one node.
 pub struct ImageManager {
     cri: CriClient,
@@ -89,14 +115,14 @@ impl ImageManager {
 
     /// Makes sure the image of `c` may be used by `pod` (pulling it as
     /// its policy says); `key` names the container's back-off.
-    /// `Ok(image ref)` or `Err((reason, message))` for the container.
+    /// The image ref, or why the image cannot be used.
     pub async fn ensure_image(
         &self,
         pod: &Pod,
         key: &str,
         c: &Container,
         sandbox: &v1::PodSandboxConfig,
-    ) -> Result<String, (String, String)> {
+    ) -> Result<String, ImageError> {
         let image = c.image.clone().unwrap_or_default();
         let present = self.cri.image_status(&image).await.ok().flatten();
         let policy = pull_policy(c);
@@ -111,7 +137,7 @@ impl ImageManager {
                 let mine = self
                     .pull_credentials(pod, &image)
                     .await
-                    .map_err(|e| ("ErrImagePull".to_string(), e))?;
+                    .map_err(ImageError::Pull)?;
                 let ids: Vec<SecretId> = mine.iter().map(|c| c.secret.clone()).collect();
                 verdict = self.pulls.must_pull(&image, &img.id, Some(&ids));
                 creds = Some(mine);
@@ -133,14 +159,14 @@ impl ImageManager {
             let msg =
                 format!("Container image \"{image}\" is not present with pull policy of Never");
             self.event(pod, name, true, "ErrImageNeverPull", msg.clone());
-            return Err(("ErrImageNeverPull".into(), msg));
+            return Err(ImageError::NeverPull(msg));
         }
         let pull_key = format!("{key}/pull");
         let now = Timestamp::now().as_nanosecond();
         if self.backoff().remaining(&pull_key, now, now).is_some() {
             let msg = format!("Back-off pulling image \"{image}\"");
             self.event(pod, name, false, "BackOff", msg.clone());
-            return Err(("ImagePullBackOff".into(), msg));
+            return Err(ImageError::BackOff(msg));
         }
         self.event(
             pod,
@@ -184,7 +210,7 @@ impl ImageManager {
                     format!("Failed to pull image \"{image}\": {e}"),
                 );
                 self.event(pod, name, true, "Failed", "Error: ErrImagePull".into());
-                Err(("ErrImagePull".into(), e))
+                Err(ImageError::Pull(e))
             }
         }
     }

@@ -4,13 +4,13 @@
 //! owns), as upstream's `registerWithAPIServer` does.
 
 pub mod capacity;
+pub mod descs;
 pub mod heartbeat;
 pub mod lease;
 pub mod machine;
 pub mod pressure;
 pub mod resource_slices;
 pub mod schedule;
-pub mod sim;
 pub mod status;
 
 use std::collections::BTreeMap;

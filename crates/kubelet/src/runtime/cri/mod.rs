@@ -68,7 +68,7 @@ use super::{BoxFuture, ContainerState, PodObservation, Runtime, RuntimeError, Ru
 use crate::backoff::Backoff;
 use crate::events::Recorder;
 use crate::images::pull_records::{PullRecords, VerifyPolicy};
-use crate::images::puller::ImageManager;
+use crate::images::puller::{ImageError, ImageManager};
 use crate::pod::downward::DownwardContext;
 use crate::pod::env::EnvSources;
 use crate::pod::{mirror_of, termination_grace as pod_grace, Dirs};
@@ -93,6 +93,41 @@ pub async fn version(cri: &CriClient) -> Result<RuntimeVersion, RuntimeError> {
         runtime_name: v.runtime_name,
         runtime_version: v.runtime_version,
     })
+}
+
+/// Why a container did not start (upstream's container start errors; the
+/// reason is the container's waiting reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// Its image cannot be used.
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    /// Its config could not be made (a ConfigMap, Secret or field the node
+    /// cannot honour).
+    #[error("{0}")]
+    CreateConfig(String),
+    /// `CreateContainer` failed.
+    #[error("{0}")]
+    Create(String),
+    /// `StartContainer` failed.
+    #[error("{0}")]
+    Run(String),
+    /// Its `postStart` hook failed (the container was killed).
+    #[error("{0}")]
+    PostStartHook(String),
+}
+
+impl StartError {
+    /// The waiting reason upstream reports.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StartError::Image(e) => e.reason(),
+            StartError::CreateConfig(_) => "CreateContainerConfigError",
+            StartError::Create(_) => "CreateContainerError",
+            StartError::Run(_) => "RunContainerError",
+            StartError::PostStartHook(_) => "PostStartHookError",
+        }
+    }
 }
 
 /// A [`Runtime`] over CRI.
@@ -370,35 +405,35 @@ impl CriRuntime {
         }
     }
 
-    /// Creates and starts attempt `attempt` of `c`; `Err((reason, msg))`.
+    /// Creates and starts attempt `attempt` of `c`; its id.
     async fn start(
         &self,
         pod: &Pod,
         c: &Container,
         attempt: u32,
         sb: &Sandbox,
-    ) -> Result<String, (String, String)> {
+    ) -> Result<String, StartError> {
         let key = spec::backoff_key(pod, c);
         self.images.ensure_image(pod, &key, c, &sb.config).await?;
         let name = Some(c.name.as_str());
-        let failed = |reason: &str, m: String| {
-            self.event(pod, name, true, "Failed", format!("Error: {m}"));
-            (reason.to_string(), m)
+        let failed = |e: StartError| {
+            self.event(pod, name, true, "Failed", format!("Error: {e}"));
+            e
         };
         let config = self
             .container_config(pod, c, attempt, sb)
             .await
-            .map_err(|m| failed("CreateContainerConfigError", m))?;
+            .map_err(|m| failed(StartError::CreateConfig(m)))?;
         let id = self
             .cri
             .create_container(&sb.id, config, sb.config.clone())
             .await
-            .map_err(|e| failed("CreateContainerError", e.to_string()))?;
+            .map_err(|e| failed(StartError::Create(e.to_string())))?;
         self.event(pod, name, false, "Created", "Container created".into());
         self.cri
             .start_container(&id)
             .await
-            .map_err(|e| failed("RunContainerError", e.to_string()))?;
+            .map_err(|e| failed(StartError::Run(e.to_string())))?;
         self.event(pod, name, false, "Started", "Container started".into());
         tracing::info!(pod = %pod.name_any(), container = %c.name, attempt, id = %id, "container started");
         if let Some(h) = Hook::PostStart.of(c) {
@@ -420,7 +455,7 @@ impl CriRuntime {
                 );
                 let grace = pod_grace(pod);
                 let _ = self.stop_one(pod, c, &id, &sb.ips, grace, None).await;
-                return Err(("PostStartHookError".to_string(), m));
+                return Err(StartError::PostStartHook(m));
             }
         }
         Ok(id)

@@ -260,7 +260,10 @@ impl CriRuntime {
                 Finished::At(t) => t,
                 Finished::Now => now,
             };
-            if let Some(left) = lock(&self.backoff).remaining(&key, finished, now) {
+            // The guard must not outlive this statement: the window is read
+            // under the same lock below.
+            let left = lock(&self.backoff).remaining(&key, finished, now);
+            if let Some(left) = left {
                 let window = lock(&self.backoff).window(&key).unwrap_or_default();
                 let (name, ns) = (pod.name_any(), crate::pod::pod_namespace(pod));
                 self.event(
@@ -286,8 +289,8 @@ impl CriRuntime {
         }
         match self.start(pod, c, attempt, sb).await {
             Ok(_) => true,
-            Err((reason, message)) => {
-                out.wait(&c.name, reason, message);
+            Err(e) => {
+                out.wait(&c.name, e.reason().to_string(), e.to_string());
                 false
             }
         }

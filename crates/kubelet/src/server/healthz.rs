@@ -2,7 +2,7 @@
 //! `healthzBindAddress:healthzPort`, on the daemons' shared server
 //! ([`rkube_daemon::server`], with its request-head deadline, size limits
 //! and connection cap). The authenticated HTTPS kubelet API on `port` is
-//! [`crate::api`].
+//! [`crate::server`].
 
 use std::sync::Arc;
 

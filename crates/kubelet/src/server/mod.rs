@@ -26,6 +26,7 @@
 //! `/checkpoint` (404).
 
 pub mod auth;
+pub mod healthz;
 
 pub mod proxy;
 pub mod stream;
