@@ -42,10 +42,10 @@ use rkube_model::Pod;
 use serde_json::Value;
 
 use crate::cycle_state::CycleState;
+use crate::extension_points::{self, ActiveScore};
+use crate::framework::{Framework, Point};
 use crate::node_info::NodeInfo;
 use crate::plugin::Plugin;
-use crate::run::{self, ActiveScore};
-use crate::runtime::{Framework, Point};
 use crate::snapshot::Snapshot;
 use crate::sorted_nodes;
 use crate::status::Code;
@@ -300,7 +300,7 @@ impl Batch {
             self.flush(c.fw, "node_missing");
             return None;
         };
-        let status = run::run_filters(c.fw, c.state, c.pod, chosen_info);
+        let status = extension_points::run_filters(c.fw, c.state, c.pod, chosen_info);
         if status.is_success() {
             if let Err(reason) = self.rescore(c, chosen_info) {
                 self.flush(c.fw, reason);
@@ -328,9 +328,9 @@ impl Batch {
         }
         infos.push(chosen);
         let mut rescore_state = c.state.clone();
-        run::pre_score(c.fw, &mut rescore_state, c.pod, &infos, c.snapshot)
+        extension_points::pre_score(c.fw, &mut rescore_state, c.pod, &infos, c.snapshot)
             .map_err(|_| "prescore_error")?;
-        let plugins: Vec<ActiveScore<'_>> = run::active_scores(c.fw, &rescore_state);
+        let plugins: Vec<ActiveScore<'_>> = extension_points::active_scores(c.fw, &rescore_state);
         let mut fresh = Vec::with_capacity(plugins.len());
         for a in &plugins {
             let v = a
@@ -356,7 +356,7 @@ impl Batch {
                 }
             }
         }
-        let table = match run::normalize_scores(
+        let table = match extension_points::normalize_scores(
             &rescore_state,
             c.pod,
             &infos,

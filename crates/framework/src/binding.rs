@@ -24,8 +24,8 @@ use rkube_model::{Node, Pod};
 
 use crate::cycle_state::CycleState;
 use crate::diagnosis::{fit_error_message, Diagnosis};
+use crate::framework::{Framework, Point};
 use crate::metrics;
-use crate::runtime::{Framework, Point};
 use crate::status::{Code, Status};
 use crate::waiting::{WaitingPod, WaitingPods};
 
@@ -453,12 +453,12 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
+    use crate::framework::Registry;
     use crate::in_memory::SnapshotHost;
     use crate::plugin::{
         BindPlugin, Plugin, PostBindPlugin, PreBindPlugin, QueueSortPlugin, QueuedPodRef,
         ReservePlugin,
     };
-    use crate::runtime::Registry;
     use crate::snapshot::Snapshot;
 
     thread_local! {

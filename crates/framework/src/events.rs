@@ -33,7 +33,7 @@ use rkube_model::volumes::{Pv, Pvc, StorageClass};
 use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{Node, Pod};
 
-use crate::runtime::{Framework, Point};
+use crate::framework::{Framework, Point};
 
 /// One kind of change of a resource (upstream's `fwk.ActionType`); bits
 /// combine with `|`.

@@ -7,10 +7,10 @@
 use rayon::prelude::*;
 use rkube_model::Pod;
 
-use crate::algorithm::{Outcome, Scheduler};
 use crate::cycle_state::CycleState;
-use crate::run::{run_pre_filter, run_score, PluginScore};
-use crate::runtime::{Framework, Point};
+use crate::extension_points::{run_pre_filter, run_score, PluginScore};
+use crate::framework::{Framework, Point};
+use crate::schedule_one::{Outcome, Scheduler};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
 

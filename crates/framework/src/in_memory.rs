@@ -18,11 +18,11 @@ use rkube_model::dra::{generated_object_name, RequestMapping, ResourceClaim};
 use rkube_model::volumes::{PodVolumes, Pv, Pvc};
 use rkube_model::{Node, Pod};
 
-use crate::algorithm::{Outcome, Scheduler};
 use crate::binding::{self, AssumeCache, ClusterApi};
 use crate::diagnosis::Diagnosis;
+use crate::framework::Framework;
 use crate::nominator::Nominator;
-use crate::runtime::Framework;
+use crate::schedule_one::{Outcome, Scheduler};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
 use crate::waiting::WaitingPods;

@@ -3,13 +3,14 @@
 //! algorithm and the FailedScheduling diagnosis. Pure: no files, no network,
 //! no async — the offline simulator and the live scheduler drive the same code.
 
-pub mod algorithm;
 pub mod batch;
 pub mod binding;
 pub mod cycle_state;
 pub mod diagnosis;
 pub mod events;
 pub mod explain;
+pub mod extension_points;
+pub mod framework;
 pub use rkube_util::fast_hash;
 pub mod in_memory;
 pub mod metrics;
@@ -17,16 +18,13 @@ pub mod node_info;
 pub mod nominator;
 pub mod plugin;
 pub mod profiles;
-pub mod run;
-pub mod runtime;
-pub mod schedule;
+pub mod schedule_one;
 mod score_memo;
 pub mod snapshot;
 mod sorted_nodes;
 pub mod status;
 pub mod waiting;
 
-pub use algorithm::{Outcome, Scheduler};
 pub use batch::{Batch, BatchClock, BatchStats, SignPlugin, Signature, Signed};
 pub use cycle_state::CycleState;
 pub use diagnosis::{fit_error_message, Diagnosis, NodeToStatus};
@@ -35,13 +33,14 @@ pub use events::{
     HintResult, QueueingHint, QueueingHintFn, QueueingHintMap,
 };
 pub use explain::{explain, Explanation};
+pub use extension_points::FrameworkHandle;
+pub use framework::{Factory, Framework, FrameworkError, Point, Registry};
 pub use metrics::{MetricsRecorder, Recorder};
 pub use node_info::{HostPortInfo, ImageStateSummary, NodeInfo};
 pub use nominator::Nominator;
 pub use plugin::*;
 pub use profiles::{pre_enqueue_rejection, Profiles};
-pub use run::FrameworkHandle;
-pub use runtime::{Factory, Framework, FrameworkError, Point, Registry};
+pub use schedule_one::{Outcome, Scheduler};
 pub use snapshot::Snapshot;
 pub use status::{Code, Reasons, Status};
 pub use waiting::{WaitingPod, WaitingPods};

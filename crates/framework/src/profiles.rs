@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use rkube_config::KubeSchedulerConfiguration;
 use rkube_model::Pod;
 
-use crate::runtime::{Framework, FrameworkError, Point, Registry};
+use crate::framework::{Framework, FrameworkError, Point, Registry};
 
 /// The frameworks of every profile, by scheduler name.
 pub struct Profiles {

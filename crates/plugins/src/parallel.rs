@@ -2,7 +2,7 @@
 //! parallel (from the framework's threshold on), keeping the input order.
 
 use rayon::prelude::*;
-use rkube_framework::algorithm::PARALLEL_THRESHOLD;
+use rkube_framework::schedule_one::PARALLEL_THRESHOLD;
 use rkube_framework::NodeInfo;
 
 /// `f` over every node, results in node order.

@@ -13,7 +13,7 @@ mod support;
 use std::sync::Arc;
 
 use rkube_config::{Plugin as PluginRef, PluginConfig, PluginSet, Plugins, Profile};
-use rkube_framework::schedule::{run_pre_filter, FrameworkHandle};
+use rkube_framework::extension_points::{run_pre_filter, FrameworkHandle};
 use rkube_framework::{
     Code, CycleState, Framework, NodeInfo, NodeToStatus, Nominator, Outcome, Plugin,
     PostFilterPlugin, PreFilterPlugin, PreFilterResult, Scheduler, Snapshot, Status,

@@ -3,7 +3,7 @@
 //! makes later pods see the devices taken, PreBind writes the allocation
 //! and `reservedFor`). Messages are upstream's (v1.37.2's plugin).
 
-use rkube_framework::schedule::explain;
+use rkube_framework::explain;
 use rkube_framework::{pre_enqueue_rejection, Framework, Nominator, Outcome, Scheduler, Snapshot};
 use rkube_model::load::{build, parse_documents};
 use rkube_model::Cluster;

@@ -735,7 +735,7 @@ fn default_profile_scenario() {
             10,
         )
         .obj();
-    let ex = rkube_framework::schedule::explain(&fw, &snap, &p).unwrap();
+    let ex = rkube_framework::explain(&fw, &snap, &p).unwrap();
     let verdict = |i: usize| filter_verdict(&ex, i, "InterPodAffinity");
     assert_eq!(verdict(0), ("Unschedulable", vec![ANTI.to_string()]));
     assert_eq!(verdict(1), ("Success", vec![]));

@@ -488,7 +488,7 @@ fn default_profile_scenario() {
     let p = p_foo()
         .spread_simple(1, "zone", DO_NOT_SCHEDULE, foo())
         .obj();
-    let ex = rkube_framework::schedule::explain(&fw, &snap, &p).unwrap();
+    let ex = rkube_framework::explain(&fw, &snap, &p).unwrap();
     let verdict = |i: usize| filter_verdict(&ex, i, "PodTopologySpread");
     assert_eq!(verdict(0), ("Unschedulable", vec![SKEW.to_string()]));
     assert_eq!(verdict(1), ("Unschedulable", vec![SKEW.to_string()]));

@@ -320,7 +320,7 @@ fn reserve_takes_the_volume_for_later_pods_and_unreserve_gives_it_back() {
         "assumed for c1"
     );
     // p2's claim finds no volume now: the only one is assumed for c1.
-    let e = rkube_framework::schedule::explain(&fw, &snap, p2).unwrap();
+    let e = rkube_framework::explain(&fw, &snap, p2).unwrap();
     assert!(e.nodes.iter().all(|n| !n.feasible), "{:?}", e.message);
     binding::unreserve(
         &fw,

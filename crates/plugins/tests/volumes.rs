@@ -1,7 +1,7 @@
 //! Volume plugins (VolumeBinding, VolumeZone, VolumeRestrictions,
 //! NodeVolumeLimits) through the default profile, with upstream's reasons.
 
-use rkube_framework::schedule::explain;
+use rkube_framework::explain;
 use rkube_framework::{Framework, Nominator, Outcome, Scheduler, Snapshot};
 use rkube_model::load::{build, parse_documents};
 use rkube_model::Cluster;

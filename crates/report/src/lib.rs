@@ -7,7 +7,7 @@
 
 pub mod text;
 
-use rkube_framework::schedule::Explanation;
+use rkube_framework::Explanation;
 use rkube_framework::{Framework, Snapshot};
 use rkube_model::Pod;
 use serde::Serialize;

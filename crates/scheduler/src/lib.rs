@@ -49,7 +49,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use rkube_config::KubeSchedulerConfiguration;
-use rkube_framework::schedule::Outcome;
+use rkube_framework::Outcome;
 use rkube_framework::{Profiles, Scheduler};
 use serde::de::DeserializeOwned;
 

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use rkube_config::KubeSchedulerConfiguration;
-use rkube_framework::schedule::{explain as explain_pod, Outcome};
+use rkube_framework::{explain as explain_pod, Outcome};
 use rkube_framework::{Nominator, Scheduler, Snapshot};
 use rkube_model::{Cluster, Pod};
 use serde::Serialize;

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rkube_config::KubeSchedulerConfiguration;
-use rkube_framework::schedule::{explain as explain_pod, Outcome};
+use rkube_framework::{explain as explain_pod, Outcome};
 use rkube_framework::{Framework, Nominator, QueuedPodRef, Scheduler, Snapshot};
 use rkube_model::{Cluster, LoadError, Pod};
 

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use rkube_framework::schedule::Outcome;
+use rkube_framework::Outcome;
 use rkube_framework::{Framework, Nominator, Scheduler, Snapshot};
 use rkube_model::Pod;
 

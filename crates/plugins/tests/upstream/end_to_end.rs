@@ -4,7 +4,7 @@
 //! default score weights (NodeResourcesFit 1, BalancedAllocation 1,
 //! TaintToleration 3).
 
-use rkube_framework::schedule::explain;
+use rkube_framework::explain;
 use rkube_framework::{Code, Explanation, Snapshot};
 use rkube_model::resources::ResourceList;
 use rkube_model::{Pod, Quantity, TaintEffect};

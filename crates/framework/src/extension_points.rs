@@ -11,16 +11,16 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rkube_model::Pod;
 
-use crate::algorithm::{splitmix, PARALLEL_THRESHOLD};
 use crate::cycle_state::CycleState;
 use crate::diagnosis::go_list;
+use crate::framework::{Framework, Point};
 use crate::metrics;
 use crate::node_info::NodeInfo;
 use crate::nominator::Nominator;
 use crate::plugin::{
     FilterPlugin, NodeScore, PostFilterHandle, PreFilterResult, ScorePlugin, MAX_NODE_SCORE,
 };
-use crate::runtime::{Framework, Point};
+use crate::schedule_one::{splitmix, PARALLEL_THRESHOLD};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
 

@@ -8,7 +8,7 @@
 //! tie-break: upstream draws none without extenders), and the hand-off to
 //! PostFilter (preemption) when no node fits.
 //!
-//! The extension points themselves run in [`crate::run`].
+//! The extension points themselves run in [`crate::extension_points`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,13 +19,13 @@ use rkube_model::Pod;
 use crate::batch::{sign_pod, Batch, BatchClock, CycleResult, HintCycle, Kept};
 use crate::cycle_state::CycleState;
 use crate::diagnosis::{fit_error_message, go_list, Diagnosis};
-use crate::metrics;
-use crate::nominator::Nominator;
-use crate::run::{
+use crate::extension_points::{
     active_filters, filters_with_nominated_pods, pre_score_and_score, run_filter_list,
     run_pre_filter, ActiveFilter, FrameworkHandle, NodeScores,
 };
-use crate::runtime::{Framework, Point};
+use crate::framework::{Framework, Point};
+use crate::metrics;
+use crate::nominator::Nominator;
 use crate::snapshot::Snapshot;
 use crate::sorted_nodes;
 use crate::status::{Code, Status};
@@ -594,14 +594,14 @@ mod tests {
 
     use super::*;
     use crate::diagnosis::NodeToStatus;
+    use crate::extension_points::run_score;
+    use crate::framework::Registry;
     use crate::node_info::NodeInfo;
     use crate::plugin::{
         BindPlugin, ClusterApi, FilterPlugin, NodeScore, Plugin, PostFilterHandle,
         PostFilterPlugin, PostFilterResult, PreFilterPlugin, PreFilterResult, QueueSortPlugin,
         QueuedPodRef, ScorePlugin, MAX_NODE_SCORE,
     };
-    use crate::run::run_score;
-    use crate::runtime::Registry;
 
     /// The QueueSort and Bind plugins every profile needs; never called here.
     struct Required;
