@@ -10,7 +10,7 @@
 
 use serde_json::{json, Value};
 
-use crate::gen::Rng;
+use crate::rng::Rng;
 
 const DRIVER: &str = "gpu.example.com";
 const NIC: &str = "nic.example.com";

@@ -3,3 +3,4 @@
 
 pub mod gen;
 pub mod gen_dra;
+pub mod rng;

@@ -26,7 +26,7 @@ struct PreScoreState {
 
 impl Plugin for ImageLocality {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -128,4 +128,27 @@ impl ScorePlugin for ImageLocality {
             s.total_nodes.max(1),
         ))
     }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for ImageLocality {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments([image_names(pod)])
+    }
+}
+
+/// Image names of containers and init containers, normalized, unique,
+/// sorted (image volumes are not part of it, as upstream's).
+fn image_names(pod: &rkube_model::Pod) -> (&'static str, serde_json::Value) {
+    let names: std::collections::BTreeSet<String> = pod
+        .containers
+        .iter()
+        .chain(&pod.init_containers)
+        .map(|c| normalized_image_name(&c.image))
+        .collect();
+    (crate::signers::IMAGE_NAMES, serde_json::json!(names))
 }

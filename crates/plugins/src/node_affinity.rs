@@ -87,7 +87,7 @@ fn preferred_score(terms: &[PreferredSchedulingTerm], node: &rkube_model::Node) 
 
 impl Plugin for NodeAffinity {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -218,6 +218,17 @@ impl ScorePlugin for NodeAffinity {
     }
     fn normalize(&self, _: &CycleState, _: &Pod, scores: &mut [NodeScore]) -> Status {
         default_normalize_score(MAX_NODE_SCORE, false, scores)
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for NodeAffinity {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments(crate::signers::node_affinity(pod))
     }
 }
 

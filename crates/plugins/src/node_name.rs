@@ -18,7 +18,7 @@ pub struct NodeName;
 
 impl Plugin for NodeName {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -57,5 +57,16 @@ impl FilterPlugin for NodeName {
         } else {
             Status::new(Code::UnschedulableAndUnresolvable, ERR_REASON)
         }
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for NodeName {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments([crate::signers::node_name(pod)])
     }
 }

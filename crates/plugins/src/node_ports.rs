@@ -20,7 +20,7 @@ struct WantPorts(Vec<HostPort>);
 
 impl Plugin for NodePorts {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -97,6 +97,17 @@ impl FilterPlugin for NodePorts {
         } else {
             Status::success()
         }
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for NodePorts {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments([crate::signers::host_ports(pod)])
     }
 }
 

@@ -20,7 +20,7 @@ pub struct NodeUnschedulable;
 
 impl Plugin for NodeUnschedulable {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -102,6 +102,17 @@ impl FilterPlugin for NodeUnschedulable {
         } else {
             Status::new(Code::UnschedulableAndUnresolvable, ERR_REASON_UNSCHEDULABLE)
         }
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for NodeUnschedulable {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments([crate::signers::tolerations(pod)])
     }
 }
 

@@ -30,7 +30,7 @@ struct State {
 
 impl Plugin for NodeVolumeLimits {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -198,6 +198,17 @@ impl FilterPlugin for NodeVolumeLimits {
             }
         }
         Status::success()
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for NodeVolumeLimits {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments([crate::signers::volumes(pod)])
     }
 }
 

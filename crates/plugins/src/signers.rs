@@ -13,29 +13,27 @@
 
 use std::collections::BTreeSet;
 
-use rkube_framework::{SignPlugin, Signed, Snapshot};
+use rkube_framework::Signed;
 use rkube_model::selector::{NodeSelectorTerm, Requirement};
 use rkube_model::Pod;
 use serde_json::{json, Value};
 
-use crate::noderesources::fit::DraBacked;
-
-const IMAGE_NAMES: &str = "v1.Pod.Spec.CanonicalImageNames()";
-const LABELS: &str = "v1.Pod.Labels";
+pub(crate) const IMAGE_NAMES: &str = "v1.Pod.Spec.CanonicalImageNames()";
+pub(crate) const LABELS: &str = "v1.Pod.Labels";
 const NODE_NAME: &str = "v1.Pod.Spec.NodeName";
 const NODE_AFFINITY: &str = "v1.Pod.Spec.Affinity.NodeAffinity";
 const NODE_SELECTOR: &str = "v1.Pod.Spec.Affinity.NodeSelector";
 const HOST_PORTS: &str = "v1.Pod.Spec.HostPorts()";
-const RESOURCES: &str = "v1.Pod.Spec.ContainerRequestsAndOverheads()";
+pub(crate) const RESOURCES: &str = "v1.Pod.Spec.ContainerRequestsAndOverheads()";
 const TOLERATIONS: &str = "v1.Pod.Spec.Tolerations";
 const VOLUMES: &str = "v1.Pod.Spec.Volumes.NonSyntheticSources()";
-const FEATURES: &str = "v1.Pod.Spec.RequiredFeatures()";
+pub(crate) const FEATURES: &str = "v1.Pod.Spec.RequiredFeatures()";
 
-fn node_name(pod: &Pod) -> (&'static str, Value) {
+pub(crate) fn node_name(pod: &Pod) -> (&'static str, Value) {
     (NODE_NAME, json!(pod.node_name))
 }
 
-fn tolerations(pod: &Pod) -> (&'static str, Value) {
+pub(crate) fn tolerations(pod: &Pod) -> (&'static str, Value) {
     let mut t: Vec<String> = pod.tolerations.iter().map(|t| format!("{t:?}")).collect();
     t.sort();
     (TOLERATIONS, json!(t))
@@ -43,7 +41,7 @@ fn tolerations(pod: &Pod) -> (&'static str, Value) {
 
 /// Unique non-zero host ports of containers and init containers, sorted
 /// (protocol and host IP are not part of it, as upstream's).
-fn host_ports(pod: &Pod) -> (&'static str, Value) {
+pub(crate) fn host_ports(pod: &Pod) -> (&'static str, Value) {
     let ports: BTreeSet<i32> = pod
         .containers
         .iter()
@@ -54,7 +52,7 @@ fn host_ports(pod: &Pod) -> (&'static str, Value) {
     (HOST_PORTS, json!(ports))
 }
 
-fn volumes(pod: &Pod) -> (&'static str, Value) {
+pub(crate) fn volumes(pod: &Pod) -> (&'static str, Value) {
     (VOLUMES, json!(pod.volume_sources))
 }
 
@@ -83,7 +81,7 @@ fn term(t: &NodeSelectorTerm) -> String {
 
 /// Node affinity (terms normalized and sorted; none is null) and the
 /// node selector map.
-fn node_affinity(pod: &Pod) -> [(&'static str, Value); 2] {
+pub(crate) fn node_affinity(pod: &Pod) -> [(&'static str, Value); 2] {
     let affinity = pod.node_affinity.as_ref().map_or(Value::Null, |a| {
         let mut required: Vec<String> = a
             .required
@@ -105,154 +103,8 @@ fn node_affinity(pod: &Pod) -> [(&'static str, Value); 2] {
     ]
 }
 
-/// The pod's effective requests (containers, init containers, overhead),
-/// refused when a DeviceClass serves one of its extended resources.
-fn resources(pod: &Pod, snapshot: &Snapshot) -> Signed {
-    if DraBacked::of(pod, snapshot.dra.as_deref()).is_some() {
-        return Signed::Refused;
-    }
-    Signed::Fragments(vec![(RESOURCES, json!(format!("{:?}", pod.requests)))])
-}
-
-/// Image names of containers and init containers, normalized, unique,
-/// sorted (image volumes are not part of it, as upstream's).
-fn images(pod: &Pod) -> (&'static str, Value) {
-    let names: BTreeSet<String> = pod
-        .containers
-        .iter()
-        .chain(&pod.init_containers)
-        .map(|c| crate::image_locality::normalized_image_name(&c.image))
-        .collect();
-    (IMAGE_NAMES, json!(names))
-}
-
-fn fragments(f: impl IntoIterator<Item = (&'static str, Value)>) -> Signed {
+pub(crate) fn fragments(f: impl IntoIterator<Item = (&'static str, Value)>) -> Signed {
     Signed::Fragments(f.into_iter().collect())
-}
-
-impl SignPlugin for crate::node_name::NodeName {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments([node_name(pod)])
-    }
-}
-
-impl SignPlugin for crate::node_unschedulable::NodeUnschedulable {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments([tolerations(pod)])
-    }
-}
-
-impl SignPlugin for crate::taint_toleration::TaintToleration {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments([tolerations(pod)])
-    }
-}
-
-impl SignPlugin for crate::node_affinity::NodeAffinity {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments(node_affinity(pod))
-    }
-}
-
-impl SignPlugin for crate::node_ports::NodePorts {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments([host_ports(pod)])
-    }
-}
-
-impl SignPlugin for crate::noderesources::fit::Fit {
-    fn sign(&self, pod: &Pod, snapshot: &Snapshot) -> Signed {
-        resources(pod, snapshot)
-    }
-}
-
-impl SignPlugin for crate::noderesources::balanced_allocation::BalancedAllocation {
-    fn sign(&self, pod: &Pod, snapshot: &Snapshot) -> Signed {
-        resources(pod, snapshot)
-    }
-}
-
-impl SignPlugin for crate::volume_restrictions::VolumeRestrictions {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments([volumes(pod)])
-    }
-}
-
-impl SignPlugin for crate::node_volume_limits::NodeVolumeLimits {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments([volumes(pod)])
-    }
-}
-
-impl SignPlugin for crate::volume_binding::VolumeBinding {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments([volumes(pod)])
-    }
-}
-
-impl SignPlugin for crate::volume_zone::VolumeZone {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments([volumes(pod)])
-    }
-}
-
-impl SignPlugin for crate::image_locality::ImageLocality {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        fragments([images(pod)])
-    }
-}
-
-/// Spreading depends on where other pods are: a pod with constraints, or
-/// any pod when default constraints apply, is not batchable.
-impl SignPlugin for crate::pod_topology_spread::PodTopologySpread {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        if !pod.topology_spread_constraints.is_empty() || self.refuses_every_pod() {
-            return Signed::Refused;
-        }
-        Signed::Fragments(Vec::new())
-    }
-    fn refuses_every_pod(&self) -> bool {
-        self.has_default_constraints()
-    }
-}
-
-/// A pod with pod (anti-)affinity is not batchable; otherwise its labels
-/// matter (existing pods' terms may select it) unless
-/// `ignorePreferredTermsOfExistingPods` is set.
-impl SignPlugin for crate::inter_pod_affinity::InterPodAffinity {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        if pod.pod_affinity.is_some() || pod.pod_anti_affinity.is_some() {
-            return Signed::Refused;
-        }
-        if self.ignore_preferred_terms_of_existing_pods {
-            return Signed::Fragments(Vec::new());
-        }
-        fragments([(LABELS, json!(pod.labels))])
-    }
-}
-
-/// A pod with resource claims is not batchable.
-impl SignPlugin for crate::dynamic_resources::DynamicResources {
-    fn sign(&self, pod: &Pod, _: &Snapshot) -> Signed {
-        if pod.resource_claims.is_empty() {
-            Signed::Fragments(Vec::new())
-        } else {
-            Signed::Refused
-        }
-    }
-}
-
-/// NodeDeclaredFeatures signs the features it infers for the pod; rkube
-/// infers none, so every pod signs the same.
-impl SignPlugin for crate::skip_unless::SkipUnless {
-    fn sign(&self, _: &Pod, _: &Snapshot) -> Signed {
-        fragments([(FEATURES, json!(""))])
-    }
-}
-
-/// `as_sign` for a plugin that implements [`SignPlugin`].
-pub(crate) fn signer<P: SignPlugin>(p: &P) -> Option<&dyn SignPlugin> {
-    Some(p)
 }
 
 #[cfg(test)]

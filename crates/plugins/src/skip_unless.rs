@@ -82,7 +82,7 @@ pub fn gang_scheduling() -> Arc<dyn Plugin> {
 
 impl Plugin for SkipUnless {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         self.name
@@ -161,4 +161,12 @@ pub fn pending_plugin(name: &'static str) -> Arc<dyn Plugin> {
         skip_score: true,
         ..plugin(name, never, "")
     })
+}
+
+/// NodeDeclaredFeatures signs the features it infers for the pod; rkube
+/// infers none, so every pod signs the same.
+impl rkube_framework::SignPlugin for SkipUnless {
+    fn sign(&self, _: &rkube_model::Pod, _: &rkube_framework::Snapshot) -> rkube_framework::Signed {
+        crate::signers::fragments([(crate::signers::FEATURES, serde_json::json!(""))])
+    }
 }

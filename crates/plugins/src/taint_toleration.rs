@@ -25,7 +25,7 @@ struct PreScoreState(Vec<Toleration>);
 
 impl Plugin for TaintToleration {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -130,6 +130,17 @@ impl ScorePlugin for TaintToleration {
     }
     fn normalize(&self, _: &CycleState, _: &Pod, scores: &mut [NodeScore]) -> Status {
         default_normalize_score(MAX_NODE_SCORE, true, scores)
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for TaintToleration {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments([crate::signers::tolerations(pod)])
     }
 }
 

@@ -97,7 +97,7 @@ pub fn pvc_not_found(name: &str) -> String {
 
 impl Plugin for VolumeBinding {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -570,6 +570,17 @@ impl PreBindPlugin for VolumeBinding {
                 Err(e) => return Status::error(format!("binding volumes: {e}")),
             }
         }
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for VolumeBinding {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments([crate::signers::volumes(pod)])
     }
 }
 

@@ -30,7 +30,7 @@ struct State {
 
 impl Plugin for VolumeRestrictions {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -187,6 +187,17 @@ impl FilterPlugin for VolumeRestrictions {
             return Status::new(Code::Unschedulable, ERR_REASON_RWOP_CONFLICT);
         }
         Status::success()
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for VolumeRestrictions {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments([crate::signers::volumes(pod)])
     }
 }
 

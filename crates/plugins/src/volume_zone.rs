@@ -41,7 +41,7 @@ struct Topologies(Vec<(String, BTreeSet<String>)>);
 
 impl Plugin for VolumeZone {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -213,6 +213,17 @@ impl FilterPlugin for VolumeZone {
             }
         }
         Status::success()
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for VolumeZone {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::signers::fragments([crate::signers::volumes(pod)])
     }
 }
 

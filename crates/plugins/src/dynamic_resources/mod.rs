@@ -344,7 +344,7 @@ fn unresolvable(msg: impl Into<std::borrow::Cow<'static, str>>) -> Status {
 
 impl Plugin for DynamicResources {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -991,6 +991,21 @@ impl DynamicResources {
                 return Status::error("device binding timeout: context deadline exceeded");
             }
             api.sleep(binding_conditions::POLL);
+        }
+    }
+}
+
+/// A pod with resource claims is not batchable.
+impl rkube_framework::SignPlugin for DynamicResources {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        if pod.resource_claims.is_empty() {
+            rkube_framework::Signed::Fragments(Vec::new())
+        } else {
+            rkube_framework::Signed::Refused
         }
     }
 }

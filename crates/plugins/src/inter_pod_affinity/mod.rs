@@ -109,7 +109,7 @@ pub fn new(args: &serde_json::Value, path: &str) -> Result<Arc<dyn Plugin>, Stri
 
 impl Plugin for InterPodAffinity {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -382,4 +382,23 @@ impl<'a> NodePairs<'a> {
 /// The namespace labels of the incoming pod (empty when unknown).
 pub(crate) fn namespace_labels(snapshot: &Snapshot, ns: &str) -> Labels {
     snapshot.namespace_labels(ns).cloned().unwrap_or_default()
+}
+
+/// A pod with pod (anti-)affinity is not batchable; otherwise its labels
+/// matter (existing pods' terms may select it) unless
+/// `ignorePreferredTermsOfExistingPods` is set.
+impl rkube_framework::SignPlugin for InterPodAffinity {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        if pod.pod_affinity.is_some() || pod.pod_anti_affinity.is_some() {
+            return rkube_framework::Signed::Refused;
+        }
+        if self.ignore_preferred_terms_of_existing_pods {
+            return rkube_framework::Signed::Fragments(Vec::new());
+        }
+        crate::signers::fragments([(crate::signers::LABELS, serde_json::json!(pod.labels))])
+    }
 }

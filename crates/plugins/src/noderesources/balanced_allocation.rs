@@ -91,7 +91,7 @@ pub fn balanced_resource_scorer(requested: &[i64], allocated: &[i64], allocatabl
 
 impl Plugin for BalancedAllocation {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -150,5 +150,16 @@ impl ScorePlugin for BalancedAllocation {
             dra,
             balanced_resource_scorer,
         ))
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for BalancedAllocation {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        snapshot: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::noderesources::signature(pod, snapshot)
     }
 }

@@ -276,7 +276,7 @@ impl Fit {
 
 impl Plugin for Fit {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -527,6 +527,17 @@ impl ScorePlugin for Fit {
             dra,
             |requested, _, allocatable| self.strategy_score(requested, allocatable),
         ))
+    }
+}
+
+/// The batching signature of this plugin (OpportunisticBatching).
+impl rkube_framework::SignPlugin for Fit {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        snapshot: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        crate::noderesources::signature(pod, snapshot)
     }
 }
 

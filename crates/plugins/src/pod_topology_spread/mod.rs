@@ -325,7 +325,7 @@ impl PodTopologySpread {
 
 impl Plugin for PodTopologySpread {
     fn as_sign(&self) -> Option<&dyn rkube_framework::SignPlugin> {
-        crate::signers::signer(self)
+        Some(self)
     }
     fn name(&self) -> &'static str {
         NAME
@@ -489,5 +489,23 @@ impl PodTopologySpread {
             c.selector = Some(selector.clone());
         }
         constraints
+    }
+}
+
+/// Spreading depends on where other pods are: a pod with constraints, or
+/// any pod when default constraints apply, is not batchable.
+impl rkube_framework::SignPlugin for PodTopologySpread {
+    fn sign(
+        &self,
+        pod: &rkube_model::Pod,
+        _: &rkube_framework::Snapshot,
+    ) -> rkube_framework::Signed {
+        if !pod.topology_spread_constraints.is_empty() || self.refuses_every_pod() {
+            return rkube_framework::Signed::Refused;
+        }
+        rkube_framework::Signed::Fragments(Vec::new())
+    }
+    fn refuses_every_pod(&self) -> bool {
+        self.has_default_constraints()
     }
 }
