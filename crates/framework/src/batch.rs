@@ -42,7 +42,7 @@ use rkube_model::Pod;
 use serde_json::Value;
 
 use crate::cycle_state::CycleState;
-use crate::extension_points::{self, ActiveScore};
+use crate::extension_points::{self, ActiveScore, ScoreTable};
 use crate::framework::{Framework, Point};
 use crate::node_info::NodeInfo;
 use crate::plugin::Plugin;
@@ -241,6 +241,105 @@ pub(crate) struct HintCycle<'a> {
     pub signature: Option<&'a Signature>,
     pub cycle: u64,
     pub clock: BatchClock,
+}
+
+/// One scheduling cycle's part in batching: the pod's signature and the
+/// node hinted to it, and what the cycle leaves for the next pods
+/// (upstream's `GetNodeHint` at the start of a cycle and
+/// `StoreScheduleResults` at its end, kept out of the algorithm).
+pub(crate) struct BatchCycle {
+    signature: Option<Signature>,
+    hint: Option<Arc<str>>,
+}
+
+impl BatchCycle {
+    /// Signs `pod` and asks `batch` for a hint.
+    pub(crate) fn begin(
+        batch: &mut Batch,
+        fw: &Framework,
+        state: &CycleState,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        cycle: u64,
+        clock: BatchClock,
+    ) -> BatchCycle {
+        let signature = sign_pod(fw, pod, snapshot);
+        let c = HintCycle {
+            fw,
+            state,
+            pod,
+            snapshot,
+            signature: signature.as_ref(),
+            cycle,
+            clock,
+        };
+        let hint = batch.hint(&c);
+        BatchCycle { signature, hint }
+    }
+
+    /// The node hinted to this pod, to try first.
+    pub(crate) fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
+    }
+
+    /// The result of a cycle that found one feasible node: nothing to keep.
+    pub(crate) fn single(self, chosen: Arc<str>) -> CycleResult {
+        CycleResult::single(self.signature, self.hint, chosen)
+    }
+
+    /// The host among the scored `feasible` nodes (the top of a max-heap
+    /// by total in node order, as upstream) and the result: the rest of
+    /// the heap is kept for the next pods when the pod was signed.
+    pub(crate) fn scored(
+        self,
+        snapshot: &Snapshot,
+        feasible: &[usize],
+        table: &ScoreTable,
+    ) -> (usize, CycleResult) {
+        let others_count = feasible.len().saturating_sub(1);
+        if self.signature.is_none() {
+            let node =
+                sorted_nodes::top(feasible.iter().copied().zip(table.totals.iter().copied()))
+                    .expect("non-empty");
+            let chosen = snapshot.nodes[node].name_shared();
+            let result = CycleResult {
+                signature: None,
+                hint: self.hint,
+                chosen,
+                others: Vec::new(),
+                others_count,
+            };
+            return (node, result);
+        }
+        let p = table.plugins.len();
+        let mut heap: Vec<Kept> = feasible
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| Kept {
+                name: snapshot.nodes[n].name_shared(),
+                raw: table
+                    .plugins
+                    .iter()
+                    .zip(&table.raw[i * p..(i + 1) * p])
+                    .map(|(&(name, _), &v)| (name, v))
+                    .collect(),
+                total: table.totals[i],
+            })
+            .collect();
+        let less = sorted_nodes::higher_total(|k: &Kept| k.total);
+        sorted_nodes::init(&mut heap, &less);
+        let top = sorted_nodes::pop(&mut heap, &less).expect("two or more nodes");
+        let node = snapshot.index_of(&top.name).expect("a snapshot node");
+        let others_count = heap.len();
+        let result = CycleResult {
+            signature: self.signature,
+            hint: self.hint,
+            chosen: top.name,
+            others: heap,
+            others_count,
+        };
+        (node, result)
+    }
 }
 
 fn by_total(a: &Kept, b: &Kept) -> bool {

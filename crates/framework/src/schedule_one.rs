@@ -16,7 +16,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rkube_model::Pod;
 
-use crate::batch::{sign_pod, Batch, BatchClock, CycleResult, HintCycle, Kept};
+use crate::batch::{Batch, BatchClock, BatchCycle, CycleResult};
 use crate::cycle_state::CycleState;
 use crate::diagnosis::{fit_error_message, go_list, Diagnosis};
 use crate::extension_points::{
@@ -194,30 +194,20 @@ impl Scheduler {
             .percentage_of_nodes_to_score
             .unwrap_or(self.percentage_of_nodes_to_score);
         let has_scoring = !fw.plugins(Point::Score).is_empty();
-        let batching = self.opportunistic_batching;
-        let signature = if batching {
-            sign_pod(fw, pod, snapshot)
-        } else {
-            None
-        };
-        let hint = if batching {
-            let c = HintCycle {
-                fw,
-                state: &state,
-                pod,
-                snapshot,
-                signature: signature.as_ref(),
-                cycle: self.cycle,
-                clock: self.batch_clock,
-            };
-            self.batch(fw).hint(&c)
-        } else {
-            None
+        let batch = match self.opportunistic_batching {
+            true => {
+                let (cycle, clock) = (self.cycle, self.batch_clock);
+                let b = self.batch(fw);
+                Some(BatchCycle::begin(
+                    b, fw, &state, pod, snapshot, cycle, clock,
+                ))
+            }
+            false => None,
         };
         // A node nominated in an earlier cycle (preemption), or else the
         // batch's hint, is tried first.
         let first = if pod.nominated_node_name.is_empty() {
-            hint.as_deref()
+            batch.as_ref().and_then(BatchCycle::hint)
         } else {
             Some(pod.nominated_node_name.as_str())
         };
@@ -239,9 +229,8 @@ impl Scheduler {
                 nominator,
             ) {
                 if let Some(&node) = feasible.first() {
-                    if batching {
-                        let chosen = snapshot.nodes[node].name_shared();
-                        self.store(fw, CycleResult::single(signature, hint, chosen));
+                    if let Some(b) = batch {
+                        self.store(fw, b.single(snapshot.nodes[node].name_shared()));
                     }
                     return Outcome::Scheduled {
                         node,
@@ -295,9 +284,8 @@ impl Scheduler {
         }
         let evaluated = feasible.len() + diagnosis.node_to_status.nodes.len();
         if feasible.len() == 1 {
-            if batching {
-                let chosen = snapshot.nodes[feasible[0]].name_shared();
-                self.store(fw, CycleResult::single(signature, hint, chosen));
+            if let Some(b) = batch {
+                self.store(fw, b.single(snapshot.nodes[feasible[0]].name_shared()));
             }
             return Outcome::Scheduled {
                 node: feasible[0],
@@ -308,59 +296,15 @@ impl Scheduler {
         }
         let node = if has_scoring {
             match pre_score_and_score(fw, &mut state, pod, snapshot, &feasible, false) {
-                Ok(table) if batching && signature.is_some() => {
-                    // The heap of scored nodes: its top is the host, the
-                    // rest is kept for the next pods.
-                    let p = table.plugins.len();
-                    let mut heap: Vec<Kept> = feasible
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &n)| Kept {
-                            name: snapshot.nodes[n].name_shared(),
-                            raw: table
-                                .plugins
-                                .iter()
-                                .zip(&table.raw[i * p..(i + 1) * p])
-                                .map(|(&(name, _), &v)| (name, v))
-                                .collect(),
-                            total: table.totals[i],
-                        })
-                        .collect();
-                    let less = sorted_nodes::higher_total(|k: &Kept| k.total);
-                    sorted_nodes::init(&mut heap, &less);
-                    let top = sorted_nodes::pop(&mut heap, &less).expect("two or more nodes");
-                    let node = snapshot.index_of(&top.name).expect("a snapshot node");
-                    let others_count = heap.len();
-                    self.store(
-                        fw,
-                        CycleResult {
-                            signature,
-                            hint,
-                            chosen: top.name,
-                            others: heap,
-                            others_count,
-                        },
-                    );
-                    node
-                }
-                Ok(table) => {
-                    let node = sorted_nodes::top(feasible.iter().copied().zip(table.totals))
-                        .expect("non-empty");
-                    if batching {
-                        let chosen = snapshot.nodes[node].name_shared();
-                        self.store(
-                            fw,
-                            CycleResult {
-                                signature: None,
-                                hint,
-                                chosen,
-                                others: Vec::new(),
-                                others_count: feasible.len() - 1,
-                            },
-                        );
+                Ok(table) => match batch {
+                    Some(b) => {
+                        let (node, result) = b.scored(snapshot, &feasible, &table);
+                        self.store(fw, result);
+                        node
                     }
-                    node
-                }
+                    None => sorted_nodes::top(feasible.iter().copied().zip(table.totals))
+                        .expect("non-empty"),
+                },
                 Err(s) => return Outcome::Error(s),
             }
         } else {
