@@ -173,6 +173,47 @@ pub fn reserve(
     status
 }
 
+/// The pod as the scheduler assumes it once a node is chosen: on `node`,
+/// its nomination cleared (upstream's `assumedPod`).
+pub fn assumed_pod(pod: &Pod, node: &str) -> Arc<Pod> {
+    let mut assumed = pod.clone();
+    assumed.node_name = node.to_string();
+    assumed.nominated_node_name.clear();
+    Arc::new(assumed)
+}
+
+/// The end of a scheduling cycle once the pod is assumed on `node`
+/// (upstream's `schedulingCycle` after `assume`): Reserve, then Permit;
+/// on a Permit failure every Unreserve runs (a Reserve failure has run
+/// them already). `Ok` with Permit's status (success, or Wait: the pod is
+/// in `waiting`), or the failure, after which the caller forgets the
+/// assumed pod and reports a rejection as upstream's FitError over the
+/// chosen node ([`fit_error`]). The one sequence both the simulator and
+/// the live scheduler execute.
+pub fn reserve_and_permit(
+    fw: &Framework,
+    state: &mut CycleState,
+    pod: &Pod,
+    node: &str,
+    cache: &mut dyn AssumeCache,
+    waiting: &WaitingPods,
+) -> Result<Status, Status> {
+    let s = reserve(fw, state, pod, node, cache);
+    let s = if s.is_success() {
+        let s = permit(fw, state, pod, node, waiting);
+        if !s.is_success() && s.code != Code::Wait {
+            unreserve(fw, state, pod, node, cache);
+        }
+        s
+    } else {
+        s
+    };
+    if s.is_success() || s.code == Code::Wait {
+        return Ok(s);
+    }
+    Err(s)
+}
+
 /// Runs every Reserve plugin's Unreserve in reverse order (upstream's
 /// `RunReservePluginsUnreserve`; Unreserve cannot fail).
 pub fn unreserve(

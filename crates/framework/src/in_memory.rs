@@ -261,36 +261,25 @@ impl Scheduler {
             return outcome;
         };
         let name = snapshot.nodes[node].name().to_string();
-        let mut placed = pod.clone();
-        placed.node_name = name.clone();
-        placed.nominated_node_name.clear();
-        let placed = Arc::new(placed);
+        let placed = binding::assumed_pod(pod, &name);
         snapshot.assume(node, placed.clone());
         let waiting = WaitingPods::new();
         let mut host = SnapshotHost::new(snapshot);
-        let s = binding::reserve(fw, &mut state, &placed, &name, &mut host);
-        if !s.is_success() {
-            snapshot.remove(node, &placed.uid);
-            return if s.is_rejected() {
-                rejected_after_filter(&name, s)
-            } else {
-                Outcome::Error(s)
-            };
-        }
-        let s = binding::permit(fw, &mut state, &placed, &name, &waiting);
-        if s.code == Code::Wait {
+        match binding::reserve_and_permit(fw, &mut state, &placed, &name, &mut host, &waiting) {
             // Nothing else runs in memory to allow it: the earliest timeout.
-            if let Some(w) = waiting.get(&placed.uid) {
-                w.expire();
+            Ok(s) if s.code == Code::Wait => {
+                if let Some(w) = waiting.get(&placed.uid) {
+                    w.expire();
+                }
             }
-        } else if !s.is_success() {
-            binding::unreserve(fw, &mut state, &placed, &name, &mut host);
-            snapshot.remove(node, &placed.uid);
-            return if s.is_rejected() {
-                rejected_after_filter(&name, s)
-            } else {
-                Outcome::Error(s)
-            };
+            Ok(_) => {}
+            Err(s) => {
+                snapshot.remove(node, &placed.uid);
+                return match s.is_rejected() {
+                    true => rejected_after_filter(&name, s),
+                    false => Outcome::Error(s),
+                };
+            }
         }
         let s = binding::binding_cycle(fw, &mut state, &placed, &name, &waiting, &mut host);
         if !s.is_success() {

@@ -264,28 +264,16 @@ fn assume_reserve_permit(
     node: &str,
     mut state: CycleState,
 ) -> Result<(CycleState, Arc<Pod>), Failure> {
-    let mut assumed = pod.clone();
-    assumed.node_name = node.to_string();
-    assumed.nominated_node_name.clear();
-    let assumed = Arc::new(assumed);
+    let assumed = binding::assumed_pod(pod, node);
     let uid = pod.uid.clone();
     let mut st = shared.lock();
     st.assume(uid.clone(), assumed.clone());
     st.nominator.delete(&uid);
-    let s = binding::reserve(fw, &mut state, &assumed, node, &mut *st);
-    let s = if s.is_success() {
-        let waiting = st.waiting.clone();
-        let s = binding::permit(fw, &mut state, &assumed, node, &waiting);
-        if !s.is_success() && s.code != Code::Wait {
-            binding::unreserve(fw, &mut state, &assumed, node, &mut *st);
-        }
-        s
-    } else {
-        s
+    let waiting = st.waiting.clone();
+    let s = match binding::reserve_and_permit(fw, &mut state, &assumed, node, &mut *st, &waiting) {
+        Ok(_) => return Ok((state, assumed)),
+        Err(s) => s,
     };
-    if s.is_success() || s.code == Code::Wait {
-        return Ok((state, assumed));
-    }
     st.forget(&uid);
     let s = if s.is_rejected() {
         binding::rejection_as_fit_error(node, s)
