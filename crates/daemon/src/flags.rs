@@ -99,6 +99,22 @@ impl Flag {
     }
 }
 
+/// A daemon's parsed flags, or its exit code: `--help` prints `usage`
+/// (exit 0); bad flags print the error, then `after_error` (exit 2).
+pub fn parsed<T>(r: Result<T, ParseError>, usage: &str, after_error: &str) -> Result<T, i32> {
+    match r {
+        Ok(t) => Ok(t),
+        Err(ParseError::Help) => {
+            print!("{usage}");
+            Err(0)
+        }
+        Err(ParseError::Invalid(m)) => {
+            eprintln!("error: {m}\n{after_error}");
+            Err(2)
+        }
+    }
+}
+
 /// pflag's error for value `v` of flag `name`.
 pub fn invalid(name: &str, v: &str, why: &str) -> ParseError {
     ParseError::Invalid(format!(

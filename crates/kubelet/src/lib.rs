@@ -406,16 +406,11 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 /// Returns the exit code (0 clean stop, 1 failure, 2 bad flags or
 /// configuration).
 pub fn main(args: Vec<String>) -> i32 {
-    let opts = match options::parse(args) {
+    let after_error = "Run 'rkube kubelet --help' for usage.";
+    let opts = match rkube_daemon::flags::parsed(options::parse(args), options::USAGE, after_error)
+    {
         Ok(o) => o,
-        Err(options::ParseError::Help) => {
-            print!("{}", options::USAGE);
-            return 0;
-        }
-        Err(options::ParseError::Invalid(m)) => {
-            eprintln!("error: {m}\nRun 'rkube kubelet --help' for usage.");
-            return 2;
-        }
+        Err(code) => return code,
     };
     rkube_daemon::logging::init_tracing(opts.verbosity, &["rkube_kubelet"]);
     for w in &opts.warnings {

@@ -642,16 +642,11 @@ pub(crate) fn log_explanation(
 /// Returns the process exit code (0 clean stop, 1 failure, 2 bad flags or
 /// configuration).
 pub fn main(args: Vec<String>) -> i32 {
-    let opts = match options::parse(args) {
+    let after_error = format!("\n{}", options::USAGE);
+    let opts = match rkube_daemon::flags::parsed(options::parse(args), options::USAGE, &after_error)
+    {
         Ok(o) => o,
-        Err(options::ParseError::Help) => {
-            print!("{}", options::USAGE);
-            return 0;
-        }
-        Err(options::ParseError::Invalid(m)) => {
-            eprintln!("error: {m}\n\n{}", options::USAGE);
-            return 2;
-        }
+        Err(code) => return code,
     };
     rkube_daemon::logging::init_tracing(opts.verbosity, &["rkube_scheduler", "rkube_framework"]);
     for w in &opts.warnings {

@@ -75,17 +75,9 @@ pub fn format_quantity(v: i64) -> String {
     if v.unsigned_abs() < 1024 {
         return v.to_string();
     }
-    for (s, shift) in [
-        ("Ei", 60),
-        ("Pi", 50),
-        ("Ti", 40),
-        ("Gi", 30),
-        ("Mi", 20),
-        ("Ki", 10),
-    ] {
-        if v % (1i64 << shift) == 0 {
-            return format!("{}{s}", v >> shift);
-        }
+    let binary = rkube_model::quantity::format_bytes(v);
+    if binary.ends_with('i') {
+        return binary;
     }
     for (s, p) in [
         ("E", 1_000_000_000_000_000_000i64),

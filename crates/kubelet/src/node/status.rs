@@ -14,35 +14,7 @@ use rkube_model::Quantity;
 
 use crate::config::{parse_threshold, KubeletConfiguration};
 
-/// Formats a CPU amount given in millicores as Kubernetes prints it.
-pub fn format_cpu(milli: i64) -> String {
-    if milli % 1000 == 0 {
-        (milli / 1000).to_string()
-    } else {
-        format!("{milli}m")
-    }
-}
-
-/// Formats a byte amount with the largest exact binary suffix (`262044Mi`).
-pub fn format_bytes(bytes: i64) -> String {
-    const SUFFIXES: [(&str, u32); 6] = [
-        ("Ei", 60),
-        ("Pi", 50),
-        ("Ti", 40),
-        ("Gi", 30),
-        ("Mi", 20),
-        ("Ki", 10),
-    ];
-    if bytes == 0 {
-        return "0".into();
-    }
-    for (s, shift) in SUFFIXES {
-        if bytes % (1i64 << shift) == 0 {
-            return format!("{}{s}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
-}
+pub use rkube_model::quantity::{format_bytes, format_milli as format_cpu};
 
 fn is_bytes(resource: &str) -> bool {
     matches!(resource, "memory" | "ephemeral-storage") || resource.starts_with("hugepages-")
