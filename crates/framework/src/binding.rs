@@ -53,11 +53,26 @@ pub trait AssumeCache {
 }
 
 /// The API server as the binding cycle's plugins write to and read from
-/// it. Every call may block (the live scheduler runs the binding cycle on
-/// a thread of its own); errors are the API's message.
-pub trait ClusterApi {
+/// it, in the small traits its users need: [`Binder`], [`VolumeApi`],
+/// [`ClaimApi`], [`Listers`] and [`HostClock`]. Every call may block (the
+/// live scheduler runs the binding cycle on a thread of its own); errors
+/// are the API's message. A host implements each; `ClusterApi` is all of
+/// them, which is what the extension points hand to plugins.
+pub trait ClusterApi: Binder + VolumeApi + ClaimApi + Listers + HostClock {}
+
+impl<T: Binder + VolumeApi + ClaimApi + Listers + HostClock + ?Sized> ClusterApi for T {}
+
+/// Binding a pod and telling of it (DefaultBinder).
+pub trait Binder {
     /// `POST pods/NAME/binding` (DefaultBinder).
     fn bind(&mut self, pod: &Pod, node: &str) -> Result<(), String>;
+    /// Records a Normal Event about the pod being bound (upstream's
+    /// plugins use the framework handle's recorder).
+    fn event(&mut self, reason: &str, action: &str, note: &str);
+}
+
+/// PersistentVolumes and their claims (VolumeBinding's PreBind).
+pub trait VolumeApi {
     /// Writes `pv`'s claimRef to name `pvc` and marks it bound by the
     /// controller (a static binding; `pv` is the volume as it was read, for
     /// the update's optimistic concurrency). Returns the volume as written.
@@ -66,6 +81,14 @@ pub trait ClusterApi {
     /// `node` (asks the provisioner for a volume reachable from it; `pvc` as
     /// it was read). Returns the claim as written.
     fn select_node(&mut self, pvc: &Pvc, node: &str) -> Result<Pvc, String>;
+    /// The claim as the host last saw it (informer cache); `None` if gone.
+    fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc>;
+    /// The volume as the host last saw it; `None` if gone.
+    fn pv(&self, name: &str) -> Option<Pv>;
+}
+
+/// ResourceClaims (DynamicResources' PreBind and Unreserve).
+pub trait ClaimApi {
     /// Writes a ResourceClaim's status (allocation and `reservedFor`) and,
     /// when it lacks it, the delete-protection finalizer (`claim` as it was
     /// read, for the update's optimistic concurrency). Returns the claim as
@@ -81,9 +104,6 @@ pub trait ClusterApi {
     /// Deletes a claim (its delete-protection finalizer removed first),
     /// and forgets what the host's cache assumed for it.
     fn delete_claim(&mut self, namespace: &str, name: &str) -> Result<(), String>;
-    /// Records a Normal Event about the pod being bound (upstream's
-    /// plugins use the framework handle's recorder).
-    fn event(&mut self, reason: &str, action: &str, note: &str);
     /// Writes the pod's `status.extendedResourceClaimStatus`.
     fn set_extended_resource_claim_status(
         &mut self,
@@ -91,14 +111,18 @@ pub trait ClusterApi {
         claim_name: &str,
         mappings: &[RequestMapping],
     ) -> Result<(), String>;
-    /// The claim as the host last saw it (informer cache); `None` if gone.
-    fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc>;
-    /// The volume as the host last saw it; `None` if gone.
-    fn pv(&self, name: &str) -> Option<Pv>;
+}
+
+/// What the host last saw of nodes and pods.
+pub trait Listers {
     /// The node as the host last saw it; `None` if gone.
     fn node(&self, name: &str) -> Option<Arc<Node>>;
     /// True while the pod (by namespace, name and UID) still exists.
     fn pod_exists(&self, pod: &Pod) -> bool;
+}
+
+/// The host's clock (the simulator's only moves on).
+pub trait HostClock {
     /// Waits (the simulator's clock only moves on).
     fn sleep(&mut self, d: Duration);
     /// Time since the binding cycle started, on the host's clock.

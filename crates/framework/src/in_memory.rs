@@ -18,7 +18,7 @@ use rkube_model::dra::{generated_object_name, RequestMapping, ResourceClaim};
 use rkube_model::volumes::{PodVolumes, Pv, Pvc};
 use rkube_model::{Node, Pod};
 
-use crate::binding::{self, AssumeCache, ClusterApi};
+use crate::binding::{self, AssumeCache, Binder, ClaimApi, HostClock, Listers, VolumeApi};
 use crate::diagnosis::Diagnosis;
 use crate::framework::Framework;
 use crate::nominator::Nominator;
@@ -82,11 +82,16 @@ impl AssumeCache for SnapshotHost<'_> {
     }
 }
 
-impl ClusterApi for SnapshotHost<'_> {
+impl Binder for SnapshotHost<'_> {
     fn bind(&mut self, _: &Pod, _: &str) -> Result<(), String> {
         Ok(())
     }
 
+    /// No one reads events in memory.
+    fn event(&mut self, _: &str, _: &str, _: &str) {}
+}
+
+impl VolumeApi for SnapshotHost<'_> {
     fn bind_pv(&mut self, pv: &Pv, pvc: &Pvc) -> Result<Pv, String> {
         let volumes = Arc::make_mut(&mut self.snapshot.volumes);
         volumes.complete_static_binding(pvc, &pv.name);
@@ -114,6 +119,16 @@ impl ClusterApi for SnapshotHost<'_> {
             })
     }
 
+    fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
+        self.snapshot.volumes.pvc(namespace, name).cloned()
+    }
+
+    fn pv(&self, name: &str) -> Option<Pv> {
+        self.snapshot.volumes.pvs.get(name).cloned()
+    }
+}
+
+impl ClaimApi for SnapshotHost<'_> {
     /// The API server accepts the status at once: the claim in the
     /// snapshot becomes `claim`, finalizer included.
     fn update_claim_status(&mut self, claim: &ResourceClaim) -> Result<ResourceClaim, String> {
@@ -164,9 +179,6 @@ impl ClusterApi for SnapshotHost<'_> {
         Ok(())
     }
 
-    /// No one reads events in memory.
-    fn event(&mut self, _: &str, _: &str, _: &str) {}
-
     /// Nothing in memory reads it.
     fn set_extended_resource_claim_status(
         &mut self,
@@ -176,7 +188,9 @@ impl ClusterApi for SnapshotHost<'_> {
     ) -> Result<(), String> {
         Ok(())
     }
+}
 
+impl Listers for SnapshotHost<'_> {
     fn node(&self, name: &str) -> Option<Arc<Node>> {
         self.snapshot.get(name).map(|i| i.node.clone())
     }
@@ -184,15 +198,9 @@ impl ClusterApi for SnapshotHost<'_> {
     fn pod_exists(&self, _: &Pod) -> bool {
         true
     }
+}
 
-    fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
-        self.snapshot.volumes.pvc(namespace, name).cloned()
-    }
-
-    fn pv(&self, name: &str) -> Option<Pv> {
-        self.snapshot.volumes.pvs.get(name).cloned()
-    }
-
+impl HostClock for SnapshotHost<'_> {
     /// Nothing runs in memory between two polls, so what was not done
     /// after the first wait never will be: the second wait lasts forever
     /// (any timeout passes; a huge `bindTimeoutSeconds` cannot spin).

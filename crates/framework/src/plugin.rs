@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use rkube_model::Pod;
 
-pub use crate::binding::{AssumeCache, ClusterApi};
+pub use crate::binding::{
+    AssumeCache, Binder, ClaimApi, ClusterApi, HostClock, Listers, VolumeApi,
+};
 use crate::cycle_state::CycleState;
 use crate::events::ClusterEventWithHint;
 use crate::node_info::NodeInfo;

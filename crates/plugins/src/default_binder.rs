@@ -1,4 +1,4 @@
-//! DefaultBinder: binds through the host's API ([`ClusterApi::bind`]: the
+//! DefaultBinder: binds through the host's API ([`Binder::bind`](rkube_framework::Binder::bind): the
 //! API server's `pods/binding` subresource, or the simulator's snapshot).
 
 use rkube_framework::{BindPlugin, ClusterApi, CycleState, Plugin, Status};
@@ -32,6 +32,7 @@ impl BindPlugin for DefaultBinder {
 mod tests {
     use std::time::Duration;
 
+    use rkube_framework::{Binder, ClaimApi, HostClock, Listers, VolumeApi};
     use rkube_model::volumes::{Pv, Pvc};
 
     use super::*;
@@ -40,7 +41,7 @@ mod tests {
     #[derive(Default)]
     struct Recorder(Vec<(String, String)>);
 
-    impl ClusterApi for Recorder {
+    impl Binder for Recorder {
         fn bind(&mut self, pod: &Pod, node: &str) -> Result<(), String> {
             if node == "bad" {
                 return Err("nodes \"bad\" not found".into());
@@ -48,18 +49,36 @@ mod tests {
             self.0.push((pod.key(), node.to_string()));
             Ok(())
         }
+
+        fn event(&mut self, _: &str, _: &str, _: &str) {}
+    }
+
+    impl VolumeApi for Recorder {
         fn bind_pv(&mut self, _: &Pv, _: &Pvc) -> Result<Pv, String> {
             unreachable!()
         }
+
         fn select_node(&mut self, _: &Pvc, _: &str) -> Result<Pvc, String> {
             unreachable!()
         }
+
+        fn pvc(&self, _: &str, _: &str) -> Option<Pvc> {
+            None
+        }
+
+        fn pv(&self, _: &str) -> Option<Pv> {
+            None
+        }
+    }
+
+    impl ClaimApi for Recorder {
         fn update_claim_status(
             &mut self,
             _: &rkube_model::dra::ResourceClaim,
         ) -> Result<rkube_model::dra::ResourceClaim, String> {
             unreachable!()
         }
+
         fn resource_claim(&self, _: &str, _: &str) -> Option<rkube_model::dra::ResourceClaim> {
             None
         }
@@ -70,10 +89,11 @@ mod tests {
         ) -> Result<rkube_model::dra::ResourceClaim, String> {
             Err("no DRA here".into())
         }
-        fn event(&mut self, _: &str, _: &str, _: &str) {}
+
         fn delete_claim(&mut self, _: &str, _: &str) -> Result<(), String> {
             Err("no DRA here".into())
         }
+
         fn set_extended_resource_claim_status(
             &mut self,
             _: &Pod,
@@ -82,19 +102,21 @@ mod tests {
         ) -> Result<(), String> {
             Err("no DRA here".into())
         }
+    }
+
+    impl Listers for Recorder {
         fn node(&self, _: &str) -> Option<std::sync::Arc<rkube_model::Node>> {
             None
         }
+
         fn pod_exists(&self, _: &Pod) -> bool {
             true
         }
-        fn pvc(&self, _: &str, _: &str) -> Option<Pvc> {
-            None
-        }
-        fn pv(&self, _: &str) -> Option<Pv> {
-            None
-        }
+    }
+
+    impl HostClock for Recorder {
         fn sleep(&mut self, _: Duration) {}
+
         fn elapsed(&self) -> Duration {
             Duration::ZERO
         }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use rkube_framework::in_memory::SnapshotHost;
 use rkube_framework::{
-    binding, ClusterApi, Code, CycleState, Framework, Nominator, Outcome, Scheduler, Snapshot,
+    binding, Binder, ClaimApi, Code, CycleState, Framework, HostClock, Listers, Nominator, Outcome,
+    Scheduler, Snapshot, VolumeApi,
 };
 use rkube_model::load::{build, parse_documents};
 use rkube_model::volumes::{Pv, Pvc, Volumes};
@@ -97,12 +98,16 @@ impl FakeApi {
     }
 }
 
-impl ClusterApi for FakeApi {
+impl Binder for FakeApi {
     fn bind(&mut self, pod: &Pod, node: &str) -> Result<(), String> {
         self.writes.push(format!("bind {} {node}", pod.key()));
         Ok(())
     }
 
+    fn event(&mut self, _: &str, _: &str, _: &str) {}
+}
+
+impl VolumeApi for FakeApi {
     fn bind_pv(&mut self, pv: &Pv, pvc: &Pvc) -> Result<Pv, String> {
         self.writes
             .push(format!("pv {} -> {}/{}", pv.name, pvc.namespace, pvc.name));
@@ -127,35 +132,6 @@ impl ClusterApi for FakeApi {
         Ok(c.clone())
     }
 
-    fn update_claim_status(
-        &mut self,
-        _: &rkube_model::dra::ResourceClaim,
-    ) -> Result<rkube_model::dra::ResourceClaim, String> {
-        unreachable!("no DRA here")
-    }
-    fn resource_claim(&self, _: &str, _: &str) -> Option<rkube_model::dra::ResourceClaim> {
-        None
-    }
-
-    fn create_claim(
-        &mut self,
-        _: &rkube_model::dra::ResourceClaim,
-    ) -> Result<rkube_model::dra::ResourceClaim, String> {
-        Err("no DRA here".into())
-    }
-    fn event(&mut self, _: &str, _: &str, _: &str) {}
-    fn delete_claim(&mut self, _: &str, _: &str) -> Result<(), String> {
-        Err("no DRA here".into())
-    }
-    fn set_extended_resource_claim_status(
-        &mut self,
-        _: &Pod,
-        _: &str,
-        _: &[rkube_model::dra::RequestMapping],
-    ) -> Result<(), String> {
-        Err("no DRA here".into())
-    }
-
     fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
         let mut c = self.volumes.pvc(namespace, name)?.clone();
         if self.controllers_done() {
@@ -178,7 +154,42 @@ impl ClusterApi for FakeApi {
         }
         self.volumes.pvs.get(name).cloned()
     }
+}
 
+impl ClaimApi for FakeApi {
+    fn update_claim_status(
+        &mut self,
+        _: &rkube_model::dra::ResourceClaim,
+    ) -> Result<rkube_model::dra::ResourceClaim, String> {
+        unreachable!("no DRA here")
+    }
+
+    fn resource_claim(&self, _: &str, _: &str) -> Option<rkube_model::dra::ResourceClaim> {
+        None
+    }
+
+    fn create_claim(
+        &mut self,
+        _: &rkube_model::dra::ResourceClaim,
+    ) -> Result<rkube_model::dra::ResourceClaim, String> {
+        Err("no DRA here".into())
+    }
+
+    fn delete_claim(&mut self, _: &str, _: &str) -> Result<(), String> {
+        Err("no DRA here".into())
+    }
+
+    fn set_extended_resource_claim_status(
+        &mut self,
+        _: &Pod,
+        _: &str,
+        _: &[rkube_model::dra::RequestMapping],
+    ) -> Result<(), String> {
+        Err("no DRA here".into())
+    }
+}
+
+impl Listers for FakeApi {
     fn node(&self, name: &str) -> Option<Arc<Node>> {
         self.nodes.iter().find(|n| n.name == name).cloned()
     }
@@ -186,7 +197,9 @@ impl ClusterApi for FakeApi {
     fn pod_exists(&self, _: &Pod) -> bool {
         true
     }
+}
 
+impl HostClock for FakeApi {
     fn sleep(&mut self, d: Duration) {
         self.clock += d;
     }

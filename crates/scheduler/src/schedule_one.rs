@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1 as core;
 use kube::ResourceExt;
 use rkube_framework::{
-    binding, ClusterApi, Code, CycleState, Framework, Outcome, Point, Scheduler, Status,
+    binding, Binder, ClaimApi, Code, CycleState, Framework, HostClock, Listers, Outcome, Point,
+    Scheduler, Status, VolumeApi,
 };
 use rkube_model::decision::DecisionMark;
 use rkube_model::volumes::{Pv, Pvc, Volumes};
@@ -547,13 +548,26 @@ fn converted<K: serde::Serialize>(kind: &str, o: &K) -> Result<(Option<Pv>, Opti
     Volumes::convert_one(&raw).ok_or_else(|| format!("the API server's {kind} does not convert"))
 }
 
-impl ClusterApi for ApiHost<'_> {
+impl Binder for ApiHost<'_> {
     fn bind(&mut self, _: &Pod, node: &str) -> Result<(), String> {
         self.handle
             .block_on(self.writer.bind(self.raw, node, self.mark))
             .map_err(|e| api_message(&e))
     }
 
+    fn event(&mut self, reason: &str, action: &str, note: &str) {
+        let scheduler = self
+            .raw
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.clone())
+            .unwrap_or_else(|| "default-scheduler".into());
+        self.writer
+            .event(&scheduler, self.raw, None, "Normal", reason, action, note);
+    }
+}
+
+impl VolumeApi for ApiHost<'_> {
     fn bind_pv(&mut self, pv: &Pv, pvc: &Pvc) -> Result<Pv, String> {
         let written = self
             .handle
@@ -574,6 +588,16 @@ impl ClusterApi for ApiHost<'_> {
             .ok_or_else(|| format!("persistentvolumeclaims {:?} not found", pvc.name))
     }
 
+    fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
+        self.shared.lock().informer_pvc(namespace, name)
+    }
+
+    fn pv(&self, name: &str) -> Option<Pv> {
+        self.shared.lock().informer_pv(name)
+    }
+}
+
+impl ClaimApi for ApiHost<'_> {
     /// Writes what PreBind decided: the allocation when the informer's
     /// claim had none (Reserve's), and the pod's `reservedFor` entry (the
     /// last one of `claim`).
@@ -627,17 +651,6 @@ impl ClusterApi for ApiHost<'_> {
         Ok(created)
     }
 
-    fn event(&mut self, reason: &str, action: &str, note: &str) {
-        let scheduler = self
-            .raw
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduler_name.clone())
-            .unwrap_or_else(|| "default-scheduler".into());
-        self.writer
-            .event(&scheduler, self.raw, None, "Normal", reason, action, note);
-    }
-
     fn delete_claim(&mut self, namespace: &str, name: &str) -> Result<(), String> {
         let r = self
             .handle
@@ -660,15 +673,9 @@ impl ClusterApi for ApiHost<'_> {
                 mappings,
             ))
     }
+}
 
-    fn pvc(&self, namespace: &str, name: &str) -> Option<Pvc> {
-        self.shared.lock().informer_pvc(namespace, name)
-    }
-
-    fn pv(&self, name: &str) -> Option<Pv> {
-        self.shared.lock().informer_pv(name)
-    }
-
+impl Listers for ApiHost<'_> {
     fn node(&self, name: &str) -> Option<Arc<Node>> {
         self.shared.lock().nodes.get(name).cloned()
     }
@@ -676,7 +683,9 @@ impl ClusterApi for ApiHost<'_> {
     fn pod_exists(&self, pod: &Pod) -> bool {
         self.shared.lock().pods.contains_key(&pod.uid)
     }
+}
 
+impl HostClock for ApiHost<'_> {
     fn sleep(&mut self, d: Duration) {
         std::thread::sleep(d);
     }
