@@ -6,30 +6,32 @@
 //! [`PodActions`] in order. Nothing here does I/O or reads a clock, so the
 //! decisions are table-tested without containerd.
 //!
-//! The rules, as upstream's:
-//! * one sandbox per pod: the newest ready one is used; without one, every
-//!   old sandbox is stopped and a new one made (attempt + 1), unless a
-//!   `restartPolicy: Never` pod has run all its containers (then nothing
-//!   is started again);
-//! * ephemeral containers start once and are never restarted;
-//! * init containers run one at a time in spec order: a regular one must
-//!   exit 0 (a failed one is restarted per the pod's policy) before the
-//!   next starts; a sidecar (`restartPolicy: Always`) only has to have
-//!   started (past its startup probe) and is kept running;
-//! * once initialised, each container is kept: started when it has no
-//!   instance, restarted when it exited (per the policy) or belongs to an
-//!   old sandbox, killed and restarted when its image changed (whatever the
-//!   policy) or its liveness/startup probe failed (unless the policy is
-//!   `Never`), a created one started;
-//! * when every container has exited for good, the sidecars are stopped,
-//!   last first, so the pod can reach Succeeded/Failed.
+//! The rules are upstream's, in its order:
+//! * the sandbox: the newest ready one is used; without one a new one is
+//!   made (attempt + 1, the old ones stopped) unless nothing would run in
+//!   it (a `restartPolicy: Never` pod that ran, or an initialised pod with
+//!   no container left to start), and a new sandbox starts from the first
+//!   init container;
+//! * ephemeral containers start once, in a running sandbox, never again;
+//! * init containers are walked from the last one that ran back to the
+//!   first: a regular one must exit 0 before the next starts (a failed one
+//!   is restarted, or under `Never` the pod is killed), a sidecar must have
+//!   started (past its startup probe) and is kept running, restarted when
+//!   it exits, its liveness probe fails or its image changes; once a
+//!   container was made the pod is initialised and only sidecars are kept;
+//! * then each container: started when it has no instance, restarted per
+//!   `restartPolicy` when it exited (an unknown one killed first), killed
+//!   and restarted when its image changed (whatever the policy) or its
+//!   liveness/startup probe failed (not restarted under `Never`);
+//! * when nothing runs and nothing will, the pod is killed (sidecars and
+//!   sandbox stopped).
 //!
-//! Restarts carry when the previous instance finished, so the executor can
-//! apply the crash-loop back-off (as upstream's `doBackOff`, at execution).
-//! A start that the next decisions depend on (a sidecar that has no startup
-//! probe, so counts as started once running) is a *gate*: if it does not
-//! leave the container running, the executor stops there, as upstream
-//! waits for the next sync.
+//! Where rkube differs by design: a created container that never started
+//! is started rather than replaced by a new one (rkube has no container
+//! GC yet to collect the one left behind); instances of an older sandbox
+//! count as gone; a ready sandbox is kept whatever its IP. Restarts carry
+//! when the previous instance finished, so the executor applies the
+//! crash-loop back-off (as upstream's `doBackOff`, at execution).
 
 use std::collections::HashMap;
 
@@ -178,8 +180,6 @@ pub enum Step {
         attempt: u32,
         /// A restart: the back-off applies, counted from this.
         restart: Option<Finished>,
-        /// If it does not leave the container running, stop here.
-        gate: bool,
     },
     /// Start the created instance `id` of container `name`.
     StartCreated {
@@ -187,8 +187,6 @@ pub enum Step {
         name: String,
         /// The instance.
         id: String,
-        /// If it fails, stop here.
-        gate: bool,
     },
     /// Stop instance `id` of container `name` (its `preStop` hook first).
     Kill {
@@ -208,6 +206,9 @@ pub enum Step {
 pub struct PodActions {
     /// The sandbox.
     pub sandbox: SandboxAction,
+    /// Stop every container and the sandbox first (upstream's `KillPod`):
+    /// the pod is done, or its sandbox is replaced (the old ones stopped).
+    pub kill_pod: bool,
     /// What to do in it, in order.
     pub steps: Vec<Step>,
     /// Containers to report as waiting with `(reason, message)`.
@@ -215,9 +216,10 @@ pub struct PodActions {
 }
 
 impl PodActions {
-    fn observe_only(sandbox: SandboxAction) -> PodActions {
+    fn observe_only(sandbox: SandboxAction, kill_pod: bool) -> PodActions {
         PodActions {
             sandbox,
+            kill_pod,
             steps: Vec::new(),
             waiting: Vec::new(),
         }
@@ -234,27 +236,42 @@ pub fn should_restart(policy: &str, exit_code: i32) -> bool {
     }
 }
 
-/// Whether the pod still needs a sandbox. Not a `restartPolicy: Never` pod
-/// every container of which has exited (in any sandbox), nor, as
-/// upstream's `computePodActions`, a `Never` pod whose sandbox is gone
-/// after something ran in it: such a pod is not run again.
+/// Whether the pod still needs a sandbox. With a ready one: unless a
+/// `restartPolicy: Never` pod has run all its containers. Without one, as
+/// upstream's `computePodActions` decides whether to make a new one: not
+/// for a `Never` pod whose sandbox is gone after something ran in it, nor
+/// for a pod that was initialised (a container was made) and has no
+/// container left to start (under `OnFailure`, those that succeeded).
 pub fn needs_sandbox(pod: &Pod, seen: &Observed) -> bool {
     let Some(spec) = pod.spec.as_ref() else {
         return true;
     };
-    if restart_policy(pod) != "Never" {
-        return true;
+    let policy = restart_policy(pod);
+    let exited = |c: &Container| {
+        let state = seen.containers.get(&c.name).map(|x| x.state);
+        match state {
+            Some(InstanceState::Exited { exit_code, .. }) => Some(exit_code),
+            _ => None,
+        }
+    };
+    if seen.sandboxes.iter().any(|s| s.ready) {
+        let all_exited =
+            !spec.containers.is_empty() && spec.containers.iter().all(|c| exited(c).is_some());
+        return !(policy == "Never" && all_exited);
     }
-    let all_exited = !spec.containers.is_empty()
-        && spec.containers.iter().all(|c| {
-            seen.containers
-                .get(&c.name)
-                .is_some_and(|x| matches!(x.state, InstanceState::Exited { .. }))
-        });
-    let sandbox_lost = !seen.sandboxes.is_empty()
-        && !seen.sandboxes.iter().any(|s| s.ready)
-        && !seen.containers.is_empty();
-    !(all_exited || sandbox_lost)
+    if policy == "Never" && !seen.sandboxes.is_empty() && !seen.containers.is_empty() {
+        return false;
+    }
+    let initialised = spec
+        .containers
+        .iter()
+        .any(|c| seen.containers.contains_key(&c.name));
+    let to_start = spec
+        .containers
+        .iter()
+        .filter(|c| !(policy == "OnFailure" && exited(c) == Some(0)))
+        .count();
+    !(initialised && to_start == 0)
 }
 
 /// The plan for `pod` given what the runtime holds. `blocked`, when the
@@ -264,300 +281,449 @@ pub fn compute(pod: &Pod, seen: &Observed, blocked: Option<(&str, &str)>) -> Pod
     let spec = pod.spec.clone().unwrap_or_default();
     let policy = restart_policy(pod);
     let needed = needs_sandbox(pod, seen);
-    if needed {
-        if let Some((reason, message)) = blocked {
-            let waiting = spec
-                .init_containers
-                .iter()
-                .flatten()
-                .chain(&spec.containers)
-                .filter(|c| !seen.containers.contains_key(&c.name))
-                .map(|c| (c.name.clone(), reason.to_string(), message.to_string()))
-                .collect();
-            return PodActions {
-                sandbox: SandboxAction::Blocked,
-                steps: Vec::new(),
-                waiting,
-            };
-        }
+    if let (true, Some((reason, message))) = (needed, blocked) {
+        let waiting = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .filter(|c| !seen.containers.contains_key(&c.name))
+            .map(|c| (c.name.clone(), reason.to_string(), message.to_string()))
+            .collect();
+        return PodActions {
+            sandbox: SandboxAction::Blocked,
+            kill_pod: false,
+            steps: Vec::new(),
+            waiting,
+        };
     }
     let ready = seen
         .sandboxes
         .iter()
         .filter(|s| s.ready)
         .max_by_key(|s| s.created_at);
-    let sandbox = match ready {
-        Some(s) => SandboxAction::Use(s.id.clone()),
-        None if !needed => {
-            let newest = seen.sandboxes.iter().max_by_key(|s| s.created_at);
-            return PodActions::observe_only(SandboxAction::Finished(newest.map(|s| s.id.clone())));
-        }
-        None => SandboxAction::Create {
-            attempt: seen
-                .sandboxes
-                .iter()
-                .map(|s| s.attempt + 1)
-                .max()
-                .unwrap_or(0),
-            stop: seen.sandboxes.iter().map(|s| s.id.clone()).collect(),
-        },
-    };
-    // Instances in another sandbox than the one in use are of the past.
-    let current = ready.map(|s| s.id.as_str());
     let mut p = Planner {
         seen,
-        current,
+        current: ready.map(|s| s.id.as_str()),
+        policy,
         steps: Vec::new(),
     };
-    // Ephemeral containers start in a running sandbox, never in one made
-    // by this sync (as upstream: the next sync starts them).
-    for c in ephemeral_containers(pod)
-        .iter()
-        .filter(|_| current.is_some())
-    {
-        if !seen.containers.contains_key(&c.name) {
-            p.start(&c.name, Role::Ephemeral, 0, None, false);
+    let Some(ready) = ready else {
+        if !needed {
+            // Nothing will run again: whatever still runs is stopped.
+            let newest = seen.sandboxes.iter().max_by_key(|s| s.created_at);
+            let id = newest.map(|s| s.id.clone());
+            let running = seen
+                .containers
+                .values()
+                .any(|x| x.state == InstanceState::Running);
+            return PodActions::observe_only(SandboxAction::Finished(id), running);
         }
-    }
-    let all_done = p.finished_for_good(&spec.containers, policy);
-    let mut initialised = true;
-    for c in spec.init_containers.iter().flatten() {
-        if is_sidecar(c) {
-            if all_done {
-                // Not restarted once the containers are done.
-                continue;
+        // A new sandbox starts from the beginning: the first init
+        // container, else every container that is to run again.
+        match spec.init_containers.iter().flatten().next() {
+            Some(first) => {
+                let role = if is_sidecar(first) {
+                    Role::Sidecar
+                } else {
+                    Role::Init
+                };
+                p.start_again(first, role);
             }
-            let outcome = p.keep(c, Role::Sidecar, "Always");
-            if outcome.up {
-                continue;
-            }
-            initialised = false;
-            break;
-        }
-        if !p.init_container(c, policy) {
-            initialised = false;
-            break;
-        }
-    }
-    if initialised {
-        let mut live = 0;
-        for c in &spec.containers {
-            if p.keep(c, Role::Container, policy).live {
-                live += 1;
-            }
-        }
-        // Every container has exited for good: stop the sidecars too,
-        // last first.
-        if live == 0 {
-            for c in spec.init_containers.iter().flatten().rev() {
-                let running = seen
-                    .containers
-                    .get(&c.name)
-                    .filter(|x| x.state == InstanceState::Running);
-                if let (true, Some(x)) = (is_sidecar(c), running) {
-                    p.steps.push(Step::Kill {
-                        name: c.name.clone(),
-                        id: x.id.clone(),
-                        message: None,
-                        grace: Grace::Pod,
-                    });
+            None => {
+                for c in &spec.containers {
+                    if !(policy == "OnFailure" && p.succeeded(c)) {
+                        p.start_again(c, Role::Container);
+                    }
                 }
             }
         }
+        return PodActions {
+            sandbox: SandboxAction::Create {
+                attempt: seen
+                    .sandboxes
+                    .iter()
+                    .map(|s| s.attempt + 1)
+                    .max()
+                    .unwrap_or(0),
+                stop: seen.sandboxes.iter().map(|s| s.id.clone()).collect(),
+            },
+            kill_pod: !seen.sandboxes.is_empty(),
+            steps: p.steps,
+            waiting: Vec::new(),
+        };
+    };
+    let sandbox = SandboxAction::Use(ready.id.clone());
+    // Ephemeral containers may start before initialisation completes, and
+    // are never restarted.
+    for c in ephemeral_containers(pod) {
+        if !seen.containers.contains_key(&c.name) {
+            p.start(&c.name, Role::Ephemeral, 0, None);
+        }
+    }
+    let init = p.init_containers(&spec);
+    if init.kill_pod || !init.initialised {
+        // Initialisation failed for good, or is still in progress.
+        return PodActions {
+            sandbox,
+            kill_pod: init.kill_pod,
+            steps: if init.kill_pod { Vec::new() } else { p.steps },
+            waiting: Vec::new(),
+        };
+    }
+    let mut keep = 0;
+    let mut to_start = 0;
+    for c in &spec.containers {
+        match p.container(c) {
+            Kept::Running => keep += 1,
+            Kept::Starting => to_start += 1,
+            Kept::Done => {}
+        }
+    }
+    if keep == 0 && to_start == 0 {
+        // Nothing runs and nothing will: the pod is done (its sidecars
+        // are stopped with it, not restarted).
+        return PodActions {
+            sandbox,
+            kill_pod: true,
+            steps: Vec::new(),
+            waiting: Vec::new(),
+        };
     }
     PodActions {
         sandbox,
+        kill_pod: false,
         steps: p.steps,
         waiting: Vec::new(),
     }
 }
 
-/// What keeping one long-running container leads to.
-struct Kept {
-    /// It runs, is starting, or waits to restart (not done for good).
-    live: bool,
-    /// It is running and started (for a sidecar: the next init container
-    /// may start), assuming its gated steps succeed.
-    up: bool,
+/// What the init containers came to (upstream's
+/// `computeInitContainerActions`).
+struct InitOutcome {
+    /// Every init container has done its part: the containers may run.
+    initialised: bool,
+    /// A regular init container failed under `restartPolicy: Never`.
+    kill_pod: bool,
+}
+
+/// What a regular container came to.
+enum Kept {
+    /// Running, left alone.
+    Running,
+    /// To be started (again), killed first if need be.
+    Starting,
+    /// Exited for good (or killed without a restart).
+    Done,
 }
 
 struct Planner<'a> {
     seen: &'a Observed,
     current: Option<&'a str>,
+    policy: &'a str,
     steps: Vec<Step>,
 }
 
 impl Planner<'_> {
-    fn start(
-        &mut self,
-        name: &str,
-        role: Role,
-        attempt: u32,
-        restart: Option<Finished>,
-        gate: bool,
-    ) {
+    fn start(&mut self, name: &str, role: Role, attempt: u32, restart: Option<Finished>) {
         self.steps.push(Step::Start {
             name: name.to_string(),
             role,
             attempt,
             restart,
-            gate,
         });
     }
 
-    /// The instance of `name` in the sandbox in use.
+    fn kill(&mut self, c: &Container, x: &InstanceSeen, message: String, grace: Grace) {
+        self.steps.push(Step::Kill {
+            name: c.name.clone(),
+            id: x.id.clone(),
+            message: Some(message),
+            grace,
+        });
+    }
+
+    /// Starts `c` again after its newest instance (in any sandbox): the
+    /// next attempt, the back-off counted from when that instance
+    /// finished.
+    fn start_again(&mut self, c: &Container, role: Role) {
+        let (attempt, from) = match self.seen.containers.get(&c.name) {
+            None => (0, None),
+            Some(x) => {
+                let from = match x.state {
+                    InstanceState::Exited { finished_at, .. } => Finished::At(finished_at),
+                    _ => Finished::Now,
+                };
+                (x.attempt + 1, Some(from))
+            }
+        };
+        self.start(&c.name, role, attempt, from);
+    }
+
+    /// The instance of `name` in the sandbox in use (instances of an older
+    /// sandbox are of the past).
     fn current_instance(&self, name: &str) -> Option<&InstanceSeen> {
         let x = self.seen.containers.get(name)?;
         (Some(x.sandbox_id.as_str()) == self.current).then_some(x)
     }
 
-    /// Every container has exited in the sandbox in use and none is to be
-    /// restarted under `policy` (nothing keeps the pod alive).
-    fn finished_for_good(&self, containers: &[Container], policy: &str) -> bool {
-        if containers.is_empty() || policy == "Always" {
-            return false;
-        }
-        containers.iter().all(|c| {
-            matches!(
-                self.current_instance(&c.name).map(|x| x.state),
-                Some(InstanceState::Exited { exit_code, .. }) if !should_restart(policy, exit_code)
-            )
-        })
+    /// The newest instance of `c` exited 0.
+    fn succeeded(&self, c: &Container) -> bool {
+        let x = self.seen.containers.get(&c.name);
+        matches!(
+            x.map(|x| x.state),
+            Some(InstanceState::Exited { exit_code: 0, .. })
+        )
     }
 
-    /// A regular init container: true when it has completed (exited 0 in
-    /// the sandbox in use), else plans what it needs and returns false.
-    fn init_container(&mut self, c: &Container, policy: &str) -> bool {
-        match self.current_instance(&c.name).map(|x| (x.attempt, x.state)) {
-            Some((_, InstanceState::Exited { exit_code: 0, .. })) => return true,
-            Some((
+    /// The init containers, walked from the last one that ran back to the
+    /// first (those before the newest one with an instance have done
+    /// their part even if their instances are gone): which to start, kill
+    /// or wait for. Sidecars are kept running once they have started.
+    fn init_containers(&mut self, spec: &k8s_openapi::api::core::v1::PodSpec) -> InitOutcome {
+        let inits: Vec<&Container> = spec.init_containers.iter().flatten().collect();
+        // A container made in this sandbox and not exited: the pod was
+        // initialised (its init containers' instances may be gone).
+        let mut initialised = spec.containers.iter().any(|c| {
+            let state = self.current_instance(&c.name).map(|x| x.state);
+            matches!(state, Some(InstanceState::Created | InstanceState::Running))
+        });
+        let mut previously = initialised;
+        let mut starts: Vec<Step> = Vec::new();
+        let mut kills: Vec<Step> = Vec::new();
+        let restart_on_failure = self.policy != "Never";
+        for (i, c) in inits.iter().enumerate().rev() {
+            let sidecar = is_sidecar(c);
+            let start = |attempt: u32, restart: Option<Finished>| Step::Start {
+                name: c.name.clone(),
+                role: if sidecar { Role::Sidecar } else { Role::Init },
                 attempt,
+                restart,
+            };
+            let next_start = |me: &Self| {
+                let n = inits[i + 1];
+                let attempt = me.seen.containers.get(&n.name).map_or(0, |x| x.attempt + 1);
+                Step::Start {
+                    name: n.name.clone(),
+                    role: if is_sidecar(n) {
+                        Role::Sidecar
+                    } else {
+                        Role::Init
+                    },
+                    attempt,
+                    restart: None,
+                }
+            };
+            let Some(x) = self.current_instance(&c.name).cloned() else {
+                // Its instance is gone: a sidecar of an initialised pod is
+                // started again.
+                if previously && sidecar {
+                    let attempt = self
+                        .seen
+                        .containers
+                        .get(&c.name)
+                        .map_or(0, |x| x.attempt + 1);
+                    starts.push(start(attempt, None));
+                }
+                continue;
+            };
+            if previously && !sidecar {
+                // After initialisation only sidecars are kept running.
+                continue;
+            }
+            let kill = |message: String| Step::Kill {
+                name: c.name.clone(),
+                id: x.id.clone(),
+                message: Some(message),
+                grace: Grace::Pod,
+            };
+            match x.state {
+                InstanceState::Created => starts.push(Step::StartCreated {
+                    name: c.name.clone(),
+                    id: x.id.clone(),
+                }),
+                InstanceState::Running if sidecar => 'running: {
+                    let probe = x.probe.as_ref();
+                    if c.startup_probe.is_some() {
+                        match probe {
+                            // Its startup probe has not passed yet: wait.
+                            None => break 'running,
+                            Some(pr) if !pr.started => {
+                                if let Some(k) = pr.kill.as_ref().filter(|k| k.probe == "startup") {
+                                    kills.push(Step::Kill {
+                                        name: c.name.clone(),
+                                        id: x.id.clone(),
+                                        message: Some(format!(
+                                            "Init container {} failed startup probe",
+                                            c.name
+                                        )),
+                                        grace: k.grace_seconds.map_or(Grace::Pod, Grace::Seconds),
+                                    });
+                                    starts.push(start(x.attempt + 1, Some(Finished::Now)));
+                                }
+                                break 'running;
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                    // Started: the next one may start.
+                    if i + 1 == inits.len() {
+                        initialised = true;
+                    } else if !previously {
+                        starts.push(next_start(self));
+                    }
+                    if x.definition_changed {
+                        kills.push(kill(format!(
+                            "Init container {} definition changed",
+                            c.name
+                        )));
+                        starts.push(start(x.attempt + 1, Some(Finished::Now)));
+                    } else if let Some(k) = probe.and_then(|p| p.kill.as_ref()) {
+                        kills.push(Step::Kill {
+                            name: c.name.clone(),
+                            id: x.id.clone(),
+                            message: Some(format!(
+                                "Init container {} failed {} probe",
+                                c.name, k.probe
+                            )),
+                            grace: k.grace_seconds.map_or(Grace::Pod, Grace::Seconds),
+                        });
+                        starts.push(start(x.attempt + 1, Some(Finished::Now)));
+                    }
+                }
+                // A regular init container runs: wait for it.
+                InstanceState::Running => {}
                 InstanceState::Exited {
                     exit_code,
                     finished_at,
-                },
-            )) => {
-                if should_restart(policy, exit_code) {
-                    let restart = Some(Finished::At(finished_at));
-                    self.start(&c.name, Role::Init, attempt + 1, restart, false);
+                } => {
+                    if sidecar {
+                        starts.push(start(x.attempt + 1, Some(Finished::At(finished_at))));
+                    } else if exit_code != 0 {
+                        if !restart_on_failure {
+                            return InitOutcome {
+                                initialised: false,
+                                kill_pod: true,
+                            };
+                        }
+                        starts.push(start(x.attempt + 1, Some(Finished::At(finished_at))));
+                    } else if i + 1 == inits.len() {
+                        initialised = true;
+                    } else {
+                        starts.push(next_start(self));
+                    }
+                }
+                InstanceState::Unknown => {
+                    if !sidecar && !restart_on_failure {
+                        return InitOutcome {
+                            initialised: false,
+                            kill_pod: true,
+                        };
+                    }
+                    kills.push(kill(format!(
+                        "Init container {} is in unknown state, try killing it before restart",
+                        c.name
+                    )));
+                    starts.push(start(x.attempt + 1, Some(Finished::Now)));
                 }
             }
-            // Running or created: wait for it.
-            Some(_) => {}
-            None => {
-                let attempt = self
-                    .seen
-                    .containers
-                    .get(&c.name)
-                    .map_or(0, |x| x.attempt + 1);
-                self.start(&c.name, Role::Init, attempt, None, false);
-            }
+            previously = true;
         }
-        false
+        if let (false, Some(&first)) = (previously, inits.first()) {
+            // No init container has run yet: the first one starts.
+            let attempt = self
+                .seen
+                .containers
+                .get(&first.name)
+                .map_or(0, |x| x.attempt + 1);
+            starts.push(Step::Start {
+                name: first.name.clone(),
+                role: if is_sidecar(first) {
+                    Role::Sidecar
+                } else {
+                    Role::Init
+                },
+                attempt,
+                restart: None,
+            });
+        }
+        // Walked backwards: start them in spec order, after the kills.
+        starts.reverse();
+        self.steps.extend(kills);
+        self.steps.extend(starts);
+        InitOutcome {
+            initialised: initialised || inits.is_empty(),
+            kill_pod: false,
+        }
     }
 
-    /// Keeps a long-running container (a regular one under the pod's
-    /// `policy`, or a sidecar under `Always`).
-    fn keep(&mut self, c: &Container, role: Role, policy: &str) -> Kept {
-        // A sidecar counts as started once running only without a startup
-        // probe; with one, the next sync sees what its probe says.
-        let gate = role == Role::Sidecar && c.startup_probe.is_none();
-        let fresh = Kept {
-            live: true,
-            up: gate,
-        };
-        let Some(x) = self.seen.containers.get(&c.name) else {
-            self.start(&c.name, role, 0, None, gate);
-            return fresh;
+    /// One regular container once the pod is initialised (upstream's
+    /// loop over `spec.containers`).
+    fn container(&mut self, c: &Container) -> Kept {
+        let restart_on_failure = self.policy != "Never";
+        let Some(x) = self.seen.containers.get(&c.name).cloned() else {
+            self.start(&c.name, Role::Container, 0, None);
+            return Kept::Starting;
         };
         let same = Some(x.sandbox_id.as_str()) == self.current;
-        let running = x.state == InstanceState::Running;
-        if running && same && x.definition_changed {
-            // A new image: killed and started again whatever the policy.
-            self.steps.push(Step::Kill {
-                name: c.name.clone(),
-                id: x.id.clone(),
-                message: Some(format!(
-                    "Container {} definition changed, will be restarted",
-                    c.name
-                )),
-                grace: Grace::Pod,
-            });
-            self.start(&c.name, role, x.attempt + 1, Some(Finished::Now), gate);
-            return fresh;
-        }
-        if running && same {
-            let probe = x.probe.as_ref();
-            let Some(kill) = probe.and_then(|p| p.kill.as_ref()) else {
-                let started = probe.map_or(c.startup_probe.is_none(), |p| p.started);
-                return Kept {
-                    live: true,
-                    up: started,
-                };
+        if !(same && x.state == InstanceState::Running) {
+            // Not running (here): started again as upstream's
+            // `ShouldContainerBeRestarted` says.
+            let restart = match x.state {
+                // Upstream makes a new one; rkube starts the one made.
+                InstanceState::Created if same => {
+                    self.steps.push(Step::StartCreated {
+                        name: c.name.clone(),
+                        id: x.id.clone(),
+                    });
+                    return Kept::Starting;
+                }
+                InstanceState::Unknown if same => {
+                    self.kill(
+                        c,
+                        &x,
+                        format!(
+                            "Container {} is in unknown state, try killing it before restart",
+                            c.name
+                        ),
+                        Grace::Pod,
+                    );
+                    true
+                }
+                InstanceState::Exited { exit_code, .. } => should_restart(self.policy, exit_code),
+                // Running, created or unknown in an older sandbox.
+                _ => should_restart(self.policy, 1),
             };
-            let restart = policy != "Never";
-            self.steps.push(Step::Kill {
-                name: c.name.clone(),
-                id: x.id.clone(),
-                message: Some(format!(
-                    "Container {} failed {} probe{}",
-                    c.name,
-                    kill.probe,
-                    if restart { ", will be restarted" } else { "" }
-                )),
-                grace: kill.grace_seconds.map_or(Grace::Pod, Grace::Seconds),
-            });
             if !restart {
-                return Kept {
-                    live: false,
-                    up: false,
-                };
+                return Kept::Done;
             }
-            self.start(&c.name, role, x.attempt + 1, Some(Finished::Now), gate);
-            return fresh;
+            self.start_again(c, Role::Container);
+            return Kept::Starting;
         }
-        if x.state == InstanceState::Unknown && same {
-            // As upstream: killed first, then started again whatever the
-            // policy (`ShouldContainerBeRestarted` restarts unknown ones).
-            self.steps.push(Step::Kill {
-                name: c.name.clone(),
-                id: x.id.clone(),
-                message: Some(format!(
-                    "Container {} is in unknown state, try killing it before restart",
-                    c.name
-                )),
-                grace: Grace::Pod,
-            });
-            self.start(&c.name, role, x.attempt + 1, Some(Finished::Now), gate);
-            return fresh;
-        }
-        let exited = match x.state {
-            InstanceState::Exited {
-                exit_code,
-                finished_at,
-            } => Some((exit_code, finished_at)),
-            _ => None,
+        let (message, grace, restart) = if x.definition_changed {
+            // Restarted whatever the policy: the spec changed.
+            (
+                format!("Container {} definition changed", c.name),
+                Grace::Pod,
+                true,
+            )
+        } else if let Some(k) = x.probe.as_ref().and_then(|p| p.kill.as_ref()) {
+            let grace = k.grace_seconds.map_or(Grace::Pod, Grace::Seconds);
+            let message = format!("Container {} failed {} probe", c.name, k.probe);
+            (message, grace, restart_on_failure)
+        } else {
+            return Kept::Running;
         };
-        if exited.is_some() || !same {
-            let code = exited.map_or(1, |(code, _)| code);
-            if should_restart(policy, code) {
-                let from = exited.map_or(Finished::Now, |(_, at)| Finished::At(at));
-                self.start(&c.name, role, x.attempt + 1, Some(from), gate);
-                return fresh;
-            }
+        let message = match restart {
+            true => format!("{message}, will be restarted"),
+            false => message,
+        };
+        self.kill(c, &x, message, grace);
+        if !restart {
+            return Kept::Done;
         }
-        if x.state == InstanceState::Created {
-            self.steps.push(Step::StartCreated {
-                name: c.name.clone(),
-                id: x.id.clone(),
-                gate,
-            });
-            return fresh;
-        }
-        Kept {
-            live: false,
-            up: false,
-        }
+        self.start(&c.name, Role::Container, x.attempt + 1, Some(Finished::Now));
+        Kept::Starting
     }
 }
 

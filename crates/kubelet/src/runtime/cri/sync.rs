@@ -5,7 +5,7 @@
 //! crash-loop back-off to restarts (as upstream's `doBackOff`) and records
 //! what failed as the container's waiting reason.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -14,11 +14,11 @@ use kube::ResourceExt;
 use rkube_cri::v1;
 
 use super::plan::{
-    self, Finished, Grace, InstanceSeen, InstanceState, Observed, ProbeKill, ProbeSeen,
+    self, Finished, Grace, InstanceSeen, InstanceState, Observed, ProbeKill, ProbeSeen, Role,
     SandboxAction, SandboxSeen, Step,
 };
 use super::spec;
-use super::{err, latest, lock, CriRuntime, Override, Sandbox};
+use super::{err, latest, lock, CriRuntime, Override, Sandbox, RELIST};
 use crate::pod::{ephemeral_containers, termination_grace};
 use crate::runtime::{PodObservation, RuntimeError};
 
@@ -133,50 +133,92 @@ impl CriRuntime {
     }
 
     /// Gathers, plans and executes one sync of `pod`, then observes it.
+    /// Upstream syncs a pod again on the runtime's events (an init
+    /// container started); rkube plans again at once while starting init
+    /// containers makes progress, at most once per init container, and
+    /// never tries a container twice in one sync.
     pub(super) async fn sync(&self, pod: &Pod) -> Result<PodObservation, RuntimeError> {
         let is_static = crate::pod::is_static(pod);
-        let seen = self.gather(pod).await?;
-        let blocked = match plan::needs_sandbox(pod, &seen) {
-            true => self.blocked(pod, is_static).await,
-            false => None,
-        };
-        let actions = plan::compute(pod, &seen, blocked.as_ref().map(|(r, m)| (*r, m.as_str())));
+        let spec = pod.spec.clone().unwrap_or_default();
+        let rounds = spec.init_containers.as_ref().map_or(0, Vec::len) + 1;
         let mut out = Outcome::default();
-        for (name, reason, message) in actions.waiting {
-            out.wait(&name, reason, message);
-        }
-        let attempt_of = |id: &str| {
-            seen.sandboxes
-                .iter()
-                .find(|s| s.id == id)
-                .map_or(0, |s| s.attempt)
-        };
-        let sb = match actions.sandbox {
-            SandboxAction::Blocked => {
-                if let Some((_, message)) = &blocked {
-                    tracing::warn!(pod = %pod.name_any(), %message, "pod cannot start");
+        let mut tried: HashSet<String> = HashSet::new();
+        let mut round = 0;
+        loop {
+            round += 1;
+            let seen = self.gather(pod).await?;
+            let blocked = match plan::needs_sandbox(pod, &seen) {
+                true => self.blocked(pod, is_static).await,
+                false => None,
+            };
+            let actions =
+                plan::compute(pod, &seen, blocked.as_ref().map(|(r, m)| (*r, m.as_str())));
+            for (name, reason, message) in actions.waiting {
+                out.wait(&name, reason, message);
+            }
+            let attempt_of = |id: &str| {
+                seen.sandboxes
+                    .iter()
+                    .find(|s| s.id == id)
+                    .map_or(0, |s| s.attempt)
+            };
+            let sb = match actions.sandbox {
+                SandboxAction::Blocked => {
+                    if let Some((_, message)) = &blocked {
+                        tracing::warn!(pod = %pod.name_any(), %message, "pod cannot start");
+                    }
+                    let wake = Some(BLOCKED_RESYNC);
+                    return self.observe(pod, &out.overrides, None, wake).await;
                 }
-                let wake = Some(BLOCKED_RESYNC);
-                return self.observe(pod, &out.overrides, None, wake).await;
+                SandboxAction::Finished(_) if actions.kill_pod => {
+                    let mut obs = self.kill(pod, termination_grace(pod)).await?;
+                    obs.resync_after = Some(RELIST);
+                    return Ok(obs);
+                }
+                SandboxAction::Finished(id) => {
+                    let sb = match id {
+                        Some(id) => Some(
+                            self.existing_sandbox(pod, &id, attempt_of(&id), false, is_static)
+                                .await?,
+                        ),
+                        None => None,
+                    };
+                    return self.observe(pod, &out.overrides, sb.as_ref(), None).await;
+                }
+                // The pod is done: everything stops, the sandbox too.
+                SandboxAction::Use(_) if actions.kill_pod => {
+                    tracing::info!(pod = %pod.name_any(), "every container has finished; stopping the pod");
+                    let mut obs = self.kill(pod, termination_grace(pod)).await?;
+                    obs.resync_after = Some(RELIST);
+                    return Ok(obs);
+                }
+                SandboxAction::Use(id) => {
+                    self.existing_sandbox(pod, &id, attempt_of(&id), true, is_static)
+                        .await?
+                }
+                SandboxAction::Create { attempt, stop } => {
+                    self.create_sandbox(pod, attempt, &stop, is_static).await?
+                }
+            };
+            let progress = self
+                .execute(pod, &actions.steps, &sb, &mut tried, &mut out)
+                .await?;
+            if !progress || round >= rounds {
+                return self.observe(pod, &out.overrides, Some(&sb), out.wake).await;
             }
-            SandboxAction::Finished(id) => {
-                let sb = match id {
-                    Some(id) => Some(
-                        self.existing_sandbox(pod, &id, attempt_of(&id), false, is_static)
-                            .await?,
-                    ),
-                    None => None,
-                };
-                return self.observe(pod, &out.overrides, sb.as_ref(), None).await;
-            }
-            SandboxAction::Use(id) => {
-                self.existing_sandbox(pod, &id, attempt_of(&id), true, is_static)
-                    .await?
-            }
-            SandboxAction::Create { attempt, stop } => {
-                self.create_sandbox(pod, attempt, &stop, is_static).await?
-            }
-        };
+        }
+    }
+
+    /// Executes a plan's steps in order; true when an init container or
+    /// sidecar started (the next plan may go further).
+    async fn execute(
+        &self,
+        pod: &Pod,
+        steps: &[Step],
+        sb: &Sandbox,
+        tried: &mut HashSet<String>,
+        out: &mut Outcome,
+    ) -> Result<bool, RuntimeError> {
         let ephemeral = ephemeral_containers(pod);
         let spec = pod.spec.clone().unwrap_or_default();
         let container = |name: &str| {
@@ -187,27 +229,34 @@ impl CriRuntime {
                 .chain(&ephemeral)
                 .find(|c| c.name == name)
         };
-        for step in &actions.steps {
-            let ok = match step {
+        let mut progress = false;
+        for step in steps {
+            match step {
                 Step::Start {
                     name,
+                    role,
                     attempt,
                     restart,
-                    ..
-                } => match container(name) {
-                    Some(c) => {
-                        self.start_step(pod, c, *attempt, *restart, &sb, &mut out)
-                            .await
+                } => {
+                    let Some(c) = container(name) else { continue };
+                    if !tried.insert(name.clone()) {
+                        continue;
                     }
-                    None => false,
-                },
-                Step::StartCreated { name, id, .. } => match self.cri.start_container(id).await {
-                    Ok(()) => true,
-                    Err(e) => {
-                        out.wait(name, "RunContainerError".into(), e.to_string());
-                        false
+                    let started = self.start_step(pod, c, *attempt, *restart, sb, out).await;
+                    progress |= started && matches!(role, Role::Init | Role::Sidecar);
+                }
+                Step::StartCreated { name, id } => {
+                    if !tried.insert(name.clone()) {
+                        continue;
                     }
-                },
+                    match self.cri.start_container(id).await {
+                        Ok(()) => {
+                            let init = spec.init_containers.iter().flatten();
+                            progress |= init.into_iter().any(|c| &c.name == name);
+                        }
+                        Err(e) => out.wait(name, "RunContainerError".into(), e.to_string()),
+                    }
+                }
                 Step::Kill {
                     name,
                     id,
@@ -227,18 +276,10 @@ impl CriRuntime {
                             .await?;
                     }
                     self.probes.remove(&uid, name);
-                    true
                 }
-            };
-            let gate = matches!(
-                step,
-                Step::Start { gate: true, .. } | Step::StartCreated { gate: true, .. }
-            );
-            if gate && !ok {
-                break;
             }
         }
-        self.observe(pod, &out.overrides, Some(&sb), out.wake).await
+        Ok(progress)
     }
 
     /// Starts attempt `attempt` of `c`; a restart waits out its back-off
