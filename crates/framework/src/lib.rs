@@ -10,6 +10,7 @@ pub mod diagnosis;
 pub mod events;
 pub mod explain;
 pub mod extension_points;
+pub mod failure;
 pub mod framework;
 pub use rkube_util::fast_hash;
 pub mod in_memory;
@@ -34,6 +35,7 @@ pub use events::{
 };
 pub use explain::{explain, Explanation};
 pub use extension_points::FrameworkHandle;
+pub use failure::Failure;
 pub use framework::{Factory, Framework, FrameworkError, Point, Registry};
 pub use metrics::{MetricsRecorder, Recorder};
 pub use node_info::{HostPortInfo, ImageStateSummary, NodeInfo};

@@ -17,7 +17,6 @@
 //!                                     crate::events), PodScheduled
 //! ```
 
-use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,8 +24,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1 as core;
 use kube::ResourceExt;
 use rkube_framework::{
-    binding, Binder, ClaimApi, Code, CycleState, Framework, HostClock, Listers, Outcome, Point,
-    Scheduler, Status, VolumeApi,
+    binding, Binder, ClaimApi, Code, CycleState, Failure, Framework, HostClock, Listers, Outcome,
+    Point, Scheduler, VolumeApi,
 };
 use rkube_model::decision::DecisionMark;
 use rkube_model::volumes::{Pv, Pvc, Volumes};
@@ -86,45 +85,6 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut sched
             *n -= 1;
         }
         scheduling_cycle(&shared, &writer, &mut scheduler, qp);
-    }
-}
-
-/// Why an attempt failed, as the failure handler needs it.
-struct Failure {
-    /// `Unschedulable` or `SchedulerError` (the condition's reason).
-    reason: &'static str,
-    /// The FailedScheduling message.
-    message: String,
-    /// The pod's nomination after the attempt (see
-    /// [`rkube_framework::Nominator::record_failure`]).
-    nominated_node: Option<String>,
-    /// Pods preemption chose to evict from the nominated node.
-    victims: Vec<Arc<Pod>>,
-    /// Back to the unschedulable pool (a plugin rejected the pod) rather
-    /// than to backoff.
-    unschedulable: bool,
-    /// The plugins that rejected the pod (their events requeue it).
-    rejectors: BTreeSet<&'static str>,
-    /// Write the event and the condition (upstream writes neither when
-    /// every Bind plugin skipped).
-    report: bool,
-}
-
-impl Failure {
-    /// A failed status from Reserve, Permit or the binding cycle (its
-    /// message already final): the nomination is cleared.
-    fn from_status(s: &Status, unschedulable: bool) -> Self {
-        Failure {
-            reason: binding::failure_reason(s),
-            message: s.message(),
-            nominated_node: Some(String::new()),
-            victims: Vec::new(),
-            unschedulable: unschedulable && s.is_rejected(),
-            rejectors: BTreeSet::from_iter(
-                (s.is_rejected() && !s.plugin.is_empty()).then_some(s.plugin),
-            ),
-            report: s.code != Code::Skip,
-        }
     }
 }
 
@@ -209,47 +169,27 @@ fn scheduling_cycle(
                         });
                     });
                 }
-                Err(failure) => handle_failure(shared, writer, &attempt, failure),
+                Err(failure) => handle_failure(shared, writer, &attempt, *failure),
             }
         }
-        Outcome::Unschedulable {
-            diagnosis,
-            message,
-            nominated_node,
-            victims,
-        } => {
-            tracing::debug!(pod = %pod.key(), %message, "unable to schedule pod; waiting");
-            let preemption = fw
-                .plugins(Point::PostFilter)
-                .iter()
-                .any(|p| p.name() == "DefaultPreemption");
-            if preemption {
-                shared.metrics.preemption(victims.len());
+        failed => {
+            let Some(failure) = Failure::from_outcome(failed) else {
+                return;
+            };
+            if failure.unschedulable {
+                tracing::debug!(pod = %pod.key(), message = %failure.message, "unable to schedule pod; waiting");
+                let preemption = fw
+                    .plugins(Point::PostFilter)
+                    .iter()
+                    .any(|p| p.name() == "DefaultPreemption");
+                if preemption {
+                    shared.metrics.preemption(failure.victims.len());
+                }
+            } else {
+                tracing::warn!(pod = %pod.key(), message = %failure.message, "error scheduling pod; retrying");
             }
-            let failure = Failure {
-                reason: "Unschedulable",
-                message,
-                nominated_node,
-                victims,
-                unschedulable: true,
-                rejectors: diagnosis.unschedulable_plugins,
-                report: true,
-            };
-            deallocate_claims(writer, diagnosis.deallocated_claims, &pod.uid);
-            delete_claims(writer, diagnosis.deleted_claims);
-            handle_failure(shared, writer, &attempt, failure);
-        }
-        Outcome::Error(s) => {
-            tracing::warn!(pod = %pod.key(), message = %s.message(), "error scheduling pod; retrying");
-            let failure = Failure {
-                reason: "SchedulerError",
-                message: s.message(),
-                nominated_node: None,
-                victims: Vec::new(),
-                unschedulable: false,
-                rejectors: BTreeSet::new(),
-                report: true,
-            };
+            deallocate_claims(writer, failure.deallocated_claims.clone(), &pod.uid);
+            delete_claims(writer, failure.deleted_claims.clone());
             handle_failure(shared, writer, &attempt, failure);
         }
     }
@@ -264,7 +204,7 @@ fn assume_reserve_permit(
     pod: &Pod,
     node: &str,
     mut state: CycleState,
-) -> Result<(CycleState, Arc<Pod>), Failure> {
+) -> Result<(CycleState, Arc<Pod>), Box<Failure>> {
     let assumed = binding::assumed_pod(pod, node);
     let uid = pod.uid.clone();
     let mut st = shared.lock();
@@ -281,7 +221,7 @@ fn assume_reserve_permit(
     } else {
         s
     };
-    Err(Failure::from_status(&s, true))
+    Err(Box::new(Failure::from_status(&s, true)))
 }
 
 /// The binding cycle (upstream's `bindingCycle`), on a blocking thread:
@@ -393,8 +333,8 @@ fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failur
         attempt.started.elapsed().as_secs_f64(),
     );
     let uid = attempt.entry.model.uid.clone();
-    let target = f.nominated_node.clone().unwrap_or_default();
-    let preempting = !f.victims.is_empty() && !target.is_empty();
+    let target = f.preemption_target().unwrap_or_default().to_string();
+    let preempting = f.preemption_target().is_some();
     let (victims, cleared) = {
         let mut st = shared.lock();
         let Some(latest) = st.pending_pod(&shared.profiles, &uid) else {
@@ -410,9 +350,8 @@ fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failur
         } else {
             Vec::new()
         };
-        let cleared: Vec<Arc<core::Pod>> = st
-            .nominator
-            .record_failure(&latest, f.nominated_node.as_deref(), preempting)
+        let cleared: Vec<Arc<core::Pod>> = f
+            .record(&mut st.nominator, &latest)
             .iter()
             .filter_map(|p| st.pods.get(&p.uid).map(|e| e.raw.clone()))
             .collect();

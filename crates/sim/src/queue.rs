@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use rkube_framework::Outcome;
+use rkube_framework::{Failure, Outcome};
 use rkube_framework::{Framework, Nominator, Scheduler, Snapshot};
 use rkube_model::Pod;
 
@@ -193,50 +193,78 @@ impl<'p> Queue<'p> {
             }
             Outcome::Unschedulable {
                 message,
+                diagnosis,
                 nominated_node,
                 victims,
-                diagnosis,
             } => {
-                // PostFilter deallocated idle claims: the claims' update
-                // makes the pod schedulable again, so it is retried.
-                let deallocated = deallocate_claims(snapshot, &diagnosis.deallocated_claims)
-                    | delete_claims(snapshot, &diagnosis.deleted_claims);
-                let target = nominated_node.clone().unwrap_or_default();
-                let preempting = !victims.is_empty() && !target.is_empty();
-                if preempting {
-                    self.execute_preemption(snapshot, current, &target, victims, pass, placed_at)?;
-                }
-                let cleared =
-                    self.nominator
-                        .record_failure(current, nominated_node.as_deref(), preempting);
-                self.cleared.extend(cleared.iter().map(|p| p.uid.clone()));
-                if let Some(n) = nominated_node {
-                    current.nominated_node_name = n;
-                }
-                if (preempting || deallocated) && retry_allowed {
-                    return Ok(Attempt::Retry);
-                }
-                Ok(Attempt::Pending(Placement {
-                    nominated_node: (!current.nominated_node_name.is_empty())
-                        .then(|| current.nominated_node_name.clone()),
-                    explain: explanation,
-                    ..pending(current, message)
-                }))
+                let f = Failure::unschedulable(message, diagnosis, nominated_node, victims);
+                self.failed(
+                    snapshot,
+                    current,
+                    f,
+                    explanation,
+                    retry_allowed,
+                    pass,
+                    placed_at,
+                )
             }
             Outcome::Error(s) => {
                 // A plugin's internal error (e.g. a device pool being
                 // updated) ends upstream's cycle: the pod stays pending
                 // with the error as its condition's message (reason
                 // SchedulerError) and its nomination cleared.
-                let cleared = self.nominator.record_failure(current, Some(""), false);
-                self.cleared.extend(cleared.iter().map(|p| p.uid.clone()));
-                current.nominated_node_name.clear();
-                Ok(Attempt::Pending(Placement {
-                    explain: explanation,
-                    ..pending(current, s.message())
-                }))
+                let f = Failure::error(&s);
+                self.failed(
+                    snapshot,
+                    current,
+                    f,
+                    explanation,
+                    retry_allowed,
+                    pass,
+                    placed_at,
+                )
             }
         }
+    }
+
+    /// Executes a failed attempt: PostFilter's claims freed, preemption's
+    /// victims evicted, the nominations recorded; the pod retried at once
+    /// when that changed the cluster for it.
+    #[allow(clippy::too_many_arguments)]
+    fn failed(
+        &mut self,
+        snapshot: &mut Snapshot,
+        current: &mut Pod,
+        f: Failure,
+        explanation: Option<rkube_report::PodExplanation>,
+        retry_allowed: bool,
+        pass: &mut Pass,
+        placed_at: &HashMap<String, usize>,
+    ) -> Result<Attempt, SimError> {
+        // PostFilter deallocated idle claims: the claims' update
+        // makes the pod schedulable again, so it is retried.
+        let deallocated = deallocate_claims(snapshot, &f.deallocated_claims)
+            | delete_claims(snapshot, &f.deleted_claims);
+        let preempting = f.preemption_target().is_some();
+        if let Some(target) = f.preemption_target() {
+            let target = target.to_string();
+            let victims = f.victims.clone();
+            self.execute_preemption(snapshot, current, &target, victims, pass, placed_at)?;
+        }
+        let cleared = f.record(&mut self.nominator, current);
+        self.cleared.extend(cleared.iter().map(|p| p.uid.clone()));
+        if let Some(n) = &f.nominated_node {
+            current.nominated_node_name = n.clone();
+        }
+        if (preempting || deallocated) && retry_allowed {
+            return Ok(Attempt::Retry);
+        }
+        Ok(Attempt::Pending(Placement {
+            nominated_node: (!current.nominated_node_name.is_empty())
+                .then(|| current.nominated_node_name.clone()),
+            explain: explanation,
+            ..pending(current, f.message)
+        }))
     }
 
     /// The preemption executor: evicts the victims from the target node

@@ -25,8 +25,9 @@ pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 /// The annotation naming the static pod a mirror pod mirrors (its value is
-/// the static pod's UID, the config hash).
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// the static pod's UID, the config hash); the scheduler's model reads the
+/// same constant.
+pub use rkube_model::convert::MIRROR_POD_ANNOTATION as MIRROR_ANNOTATION;
 
 /// The uid of the static pod `pod` mirrors, if it is a mirror pod.
 pub fn mirror_of(pod: &Pod) -> Option<String> {

@@ -185,9 +185,11 @@ impl CriRuntime {
                     };
                     return self.observe(pod, &out.overrides, sb.as_ref(), None).await;
                 }
-                // The pod is done: everything stops, the sandbox too.
+                // Nothing more will run (the containers are done, or an
+                // init container failed under `Never`): everything stops,
+                // the sandbox too.
                 SandboxAction::Use(_) if actions.kill_pod => {
-                    tracing::info!(pod = %pod.name_any(), "every container has finished; stopping the pod");
+                    tracing::info!(pod = %pod.name_any(), "nothing more will run; stopping the pod");
                     let mut obs = self.kill(pod, termination_grace(pod)).await?;
                     obs.resync_after = Some(RELIST);
                     return Ok(obs);
