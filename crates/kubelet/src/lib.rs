@@ -1,31 +1,28 @@
 //! `rkube kubelet`: a node agent. It registers its Node(s), keeps the node
 //! Lease in `kube-node-lease` renewed, reports node status, and runs the
-//! pods bound to its node(s) through a [`runtime::Runtime`].
+//! pods bound to its node(s) through a [`runtime::Runtime`]. Organised as
+//! upstream's `pkg/kubelet` managers, one room each (CONTRIBUTING.md,
+//! "The kubelet's rooms", has the floors and what each may call):
 //!
-//! * [`options`], [`config`]: flags and KubeletConfiguration v1beta1.
-//! * [`node`], [`nodes`], [`machine`]: the Node object and registration.
-//! * [`heartbeat`] ([`lease`], [`status`], [`schedule`], [`capacity`]): one
-//!   task registers, renews every lease and posts every node status, spread
-//!   over the interval.
-//! * [`pods`]: one watch, one worker per pod, one batched status writer.
-//! * [`runtime`]: the trait, and the sim runtime (`--runtime sim`), with
-//!   which one process can host thousands of fake nodes (`--nodes N`).
-//! * [`server`]: `/healthz` and `/metrics` in plain HTTP.
-//!
-//! * [`runtime::cri`]: the CRI runtime (`--runtime cri`, containerd), with
-//!   [`probe`]s; [`api`]: the HTTPS kubelet API on `port`;
-//!   [`static_pods`]: pods from `staticPodPath` with mirror pods.
-//!
-//! * [`eviction`]: hard-threshold eviction (`evictionHard`): pressure
-//!   conditions and one eviction per round, signals from the machine (CRI)
+//! * [`options`], [`config`]: flags and KubeletConfiguration v1beta1;
+//!   [`metrics`], [`events`], [`logs`], [`backoff`]: shared by the rooms.
+//! * [`pod`]: pod-level facts every manager reads.
+//! * [`node`]: the Node object, registration, the status setters and the
+//!   heartbeat (leases and node status, spread over the interval).
+//! * [`pods`]: one watch, one worker per pod, one batched status writer,
+//!   static pods with mirror pods.
+//! * [`runtime`]: the trait, the sim runtime (`--runtime sim`, thousands of
+//!   fake nodes in one process) and [`runtime::cri`] (`--runtime cri`,
+//!   containerd): a pure plan per sync and its execution.
+//! * [`images`], [`volumes`], [`prober`]: pulling images, setting up
+//!   ConfigMap/Secret/downwardAPI/projected volumes and emptyDirs, probes.
+//! * [`eviction`]: hard-threshold eviction, signals from the machine (CRI)
 //!   or a `--sim-signals` file (sim).
-//!
-//! * [`volumes`]: ConfigMap, Secret, downwardAPI and projected volumes
-//!   (ServiceAccount tokens through the TokenRequest API), `subPath`
-//!   beneath its volume, tmpfs emptyDirs.
+//! * [`server`]: the HTTPS kubelet API on `port`, and `/healthz` +
+//!   `/metrics` in plain HTTP.
 //!
 //! Not yet: soft eviction, PersistentVolumeClaim and other volume types
-//! (refused, not skipped), exec/attach/port-forward.
+//! (refused, not skipped).
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]

@@ -1,7 +1,12 @@
-//! The Node object: what a node looks like ([`NodeDesc`]), the object the
-//! kubelet creates, and registration — create, or on `AlreadyExists`
-//! reconcile the existing Node (keep it, re-apply the labels the kubelet
-//! owns), as upstream's `registerWithAPIServer` does.
+//! The node manager: what a node looks like ([`NodeDesc`], built by
+//! [`descs`] from the machine ([`machine`], [`capacity`]) or a sim
+//! template), the Node object the kubelet creates, and registration —
+//! create, or on `AlreadyExists` reconcile the existing Node (keep it,
+//! re-apply the labels the kubelet owns), as upstream's
+//! `registerWithAPIServer` does. The [`heartbeat`] renews every [`lease`]
+//! and posts node status built by the setters in [`status`] (with the
+//! eviction manager's [`pressure`]), spread over the interval by
+//! [`schedule`]; [`resource_slices`] publishes sim nodes' ResourceSlices.
 
 pub mod capacity;
 pub mod descs;
