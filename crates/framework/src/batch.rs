@@ -43,9 +43,9 @@ use serde_json::Value;
 
 use crate::cycle_state::CycleState;
 use crate::extension_points::{self, ActiveScore, ScoreTable};
-use crate::framework::{Framework, Point};
+use crate::framework::Framework;
 use crate::node_info::NodeInfo;
-use crate::plugin::Plugin;
+pub use crate::plugin::{SignPlugin, Signature, Signed};
 use crate::snapshot::Snapshot;
 use crate::sorted_nodes;
 use crate::status::Code;
@@ -55,60 +55,6 @@ pub const MAX_BATCH_AGE: Duration = Duration::from_millis(500);
 
 /// The fragment key of the `schedulerName` the framework adds.
 const SCHEDULER_NAME_KEY: &str = "v1.Pod.Spec.SchedulerName";
-
-/// A plugin's answer to upstream's `SignPod`.
-pub enum Signed {
-    /// The pod's fragments under this plugin (key, value); none is fine.
-    Fragments(Vec<(&'static str, Value)>),
-    /// The pod cannot be batched (upstream's Unschedulable status).
-    Refused,
-    /// Signing failed (upstream's Error status; the pod is unbatchable).
-    Error(String),
-}
-
-/// Upstream's `SignPlugin`: what a pod looks like to a plugin, so that two
-/// pods with equal fragments fit and score alike on every node.
-pub trait SignPlugin: Send + Sync {
-    /// The pod's fragments; `snapshot` is the cluster the plugin knows
-    /// (NodeResourcesFit asks whether a DeviceClass serves a request).
-    fn sign(&self, pod: &Pod, snapshot: &Snapshot) -> Signed;
-    /// True when this plugin, as configured, refuses every pod (e.g.
-    /// PodTopologySpread with default constraints): the profile then never
-    /// signs, and is spared asking the others.
-    fn refuses_every_pod(&self) -> bool {
-        false
-    }
-}
-
-/// A pod's signature: canonical JSON of its fragments, compared whole.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Signature(pub String);
-
-/// The plugins whose signatures make up a profile's, or `None` when the
-/// profile signs no pod: every PreFilter, Filter, PreScore and Score plugin
-/// once, in that order (upstream's `computeBatchablePlugins`).
-pub(crate) fn signers(
-    points: &dyn Fn(Point) -> Vec<Arc<dyn Plugin>>,
-) -> Option<Vec<Arc<dyn Plugin>>> {
-    let mut out: Vec<Arc<dyn Plugin>> = Vec::new();
-    for point in [
-        Point::PreFilter,
-        Point::Filter,
-        Point::PreScore,
-        Point::Score,
-    ] {
-        for p in points(point) {
-            if out.iter().any(|q| q.name() == p.name()) {
-                continue;
-            }
-            match p.as_sign() {
-                Some(s) if !s.refuses_every_pod() => out.push(p),
-                _ => return None,
-            }
-        }
-    }
-    Some(out)
-}
 
 /// Upstream's `frameworkImpl.SignPod`: `None` when the pod cannot be
 /// batched. A repeated key keeps the last plugin's value, as upstream's map

@@ -33,8 +33,6 @@ use rkube_model::volumes::{Pv, Pvc, StorageClass};
 use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{Node, Pod};
 
-use crate::framework::{Framework, Point};
-
 /// One kind of change of a resource (upstream's `fwk.ActionType`); bits
 /// combine with `|`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -614,35 +612,7 @@ impl fmt::Debug for QueueingHintMap {
     }
 }
 
-/// The points whose plugins can reject a pod and so register events
-/// (upstream's `shouldHaveEnqueueExtensions`).
-const REJECTING_POINTS: [Point; 5] = [
-    Point::PreEnqueue,
-    Point::PreFilter,
-    Point::Filter,
-    Point::Reserve,
-    Point::Permit,
-];
-
 impl QueueingHintMap {
-    /// The map of a profile: every plugin at PreEnqueue, PreFilter, Filter,
-    /// Reserve or Permit, once.
-    pub fn for_framework(fw: &Framework) -> Self {
-        let mut map = QueueingHintMap::default();
-        let mut seen = BTreeSet::new();
-        for point in REJECTING_POINTS {
-            for p in fw.plugins(point) {
-                if seen.insert(p.name()) {
-                    let events = p
-                        .events_to_register()
-                        .unwrap_or_else(wildcard_registrations);
-                    map.register(p.name(), events);
-                }
-            }
-        }
-        map
-    }
-
     /// Adds a plugin's registrations.
     pub fn register(&mut self, plugin: &'static str, events: Vec<ClusterEventWithHint>) {
         for e in events {

@@ -20,7 +20,6 @@ use crate::nominator::Nominator;
 use crate::plugin::{
     FilterPlugin, NodeScore, PostFilterHandle, PreFilterResult, ScorePlugin, MAX_NODE_SCORE,
 };
-use crate::schedule_one::{splitmix, PARALLEL_THRESHOLD};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, Status};
 
@@ -722,4 +721,20 @@ pub(crate) fn normalize_scores(
         normalized,
         totals,
     })
+}
+
+/// Below this many nodes a filter or score pass runs on the calling
+/// thread: handing a pass to the thread pool and waking its workers costs
+/// more than a few hundred nodes' plugins (measured in BENCHMARKS.md,
+/// "Issue #18, third round"). Plugins' own node walks use it too.
+pub const PARALLEL_THRESHOLD: usize = 1024;
+
+/// SplitMix64: a small, well-mixed, seedable generator (metrics sampling,
+/// preemption's random draws).
+pub(crate) fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

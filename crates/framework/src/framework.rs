@@ -3,11 +3,12 @@
 //! (explicit per-point plugins, then `multiPoint` expansion into every point
 //! a plugin implements, weights with 0 → 1).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use rkube_config::{PluginSet, Profile};
 
+use crate::events::{wildcard_registrations, QueueingHintMap};
 use crate::fast_hash::FastMap;
 use crate::plugin::Plugin;
 use crate::score_memo::ScoreMemo;
@@ -335,7 +336,7 @@ impl Framework {
                 )));
             }
         }
-        let signers = crate::batch::signers(&|p| points.get(&p).cloned().unwrap_or_default());
+        let signers = signers(&|p| points.get(&p).cloned().unwrap_or_default());
         Ok(Framework {
             profile_name: name,
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
@@ -371,5 +372,61 @@ impl Framework {
     /// The queue sort plugin.
     pub fn queue_sort(&self) -> &Arc<dyn Plugin> {
         &self.plugins(Point::QueueSort)[0]
+    }
+}
+
+/// The plugins whose signatures make up a profile's, or `None` when the
+/// profile signs no pod: every PreFilter, Filter, PreScore and Score plugin
+/// once, in that order (upstream's `computeBatchablePlugins`).
+pub(crate) fn signers(
+    points: &dyn Fn(Point) -> Vec<Arc<dyn Plugin>>,
+) -> Option<Vec<Arc<dyn Plugin>>> {
+    let mut out: Vec<Arc<dyn Plugin>> = Vec::new();
+    for point in [
+        Point::PreFilter,
+        Point::Filter,
+        Point::PreScore,
+        Point::Score,
+    ] {
+        for p in points(point) {
+            if out.iter().any(|q| q.name() == p.name()) {
+                continue;
+            }
+            match p.as_sign() {
+                Some(s) if !s.refuses_every_pod() => out.push(p),
+                _ => return None,
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The points whose plugins can reject a pod and so register events
+/// (upstream's `shouldHaveEnqueueExtensions`).
+const REJECTING_POINTS: [Point; 5] = [
+    Point::PreEnqueue,
+    Point::PreFilter,
+    Point::Filter,
+    Point::Reserve,
+    Point::Permit,
+];
+
+impl QueueingHintMap {
+    /// The map of a profile: every plugin at PreEnqueue, PreFilter, Filter,
+    /// Reserve or Permit, once.
+    pub fn for_framework(fw: &Framework) -> Self {
+        let mut map = QueueingHintMap::default();
+        let mut seen = BTreeSet::new();
+        for point in REJECTING_POINTS {
+            for p in fw.plugins(point) {
+                if seen.insert(p.name()) {
+                    let events = p
+                        .events_to_register()
+                        .unwrap_or_else(wildcard_registrations);
+                    map.register(p.name(), events);
+                }
+            }
+        }
+        map
     }
 }

@@ -12,6 +12,7 @@ pub mod explain;
 pub mod extension_points;
 pub mod failure;
 pub mod framework;
+pub mod host;
 pub use rkube_util::fast_hash;
 pub mod in_memory;
 pub mod metrics;

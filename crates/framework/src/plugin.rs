@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rkube_model::Pod;
+use serde_json::Value;
 
-pub use crate::binding::{
-    AssumeCache, Binder, ClaimApi, ClusterApi, HostClock, Listers, VolumeApi,
-};
 use crate::cycle_state::CycleState;
 use crate::events::ClusterEventWithHint;
+pub use crate::host::{AssumeCache, Binder, ClaimApi, ClusterApi, HostClock, Listers, VolumeApi};
 use crate::node_info::NodeInfo;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
@@ -75,7 +74,7 @@ pub trait Plugin: Send + Sync {
     /// SignPod (OpportunisticBatching), if implemented. A profile with a
     /// PreFilter, Filter, PreScore or Score plugin without it batches no
     /// pod, as upstream's.
-    fn as_sign(&self) -> Option<&dyn crate::batch::SignPlugin> {
+    fn as_sign(&self) -> Option<&dyn SignPlugin> {
         None
     }
     /// The cluster events that may make a pod this plugin rejected
@@ -359,3 +358,31 @@ pub trait PostBindPlugin: Plugin {
     /// PostBind.
     fn post_bind(&self, state: &mut CycleState, pod: &Pod, node: &str);
 }
+
+/// A plugin's answer to upstream's `SignPod`.
+pub enum Signed {
+    /// The pod's fragments under this plugin (key, value); none is fine.
+    Fragments(Vec<(&'static str, Value)>),
+    /// The pod cannot be batched (upstream's Unschedulable status).
+    Refused,
+    /// Signing failed (upstream's Error status; the pod is unbatchable).
+    Error(String),
+}
+
+/// Upstream's `SignPlugin`: what a pod looks like to a plugin, so that two
+/// pods with equal fragments fit and score alike on every node.
+pub trait SignPlugin: Send + Sync {
+    /// The pod's fragments; `snapshot` is the cluster the plugin knows
+    /// (NodeResourcesFit asks whether a DeviceClass serves a request).
+    fn sign(&self, pod: &Pod, snapshot: &Snapshot) -> Signed;
+    /// True when this plugin, as configured, refuses every pod (e.g.
+    /// PodTopologySpread with default constraints): the profile then never
+    /// signs, and is spared asking the others.
+    fn refuses_every_pod(&self) -> bool {
+        false
+    }
+}
+
+/// A pod's signature: canonical JSON of its fragments, compared whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature(pub String);

@@ -19,6 +19,8 @@ use rkube_model::Pod;
 use crate::batch::{Batch, BatchClock, BatchCycle, CycleResult};
 use crate::cycle_state::CycleState;
 use crate::diagnosis::{fit_error_message, go_list, Diagnosis};
+use crate::extension_points::splitmix;
+pub use crate::extension_points::PARALLEL_THRESHOLD;
 use crate::extension_points::{
     active_filters, filters_with_nominated_pods, pre_score_and_score, run_filter_list,
     run_pre_filter, ActiveFilter, FrameworkHandle, NodeScores,
@@ -32,12 +34,6 @@ use crate::status::{Code, Status};
 
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
-/// Below this many nodes a filter or score pass runs on the calling
-/// thread: handing a pass to the thread pool and waking its workers costs
-/// more than a few hundred nodes' plugins (measured in BENCHMARKS.md,
-/// "Issue #18, third round"). Plugins' own node walks use it too.
-pub const PARALLEL_THRESHOLD: usize = 1024;
-
 /// The smallest run of nodes a filter pass takes at once.
 const MIN_CHUNK: usize = 64;
 
@@ -125,16 +121,6 @@ impl Scheduler {
 /// The nodes a filter pass walks, as snapshot indices: the snapshot's scan
 /// order, PreFilter's restriction, or one nominated or hinted node.
 type NodeList<'a> = &'a [usize];
-
-/// SplitMix64: a small, well-mixed, seedable generator (metrics sampling,
-/// preemption's random draws).
-pub(crate) fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 impl Scheduler {
     /// Picks the host as upstream does: the top of a max-heap by total
