@@ -177,54 +177,42 @@ impl<'p> Queue<'p> {
         };
         // The whole attempt: scheduling cycle, Reserve, Permit and the
         // binding cycle on the snapshot (the pod ends up on its node).
-        match self
+        let failure = match self
             .scheduler
             .schedule_one(fw, snapshot, current, &self.nominator)
         {
             Outcome::Scheduled { node, .. } => {
                 self.nominator.delete(&current.uid);
                 let name = snapshot.nodes[node].name().to_string();
-                Ok(Attempt::Placed(Placement {
+                return Ok(Attempt::Placed(Placement {
                     node: Some(name),
                     explain: explanation,
                     devices: crate::report::AllocatedDevice::of(current, snapshot.dra.as_deref()),
                     ..pending(current, String::new())
-                }))
+                }));
             }
             Outcome::Unschedulable {
                 message,
                 diagnosis,
                 nominated_node,
                 victims,
-            } => {
-                let f = Failure::unschedulable(message, diagnosis, nominated_node, victims);
-                self.failed(
-                    snapshot,
-                    current,
-                    f,
-                    explanation,
-                    retry_allowed,
-                    pass,
-                    placed_at,
-                )
-            }
-            Outcome::Error(s) => {
-                // A plugin's internal error (e.g. a device pool being
-                // updated) ends upstream's cycle: the pod stays pending
-                // with the error as its condition's message (reason
-                // SchedulerError) and its nomination cleared.
-                let f = Failure::error(&s);
-                self.failed(
-                    snapshot,
-                    current,
-                    f,
-                    explanation,
-                    retry_allowed,
-                    pass,
-                    placed_at,
-                )
-            }
-        }
+            } => Failure::unschedulable(message, diagnosis, nominated_node, victims),
+            // A plugin's internal error (e.g. a device pool being updated)
+            // ends upstream's cycle: the pod stays pending with the error
+            // as its condition's message (reason SchedulerError) and its
+            // nomination cleared.
+            Outcome::Error(s) => Failure::error(&s),
+        };
+        let retry = retry_allowed;
+        self.failed(
+            snapshot,
+            current,
+            failure,
+            explanation,
+            retry,
+            pass,
+            placed_at,
+        )
     }
 
     /// Executes a failed attempt: PostFilter's claims freed, preemption's
