@@ -203,13 +203,12 @@ impl<'p> Queue<'p> {
             // nomination cleared.
             Outcome::Error(s) => Failure::error(&s),
         };
-        let retry = retry_allowed;
         self.failed(
             snapshot,
             current,
             failure,
             explanation,
-            retry,
+            retry_allowed,
             pass,
             placed_at,
         )
