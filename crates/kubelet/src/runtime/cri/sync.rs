@@ -25,6 +25,11 @@ use crate::runtime::{PodObservation, RuntimeError};
 /// How soon a pod that cannot start is looked at again.
 const BLOCKED_RESYNC: Duration = Duration::from_secs(2);
 
+/// The most plans one sync makes while init containers make progress (a
+/// pod with more init containers goes on at its next sync): a spec with
+/// many sidecars costs one round of runtime calls per plan.
+const MAX_ROUNDS: usize = 8;
+
 /// The sandbox's attempt as the runtime reports it.
 fn sandbox_attempt(s: &v1::PodSandbox) -> u32 {
     s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0)
@@ -135,12 +140,14 @@ impl CriRuntime {
     /// Gathers, plans and executes one sync of `pod`, then observes it.
     /// Upstream syncs a pod again on the runtime's events (an init
     /// container started); rkube plans again at once while starting init
-    /// containers makes progress, at most once per init container, and
-    /// never tries a container twice in one sync.
+    /// containers makes progress, at most once per init container (and
+    /// [`MAX_ROUNDS`] plans in all), and never tries a container twice in
+    /// one sync.
     pub(super) async fn sync(&self, pod: &Pod) -> Result<PodObservation, RuntimeError> {
         let is_static = crate::pod::is_static(pod);
         let spec = pod.spec.clone().unwrap_or_default();
-        let rounds = spec.init_containers.as_ref().map_or(0, Vec::len) + 1;
+        let inits = spec.init_containers.as_ref().map_or(0, Vec::len);
+        let rounds = (inits + 1).min(MAX_ROUNDS);
         let mut out = Outcome::default();
         let mut tried: HashSet<String> = HashSet::new();
         let mut round = 0;
