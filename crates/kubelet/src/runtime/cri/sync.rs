@@ -154,7 +154,9 @@ impl CriRuntime {
         loop {
             round += 1;
             let seen = self.gather(pod).await?;
-            let blocked = match plan::needs_sandbox(pod, &seen) {
+            // Volumes are set up once a sync: a later round follows a start
+            // in a sandbox that was not blocked.
+            let blocked = match round == 1 && plan::needs_sandbox(pod, &seen) {
                 true => self.blocked(pod, is_static).await,
                 false => None,
             };
