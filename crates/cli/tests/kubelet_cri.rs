@@ -735,7 +735,60 @@ async fn ordinary_workload(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
     // The Secret's value reaches the container, never the pod object.
     let yaml = kubectl(cp, &["get", "pod", &pod.name_any(), "-o", "yaml"]);
     assert!(!yaml.contains("s3cr3t-value"));
+    // ConfigMaps and Secrets are watched, not read again at each sync
+    // (every pod syncs at least every 2 s).
+    let before = config_reads(cp);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after = config_reads(cp);
+    assert!(
+        after - before <= 1.0,
+        "GET or LIST of configmaps and secrets in 10 s with the pods idle: {}",
+        after - before
+    );
+    // ... and a change reaches the running container through the watch.
+    kubectl(
+        cp,
+        &[
+            "patch",
+            "configmap",
+            "app-config",
+            "-p",
+            r#"{"data":{"greeting.txt":"changed"}}"#,
+        ],
+    );
+    wait_for(
+        "the ConfigMap's change in the container's file",
+        Duration::from_secs(60),
+        || async {
+            let out = kubectl_io(
+                cp,
+                &[
+                    "exec",
+                    &pod.name_any(),
+                    "--",
+                    "cat",
+                    "/etc/app/greeting.txt",
+                ],
+                b"",
+            )
+            .await;
+            (out.stdout == b"changed").then_some(())
+        },
+    )
+    .await;
     kubectl(cp, &["delete", "deployment", "ordinary", "--wait=false"]);
+}
+
+/// The API server's count of GET and LIST requests on ConfigMaps and
+/// Secrets so far.
+fn config_reads(cp: &ControlPlane) -> f64 {
+    kubectl(cp, &["get", "--raw", "/metrics"])
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| l.contains(r#"resource="configmaps""#) || l.contains(r#"resource="secrets""#))
+        .filter(|l| l.contains(r#"verb="GET""#) || l.contains(r#"verb="LIST""#))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 const HOST_PORT: &str = r#"

@@ -35,6 +35,7 @@ pub mod images;
 pub mod logs;
 pub mod metrics;
 pub mod node;
+pub mod objects;
 pub mod options;
 pub mod pod;
 pub mod pods;

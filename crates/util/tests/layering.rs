@@ -18,9 +18,9 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
         "kubelet",
         &[
             // Base: configuration, flags, metrics, Events, container logs,
-            // the crash-loop back-off.
+            // the crash-loop back-off, watched ConfigMaps and Secrets.
             &[
-                "config", "options", "metrics", "events", "logs", "backoff", "scratch",
+                "config", "options", "metrics", "events", "logs", "backoff", "scratch", "objects",
             ],
             // Pod-level facts every manager reads.
             &["pod"],

@@ -15,6 +15,10 @@
 //! Secrets, the namespace's Services) when a container is about to be
 //! created ([`VolumeManager::env_inputs`]).
 //!
+//! ConfigMaps and Secrets (of volumes, environments and image pulls) are
+//! read from watches ([`crate::objects`]), not fetched at each sync; a
+//! pod's watches end with [`VolumeManager::forget`].
+//!
 //! A volume that cannot be set up fails the sync with upstream's wording,
 //! `MountVolume.SetUp failed for volume "NAME" : REASON`; the pod's
 //! containers then stay `ContainerCreating` and the sync is retried.
@@ -31,6 +35,7 @@ use kube::{Api, Client, ResourceExt};
 use super::atomic_writer;
 use super::empty_dir;
 use super::payload::{self, Lookup, TokenKey};
+use crate::objects::ObjectCache;
 use crate::pod::downward::DownwardContext;
 use crate::pod::env;
 use crate::pod::{pod_namespace, Dirs};
@@ -84,6 +89,8 @@ pub struct VolumeManager {
     client: Client,
     dirs: Dirs,
     tokens: Mutex<HashMap<CacheKey, CachedToken>>,
+    config_maps: ObjectCache<ConfigMap>,
+    secrets: ObjectCache<Secret>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -99,33 +106,37 @@ impl VolumeManager {
     /// A manager over `client` writing under `dirs.root`.
     pub fn new(client: Client, dirs: Dirs) -> VolumeManager {
         VolumeManager {
+            config_maps: ObjectCache::new(client.clone()),
+            secrets: ObjectCache::new(client.clone()),
             client,
             dirs,
             tokens: Mutex::new(HashMap::new()),
         }
     }
 
-    async fn config_map(&self, ns: &str, name: &str) -> Result<Option<ConfigMap>, String> {
-        Api::<ConfigMap>::namespaced(self.client.clone(), ns)
-            .get_opt(name)
-            .await
-            .map_err(|e| format!("getting configmap {ns}/{name}: {e}"))
+    /// ConfigMap `ns/name`, read for the pod `uid`.
+    async fn config_map(
+        &self,
+        uid: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMap>, String> {
+        self.config_maps.get(uid, ns, name).await
     }
 
-    async fn secret(&self, ns: &str, name: &str) -> Result<Option<Secret>, String> {
-        Api::<Secret>::namespaced(self.client.clone(), ns)
-            .get_opt(name)
-            .await
-            .map_err(|e| format!("getting secret {ns}/{name}: {e}"))
+    /// Secret `ns/name`, read for the pod `uid`.
+    async fn secret(&self, uid: &str, ns: &str, name: &str) -> Result<Option<Secret>, String> {
+        self.secrets.get(uid, ns, name).await
     }
 
     /// The pod's image pull Secrets that exist, and the names of those that
     /// could not be read (upstream goes on without them).
     pub async fn pull_secrets(&self, pod: &Pod) -> (Vec<Secret>, Vec<String>) {
         let ns = pod_namespace(pod);
+        let uid = pod.uid().unwrap_or_default();
         let (mut found, mut missing) = (Vec::new(), Vec::new());
         for name in crate::pod::pull_secret_names(pod) {
-            match self.secret(&ns, &name).await {
+            match self.secret(&uid, &ns, &name).await {
                 Ok(Some(s)) => found.push(s),
                 Ok(None) => missing.push(name),
                 Err(e) => {
@@ -231,13 +242,13 @@ impl VolumeManager {
         let refs = payload::references(pod);
         let mut config_maps = HashMap::new();
         for name in refs.config_map_names() {
-            if let Some(cm) = self.config_map(&ns, name).await? {
+            if let Some(cm) = self.config_map(&uid, &ns, name).await? {
                 config_maps.insert(name.to_string(), cm);
             }
         }
         let mut secrets = HashMap::new();
         for name in refs.secret_names() {
-            if let Some(s) = self.secret(&ns, name).await? {
+            if let Some(s) = self.secret(&uid, &ns, name).await? {
                 secrets.insert(name.to_string(), s);
             }
         }
@@ -303,15 +314,16 @@ impl VolumeManager {
     /// error) and, with service links, the namespace's Services.
     pub async fn env_inputs(&self, pod: &Pod) -> Result<EnvInputs, String> {
         let ns = pod_namespace(pod);
+        let uid = pod.uid().unwrap_or_default();
         let refs = env::references(pod);
         let mut out = EnvInputs::default();
         for name in refs.config_maps.keys() {
-            if let Some(cm) = self.config_map(&ns, name).await? {
+            if let Some(cm) = self.config_map(&uid, &ns, name).await? {
                 out.config_maps.insert(name.to_string(), cm);
             }
         }
         for name in refs.secrets.keys() {
-            if let Some(s) = self.secret(&ns, name).await? {
+            if let Some(s) = self.secret(&uid, &ns, name).await? {
                 out.secrets.insert(name.to_string(), s);
             }
         }
@@ -334,10 +346,12 @@ impl VolumeManager {
         Ok(out)
     }
 
-    /// Forgets the pod's tokens (its directory goes with the runtime's
-    /// removal of the pod).
+    /// Forgets the pod's tokens and ends the watches only it needed (its
+    /// directory goes with the runtime's removal of the pod).
     pub fn forget(&self, uid: &str) {
         lock(&self.tokens).retain(|(u, _, _), _| u != uid);
+        self.config_maps.release(uid);
+        self.secrets.release(uid);
     }
 }
 
