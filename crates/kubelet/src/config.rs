@@ -3,7 +3,7 @@
 //! validation.
 //!
 //! Fields rkube models are decoded and validated; other *upstream* fields
-//! (cgroupDriver, clusterDNS, ...) are accepted with a
+//! (cgroupDriver, cpuManagerPolicy, ...) are accepted with a
 //! warning, as they configure parts rkube does not have — except the
 //! security-relevant ones (`enableServer: false`, `tlsMinVersion`,
 //! `tlsCipherSuites`, `seccompDefault`, ...): a value rkube cannot honour
@@ -89,6 +89,13 @@ pub struct KubeletConfiguration {
     /// `imagePullCredentialsVerificationPolicy` (default
     /// `NeverVerifyPreloadedImages`).
     pub image_pull_credentials_verification_policy: VerifyPolicy,
+    /// `clusterDNS`: the cluster DNS servers of `ClusterFirst` pods.
+    pub cluster_dns: Vec<std::net::IpAddr>,
+    /// `clusterDomain` (empty: none).
+    pub cluster_domain: String,
+    /// `resolvConf`: the resolver file `Default` pods start from (empty:
+    /// none; default `/etc/resolv.conf`).
+    pub resolv_conf: String,
 }
 
 /// The hard eviction defaults of kubelet v1.37 on Linux.
@@ -129,6 +136,9 @@ impl Default for KubeletConfiguration {
             pod_cidr: String::new(),
             provider_id: String::new(),
             image_pull_credentials_verification_policy: VerifyPolicy::default(),
+            cluster_dns: Vec::new(),
+            cluster_domain: String::new(),
+            resolv_conf: "/etc/resolv.conf".into(),
         }
     }
 }
@@ -163,8 +173,6 @@ const IGNORED: &[&str] = &[
     "eventBurst",
     "enableContentionProfiling",
     "oomScoreAdj",
-    "clusterDomain",
-    "clusterDNS",
     "streamingConnectionIdleTimeout",
     "imageMinimumGCAge",
     "imageMaximumGCAge",
@@ -187,7 +195,6 @@ const IGNORED: &[&str] = &[
     "qosReserved",
     "runtimeRequestTimeout",
     "hairpinMode",
-    "resolvConf",
     "runOnce",
     "cpuCFSQuota",
     "cpuCFSQuotaPeriod",
@@ -212,7 +219,6 @@ const IGNORED: &[&str] = &[
     "containerLogMaxFiles",
     "containerLogMaxWorkers",
     "containerLogMonitorInterval",
-    "configMapAndSecretChangeDetectionStrategy",
     "reservedSystemCPUs",
     "showHiddenMetricsForVersion",
     "systemReservedCgroup",
@@ -394,6 +400,32 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
                         rkube_util::quote(&s)
                     ))),
                 };
+            }
+            "clusterDNS" => {
+                let list: Vec<String> = field(file, key, v)?;
+                c.cluster_dns = list
+                    .iter()
+                    .map(|ip| {
+                        ip.parse().map_err(|_| {
+                            err(format!(
+                                "field {key}: {} is not an IP address",
+                                rkube_util::quote(ip)
+                            ))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "clusterDomain" => c.cluster_domain = field(file, key, v)?,
+            "resolvConf" => c.resolv_conf = field(file, key, v)?,
+            // ConfigMaps and Secrets are always watched (crate::objects).
+            "configMapAndSecretChangeDetectionStrategy" => {
+                let s: String = field(file, key, v)?;
+                if s != "Watch" {
+                    return Err(err(format!(
+                        "field {key}: {} is not implemented (rkube kubelet always watches the ConfigMaps and Secrets pods use); use Watch",
+                        rkube_util::quote(&s)
+                    )));
+                }
             }
             // Read by the kubelet API server (crate::server::ApiSettings).
             "tlsCertFile" | "tlsPrivateKeyFile" | "authentication" | "authorization" => {}
@@ -703,7 +735,7 @@ mod tests {
             "nodeStatusUpdateFrequency: 4s\nmaxPods: 50\nhealthzPort: 0\n\
              evictionHard: {memory.available: 1Gi}\nsystemReserved: {cpu: 500m, memory: 1Gi}\n\
              registerWithTaints: [{key: a, value: b, effect: NoSchedule}]\n\
-             cgroupDriver: systemd\nclusterDNS: [10.96.0.10]\n",
+             cgroupDriver: systemd\nclusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n",
         )
         .unwrap();
         let c = &l.config;
@@ -716,8 +748,25 @@ mod tests {
         assert_eq!(c.eviction_hard.len(), 1);
         assert_eq!(c.system_reserved["cpu"], "500m");
         assert_eq!(c.register_with_taints[0].key, "a");
-        assert_eq!(l.warnings.len(), 2);
+        assert_eq!(
+            c.cluster_dns,
+            vec!["10.96.0.10".parse::<std::net::IpAddr>().unwrap()]
+        );
+        assert_eq!(c.cluster_domain, "cluster.local");
+        assert_eq!(c.resolv_conf, "/etc/resolv.conf");
+        assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
         assert!(l.warnings[0].contains("cgroupDriver"));
+        let e = load("clusterDNS: [10.96.0.10, not-an-ip]\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("field clusterDNS: \"not-an-ip\" is not an IP address"),
+            "{e}"
+        );
+        let e = load("configMapAndSecretChangeDetectionStrategy: Get\n").unwrap_err();
+        assert!(e.message.contains("use Watch"), "{e}");
+        assert!(
+            load("configMapAndSecretChangeDetectionStrategy: Watch\nresolvConf: \"\"\n").is_ok()
+        );
         let merged =
             load("evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n")
                 .unwrap();

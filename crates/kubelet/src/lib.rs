@@ -34,6 +34,7 @@ pub mod eviction;
 pub mod images;
 pub mod logs;
 pub mod metrics;
+pub mod network;
 pub mod node;
 pub mod objects;
 pub mod options;
@@ -159,6 +160,13 @@ async fn make_cri(
             host_ip: desc.ip.clone(),
             capacity: desc.capacity.clone(),
             allocatable: desc.allocatable.clone(),
+            dns: network::dns::Settings {
+                cluster_dns: cfg.cluster_dns.clone(),
+                cluster_domain: cfg.cluster_domain.clone(),
+                resolv_conf: (!cfg.resolv_conf.is_empty())
+                    .then(|| std::path::PathBuf::from(&cfg.resolv_conf)),
+                node_ips: desc.ip.parse().ok().into_iter().collect(),
+            },
         },
         pulls,
         events: Some(recorder),
@@ -480,7 +488,7 @@ mod tests {
         let cfg = dir.join("c.yaml");
         std::fs::write(
             &cfg,
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\nclusterDomain: cluster.local\n",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\ncgroupDriver: systemd\n",
         )
         .unwrap();
         let opts =

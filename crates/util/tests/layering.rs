@@ -25,7 +25,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
             // Pod-level facts every manager reads.
             &["pod"],
             // Managers that need no runtime.
-            &["volumes", "images", "prober"],
+            &["volumes", "images", "prober", "network"],
             // The runtime: the trait, the sim, CRI (plan, execution, specs).
             &["runtime"],
             // Pods (dispatcher, workers, status) and the node (status,

@@ -155,6 +155,8 @@ pub struct NodeFacts {
     pub capacity: BTreeMap<String, Quantity>,
     /// The node's allocatable.
     pub allocatable: BTreeMap<String, Quantity>,
+    /// Cluster DNS, domain and resolver file.
+    pub dns: crate::network::dns::Settings,
 }
 
 /// Everything a [`CriRuntime`] is made with besides its connection.
@@ -496,6 +498,7 @@ impl CriRuntime {
             image: image_user,
             security: &self.security,
             resources: &resources,
+            cluster_domain: &self.node.dns.cluster_domain,
         };
         spec::container_config(pod, c, attempt, &self.dirs, &inputs)
     }

@@ -19,6 +19,7 @@ use super::plan::{
 };
 use super::spec;
 use super::{err, latest, lock, CriRuntime, Override, Sandbox, RELIST};
+use crate::network::dns;
 use crate::pod::{ephemeral_containers, termination_grace};
 use crate::runtime::{PodObservation, RuntimeError};
 
@@ -128,7 +129,7 @@ impl CriRuntime {
     /// Why the pod cannot start, if it cannot: a field the node cannot
     /// enforce, or volumes it cannot set up (fail closed).
     async fn blocked(&self, pod: &Pod, is_static: bool) -> Option<(&'static str, String)> {
-        if let Err(m) = spec::sandbox_config(pod, &self.dirs, 0, is_static, &self.security) {
+        if let Err(m) = self.sandbox_config(pod, 0, is_static) {
             return Some(("CreateContainerConfigError", m));
         }
         self.prepare_volumes(pod)
@@ -348,6 +349,32 @@ impl CriRuntime {
         }
     }
 
+    /// The sandbox config of `pod` on this node (without its resolver).
+    fn sandbox_config(
+        &self,
+        pod: &Pod,
+        attempt: u32,
+        is_static: bool,
+    ) -> Result<v1::PodSandboxConfig, String> {
+        let domain = &self.node.dns.cluster_domain;
+        spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security, domain)
+    }
+
+    /// The pod's resolver configuration; its warnings become Events.
+    fn dns_config(&self, pod: &Pod) -> Result<v1::DnsConfig, String> {
+        let settings = &self.node.dns;
+        let host = dns::host_config(settings)?;
+        let (config, warnings) = dns::pod_dns(settings, host, pod);
+        for (reason, message) in warnings {
+            self.event(pod, None, true, reason, message);
+        }
+        Ok(v1::DnsConfig {
+            servers: config.servers,
+            searches: config.searches,
+            options: config.options,
+        })
+    }
+
     /// The sandbox `id` as made for `pod` (its config, and its IPs when
     /// ready).
     pub(super) async fn existing_sandbox(
@@ -358,8 +385,7 @@ impl CriRuntime {
         ready: bool,
         is_static: bool,
     ) -> Result<Sandbox, RuntimeError> {
-        let config = spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
-            .map_err(err)?;
+        let config = self.sandbox_config(pod, attempt, is_static).map_err(err)?;
         let ips = match ready {
             true => self.sandbox_ips(id, crate::pod::host_network(pod)).await,
             false => vec![],
@@ -384,8 +410,8 @@ impl CriRuntime {
             tracing::info!(pod = %pod.name_any(), sandbox = %id, "sandbox not ready; stopping it and making a new one");
             let _ = self.cri.stop_pod_sandbox(id).await;
         }
-        let config = spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security)
-            .map_err(err)?;
+        let mut config = self.sandbox_config(pod, attempt, is_static).map_err(err)?;
+        config.dns_config = Some(self.dns_config(pod).map_err(err)?);
         std::fs::create_dir_all(&config.log_directory)
             .map_err(|e| err(format!("creating {}: {e}", config.log_directory)))?;
         let id = self

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Container, HostAlias, Pod};
 use kube::ResourceExt;
 use rkube_cri::v1;
 
+use crate::network::dns;
 use crate::pod::{self, Dirs};
 
 /// Where the file is mounted.
@@ -76,6 +77,7 @@ pub fn prepare(
     c: &Container,
     dirs: &Dirs,
     pod_ips: &[String],
+    cluster_domain: &str,
 ) -> Result<Option<v1::Mount>, String> {
     let spec = pod.spec.clone().unwrap_or_default();
     let host_net = spec.host_network.unwrap_or(false);
@@ -93,13 +95,7 @@ pub fn prepare(
         host_network(&node, &host_aliases)
     } else {
         let hostname = pod::pod_hostname(pod);
-        // With a hostnameOverride there is no domain (as upstream).
-        let domain = spec
-            .subdomain
-            .as_deref()
-            .filter(|s| !s.is_empty() && spec.hostname_override.is_none())
-            .map(|sub| format!("{sub}.{}.svc.", pod::pod_namespace(pod)))
-            .unwrap_or_default();
+        let domain = dns::pod_domain(pod, cluster_domain);
         managed(pod_ips, &hostname, &domain, &host_aliases).into_bytes()
     };
     let file = dirs
@@ -174,16 +170,30 @@ mod tests {
         }))
         .unwrap();
         let cs = &pod.spec.as_ref().unwrap().containers;
-        assert_eq!(prepare(&pod, &cs[0], &dirs, &[]).unwrap(), None);
         assert_eq!(
-            prepare(&pod, &cs[1], &dirs, &["10.0.0.9".into()]).unwrap(),
+            prepare(&pod, &cs[0], &dirs, &[], "cluster.local").unwrap(),
             None
         );
-        let m = prepare(&pod, &cs[0], &dirs, &["10.0.0.9".into()])
+        assert_eq!(
+            prepare(&pod, &cs[1], &dirs, &["10.0.0.9".into()], "cluster.local").unwrap(),
+            None
+        );
+        let m = prepare(&pod, &cs[0], &dirs, &["10.0.0.9".into()], "cluster.local")
             .unwrap()
             .unwrap();
         assert_eq!(m.container_path, "/etc/hosts");
         let text = std::fs::read_to_string(&m.host_path).unwrap();
         assert!(text.ends_with("10.0.0.9\tp\n"), "{text}");
+        // With a subdomain the pod's FQDN is in the cluster's domain.
+        let mut sub = pod.clone();
+        sub.spec.as_mut().unwrap().subdomain = Some("s".into());
+        let m = prepare(&sub, &cs[0], &dirs, &["10.0.0.9".into()], "cluster.local")
+            .unwrap()
+            .unwrap();
+        let text = std::fs::read_to_string(&m.host_path).unwrap();
+        assert!(
+            text.ends_with("10.0.0.9\tp.s.ns.svc.cluster.local\tp\n"),
+            "{text}"
+        );
     }
 }

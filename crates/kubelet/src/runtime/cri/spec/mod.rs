@@ -31,6 +31,7 @@ use rkube_model::quantity::Quantity;
 use self::resources::ResourceOptions;
 use self::security::{ImageUser, SecurityOptions};
 use super::termination;
+use crate::network::dns;
 use crate::pod::env::{self, EnvSources};
 use crate::pod::{host_network, pod_hostname, pod_namespace, Dirs};
 use crate::volumes::{empty_dir, payload, subpath};
@@ -67,20 +68,30 @@ pub fn sandbox_labels(pod: &Pod, is_static: bool) -> HashMap<String, String> {
     l
 }
 
-/// The sandbox config of `pod` (attempt `attempt`): its security context
-/// and sysctls, and the QoS cgroup parent. `Err` when the pod asks for
-/// something the node cannot enforce (see [`super::security`]).
+/// The sandbox config of `pod` (attempt `attempt`): its hostname (none on
+/// the host network: the node's), security context and sysctls, and the
+/// QoS cgroup parent. `Err` when the pod asks for something the node cannot
+/// enforce (see [`super::security`]). The resolver configuration is added
+/// when the sandbox is made ([`crate::network::dns`]).
 pub fn sandbox_config(
     pod: &Pod,
     dirs: &Dirs,
     attempt: u32,
     is_static: bool,
     security: &SecurityOptions,
+    cluster_domain: &str,
 ) -> Result<v1::PodSandboxConfig, String> {
     let ns = pod_namespace(pod);
     let name = pod.name_any();
     let uid = pod.uid().unwrap_or_default();
-    let hostname = pod_hostname(pod);
+    let hostname = match host_network(pod) {
+        true => String::new(),
+        false => dns::kernel_hostname(
+            pod,
+            &pod_hostname(pod),
+            &dns::pod_domain(pod, cluster_domain),
+        )?,
+    };
     let mut config = SandboxSpec {
         log_directory: dirs.pod_logs(&ns, &name, &uid).display().to_string(),
         name,
@@ -388,6 +399,8 @@ pub struct ContainerInputs<'a> {
     pub security: &'a SecurityOptions,
     /// Node memory, cgroup version, CFS quota.
     pub resources: &'a ResourceOptions,
+    /// The node's `clusterDomain` (the pod's FQDN in `/etc/hosts`).
+    pub cluster_domain: &'a str,
 }
 
 /// The container config of `c` (attempt `attempt`). `Err` is the message
@@ -408,6 +421,7 @@ pub fn container_config(
         c,
         dirs,
         &inputs.env.downward.pod_ips,
+        inputs.cluster_domain,
     )?);
     let message_file =
         termination::host_file(dirs, &pod.uid().unwrap_or_default(), &c.name, attempt);
@@ -558,6 +572,7 @@ mod tests {
             image: ImageUser::from_status(Some(image_uid), ""),
             security: &security,
             resources: &resources,
+            cluster_domain: "cluster.local",
         };
         container_config(p, &p.spec.as_ref().unwrap().containers[0], 3, dirs, &inputs)
     }
@@ -620,7 +635,7 @@ mod tests {
         assert_eq!(r.cpu_shares, 256);
         assert_eq!(cfg.labels[LABEL_CONTAINER_NAME], "c");
         assert_eq!(cfg.labels[LABEL_POD_UID], "u1");
-        let sb = sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp)).unwrap();
+        let sb = sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp), "").unwrap();
         assert_eq!(sb.labels["app"], "web");
         assert_eq!(sb.labels[LABEL_POD_NAMESPACE], "ns");
         assert!(!sb.labels.contains_key(LABEL_STATIC));
@@ -724,13 +739,15 @@ mod tests {
             json!({"name": "kernel.msgmax", "value": "1"}),
         )
         .unwrap()]);
-        let e = sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp)).unwrap_err();
+        let e =
+            sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp), "").unwrap_err();
         assert!(e.contains("kernel.msgmax"), "{e}");
         // Pod-level limits would need the pod cgroup written.
         let mut p = pod();
         p.spec.as_mut().unwrap().resources =
             Some(serde_json::from_value(json!({"limits": {"memory": "1Gi"}})).unwrap());
-        let e = sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp)).unwrap_err();
+        let e =
+            sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp), "").unwrap_err();
         assert!(e.contains("spec.resources.limits"), "{e}");
         // A recursive read-only mount rkube cannot make is refused;
         // IfPossible falls back to a plain read-only mount.
