@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use rkube_cri::{v1, CriClient};
@@ -370,7 +370,8 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
              containerRuntimeEndpoint: {}\nstaticPodPath: {}\n\
              authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
-             authorization: {{mode: Webhook}}\n",
+             authorization: {{mode: Webhook}}\n\
+             clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n",
             ctrd.endpoint,
             static_dir.display(),
             cp.dir().join("pki/ca.crt").display()
@@ -440,6 +441,23 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     ips.sort();
     ips.dedup();
     assert_eq!(ips.len(), 3, "distinct pod IPs");
+    // status.images lists the runtime's images with their sizes.
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let busybox = wait_for(
+        "busybox in the node's status.images",
+        Duration::from_secs(90),
+        || async {
+            let n = nodes.get(&node).await.ok()?;
+            n.status?.images?.into_iter().find(|i| {
+                i.names
+                    .iter()
+                    .flatten()
+                    .any(|n| n.contains("rkube.local/busybox:1"))
+            })
+        },
+    )
+    .await;
+    assert!(busybox.size_bytes.unwrap_or(0) > 100_000, "{busybox:?}");
     let first = running[0].name_any();
     let logs = wait_for("kubectl logs", Duration::from_secs(30), || async {
         let out = cp.kubectl(&["logs", &first]).ok()?;
@@ -731,6 +749,29 @@ async fn ordinary_workload(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
         lines[6],
         (64 * 1024 * 1024).to_string(),
         "memory limit: {stdout}"
+    );
+    // ClusterFirst: the cluster's resolver (clusterDNS, clusterDomain).
+    let out = kubectl_io(
+        cp,
+        &["exec", &pod.name_any(), "--", "cat", "/etc/resolv.conf"],
+        b"",
+    )
+    .await;
+    let resolv = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = resolv.lines().map(str::trim).collect();
+    assert!(lines.contains(&"nameserver 10.96.0.10"), "{resolv}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l
+                .starts_with("search default.svc.cluster.local svc.cluster.local cluster.local")),
+        "{resolv}"
+    );
+    assert!(lines.contains(&"options ndots:5"), "{resolv}");
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("nameserver")).count(),
+        1,
+        "{resolv}"
     );
     // The Secret's value reaches the container, never the pod object.
     let yaml = kubectl(cp, &["get", "pod", &pod.name_any(), "-o", "yaml"]);

@@ -89,6 +89,9 @@ pub struct KubeletConfiguration {
     /// `imagePullCredentialsVerificationPolicy` (default
     /// `NeverVerifyPreloadedImages`).
     pub image_pull_credentials_verification_policy: VerifyPolicy,
+    /// `nodeStatusMaxImages`: at most this many images in `status.images`
+    /// (-1: all; default 50).
+    pub node_status_max_images: i32,
     /// `clusterDNS`: the cluster DNS servers of `ClusterFirst` pods.
     pub cluster_dns: Vec<std::net::IpAddr>,
     /// `clusterDomain` (empty: none).
@@ -136,6 +139,7 @@ impl Default for KubeletConfiguration {
             pod_cidr: String::new(),
             provider_id: String::new(),
             image_pull_credentials_verification_policy: VerifyPolicy::default(),
+            node_status_max_images: 50,
             cluster_dns: Vec::new(),
             cluster_domain: String::new(),
             resolv_conf: "/etc/resolv.conf".into(),
@@ -198,7 +202,6 @@ const IGNORED: &[&str] = &[
     "runOnce",
     "cpuCFSQuota",
     "cpuCFSQuotaPeriod",
-    "nodeStatusMaxImages",
     "maxOpenFiles",
     "contentType",
     "kubeAPIQPS",
@@ -415,6 +418,7 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
                     })
                     .collect::<Result<_, _>>()?;
             }
+            "nodeStatusMaxImages" => c.node_status_max_images = field(file, key, v)?,
             "clusterDomain" => c.cluster_domain = field(file, key, v)?,
             "resolvConf" => c.resolv_conf = field(file, key, v)?,
             // ConfigMaps and Secrets are always watched (crate::objects).
@@ -536,6 +540,12 @@ fn validate(c: &KubeletConfiguration) -> Result<(), String> {
         errs.push(format!(
             "invalid configuration: podsPerCore (--pods-per-core) {} must not be a negative number",
             c.pods_per_core
+        ));
+    }
+    if c.node_status_max_images < -1 {
+        errs.push(format!(
+            "invalid configuration: nodeStatusMaxImages (--node-status-max-images) {} must be -1 or greater",
+            c.node_status_max_images
         ));
     }
     if c.healthz_bind_address.parse::<std::net::IpAddr>().is_err() {

@@ -312,6 +312,16 @@ pub async fn run_with_metrics(
             );
         }
     }
+    // status.images: the CRI runtime's images (the sim has none).
+    let images = cri.as_ref().map(|c| {
+        let list = Arc::new(images::list::ImageList::default());
+        tasks.spawn(images::list::refresh(
+            c.client().clone(),
+            list.clone(),
+            cfg.node_status_max_images,
+        ));
+        list
+    });
     let health = Arc::new(RwLock::new(Health::default()));
     tasks.spawn(probe_health(
         runtime.clone(),
@@ -375,6 +385,7 @@ pub async fn run_with_metrics(
             metrics: metrics.clone(),
             health,
             pressure,
+            images,
             concurrency: opts.api_concurrency,
         }
         .run(states),

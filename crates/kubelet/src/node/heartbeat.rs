@@ -20,6 +20,7 @@ use kube::{Api, Client};
 use tokio::sync::mpsc;
 
 use crate::config::KubeletConfiguration;
+use crate::images::list::ImageList;
 use crate::metrics::Metrics;
 use crate::node::capacity::{self, NodeCapacity};
 use crate::node::lease;
@@ -128,6 +129,8 @@ pub struct Heartbeat {
     pub health: Arc<RwLock<Health>>,
     /// Per-node pressure conditions from the eviction manager.
     pub pressure: Arc<PressureBoard>,
+    /// The runtime's images (`status.images`; none on simulated nodes).
+    pub images: Option<Arc<ImageList>>,
     /// Most requests in flight.
     pub concurrency: usize,
 }
@@ -242,6 +245,9 @@ impl Heartbeat {
                         let mut status = n.base.clone();
                         status.conditions =
                             Some(conditions(&n.conditions, &health, Timestamp::now()));
+                        if let Some(images) = &self.images {
+                            status.images = images.get();
+                        }
                         let since = n.last_report_at.map(|t| now - t).unwrap_or(Duration::MAX);
                         if !should_report(n.last_reported.as_ref(), &status, since, report_every) {
                             table.push(due + status_every, i, Job::Status);
