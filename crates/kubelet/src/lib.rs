@@ -378,6 +378,7 @@ pub async fn run_with_metrics(
     // kubelet's heartbeat client: pod status writes queued on the main
     // HTTP/2 connection must not delay a lease renewal.
     let heartbeat_client = self::client(&opts).await?;
+    let node_board = Arc::new(node::capacity::NodeBoard::default());
     tasks.spawn(
         node::heartbeat::Heartbeat {
             client: heartbeat_client,
@@ -385,11 +386,13 @@ pub async fn run_with_metrics(
             metrics: metrics.clone(),
             health,
             pressure,
+            nodes: node_board.clone(),
             images,
             concurrency: opts.api_concurrency,
         }
         .run(states),
     );
+    let admission = pods::admission::Admission::new(client.clone(), node_board, &descs);
     let ctx = Arc::new(pods::worker::WorkerContext {
         client: client.clone(),
         runtime,
@@ -397,6 +400,7 @@ pub async fn run_with_metrics(
         metrics: metrics.clone(),
         host_ips,
         active,
+        admission,
     });
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));

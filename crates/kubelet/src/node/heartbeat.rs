@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use crate::config::KubeletConfiguration;
 use crate::images::list::ImageList;
 use crate::metrics::Metrics;
-use crate::node::capacity::{self, NodeCapacity};
+use crate::node::capacity::{self, NodeBoard, NodeCapacity};
 use crate::node::lease;
 use crate::node::pressure::PressureBoard;
 use crate::node::schedule::{Job, Timetable};
@@ -129,6 +129,8 @@ pub struct Heartbeat {
     pub health: Arc<RwLock<Health>>,
     /// Per-node pressure conditions from the eviction manager.
     pub pressure: Arc<PressureBoard>,
+    /// The Nodes as the watch sees them (kept here for pod admission).
+    pub nodes: Arc<NodeBoard>,
     /// The runtime's images (`status.images`; none on simulated nodes).
     pub images: Option<Arc<ImageList>>,
     /// Most requests in flight.
@@ -163,7 +165,12 @@ impl Heartbeat {
             .enumerate()
             .map(|(i, n)| (n.desc.name.clone(), i))
             .collect();
-        let watch = tokio::spawn(capacity::watch(self.client.clone(), names, capacity_tx));
+        let watch = tokio::spawn(capacity::watch(
+            self.client.clone(),
+            names,
+            self.nodes.clone(),
+            capacity_tx,
+        ));
         let _stop_watch = AbortOnDrop(watch);
         let mut unregistered = nodes.iter().filter(|n| n.registered.is_none()).count();
         let mut inflight: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();

@@ -2,8 +2,10 @@
 //! process's nodes (`spec.nodeName=<node>` for one node; for many sim nodes
 //! `spec.nodeName!=` filtered by the node set), dispatching each pod's
 //! latest object to its worker ([`worker`]). Statuses flow one way:
-//! runtime → worker → [`writer`] → `pods/NAME/status`.
+//! runtime → worker → [`writer`] → `pods/NAME/status`. Before its first
+//! sync a worker has its pod admitted ([`admission`]).
 
+pub mod admission;
 pub mod static_pods;
 
 pub mod status;

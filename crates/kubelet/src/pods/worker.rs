@@ -14,6 +14,7 @@ use kube::api::{DeleteParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::admission::Admission;
 use super::status::{evicted_status, is_terminal, pod_status, rejected_status, status_patch};
 use super::writer::{StatusUpdate, StatusWriter};
 use crate::metrics::Metrics;
@@ -37,6 +38,8 @@ pub struct WorkerContext {
     pub host_ips: HashMap<String, String>,
     /// The pods that run (the eviction manager's candidates).
     pub active: Arc<ActivePods>,
+    /// The kubelet's own admission of the pods bound to its nodes.
+    pub admission: Admission,
 }
 
 /// A request of the eviction manager to a pod worker: kill the pod within
@@ -110,12 +113,14 @@ impl ActivePods {
     }
 }
 
-/// Removes the pod from [`ActivePods`] when the worker ends.
-struct Deregister<'a>(&'a ActivePods, String);
+/// Removes the pod from [`ActivePods`] and from the admitted pods when the
+/// worker ends.
+struct Deregister<'a>(&'a WorkerContext, String);
 
 impl Drop for Deregister<'_> {
     fn drop(&mut self) {
-        self.0.remove(&self.1);
+        self.0.active.remove(&self.1);
+        self.0.admission.release(&self.1);
     }
 }
 
@@ -138,7 +143,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
         .as_ref()
         .and_then(|p| p.metadata.uid.clone())
         .unwrap_or_default();
-    let _deregister = Deregister(&ctx.active, uid.clone());
+    let _deregister = Deregister(&ctx, uid.clone());
     loop {
         let latest = rx.borrow_and_update().clone();
         let Some(pod) = latest else {
@@ -166,7 +171,17 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             let running_already = last
                 .as_ref()
                 .is_some_and(|s| s.phase.as_deref() == Some("Running"));
-            if let (Err(r), false) = (ctx.runtime.admit(&pod), running_already) {
+            let verdict = match running_already {
+                true => {
+                    ctx.admission.count(&pod);
+                    Ok(())
+                }
+                false => match ctx.runtime.admit(&pod) {
+                    Ok(()) => ctx.admission.admit(&pod).await,
+                    Err(r) => Err(r),
+                },
+            };
+            if let Err(r) = verdict {
                 tracing::warn!(pod = %key(&pod), reason = %r.reason, message = %r.message, "pod rejected");
                 let status = rejected_status(&pod, &r);
                 push_status(&ctx, &pod, &status);
@@ -183,6 +198,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
         let terminal = is_terminal(last.as_ref().and_then(|s| s.phase.as_deref()));
         if terminal {
             ctx.active.remove(&uid);
+            ctx.admission.release(&uid);
         } else {
             match ctx.runtime.sync_pod(&pod).await {
                 Ok(obs) => {
