@@ -175,8 +175,8 @@ async fn make_cri(
     Ok(Arc::new(CriRuntime::new(cri, parts)?))
 }
 
-/// Refreshes node health every `every`: is the runtime up (pressure
-/// conditions come from the [`eviction`] manager).
+/// Refreshes node health every `every`: is the runtime up, is its network
+/// ready (pressure conditions come from the [`eviction`] manager).
 async fn probe_health(runtime: Arc<dyn Runtime>, health: Arc<RwLock<Health>>, every: Duration) {
     let mut was_down = false;
     loop {
@@ -187,8 +187,13 @@ async fn probe_health(runtime: Arc<dyn Runtime>, health: Arc<RwLock<Health>>, ev
             _ => {}
         }
         was_down = runtime_error.is_some();
+        let network_error = match runtime_error {
+            None => runtime.network_error().await,
+            Some(_) => None,
+        };
         *health.write().unwrap_or_else(|e| e.into_inner()) = Health {
             runtime_error,
+            network_error,
             ..Default::default()
         };
         tokio::time::sleep(every).await;

@@ -82,6 +82,9 @@ pub fn to_resource_list(list: &BTreeMap<String, Quantity>) -> BTreeMap<String, K
 pub struct Health {
     /// `Some(error)` when the container runtime is down.
     pub runtime_error: Option<String>,
+    /// `Some(error)` when the runtime's network is not ready (no CNI
+    /// configuration yet).
+    pub network_error: Option<String>,
     /// memory.available below its hard threshold.
     pub memory_pressure: bool,
     /// nodefs/imagefs below their hard thresholds.
@@ -146,8 +149,17 @@ pub fn conditions(previous: &[NodeCondition], h: &Health, now: Timestamp) -> Vec
             "kubelet has sufficient PID available",
         )
     };
-    let ready = match &h.runtime_error {
-        None => condition(
+    let errors: Vec<String> = [
+        h.runtime_error
+            .as_ref()
+            .map(|e| format!("container runtime is down: {e}")),
+        h.network_error.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let ready = match errors.as_slice() {
+        [] => condition(
             previous,
             "Ready",
             true,
@@ -155,12 +167,14 @@ pub fn conditions(previous: &[NodeCondition], h: &Health, now: Timestamp) -> Vec
             "kubelet is posting ready status",
             now,
         ),
-        Some(e) => condition(
+        // Several errors read as upstream's aggregate: "[a, b]".
+        [one] => condition(previous, "Ready", false, "KubeletNotReady", one, now),
+        many => condition(
             previous,
             "Ready",
             false,
             "KubeletNotReady",
-            &format!("container runtime is down: {e}"),
+            &format!("[{}]", many.join(", ")),
             now,
         ),
     };
@@ -436,6 +450,31 @@ mod tests {
             ..Default::default()
         };
         let c2 = conditions(&c1, &bad, t1);
+        assert_eq!(
+            c2[3].message.as_deref(),
+            Some("container runtime is down: connection refused")
+        );
+        // No CNI configuration yet: not Ready, in upstream's words; with
+        // the runtime down too, both as upstream's aggregate.
+        let net = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized";
+        let no_net = Health {
+            network_error: Some(net.into()),
+            ..Default::default()
+        };
+        let c = conditions(&c1, &no_net, t1);
+        assert_eq!(
+            (c[3].status.as_str(), c[3].message.as_deref()),
+            ("False", Some(net))
+        );
+        let both = Health {
+            network_error: Some(net.into()),
+            ..bad.clone()
+        };
+        let c = conditions(&c1, &both, t1);
+        assert_eq!(
+            c[3].message.as_deref().unwrap(),
+            format!("[container runtime is down: connection refused, {net}]")
+        );
         assert_eq!(c2[3].status, "False");
         assert_eq!(c2[3].reason.as_deref(), Some("KubeletNotReady"));
         assert_eq!(c2[3].last_transition_time, Some(Time(t1)));

@@ -192,6 +192,12 @@ pub trait Runtime: Send + Sync + 'static {
     /// the kubelet was down).
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>>;
 
+    /// `Some(error)` while the runtime's pod network is not ready (upstream's
+    /// `NetworkReady` condition, folded into the node's `Ready`).
+    fn network_error(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async { None })
+    }
+
     /// Whether this node may run `pod` at all (checked once, before its
     /// first sync).
     fn admit(&self, pod: &Pod) -> Result<(), Rejection> {

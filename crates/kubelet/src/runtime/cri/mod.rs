@@ -652,6 +652,17 @@ impl Runtime for CriRuntime {
         Box::pin(version(&self.cri))
     }
 
+    fn network_error(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async {
+            let status = self.cri.status().await.ok()?;
+            let c = rkube_cri::condition(&status, "NetworkReady").filter(|c| !c.status)?;
+            Some(format!(
+                "container runtime network not ready: NetworkReady=false reason:{} message:{}",
+                c.reason, c.message
+            ))
+        })
+    }
+
     fn sync_pod<'a>(&'a self, pod: &'a Pod) -> BoxFuture<'a, Result<PodObservation, RuntimeError>> {
         Box::pin(async move {
             if let Some(static_uid) = mirror_of(pod) {
