@@ -191,11 +191,8 @@ async fn probe_health(runtime: Arc<dyn Runtime>, health: Arc<RwLock<Health>>, ev
             None => runtime.network_error().await,
             Some(_) => None,
         };
-        *health.write().unwrap_or_else(|e| e.into_inner()) = Health {
-            runtime_error,
-            network_error,
-            ..Default::default()
-        };
+        *health.write().unwrap_or_else(|e| e.into_inner()) =
+            Health::checked(runtime_error.as_deref(), network_error);
         tokio::time::sleep(every).await;
     }
 }
@@ -327,7 +324,7 @@ pub async fn run_with_metrics(
         ));
         list
     });
-    let health = Arc::new(RwLock::new(Health::default()));
+    let health = Arc::new(RwLock::new(Health::unchecked()));
     tasks.spawn(probe_health(
         runtime.clone(),
         health.clone(),

@@ -80,7 +80,8 @@ pub fn to_resource_list(list: &BTreeMap<String, Quantity>) -> BTreeMap<String, K
 /// What the node-level checks found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Health {
-    /// `Some(error)` when the container runtime is down.
+    /// `Some(error)` when the container runtime is down (or not checked
+    /// yet: [`Health::unchecked`]), in the words of the Ready condition.
     pub runtime_error: Option<String>,
     /// `Some(error)` when the runtime's network is not ready (no CNI
     /// configuration yet).
@@ -91,6 +92,25 @@ pub struct Health {
     pub disk_pressure: bool,
     /// pid.available below its hard threshold.
     pub pid_pressure: bool,
+}
+
+impl Health {
+    /// Before the first check of the runtime: not Ready, as upstream.
+    pub fn unchecked() -> Health {
+        Health {
+            runtime_error: Some("container runtime status check may not have completed yet".into()),
+            ..Default::default()
+        }
+    }
+
+    /// The runtime answered `error` (or nothing) and its network `network`.
+    pub fn checked(error: Option<&str>, network: Option<String>) -> Health {
+        Health {
+            runtime_error: error.map(|e| format!("container runtime is down: {e}")),
+            network_error: network,
+            ..Default::default()
+        }
+    }
 }
 
 fn condition(
@@ -149,15 +169,10 @@ pub fn conditions(previous: &[NodeCondition], h: &Health, now: Timestamp) -> Vec
             "kubelet has sufficient PID available",
         )
     };
-    let errors: Vec<String> = [
-        h.runtime_error
-            .as_ref()
-            .map(|e| format!("container runtime is down: {e}")),
-        h.network_error.clone(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let errors: Vec<String> = [h.runtime_error.clone(), h.network_error.clone()]
+        .into_iter()
+        .flatten()
+        .collect();
     let ready = match errors.as_slice() {
         [] => condition(
             previous,
@@ -445,9 +460,8 @@ mod tests {
         assert_eq!(c1[3].last_transition_time, Some(Time(t0)));
         // Runtime down and memory pressure: both transition now.
         let bad = Health {
-            runtime_error: Some("connection refused".into()),
             memory_pressure: true,
-            ..Default::default()
+            ..Health::checked(Some("connection refused"), None)
         };
         let c2 = conditions(&c1, &bad, t1);
         assert_eq!(
@@ -465,6 +479,15 @@ mod tests {
         assert_eq!(
             (c[3].status.as_str(), c[3].message.as_deref()),
             ("False", Some(net))
+        );
+        // Not checked yet: not Ready either.
+        let c = conditions(&c1, &Health::unchecked(), t1);
+        assert_eq!(
+            (c[3].status.as_str(), c[3].message.as_deref()),
+            (
+                "False",
+                Some("container runtime status check may not have completed yet")
+            )
         );
         let both = Health {
             network_error: Some(net.into()),

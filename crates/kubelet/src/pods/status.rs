@@ -433,11 +433,18 @@ pub fn rejected_status(pod: &Pod, r: &crate::runtime::Rejection) -> PodStatus {
 }
 
 /// The strategic-merge PATCH body for a status: `metadata.uid` makes the
-/// apiserver refuse it for a recreated pod of the same name, and
-/// conditions carry explicit `null` reason/message so stale ones are
-/// cleared (conditions merge by type).
+/// apiserver refuse it for a recreated pod of the same name, conditions
+/// carry explicit `null` reason/message so stale ones are cleared
+/// (conditions merge by type), and `podIPs` and `hostIPs` replace the
+/// stored lists (merged by IP, a new sandbox's address would be added
+/// beside the old one, which the API server refuses).
 pub fn status_patch(uid: &str, status: &PodStatus) -> serde_json::Value {
     let mut s = serde_json::to_value(status).unwrap_or_default();
+    for k in ["podIPs", "hostIPs"] {
+        if let Some(list) = s.get_mut(k).and_then(|l| l.as_array_mut()) {
+            list.insert(0, serde_json::json!({"$patch": "replace"}));
+        }
+    }
     if let Some(cs) = s.get_mut("conditions").and_then(|c| c.as_array_mut()) {
         for c in cs {
             for k in ["reason", "message"] {
@@ -756,6 +763,12 @@ mod tests {
         );
         let p = status_patch("u", &s);
         assert_eq!(p["metadata"]["uid"], "u");
+        // The address lists replace what is stored.
+        assert_eq!(
+            p["status"]["podIPs"],
+            json!([{"$patch": "replace"}, {"ip": "10.0.0.2"}])
+        );
+        assert_eq!(p["status"]["hostIPs"][0], json!({"$patch": "replace"}));
         assert_eq!(p["status"]["phase"], "Running");
         let ready = p["status"]["conditions"]
             .as_array()
