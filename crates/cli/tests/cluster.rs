@@ -58,13 +58,15 @@ impl Cluster {
         }
     }
 
+    /// kubectl with the cluster's kubeconfig and `args`, not started.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(hack("k8s/_output/bin/kubectl"));
+        c.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        c
+    }
+
     fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new(hack("k8s/_output/bin/kubectl"))
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .output()
-            .expect("run kubectl")
+        self.command(args).output().expect("run kubectl")
     }
 
     /// kubectl's stdout; panics with its output when it fails.
@@ -75,10 +77,8 @@ impl Cluster {
     }
 
     fn apply(&self, yaml: &str) {
-        let mut child = Command::new(hack("k8s/_output/bin/kubectl"))
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["apply", "-f", "-"])
+        let mut child = self
+            .command(&["apply", "-f", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -316,10 +316,8 @@ fn a_two_node_cluster_of_rkube_nodes() {
         );
         assert!(c.ok(&["logs", pod]).contains(line), "{pod} logs");
     }
-    let mut pf = Command::new(hack("k8s/_output/bin/kubectl"))
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
-        .args(["port-forward", "pod/web", "18181:8080"])
+    let mut pf = c
+        .command(&["port-forward", "pod/web", "18181:8080"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -314,6 +314,24 @@ mod tests {
         }
     }
 
+    /// Reads `name` (as pod1) until its data is `want`, for at most 2 s;
+    /// the last read.
+    async fn read_until(
+        cache: &ObjectCache<ConfigMap>,
+        name: &str,
+        want: Option<&str>,
+    ) -> Option<String> {
+        let mut seen = None;
+        for _ in 0..200 {
+            seen = data(&cache.get("pod1", "ns", name).await.unwrap());
+            if seen.as_deref() == want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        seen
+    }
+
     async fn eventually(mut f: impl FnMut() -> bool) {
         for _ in 0..200 {
             if f() {
@@ -346,23 +364,10 @@ mod tests {
         // A change and a deletion arrive through the watch.
         eventually(|| lock(&fake).watches.iter().any(|(n, _)| n == "a")).await;
         push(&fake, "a", "MODIFIED", cm_json("a", "two", false));
-        let mut seen = None;
-        for _ in 0..200 {
-            seen = data(&cache.get("pod1", "ns", "a").await.unwrap());
-            if seen.as_deref() == Some("two") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let seen = read_until(&cache, "a", Some("two")).await;
         assert_eq!(seen.as_deref(), Some("two"));
         push(&fake, "a", "DELETED", cm_json("a", "two", false));
-        for _ in 0..200 {
-            seen = data(&cache.get("pod1", "ns", "a").await.unwrap());
-            if seen.is_none() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let seen = read_until(&cache, "a", None).await;
         assert_eq!(seen, None, "a deletion reaches the cache");
         assert_eq!(lock(&fake).lists, 2, "no list after the first ones");
 
