@@ -8,10 +8,17 @@
 //! * a pod on node A reaches a pod on node B by pod IP, by ClusterIP and by
 //!   NodePort on either node; the host reaches the NodePort too;
 //! * `kubectl exec`, `logs` and `port-forward` work to pods on both nodes;
+//! * pulls from the cluster's registries ([`pulls`]) and the ImageLocality
+//!   field report on real nodes ([`image_locality`]);
 //! * `down` leaves nothing: no process, mount, network namespace, link,
 //!   route or cgroup of the cluster.
 //!
 //! Needs root, Go and the package registries' caches; run by hack/test.
+
+#[path = "cluster/image_locality.rs"]
+mod image_locality;
+#[path = "cluster/pulls.rs"]
+mod pulls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -35,6 +42,34 @@ struct Cluster {
     dir: PathBuf,
     kubeconfig: String,
     down: bool,
+}
+
+/// The cluster's registries and the private one's login
+/// (DIR/registry/credentials.env).
+struct Registry {
+    registry: String,
+    private: String,
+    private_user: String,
+    private_password: String,
+}
+
+impl Registry {
+    fn read(dir: &Path) -> Registry {
+        let env =
+            std::fs::read_to_string(dir.join("registry/credentials.env")).expect("credentials.env");
+        let get = |k: &str| {
+            env.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("{k} in credentials.env"))
+                .to_string()
+        };
+        Registry {
+            registry: get("REGISTRY"),
+            private: get("PRIVATE_REGISTRY"),
+            private_user: get("PRIVATE_USER"),
+            private_password: get("PRIVATE_PASSWORD"),
+        }
+    }
 }
 
 impl Cluster {
@@ -110,6 +145,102 @@ impl Cluster {
             );
             std::thread::sleep(Duration::from_secs(1));
         }
+    }
+
+    /// `hack/cluster ARGS --dir DIR`: stdout; panics when it fails.
+    fn cluster(&self, args: &[&str]) -> String {
+        let o = Command::new(hack("cluster"))
+            .args(args)
+            .arg("--dir")
+            .arg(&self.dir)
+            .output()
+            .expect("run hack/cluster");
+        assert!(o.status.success(), "hack/cluster {args:?}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
+    /// Pushes `image` from node-1 to a registry of the cluster: its name there.
+    fn push(&self, private: bool, image: &str) -> String {
+        let mut args = vec!["push", image];
+        if private {
+            args.push("--private");
+        }
+        self.cluster(&args)
+    }
+
+    /// `ctr` on node `i`'s containerd (k8s.io namespace).
+    fn ctr(&self, i: usize, args: &[&str]) {
+        let o = Command::new("ctr")
+            .arg("--address")
+            .arg(self.dir.join(format!("n{i}/c/containerd.sock")))
+            .args(["--namespace", "k8s.io"])
+            .args(args)
+            .output()
+            .expect("run ctr");
+        assert!(o.status.success(), "ctr {args:?}: {}", text(&o));
+    }
+
+    /// Polls `f` every second until it gives a value, for at most `within`.
+    fn until<T>(&self, what: &str, within: Duration, f: impl Fn() -> Option<T>) -> T {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            assert!(start.elapsed() < within, "not within {within:?}: {what}");
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
+    fn wait_running(&self, pod: &str, within: Duration) {
+        self.until(&format!("pod {pod} Running"), within, || {
+            let o = self.kubectl(&["get", "pod", pod, "-o", "jsonpath={.status.phase}"]);
+            (String::from_utf8_lossy(&o.stdout) == "Running").then_some(())
+        });
+    }
+
+    /// Waits until the container of `pod` waits for one of `reasons`:
+    /// (reason, message).
+    fn wait_waiting(&self, pod: &str, reasons: &[&str], within: Duration) -> (String, String) {
+        self.until(&format!("pod {pod} waiting with {reasons:?}"), within, || {
+            let o = self.kubectl(&[
+                "get",
+                "pod",
+                pod,
+                "-o",
+                "jsonpath={.status.containerStatuses[0].state.waiting.reason}|{.status.containerStatuses[0].state.waiting.message}",
+            ]);
+            let out = String::from_utf8_lossy(&o.stdout).to_string();
+            let (reason, msg) = out.split_once('|')?;
+            reasons
+                .contains(&reason)
+                .then(|| (reason.to_string(), msg.to_string()))
+        })
+    }
+
+    /// The messages of `pod`'s Events with `reason`.
+    fn events(&self, pod: &str, reason: &str) -> Vec<String> {
+        let out = self.ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={pod},reason={reason}"),
+            "-o",
+            "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
+        ]);
+        out.lines().map(str::to_string).collect()
+    }
+
+    fn event_message(&self, pod: &str, reason: &str) -> String {
+        self.until(
+            &format!("a {reason} Event of {pod}"),
+            Duration::from_secs(30),
+            || self.events(pod, reason).into_iter().next(),
+        )
+    }
+
+    fn event_count(&self, pod: &str, reason: &str) -> usize {
+        self.events(pod, reason).len()
     }
 
     fn down(&mut self) {
@@ -221,7 +352,7 @@ fn leftovers(dir: &Path, id_prefix: &str) -> Vec<String> {
         }
     }
     for l in run("ip", &["route"]).lines() {
-        if l.starts_with("10.244.") {
+        if l.contains(&format!(" dev {id_prefix} ")) || l.ends_with(&format!(" dev {id_prefix}")) {
             out.push(format!("route {l}"));
         }
     }
@@ -334,20 +465,18 @@ fn a_two_node_cluster_of_rkube_nodes() {
     let _ = pf.wait();
     assert!(forwarded.contains(hello), "port-forward: {forwarded}");
 
+    let reg = Registry::read(&dir);
+    pulls::check(&c, &reg);
+    image_locality::check(&c, &dir);
+
     // down leaves nothing behind. The cluster's links and namespaces are
-    // named after its bridge, the one holding 10.201.N.1/24.
-    let addrs = Command::new("ip")
-        .args(["-o", "-4", "addr"])
-        .output()
-        .unwrap();
-    let bridge = String::from_utf8_lossy(&addrs.stdout)
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let n = f.get(3)?.strip_prefix("10.201.")?.strip_suffix(".1/24")?;
-            (f.get(1)? == &format!("rkc{n}")).then(|| f[1].to_string())
-        })
-        .expect("the cluster's bridge rkcN with 10.201.N.1/24");
+    // named after its bridge rkcN, the one of the registry's 10.201.N.1.
+    let n = reg
+        .registry
+        .strip_prefix("10.201.")
+        .and_then(|r| r.strip_suffix(".1:5000"))
+        .expect("the registry on 10.201.N.1:5000");
+    let bridge = format!("rkc{n}");
     c.down();
     let left = leftovers(&dir, &bridge);
     assert!(left.is_empty(), "left behind by down: {left:#?}");

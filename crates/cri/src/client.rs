@@ -31,8 +31,10 @@ pub enum CriError {
         #[source]
         source: tonic::transport::Error,
     },
-    /// The runtime answered a call with an error status.
-    #[error("CRI {method}: {}: {}", .status.code(), .status.message())]
+    /// The runtime answered a call with an error status; written as the
+    /// Go gRPC client writes it (`rpc error: code = NotFound desc = ...`),
+    /// which is what upstream's kubelet puts in Events and statuses.
+    #[error("rpc error: code = {} desc = {}", go_code(.status.code()), .status.message())]
     Status {
         /// The RPC, e.g. `RunPodSandbox`.
         method: &'static str,
@@ -47,6 +49,30 @@ pub enum CriError {
         /// The missing field.
         field: &'static str,
     },
+}
+
+/// The name Go's `codes.Code` gives a gRPC status code.
+fn go_code(c: tonic::Code) -> &'static str {
+    use tonic::Code as C;
+    match c {
+        C::Ok => "OK",
+        C::Cancelled => "Canceled",
+        C::Unknown => "Unknown",
+        C::InvalidArgument => "InvalidArgument",
+        C::DeadlineExceeded => "DeadlineExceeded",
+        C::NotFound => "NotFound",
+        C::AlreadyExists => "AlreadyExists",
+        C::PermissionDenied => "PermissionDenied",
+        C::ResourceExhausted => "ResourceExhausted",
+        C::FailedPrecondition => "FailedPrecondition",
+        C::Aborted => "Aborted",
+        C::OutOfRange => "OutOfRange",
+        C::Unimplemented => "Unimplemented",
+        C::Internal => "Internal",
+        C::Unavailable => "Unavailable",
+        C::DataLoss => "DataLoss",
+        C::Unauthenticated => "Unauthenticated",
+    }
 }
 
 impl CriError {
@@ -792,7 +818,7 @@ mod tests {
         assert!(e.is_not_found());
         assert_eq!(
             e.to_string(),
-            "CRI ContainerStatus: Some requested entity was not found: no such container"
+            "rpc error: code = NotFound desc = no such container"
         );
         assert!(!missing("Status", "status").is_not_found());
     }

@@ -69,6 +69,15 @@ impl Backoff {
         }
     }
 
+    /// `true` while `now_ns` is within the window armed by the last
+    /// [`Backoff::next`] of `key` (upstream's `IsInBackOffSinceUpdate`:
+    /// the image pull back-off, counted from the failed pull).
+    pub fn in_backoff_since_update(&self, key: &str, now_ns: i128) -> bool {
+        self.entries
+            .get(key)
+            .is_some_and(|e| since(now_ns, e.last_update_ns) < e.backoff)
+    }
+
     /// The current window of `key` (for messages), if armed.
     pub fn window(&self, key: &str) -> Option<Duration> {
         self.entries.get(key).map(|e| e.backoff)
@@ -85,6 +94,20 @@ mod tests {
     use super::*;
 
     const S: i128 = 1_000_000_000;
+
+    #[test]
+    fn pull_back_off_counts_from_the_failed_pull() {
+        let mut b = Backoff::default();
+        let k = "uid_img";
+        assert!(!b.in_backoff_since_update(k, 100 * S));
+        b.next(k, 100 * S);
+        assert!(b.in_backoff_since_update(k, 109 * S));
+        assert!(!b.in_backoff_since_update(k, 110 * S));
+        // the second failure (at 110 s) doubles the window to 20 s
+        b.next(k, 110 * S);
+        assert!(b.in_backoff_since_update(k, 129 * S));
+        assert!(!b.in_backoff_since_update(k, 130 * S));
+    }
 
     #[test]
     fn first_restart_is_immediate_then_doubles_to_the_cap() {

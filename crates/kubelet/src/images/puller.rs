@@ -7,6 +7,7 @@
 //! whether a pod may use an image another pod pulled
 //! ([`super::pull_records`]), and the pull back-off (`ImagePullBackOff`).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -81,6 +82,9 @@ pub struct ImageManager {
     cri: CriClient,
     pulls: PullRecords,
     backoff: Mutex<Backoff>,
+    /// The error of the last failed pull per back-off key, for the
+    /// `ImagePullBackOff` message (as upstream's `prevPullErrMsg`).
+    prev_errors: Mutex<HashMap<String, String>>,
     events: Option<Recorder>,
     volumes: Option<Arc<VolumeManager>>,
 }
@@ -98,6 +102,7 @@ impl ImageManager {
             cri,
             pulls,
             backoff: Mutex::new(Backoff::default()),
+            prev_errors: Mutex::new(HashMap::new()),
             events,
             volumes,
         }
@@ -111,6 +116,10 @@ impl ImageManager {
 
     fn backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
         self.backoff.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn prev_errors(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.prev_errors.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes sure the image of `c` may be used by `pod` (pulling it as
@@ -163,11 +172,17 @@ impl ImageManager {
         }
         let pull_key = format!("{key}/pull");
         let now = Timestamp::now().as_nanosecond();
-        if self.backoff().remaining(&pull_key, now, now).is_some() {
+        if self.backoff().in_backoff_since_update(&pull_key, now) {
             let msg = format!("Back-off pulling image \"{image}\"");
             self.event(pod, name, false, "BackOff", msg.clone());
-            return Err(ImageError::BackOff(msg));
+            return Err(ImageError::BackOff(
+                match self.prev_errors().get(&pull_key) {
+                    Some(prev) => format!("{msg}: ErrImagePull: {prev}"),
+                    None => msg,
+                },
+            ));
         }
+        self.prev_errors().remove(&pull_key);
         self.event(
             pod,
             name,
@@ -181,10 +196,24 @@ impl ImageManager {
             None => self.pull_credentials(pod, &image).await,
         };
         self.pulls.pull_started(&image);
+        let t_pull = std::time::Instant::now();
         let pulled = match creds {
             Ok(creds) => self.pull(&image, &creds, sandbox).await,
             Err(e) => Err(e),
         };
+        // As upstream: the image's size (0 when unknown) is read as part
+        // of the pull.
+        let size = match &pulled {
+            Ok((r, _)) => self
+                .cri
+                .image_status(r)
+                .await
+                .ok()
+                .flatten()
+                .map_or(0, |i| i.size),
+            Err(_) => 0,
+        };
+        let pull_time = t_pull.elapsed();
         match &pulled {
             Ok((r, secret)) => self.pulls.pull_ended(&image, Some(r), secret.clone()),
             Err(_) => self.pulls.pull_ended(&image, None, None),
@@ -196,12 +225,24 @@ impl ImageManager {
                     name,
                     false,
                     "Pulled",
-                    format!("Successfully pulled image \"{image}\" in {:?}", t.elapsed()),
+                    format!(
+                        "Successfully pulled image \"{image}\" in {} ({} including waiting). Image size: {size} bytes.",
+                        go_duration(pull_time),
+                        go_duration(t.elapsed())
+                    ),
                 );
                 Ok(r)
             }
             Err(e) => {
                 self.backoff().next(&pull_key, now);
+                {
+                    // Kept only while its back-off lasts (bounded by the
+                    // keys with a live window).
+                    let backoff = self.backoff();
+                    let mut prev = self.prev_errors();
+                    prev.retain(|k, _| backoff.in_backoff_since_update(k, now));
+                    prev.insert(pull_key.clone(), e.clone());
+                }
                 self.event(
                     pod,
                     name,
@@ -278,9 +319,52 @@ impl ImageManager {
     }
 }
 
+/// `d` truncated to milliseconds, written as Go's `time.Duration` does
+/// (`132ms`, `1.5s`, `2m0.25s`, `1h0m0s`).
+fn go_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (h, m, s, frac) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    let mut out = String::new();
+    if h > 0 {
+        out += &format!("{h}h");
+    }
+    if h > 0 || m > 0 {
+        out += &format!("{m}m");
+    }
+    out += &s.to_string();
+    if frac > 0 {
+        out += ".";
+        out += format!("{frac:03}").trim_end_matches('0');
+    }
+    out + "s"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_as_go_writes_them() {
+        use std::time::Duration;
+        for (ms, want) in [
+            (0, "0s"),
+            (132, "132ms"),
+            (1000, "1s"),
+            (1500, "1.5s"),
+            (60_250, "1m0.25s"),
+            (3_600_000, "1h0m0s"),
+            (3_723_004, "1h2m3.004s"),
+        ] {
+            assert_eq!(go_duration(Duration::from_millis(ms)), want, "{ms}");
+        }
+        assert_eq!(go_duration(Duration::from_micros(132_999)), "132ms");
+    }
 
     fn container(image: &str, policy: Option<&str>) -> Container {
         Container {
