@@ -323,8 +323,14 @@ fn volume_host_path(
 
 /// The mounts of container `c`. ConfigMap, Secret, downwardAPI and
 /// projected volumes are mounted read-only whatever the mount says; a
-/// `subPath` is bind-mounted from beneath its volume.
-pub fn mounts(pod: &Pod, c: &Container, dirs: &Dirs) -> Result<Vec<v1::Mount>, String> {
+/// `subPath` (or `subPathExpr` expanded from the container's final
+/// environment `env`) is bind-mounted from beneath its volume.
+pub fn mounts(
+    pod: &Pod,
+    c: &Container,
+    dirs: &Dirs,
+    env: &[(String, String)],
+) -> Result<Vec<v1::Mount>, String> {
     let uid = pod.uid().unwrap_or_default();
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
     let mut out = Vec::new();
@@ -338,19 +344,17 @@ pub fn mounts(pod: &Pod, c: &Container, dirs: &Dirs) -> Result<Vec<v1::Mount>, S
             .and_then(|s| s.security_context.as_ref())
             .and_then(|s| s.fs_group);
         let host = volume_host_path(&uid, v, dirs, fs_group)?;
-        let host = match m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+        let sub = match m.sub_path_expr.as_deref().filter(|s| !s.is_empty()) {
+            Some(expr) => Some(expand_sub_path_expr(expr, env)?),
+            None => m.sub_path.clone().filter(|s| !s.is_empty()),
+        };
+        let host = match sub {
             Some(sub) => {
                 let target = subpath::target_path(&dirs.pod_dir(&uid), &v.name, &c.name, index);
-                subpath::prepare(&host, sub, &target).map_err(|e| e.to_string())?
+                subpath::prepare(&host, &sub, &target).map_err(|e| e.to_string())?
             }
             None => host,
         };
-        if m.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty()) {
-            return Err(format!(
-                "volume mount {}: subPathExpr is not supported by rkube",
-                m.name
-            ));
-        }
         // `IfPossible` may fall back to a plain read-only mount, as upstream
         // does on a runtime without recursive read-only mounts; `Enabled`
         // may not (submounts would stay writable).
@@ -370,6 +374,35 @@ pub fn mounts(pod: &Pod, c: &Container, dirs: &Dirs) -> Result<Vec<v1::Mount>, S
         });
     }
     Ok(out)
+}
+
+/// The longest `subPathExpr` expansion accepted (a path: `PATH_MAX`).
+const MAX_SUB_PATH: usize = 4096;
+
+/// upstream's `ExpandContainerVolumeMounts`: `$(NAME)` replaced from `env`
+/// (the last definition of a name wins); a name undefined or empty is an
+/// error naming every such name, sorted.
+fn expand_sub_path_expr(expr: &str, env: &[(String, String)]) -> Result<String, String> {
+    let map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let missing = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let expanded = crate::pod::env::expand(
+        expr,
+        |name| {
+            let v = map.get(name).copied().unwrap_or("");
+            if v.is_empty() {
+                missing.borrow_mut().insert(name.to_string());
+            }
+            Some(v.to_string())
+        },
+        MAX_SUB_PATH,
+    )
+    .ok_or_else(|| format!("subPathExpr {expr:?} expands to more than {MAX_SUB_PATH} bytes"))?;
+    let missing = missing.into_inner();
+    if !missing.is_empty() {
+        let names: Vec<String> = missing.into_iter().collect();
+        return Err(format!("missing value for {}", names.join(", ")));
+    }
+    Ok(expanded)
 }
 
 /// `mountPropagation` → CRI.
@@ -415,7 +448,7 @@ pub fn container_config(
     security::verify_run_as_non_root(pod, c, inputs.image.uid, &inputs.image.username)?;
     let env = env::container_env(pod, c, &inputs.env)?;
     let (command, args) = env::expand_command_and_args(c, &env)?;
-    let mut mounts = mounts(pod, c, dirs)?;
+    let mut mounts = mounts(pod, c, dirs, &env)?;
     mounts.extend(etc_hosts::prepare(
         pod,
         c,
@@ -489,6 +522,36 @@ pub fn backoff_key(pod: &Pod, c: &Container) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sub_path_expr_expands_from_the_final_environment() {
+        let env = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let e = env(&[
+            ("POD_NAME", "foo"),
+            ("ANNOTATION", "mypath"),
+            ("POD_NAME", "bar"),
+        ]);
+        assert_eq!(
+            expand_sub_path_expr("$(ANNOTATION)/$(POD_NAME)", &e).unwrap(),
+            "mypath/bar"
+        );
+        assert_eq!(expand_sub_path_expr("a/$$(X)", &e).unwrap(), "a/$(X)");
+        // An undefined or empty name is an error, as upstream's (sorted).
+        let e = env(&[("EMPTY", ""), ("POD_NAME", "foo")]);
+        assert_eq!(
+            expand_sub_path_expr("$(ZED)/$(EMPTY)/$(POD_NAME)", &e).unwrap_err(),
+            "missing value for EMPTY, ZED"
+        );
+        let big = env(&[("X", &"x".repeat(5000))]);
+        assert!(expand_sub_path_expr("$(X)", &big)
+            .unwrap_err()
+            .contains("more than 4096 bytes"));
+    }
 
     #[test]
     fn a_new_image_changes_the_definition_and_the_back_off_key() {
