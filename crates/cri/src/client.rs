@@ -422,6 +422,25 @@ impl CriClient {
         Ok(())
     }
 
+    /// `UpdateContainerResources`: new Linux resources for a running
+    /// container (an in-place resize).
+    pub async fn update_container_resources(
+        &self,
+        id: &str,
+        linux: v1::LinuxContainerResources,
+    ) -> Result<()> {
+        self.runtime
+            .clone()
+            .update_container_resources(v1::UpdateContainerResourcesRequest {
+                container_id: id.into(),
+                linux: Some(linux),
+                ..Default::default()
+            })
+            .await
+            .map_err(status("UpdateContainerResources"))?;
+        Ok(())
+    }
+
     /// `ContainerStatus`: state, exit code, reason, log path, …
     pub async fn container_status(&self, id: &str) -> Result<v1::ContainerStatus> {
         self.runtime

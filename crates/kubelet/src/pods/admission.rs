@@ -312,6 +312,34 @@ impl Admission {
         general_filter(pod, &mnode, &others, static_pod)
     }
 
+    /// An in-place resize of an admitted pod: `desired` (its new
+    /// resources) is checked against the node and the other pods as at
+    /// admission and, when it fits, counted in place of what it had.
+    /// Upstream defers a resize that does not fit (the scheduler may make
+    /// room): the rejection says why.
+    pub async fn resize(&self, desired: &Pod) -> Result<(), Rejection> {
+        let _one_at_a_time = self.gate.lock().await;
+        let name = node_of(desired);
+        let Ok(mpod) = convert::pod(desired, 0, &PriorityClasses::default()) else {
+            return Ok(());
+        };
+        let Some(node) = self.node(&name) else {
+            return Err(Rejection {
+                reason: "InvalidNodeInfo".into(),
+                message: "Kubelet cannot get node info.".into(),
+            });
+        };
+        let failures = self.check(&mpod, &node, is_static(desired));
+        if let Some(f) = failures.first() {
+            return Err(f.rejection());
+        }
+        self.lock()
+            .entry(name)
+            .or_default()
+            .insert(mpod.uid.clone(), mpod);
+        Ok(())
+    }
+
     /// Counts a pod admitted before (running when the kubelet started).
     pub fn count(&self, pod: &Pod) {
         if let Ok(m) = convert::pod(pod, 0, &PriorityClasses::default()) {

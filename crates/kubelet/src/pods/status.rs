@@ -4,10 +4,14 @@
 //! `generateAPIPodStatus` adds it), container statuses, IPs, start time and
 //! observedGeneration — and the status PATCH body.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
-    ContainerState as KState, ContainerStateRunning, ContainerStateTerminated,
+    Container, ContainerState as KState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+    ResourceRequirements,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -162,6 +166,62 @@ fn kstate(s: &ContainerState, container_id: &str) -> KState {
             ..Default::default()
         },
     }
+}
+
+/// A cpu amount in millicores as a quantity.
+fn millicores(m: i64) -> Quantity {
+    Quantity(format!("{m}m"))
+}
+
+/// upstream's `convertContainerStatusResources` (without carrying a value
+/// the runtime stopped reporting over from the previous status): the
+/// allocated resources, with what the runtime reports a running container
+/// has in place of the cpu limit (unless both are at or below the 10m a
+/// CFS quota can express), the cpu request (unless both are at or below
+/// two shares) and the memory limit.
+fn status_resources(spec: &Container, c: &ContainerObservation) -> ResourceRequirements {
+    let mut r = spec.resources.clone().unwrap_or_default();
+    let (ContainerState::Running { .. }, Some(seen)) = (&c.state, c.resources) else {
+        return r;
+    };
+    let milli_of = |m: Option<&BTreeMap<String, Quantity>>, k: &str| {
+        m.and_then(|m| m.get(k))
+            .and_then(|q| rkube_model::quantity::Quantity::parse(&q.0).ok())
+            .map_or(0, |q| q.milli_value())
+    };
+    let allocated_cpu_limit = milli_of(r.limits.as_ref(), "cpu");
+    let allocated_cpu_request = milli_of(r.requests.as_ref(), "cpu");
+    if let Some(limits) = r.limits.as_mut() {
+        if let Some(cpu) = seen
+            .cpu_limit
+            .filter(|m| *m > 10 || allocated_cpu_limit > 10)
+        {
+            limits.insert("cpu".into(), millicores(cpu));
+        }
+        if let Some(mem) = seen.memory_limit {
+            limits.insert("memory".into(), Quantity(mem.to_string()));
+        }
+    }
+    if let Some(requests) = r.requests.as_mut() {
+        if let Some(cpu) = seen
+            .cpu_request
+            .filter(|m| *m > 2 || allocated_cpu_request > 2)
+        {
+            requests.insert("cpu".into(), millicores(cpu));
+        }
+    }
+    r
+}
+
+/// The status of container `c`; with its (allocated) spec, its
+/// `resources` and `allocatedResources` as upstream reports them.
+fn container_status_of(spec: Option<&Container>, c: &ContainerObservation) -> ContainerStatus {
+    let mut st = container_status(c);
+    if let Some(spec) = spec {
+        st.resources = Some(status_resources(spec, c));
+        st.allocated_resources = spec.resources.as_ref().and_then(|r| r.requests.clone());
+    }
+    st
 }
 
 fn container_status(c: &ContainerObservation) -> ContainerStatus {
@@ -377,9 +437,18 @@ pub fn pod_status(
                 .collect()
         }),
         start_time,
-        init_container_statuses: (!obs.init_containers.is_empty())
-            .then(|| obs.init_containers.iter().map(container_status).collect()),
-        container_statuses: Some(obs.containers.iter().map(container_status).collect()),
+        init_container_statuses: (!obs.init_containers.is_empty()).then(|| {
+            obs.init_containers
+                .iter()
+                .map(|c| container_status_of(spec_of(pod, &c.name, true), c))
+                .collect()
+        }),
+        container_statuses: Some(
+            obs.containers
+                .iter()
+                .map(|c| container_status_of(spec_of(pod, &c.name, false), c))
+                .collect(),
+        ),
         ephemeral_container_statuses: (!obs.ephemeral_containers.is_empty()).then(|| {
             obs.ephemeral_containers
                 .iter()
@@ -390,6 +459,55 @@ pub fn pod_status(
         ..Default::default()
     }
 }
+
+/// The spec of container `name` (an init container when `init`).
+fn spec_of<'a>(pod: &'a Pod, name: &str, init: bool) -> Option<&'a Container> {
+    let spec = pod.spec.as_ref()?;
+    let list = match init {
+        true => spec.init_containers.as_deref().unwrap_or_default(),
+        false => &spec.containers,
+    };
+    list.iter().find(|c| c.name == name)
+}
+
+/// The conditions of an in-place resize (upstream's status manager):
+/// `PodResizePending` while the kubelet cannot accept the new resources
+/// (`reason` `Deferred` or `Infeasible`, and why), `PodResizeInProgress`
+/// with reason `Error` while applying them failed. Both carry the pod's
+/// generation; the status patch deletes them once gone.
+pub fn add_resize_conditions(
+    status: &mut PodStatus,
+    pod: &Pod,
+    previous: Option<&PodStatus>,
+    pending: Option<(&str, &str)>,
+    error: Option<&str>,
+    now: Timestamp,
+) {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let mut add = |type_: &str, reason: &str, message: &str| {
+        let mut c = condition(
+            previous,
+            type_,
+            true,
+            Some(reason),
+            Some(message.to_string()),
+            now,
+        );
+        c.observed_generation = pod.metadata.generation;
+        conditions.push(c);
+    };
+    if let Some((reason, message)) = pending {
+        add(RESIZE_PENDING, reason, message);
+    }
+    if let Some(message) = error {
+        add(RESIZE_IN_PROGRESS, "Error", message);
+    }
+}
+
+/// Condition types of an in-place resize.
+pub const RESIZE_PENDING: &str = "PodResizePending";
+/// See [`RESIZE_PENDING`].
+pub const RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
 
 /// The status of a pod the eviction manager killed: what `obs` shows
 /// (containers terminated), phase `Failed`, reason `Evicted`, `message`,
@@ -446,11 +564,18 @@ pub fn status_patch(uid: &str, status: &PodStatus) -> serde_json::Value {
         }
     }
     if let Some(cs) = s.get_mut("conditions").and_then(|c| c.as_array_mut()) {
-        for c in cs {
+        for c in cs.iter_mut() {
             for k in ["reason", "message"] {
                 if c.get(k).is_none() {
                     c[k] = serde_json::Value::Null;
                 }
+            }
+        }
+        // A resize condition no longer set is deleted (the list merges
+        // by type).
+        for t in [RESIZE_PENDING, RESIZE_IN_PROGRESS] {
+            if !cs.iter().any(|c| c["type"] == t) {
+                cs.push(serde_json::json!({"type": t, "$patch": "delete"}));
             }
         }
     }
@@ -481,7 +606,95 @@ mod tests {
             state,
             restart_count: 0,
             last_state: None,
+            resources: None,
         }
+    }
+
+    #[test]
+    fn resize_status_resources_and_conditions() {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
+        let list = |l: &[(&str, &str)]| -> Option<BTreeMap<String, Q>> {
+            Some(
+                l.iter()
+                    .map(|(k, v)| (k.to_string(), Q(v.to_string())))
+                    .collect(),
+            )
+        };
+        let spec = Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                requests: list(&[("cpu", "100m"), ("memory", "64Mi")]),
+                limits: list(&[("cpu", "5m")]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // Not running: the allocated resources.
+        let waiting = c("c", waiting());
+        assert_eq!(
+            status_resources(&spec, &waiting),
+            spec.resources.clone().unwrap()
+        );
+        // Running: the runtime's cpu request; a cpu limit at or below 10m
+        // stays as allocated; no memory limit is added where none is set.
+        let mut run = c("c", running());
+        run.resources = Some(crate::runtime::ResourcesSeen {
+            cpu_request: Some(101),
+            cpu_limit: Some(10),
+            memory_limit: Some(1 << 30),
+        });
+        let r = status_resources(&spec, &run);
+        assert_eq!(r.requests, list(&[("cpu", "101m"), ("memory", "64Mi")]));
+        assert_eq!(r.limits, list(&[("cpu", "5m"), ("memory", "1073741824")]));
+        let st = container_status_of(Some(&spec), &run);
+        assert_eq!(
+            st.allocated_resources,
+            list(&[("cpu", "100m"), ("memory", "64Mi")])
+        );
+
+        // Conditions: pending with its reason, and deleted from the API
+        // once gone.
+        let mut p = pod("Always");
+        p.metadata.generation = Some(3);
+        let mut status = PodStatus::default();
+        let now = Timestamp::now();
+        add_resize_conditions(
+            &mut status,
+            &p,
+            None,
+            Some(("Deferred", "no room")),
+            None,
+            now,
+        );
+        let cs = status.conditions.clone().unwrap();
+        assert_eq!(cs.len(), 1);
+        assert_eq!(
+            (
+                cs[0].type_.as_str(),
+                cs[0].reason.as_deref(),
+                cs[0].observed_generation
+            ),
+            ("PodResizePending", Some("Deferred"), Some(3))
+        );
+        let body = status_patch("u", &status);
+        let types: Vec<_> = body["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["type"].as_str().unwrap().to_string(),
+                    c.get("$patch").is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                ("PodResizePending".to_string(), false),
+                ("PodResizeInProgress".to_string(), true)
+            ]
+        );
     }
 
     fn running() -> ContainerState {

@@ -15,7 +15,9 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::admission::Admission;
-use super::status::{evicted_status, is_terminal, pod_status, rejected_status, status_patch};
+use super::status::{
+    add_resize_conditions, evicted_status, is_terminal, pod_status, rejected_status, status_patch,
+};
 use super::writer::{StatusUpdate, StatusWriter};
 use crate::metrics::Metrics;
 use crate::pod::grace_period;
@@ -137,6 +139,10 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
     let mut current: Option<Arc<Pod>> = None;
     let mut error_backoff = Duration::from_millis(500);
     let mut admitted = false;
+    // The pod as admitted: its containers' allocated resources (an
+    // in-place resize changes the spec first, the allocation once the node
+    // accepts it).
+    let mut allocated: Option<Arc<Pod>> = None;
     let (evict_tx, mut evict_rx) = mpsc::channel::<EvictRequest>(1);
     let uid = rx
         .borrow()
@@ -181,13 +187,34 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                     Err(r) => Err(r),
                 },
             };
-            if let Err(r) = verdict {
-                tracing::warn!(pod = %key(&pod), reason = %r.reason, message = %r.message, "pod rejected");
-                let status = rejected_status(&pod, &r);
-                push_status(&ctx, &pod, &status);
-                last = Some(status);
+            match verdict {
+                Ok(()) => allocated = Some(pod.clone()),
+                Err(r) => {
+                    tracing::warn!(pod = %key(&pod), reason = %r.reason, message = %r.message, "pod rejected");
+                    let status = rejected_status(&pod, &r);
+                    push_status(&ctx, &pod, &status);
+                    last = Some(status);
+                }
             }
         }
+        // An in-place resize: accepted when it fits, else pending.
+        let mut resize_pending = None;
+        if allocated.as_ref().is_some_and(|a| !same_resources(a, &pod)) {
+            match ctx.admission.resize(&pod).await {
+                Ok(()) => {
+                    tracing::info!(pod = %key(&pod), "in-place resize accepted");
+                    allocated = Some(pod.clone());
+                }
+                Err(r) => {
+                    tracing::info!(pod = %key(&pod), message = %r.message, "in-place resize deferred");
+                    resize_pending = Some(r.message);
+                }
+            }
+        }
+        let pod = match &allocated {
+            Some(a) if !same_resources(a, &pod) => Arc::new(with_allocation(&pod, a)),
+            _ => pod,
+        };
         let mut deadline_wake = None;
         if !is_terminal(last.as_ref().and_then(|s| s.phase.as_deref())) {
             match deadline_left(&pod, last.as_ref(), Timestamp::now()) {
@@ -216,7 +243,16 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                         },
                     );
                     let host_ip = node_ip(&ctx, &pod);
-                    let status = pod_status(&pod, last.as_ref(), &obs, &host_ip, Timestamp::now());
+                    let now = Timestamp::now();
+                    let mut status = pod_status(&pod, last.as_ref(), &obs, &host_ip, now);
+                    add_resize_conditions(
+                        &mut status,
+                        &pod,
+                        last.as_ref(),
+                        resize_pending.as_deref().map(|m| ("Deferred", m)),
+                        obs.resize_error.as_deref(),
+                        now,
+                    );
                     // Also when the API shows something else than what was
                     // written last: kube-controller-manager sets Ready=False on
                     // the pods of a node it marks Unknown (MarkPodsNotReady).
@@ -255,6 +291,44 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             }
         }
     }
+}
+
+/// The containers' resources of `a` and `b` are the same.
+fn same_resources(a: &Pod, b: &Pod) -> bool {
+    let of = |p: &Pod| {
+        let spec = p.spec.as_ref();
+        spec.into_iter()
+            .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers))
+            .map(|c| (c.name.clone(), c.resources.clone()))
+            .collect::<Vec<_>>()
+    };
+    of(a) == of(b)
+}
+
+/// `pod` with the containers' resources of `allocated` (what the runtime
+/// is to apply while a resize waits).
+fn with_allocation(pod: &Pod, allocated: &Pod) -> Pod {
+    let mut out = pod.clone();
+    let from = allocated.spec.as_ref();
+    let find = |name: &str| {
+        from.into_iter()
+            .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers))
+            .find(|c| c.name == name)
+            .map(|c| c.resources.clone())
+    };
+    if let Some(spec) = out.spec.as_mut() {
+        for c in spec
+            .init_containers
+            .iter_mut()
+            .flatten()
+            .chain(spec.containers.iter_mut())
+        {
+            if let Some(r) = find(&c.name) {
+                c.resources = r;
+            }
+        }
+    }
+    out
 }
 
 /// Kills the pod for the eviction manager and queues its final status:

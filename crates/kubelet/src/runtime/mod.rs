@@ -108,6 +108,20 @@ pub struct ContainerObservation {
     pub started: bool,
     /// The state of the previous instance (`lastState`), if any.
     pub last_state: Option<ContainerState>,
+    /// The resources the runtime reports the running instance has.
+    pub resources: Option<ResourcesSeen>,
+}
+
+/// The cpu and memory a running container has, as the runtime reports
+/// them (upstream's `kubecontainer.ContainerResources`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResourcesSeen {
+    /// From the cpu shares, millicores.
+    pub cpu_request: Option<i64>,
+    /// From the CFS quota, millicores.
+    pub cpu_limit: Option<i64>,
+    /// The memory limit, bytes.
+    pub memory_limit: Option<i64>,
 }
 
 /// What `sync_pod` observed after acting.
@@ -126,6 +140,9 @@ pub struct PodObservation {
     /// Call `sync_pod` again after this long (a timer of the runtime, e.g.
     /// the sim's start delay); `None` means the default resync (10 s).
     pub resync_after: Option<Duration>,
+    /// An in-place resize that could not be applied (upstream's
+    /// `PodResizeInProgress` with reason `Error`).
+    pub resize_error: Option<String>,
 }
 
 /// Why the node refuses to run a pod (upstream's kubelet admission): the

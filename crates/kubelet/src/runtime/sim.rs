@@ -253,6 +253,7 @@ fn observe(sp: &SimPod, pod: &Pod, uid: &str, now: Instant) -> PodObservation {
             ready: false,
             started: false,
             last_state: None,
+            resources: None,
         };
         let started_here = started && stopped.is_none_or(|(at, _, _)| at > sp.start_at);
         if !started_here {

@@ -142,6 +142,10 @@ pub struct CriRuntime {
     probes: ProbeManager,
     events: Option<Recorder>,
     images: ImageManager,
+    /// Pod uid → container id → the resources last given to that running
+    /// container by `UpdateContainerResources` (at creation they are in
+    /// its annotation).
+    actuated: Mutex<HashMap<String, HashMap<String, spec::resize::Actuated>>>,
 }
 
 /// What containers are made against from the node: its IP (the pod IP of
@@ -332,6 +336,7 @@ impl CriRuntime {
             images,
             cri,
             events,
+            actuated: Mutex::new(HashMap::new()),
         })
     }
 
@@ -694,6 +699,7 @@ impl Runtime for CriRuntime {
     fn remove_pod<'a>(&'a self, uid: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async move {
             // A mirror pod's uid labels nothing: removing it is a no-op.
+            lock(&self.actuated).remove(uid);
             self.remove(uid).await
         })
     }

@@ -132,6 +132,7 @@ impl CriRuntime {
             init_containers: init,
             containers,
             resync_after: Some(resync),
+            resize_error: None,
         })
     }
 
@@ -177,6 +178,7 @@ impl CriRuntime {
             ready: false,
             started: false,
             last_state: None,
+            resources: None,
         };
         let mut started = None;
         if let Some(x) = latest {
@@ -184,6 +186,11 @@ impl CriRuntime {
                 o.image_id = st.image_ref.clone();
                 o.container_id = format!("containerd://{}", x.id);
                 o.state = state;
+                o.resources = st
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.linux.as_ref())
+                    .and_then(super::spec::resize::seen);
             }
         }
         if let Some((state @ ContainerState::Terminated { .. }, _)) = match previous {

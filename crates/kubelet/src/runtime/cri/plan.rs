@@ -23,6 +23,10 @@
 //!   `restartPolicy` when it exited (an unknown one killed first), killed
 //!   and restarted when its image changed (whatever the policy) or its
 //!   liveness/startup probe failed (not restarted under `Never`);
+//! * a running container whose actuated resources differ from the pod's
+//!   allocated ones is updated in place, or restarted when its
+//!   `resizePolicy` says `RestartContainer` for a changed resource
+//!   (upstream's `computePodResizeAction`, for regular containers);
 //! * when nothing runs and nothing will, the pod is killed (sidecars and
 //!   sandbox stopped).
 //!
@@ -37,6 +41,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+pub use super::spec::resize::Resize;
 use crate::pod::{ephemeral_containers, is_sidecar, restart_policy};
 
 /// A sandbox of the pod, as `ListPodSandbox` reports it.
@@ -104,6 +109,9 @@ pub struct InstanceSeen {
     pub definition_changed: bool,
     /// The prober's verdict for this instance (`None`: no probe worker).
     pub probe: Option<ProbeSeen>,
+    /// What a running instance needs for the pod's allocated resources
+    /// (an in-place resize).
+    pub resize: Resize,
 }
 
 /// What the runtime holds for a pod.
@@ -183,6 +191,14 @@ pub enum Step {
     },
     /// Start the created instance `id` of container `name`.
     StartCreated {
+        /// The container.
+        name: String,
+        /// The instance.
+        id: String,
+    },
+    /// Give the running instance `id` of container `name` the pod's
+    /// allocated resources (`UpdateContainerResources`).
+    UpdateResources {
         /// The container.
         name: String,
         /// The instance.
@@ -712,6 +728,20 @@ impl Planner<'_> {
             let message = format!("Container {} failed {} probe", c.name, k.probe);
             (message, grace, restart_on_failure)
         } else {
+            match x.resize {
+                Resize::None => {}
+                Resize::Update => self.steps.push(Step::UpdateResources {
+                    name: c.name.clone(),
+                    id: x.id.clone(),
+                }),
+                Resize::Restart => {
+                    // Restarted at once (no back-off: it did not fail).
+                    let message = format!("Container {} resize requires restart", c.name);
+                    self.kill(c, &x, message, Grace::Pod);
+                    self.start(&c.name, Role::Container, x.attempt + 1, None);
+                    return Kept::Starting;
+                }
+            }
             return Kept::Running;
         };
         let message = match restart {

@@ -65,11 +65,55 @@ fn status(ready: bool, attempt: u32, instances: &[(&str, &str, InstanceState)]) 
                     state: *state,
                     definition_changed: false,
                     probe: None,
+                    resize: Resize::None,
                 };
                 (name.to_string(), x)
             })
             .collect(),
     }
+}
+
+#[test]
+fn a_resize_updates_in_place_or_restarts_as_the_policy_says() {
+    let pod = {
+        let mut p = Pod::default();
+        p.metadata.uid = Some("uid".into());
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            containers: vec![k8s_openapi::api::core::v1::Container {
+                name: "c".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        p
+    };
+    let mut seen = status(true, 0, &[("c", "id1", RUNNING)]);
+    assert!(compute(&pod, &seen, None).steps.is_empty());
+    seen.containers.get_mut("c").unwrap().resize = Resize::Update;
+    assert_eq!(
+        compute(&pod, &seen, None).steps,
+        vec![Step::UpdateResources {
+            name: "c".into(),
+            id: "id1".into()
+        }]
+    );
+    seen.containers.get_mut("c").unwrap().resize = Resize::Restart;
+    assert_eq!(
+        compute(&pod, &seen, None).steps,
+        vec![
+            kill("c", "id1", "Container c resize requires restart"),
+            start("c", Role::Container, 1, None)
+        ]
+    );
+    // An exited container is not resized: it starts with its resources.
+    set(&mut seen, "c", exited(1));
+    let steps = compute(&pod, &seen, None).steps;
+    assert!(
+        !steps
+            .iter()
+            .any(|s| matches!(s, Step::UpdateResources { .. })),
+        "{steps:?}"
+    );
 }
 
 fn set(seen: &mut Observed, name: &str, state: InstanceState) {
@@ -533,6 +577,7 @@ fn compute_pod_actions_with_restartable_init_containers() {
                 state,
                 definition_changed: false,
                 probe: None,
+                resize: Resize::None,
             };
             s.containers.insert(n.into(), x);
         }
@@ -897,6 +942,7 @@ fn no_state_of_the_runtime_makes_the_plan_panic_or_start_twice() {
                         state,
                         definition_changed: next(8) == 0,
                         probe,
+                        resize: [Resize::None, Resize::Update, Resize::Restart][next(3)],
                     };
                     seen.containers.insert(n.clone(), x);
                 }

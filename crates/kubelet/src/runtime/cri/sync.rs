@@ -14,10 +14,10 @@ use kube::ResourceExt;
 use rkube_cri::v1;
 
 use super::plan::{
-    self, Finished, Grace, InstanceSeen, InstanceState, Observed, ProbeKill, ProbeSeen, Role,
-    SandboxAction, SandboxSeen, Step,
+    self, Finished, Grace, InstanceSeen, InstanceState, Observed, ProbeKill, ProbeSeen, Resize,
+    Role, SandboxAction, SandboxSeen, Step,
 };
-use super::spec;
+use super::spec::{self, resize};
 use super::{err, latest, lock, CriRuntime, Override, Sandbox, RELIST};
 use crate::network::dns;
 use crate::pod::{ephemeral_containers, termination_grace};
@@ -55,6 +55,7 @@ fn instance_state(st: &v1::ContainerStatus) -> InstanceState {
 struct Outcome {
     overrides: HashMap<String, Override>,
     wake: Option<Duration>,
+    resize_error: Option<String>,
 }
 
 impl Outcome {
@@ -94,7 +95,11 @@ impl CriRuntime {
             .map(|c| (c.name.as_str(), c))
             .collect();
         let mut containers = HashMap::new();
-        for (name, x) in latest(self.containers(&uid).await?) {
+        let latest = latest(self.containers(&uid).await?);
+        if let Some(m) = lock(&self.actuated).get_mut(&uid) {
+            m.retain(|id, _| latest.values().any(|x| &x.id == id));
+        }
+        for (name, x) in latest {
             let state = match self.cri.container_status(&x.id).await {
                 Ok(st) => instance_state(&st),
                 Err(e) if e.is_not_found() => InstanceState::Unknown,
@@ -110,6 +115,10 @@ impl CriRuntime {
             let definition_changed = specs
                 .get(name.as_str())
                 .is_some_and(|c| spec::definition_changed(c, &x));
+            let resize = match (state, specs.get(name.as_str())) {
+                (InstanceState::Running, Some(c)) => self.resize_of(&uid, c, &x),
+                _ => Resize::None,
+            };
             let seen = InstanceSeen {
                 id: x.id.clone(),
                 sandbox_id: x.pod_sandbox_id.clone(),
@@ -117,6 +126,7 @@ impl CriRuntime {
                 state,
                 definition_changed,
                 probe,
+                resize,
             };
             containers.insert(name, seen);
         }
@@ -124,6 +134,42 @@ impl CriRuntime {
             sandboxes,
             containers,
         })
+    }
+
+    /// What running instance `x` of `c` needs to have the resources the
+    /// pod's spec (its allocation) gives it: the resources it was last
+    /// given against the spec's. An instance made by another kubelet (no
+    /// annotation) is left alone.
+    fn resize_of(&self, uid: &str, c: &Container, x: &v1::Container) -> Resize {
+        let recorded = lock(&self.actuated)
+            .get(uid)
+            .and_then(|m| m.get(&x.id).copied());
+        let current = recorded.or_else(|| {
+            x.annotations
+                .get(resize::ANNOTATION_RESOURCES)
+                .and_then(|a| resize::Actuated::parse(a))
+        });
+        match current {
+            Some(current) => resize::decide(c, resize::Actuated::of(c), current),
+            None => Resize::None,
+        }
+    }
+
+    /// Gives running instance `id` of `c` the resources of the pod's spec
+    /// (an in-place resize).
+    async fn update_resources(&self, pod: &Pod, c: &Container, id: &str) -> Result<(), String> {
+        let linux = spec::resources::container_resources(pod, c, &self.resources);
+        self.cri
+            .update_container_resources(id, linux)
+            .await
+            .map_err(|e| format!("resizing container {}: {e}", c.name))?;
+        let uid = pod.uid().unwrap_or_default();
+        lock(&self.actuated)
+            .entry(uid)
+            .or_default()
+            .insert(id.to_string(), resize::Actuated::of(c));
+        tracing::info!(pod = %pod.name_any(), container = %c.name, "resized in place");
+        Ok(())
     }
 
     /// Why the pod cannot start, if it cannot: a field the node cannot
@@ -216,7 +262,11 @@ impl CriRuntime {
                 .execute(pod, &actions.steps, &sb, &mut tried, &mut out)
                 .await?;
             if !progress || round >= rounds {
-                return self.observe(pod, &out.overrides, Some(&sb), out.wake).await;
+                let mut obs = self
+                    .observe(pod, &out.overrides, Some(&sb), out.wake)
+                    .await?;
+                obs.resize_error = out.resize_error;
+                return Ok(obs);
             }
         }
     }
@@ -267,6 +317,13 @@ impl CriRuntime {
                             progress |= init.into_iter().any(|c| &c.name == name);
                         }
                         Err(e) => out.wait(name, "RunContainerError".into(), e.to_string()),
+                    }
+                }
+                Step::UpdateResources { name, id } => {
+                    let Some(c) = container(name) else { continue };
+                    if let Err(e) = self.update_resources(pod, c, id).await {
+                        tracing::warn!(pod = %pod.name_any(), error = %e, "in-place resize failed");
+                        out.resize_error = Some(e);
                     }
                 }
                 Step::Kill {

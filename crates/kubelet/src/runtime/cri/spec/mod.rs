@@ -17,6 +17,7 @@
 
 pub mod etc_hosts;
 pub mod ports;
+pub mod resize;
 pub mod resources;
 pub mod security;
 
@@ -480,10 +481,16 @@ pub fn container_config(
         env,
         log_path: log_path(&c.name, attempt),
         labels,
-        annotations: HashMap::from([(
-            ANNOTATION_IMAGE.to_string(),
-            c.image.clone().unwrap_or_default(),
-        )]),
+        annotations: HashMap::from([
+            (
+                ANNOTATION_IMAGE.to_string(),
+                c.image.clone().unwrap_or_default(),
+            ),
+            (
+                resize::ANNOTATION_RESOURCES.to_string(),
+                resize::Actuated::of(c).annotation(),
+            ),
+        ]),
     }
     .to_config();
     config.mounts = mounts;
