@@ -35,6 +35,7 @@ use kube::{Api, Client, ResourceExt};
 use super::atomic_writer;
 use super::empty_dir;
 use super::payload::{self, Lookup, TokenKey};
+use super::trust_bundle::TrustBundles;
 use crate::objects::ObjectCache;
 use crate::pod::downward::DownwardContext;
 use crate::pod::env;
@@ -91,6 +92,7 @@ pub struct VolumeManager {
     tokens: Mutex<HashMap<CacheKey, CachedToken>>,
     config_maps: ObjectCache<ConfigMap>,
     secrets: ObjectCache<Secret>,
+    trust_bundles: TrustBundles,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -108,6 +110,7 @@ impl VolumeManager {
         VolumeManager {
             config_maps: ObjectCache::new(client.clone()),
             secrets: ObjectCache::new(client.clone()),
+            trust_bundles: TrustBundles::new(client.clone()),
             client,
             dirs,
             tokens: Mutex::new(HashMap::new()),
@@ -264,11 +267,20 @@ impl VolumeManager {
                 }
             }
         }
+        let trust_bundles = match refs.trust_bundles {
+            true => self
+                .trust_bundles
+                .all()
+                .await
+                .map_err(|e| format!("reading ClusterTrustBundles: {e}"))?,
+            false => Vec::new(),
+        };
         let lookup = Lookup {
             config_maps: &config_maps,
             secrets: &secrets,
             tokens: &tokens,
             downward,
+            trust_bundles: &trust_bundles,
         };
         let fs_group = spec.security_context.as_ref().and_then(|s| s.fs_group);
         std::fs::create_dir_all(self.dirs.pod_dir(&uid))

@@ -17,3 +17,4 @@ pub mod empty_dir;
 pub mod manager;
 pub mod payload;
 pub mod subpath;
+pub mod trust_bundle;

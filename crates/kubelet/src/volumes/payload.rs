@@ -31,9 +31,9 @@
 //!   container (none if one has none or two differ). When that owner or the
 //!   pod's `fsGroup` is set the file is `0600` (the writer then adds group
 //!   read for `fsGroup`), else the volume's `defaultMode`;
-//! * `clusterTrustBundle` and `podCertificate` projections are refused
-//!   (rkube does not serve them; failing is safer than an empty trust
-//!   store).
+//! * a `clusterTrustBundle` projection holds the certificates of the
+//!   bundles it selects ([`super::trust_bundle`]); `podCertificate`
+//!   projections are refused (rkube does not serve them yet).
 //!
 //! Every path is checked as upstream's atomic writer does ([`validate_path`])
 //! and stored cleaned. The per-item and per-volume `user` / `defaultUser`
@@ -99,6 +99,10 @@ pub struct Lookup<'a> {
     pub tokens: &'a HashMap<TokenKey, String>,
     /// What the downward API resolves against besides the pod.
     pub downward: &'a DownwardContext,
+    /// The cluster's ClusterTrustBundles (read only when a projection
+    /// names them).
+    pub trust_bundles:
+        &'a [std::sync::Arc<k8s_openapi::api::certificates::v1::ClusterTrustBundle>],
 }
 
 /// Everything a pod's volumes reference, so the caller knows what to fetch.
@@ -111,6 +115,8 @@ pub struct VolumeRefs {
     pub secrets: BTreeMap<String, bool>,
     /// The tokens projected volumes need.
     pub tokens: BTreeSet<TokenKey>,
+    /// A projected volume reads ClusterTrustBundles.
+    pub trust_bundles: bool,
 }
 
 impl VolumeRefs {
@@ -183,6 +189,8 @@ pub fn references(pod: &Pod) -> VolumeRefs {
                 VolumeRefs::add(&mut refs.config_maps, &cm.name, cm.optional == Some(true));
             } else if let Some(t) = &src.service_account_token {
                 refs.tokens.insert(token_key(t));
+            } else if src.cluster_trust_bundle.is_some() {
+                refs.trust_bundles = true;
             }
         }
     }
@@ -382,8 +390,19 @@ fn projected_files(
                     key.audience, key.expiration_seconds
                 )),
             }
-        } else if src.cluster_trust_bundle.is_some() {
-            Err("clusterTrustBundle projections are not supported by rkube".to_string())
+        } else if let Some(p) = &src.cluster_trust_bundle {
+            super::trust_bundle::anchors(lookup.trust_bundles, p).and_then(|data| {
+                insert(
+                    &mut part,
+                    budget,
+                    &p.path,
+                    FileProjection {
+                        data,
+                        mode,
+                        fs_user: None,
+                    },
+                )
+            })
         } else if src.pod_certificate.is_some() {
             Err("podCertificate projections are not supported by rkube".to_string())
         } else {
@@ -780,6 +799,7 @@ mod tests {
                 secrets: &self.secrets,
                 tokens: &self.tokens,
                 downward: &self.ctx,
+                trust_bundles: &[],
             };
             let v = &pod.spec.as_ref().unwrap().volumes.as_ref().unwrap()[0];
             volume_payload(pod, v, &lookup)
@@ -1114,17 +1134,14 @@ mod tests {
         assert_eq!(
             err,
             "[configmap \"gone\" not found, references non-existent secret key: x, \
-             clusterTrustBundle projections are not supported by rkube, \
+             combination of signerName and labelSelector matched zero ClusterTrustBundles, \
              no service account token for audience \"other\" and expirationSeconds 3600 (not requested)]"
         );
         let one = o
             .payload(&pod(json!([{"name": "v", "projected": {"sources": [
-                {"clusterTrustBundle": {"name": "b", "path": "ca.pem"}}]}}])))
+                {"podCertificate": {"signerName": "example.com/s", "keyType": "ED25519", "credentialBundlePath": "c.pem"}}]}}])))
             .unwrap_err();
-        assert_eq!(
-            one,
-            "clusterTrustBundle projections are not supported by rkube"
-        );
+        assert_eq!(one, "podCertificate projections are not supported by rkube");
     }
 
     #[test]

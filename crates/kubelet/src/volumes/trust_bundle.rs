@@ -1,0 +1,293 @@
+//! `clusterTrustBundle` projections (upstream's
+//! `pkg/kubelet/clustertrustbundle` and the projected volume's source): the
+//! cluster's ClusterTrustBundles (`certificates.k8s.io/v1`) come from one
+//! watch of them all, started by the first pod that projects one and
+//! shared by every pod after it (as upstream's informer); a projection
+//! takes one bundle by `name`, or every bundle of `signerName` whose labels
+//! match `labelSelector` (none when the selector is unset, all when it is
+//! empty). Its file holds the bundles' certificates, each once, as PEM
+//! `CERTIFICATE` blocks in a stable order (upstream shuffles them once per
+//! kubelet start; rkube sorts them).
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use futures::StreamExt;
+use k8s_openapi::api::certificates::v1::ClusterTrustBundle;
+use k8s_openapi::api::core::v1::ClusterTrustBundleProjection;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+
+use crate::objects::SYNC_WAIT;
+
+/// The longest label selector accepted (upstream's
+/// `maxLabelSelectorLength`).
+const MAX_SELECTOR_LEN: usize = 100 * 1024;
+
+/// The cluster's ClusterTrustBundles, watched from first use.
+pub struct TrustBundles {
+    client: Client,
+    store: tokio::sync::OnceCell<Store<ClusterTrustBundle>>,
+}
+
+impl TrustBundles {
+    /// Bundles read through `client` (nothing is watched until asked).
+    pub fn new(client: Client) -> TrustBundles {
+        TrustBundles {
+            client,
+            store: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// Every ClusterTrustBundle, once the watch has listed them (waiting
+    /// at most [`SYNC_WAIT`] for that).
+    pub async fn all(&self) -> Result<Vec<Arc<ClusterTrustBundle>>, String> {
+        let store = self
+            .store
+            .get_or_init(|| async {
+                let (reader, writer) = reflector::store();
+                let api = Api::<ClusterTrustBundle>::all(self.client.clone());
+                let stream = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .reflect(writer)
+                    .applied_objects();
+                tokio::spawn(async move {
+                    futures::pin_mut!(stream);
+                    while let Some(r) = stream.next().await {
+                        if let Err(e) = r {
+                            tracing::debug!(error = %e, "ClusterTrustBundle watch");
+                        }
+                    }
+                });
+                reader
+            })
+            .await;
+        tokio::time::timeout(SYNC_WAIT, store.wait_until_ready())
+            .await
+            .map_err(|_| "ClusterTrustBundle informer has not yet synced".to_string())?
+            .map_err(|_| "ClusterTrustBundle informer has not yet synced".to_string())?;
+        Ok(store.state())
+    }
+}
+
+/// The trust anchors projection `p` selects from `bundles`, as one PEM
+/// file; an `optional` projection that selects nothing is an empty file.
+pub fn anchors(
+    bundles: &[Arc<ClusterTrustBundle>],
+    p: &ClusterTrustBundleProjection,
+) -> Result<Vec<u8>, String> {
+    let optional = p.optional == Some(true);
+    let chosen: Vec<&ClusterTrustBundle> = if let Some(name) = &p.name {
+        match bundles.iter().find(|b| b.metadata.name.as_deref() == Some(name)) {
+            Some(b) => vec![b],
+            None if optional => return Ok(Vec::new()),
+            None => {
+                return Err(format!(
+                    "while getting ClusterTrustBundle: clustertrustbundles.certificates.k8s.io {name:?} not found"
+                ))
+            }
+        }
+    } else if let Some(signer) = &p.signer_name {
+        let selector = match &p.label_selector {
+            // Unset: matches nothing.
+            None => None,
+            Some(s) => {
+                let sel = rkube_model::convert::label_selector(s, "labelSelector")
+                    .map_err(|e| format!("while parsing label selector: {e}"))?;
+                let len = serde_json::to_string(s).map_or(0, |j| j.len());
+                if len > MAX_SELECTOR_LEN {
+                    return Err(format!(
+                        "label selector length ({len}) is larger than {MAX_SELECTOR_LEN}"
+                    ));
+                }
+                Some(sel)
+            }
+        };
+        let matching: Vec<&ClusterTrustBundle> = match &selector {
+            None => Vec::new(),
+            Some(sel) => bundles
+                .iter()
+                .map(|b| b.as_ref())
+                .filter(|b| &b.spec.signer_name.clone().unwrap_or_default() == signer)
+                .filter(|b| sel.matches(&b.metadata.labels.clone().unwrap_or_default()))
+                .collect(),
+        };
+        if matching.is_empty() {
+            if optional {
+                return Ok(Vec::new());
+            }
+            return Err(
+                "combination of signerName and labelSelector matched zero ClusterTrustBundles"
+                    .into(),
+            );
+        }
+        matching
+    } else {
+        return Err(
+            "ClusterTrustBundle projection requires either name or signerName to be set".into(),
+        );
+    };
+    let mut ders: Vec<Vec<u8>> = chosen
+        .iter()
+        .flat_map(|b| pem_blocks(&b.spec.trust_bundle))
+        .collect();
+    ders.sort();
+    ders.dedup();
+    Ok(ders.iter().flat_map(|d| pem_certificate(d)).collect())
+}
+
+/// The DER bytes of every PEM block of `text` (any type, as Go's
+/// `pem.Decode` loop); a block whose base64 does not decode is skipped.
+fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut body: Option<String> = None;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("-----BEGIN ") && line.ends_with("-----") {
+            body = Some(String::new());
+        } else if line.starts_with("-----END ") && line.ends_with("-----") {
+            if let Some(b) = body.take() {
+                if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(b) {
+                    out.push(der);
+                }
+            }
+        } else if let Some(b) = body.as_mut() {
+            if !line.contains(':') {
+                b.push_str(line);
+            }
+        }
+    }
+    out
+}
+
+/// `der` as a PEM `CERTIFICATE` block (64 base64 characters a line).
+fn pem_certificate(der: &[u8]) -> Vec<u8> {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::certificates::v1::ClusterTrustBundleSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+    fn pem(der: &[u8]) -> String {
+        String::from_utf8(pem_certificate(der)).unwrap()
+    }
+
+    fn bundle(
+        name: &str,
+        signer: Option<&str>,
+        labels: &[(&str, &str)],
+        ders: &[&[u8]],
+    ) -> Arc<ClusterTrustBundle> {
+        let mut b = ClusterTrustBundle {
+            spec: ClusterTrustBundleSpec {
+                signer_name: signer.map(str::to_string),
+                trust_bundle: ders.iter().map(|d| pem(d)).collect(),
+            },
+            ..Default::default()
+        };
+        b.metadata.name = Some(name.into());
+        b.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        Arc::new(b)
+    }
+
+    fn by_signer(
+        signer: &str,
+        selector: Option<LabelSelector>,
+        optional: bool,
+    ) -> ClusterTrustBundleProjection {
+        ClusterTrustBundleProjection {
+            signer_name: Some(signer.into()),
+            label_selector: selector,
+            optional: Some(optional),
+            path: "ca.pem".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pem_round_trips_and_long_lines_wrap() {
+        let der: Vec<u8> = (0..=200u8).collect();
+        let text = pem(&der);
+        assert!(text.lines().all(|l| l.len() <= 64));
+        assert_eq!(pem_blocks(&text), vec![der]);
+        assert!(
+            pem_blocks("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n").is_empty()
+        );
+    }
+
+    #[test]
+    fn projections_select_dedupe_and_sort() {
+        let all = vec![
+            bundle(
+                "a",
+                Some("x.io/s"),
+                &[("team", "a")],
+                &[b"\x02two", b"\x01one"],
+            ),
+            bundle("b", Some("x.io/s"), &[("team", "b")], &[b"\x01one"]),
+            bundle("c", Some("y.io/s"), &[("team", "a")], &[b"\x03three"]),
+            bundle("plain", None, &[], &[b"\x04four"]),
+        ];
+        let by_name = ClusterTrustBundleProjection {
+            name: Some("plain".into()),
+            path: "ca.pem".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            anchors(&all, &by_name).unwrap(),
+            pem_certificate(b"\x04four")
+        );
+        // Empty selector: every bundle of the signer, each certificate once.
+        let every = anchors(
+            &all,
+            &by_signer("x.io/s", Some(LabelSelector::default()), false),
+        )
+        .unwrap();
+        let want: Vec<u8> = [pem_certificate(b"\x01one"), pem_certificate(b"\x02two")].concat();
+        assert_eq!(every, want);
+        // Unset selector: nothing (an error unless optional).
+        let e = anchors(&all, &by_signer("x.io/s", None, false)).unwrap_err();
+        assert_eq!(
+            e,
+            "combination of signerName and labelSelector matched zero ClusterTrustBundles"
+        );
+        assert_eq!(
+            anchors(&all, &by_signer("x.io/s", None, true)).unwrap(),
+            Vec::<u8>::new()
+        );
+        let team_b = LabelSelector {
+            match_labels: Some([("team".to_string(), "b".to_string())].into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            anchors(&all, &by_signer("x.io/s", Some(team_b), false)).unwrap(),
+            pem_certificate(b"\x01one")
+        );
+        let missing = ClusterTrustBundleProjection {
+            name: Some("nope".into()),
+            path: "ca.pem".into(),
+            ..Default::default()
+        };
+        assert!(anchors(&all, &missing).unwrap_err().contains("not found"));
+        let optional = ClusterTrustBundleProjection {
+            optional: Some(true),
+            ..missing
+        };
+        assert!(anchors(&all, &optional).unwrap().is_empty());
+    }
+}
