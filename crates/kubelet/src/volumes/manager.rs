@@ -35,6 +35,7 @@ use kube::{Api, Client, ResourceExt};
 use super::atomic_writer;
 use super::empty_dir;
 use super::payload::{self, Lookup, TokenKey};
+use super::pod_certificate::PodCertificates;
 use super::trust_bundle::TrustBundles;
 use crate::objects::ObjectCache;
 use crate::pod::downward::DownwardContext;
@@ -93,6 +94,7 @@ pub struct VolumeManager {
     config_maps: ObjectCache<ConfigMap>,
     secrets: ObjectCache<Secret>,
     trust_bundles: TrustBundles,
+    pod_certificates: PodCertificates,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -111,6 +113,7 @@ impl VolumeManager {
             config_maps: ObjectCache::new(client.clone()),
             secrets: ObjectCache::new(client.clone()),
             trust_bundles: TrustBundles::new(client.clone()),
+            pod_certificates: PodCertificates::new(client.clone()),
             client,
             dirs,
             tokens: Mutex::new(HashMap::new()),
@@ -275,12 +278,17 @@ impl VolumeManager {
                 .map_err(|e| format!("reading ClusterTrustBundles: {e}"))?,
             false => Vec::new(),
         };
+        let pod_certificates = match refs.pod_certificates {
+            true => self.pod_certificates.credentials(pod).await,
+            false => HashMap::new(),
+        };
         let lookup = Lookup {
             config_maps: &config_maps,
             secrets: &secrets,
             tokens: &tokens,
             downward,
             trust_bundles: &trust_bundles,
+            pod_certificates: &pod_certificates,
         };
         let fs_group = spec.security_context.as_ref().and_then(|s| s.fs_group);
         std::fs::create_dir_all(self.dirs.pod_dir(&uid))
@@ -364,6 +372,7 @@ impl VolumeManager {
         lock(&self.tokens).retain(|(u, _, _), _| u != uid);
         self.config_maps.release(uid);
         self.secrets.release(uid);
+        self.pod_certificates.forget(uid);
     }
 }
 

@@ -32,8 +32,11 @@
 //!   pod's `fsGroup` is set the file is `0600` (the writer then adds group
 //!   read for `fsGroup`), else the volume's `defaultMode`;
 //! * a `clusterTrustBundle` projection holds the certificates of the
-//!   bundles it selects ([`super::trust_bundle`]); `podCertificate`
-//!   projections are refused (rkube does not serve them yet).
+//!   bundles it selects ([`super::trust_bundle`]); a `podCertificate`
+//!   projection its key and issued chain ([`super::pod_certificate`]) at
+//!   `credentialBundlePath` (key then chain), `keyPath` and
+//!   `certificateChainPath`, `0600` when the volume has an owner or group
+//!   (as a token), else `defaultMode`; until issued the volume fails.
 //!
 //! Every path is checked as upstream's atomic writer does ([`validate_path`])
 //! and stored cleaned. The per-item and per-volume `user` / `defaultUser`
@@ -41,12 +44,15 @@
 //! are ignored, as upstream does with the gate off.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
+use k8s_openapi::api::certificates::v1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::{
     ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccountTokenProjection, Volume,
 };
 
 use super::atomic_writer::MAX_PAYLOAD_BYTES;
+use super::pod_certificate::Credentials;
 use crate::pod::downward::{field_ref, find_container, resource_field_ref, DownwardContext, Use};
 
 /// The API server's `defaultMode` for all four volume types (`0644`).
@@ -101,8 +107,10 @@ pub struct Lookup<'a> {
     pub downward: &'a DownwardContext,
     /// The cluster's ClusterTrustBundles (read only when a projection
     /// names them).
-    pub trust_bundles:
-        &'a [std::sync::Arc<k8s_openapi::api::certificates::v1::ClusterTrustBundle>],
+    pub trust_bundles: &'a [Arc<ClusterTrustBundle>],
+    /// The credentials of `podCertificate` sources by (volume, source
+    /// index), or why there are none yet.
+    pub pod_certificates: &'a HashMap<(String, usize), Result<Credentials, String>>,
 }
 
 /// Everything a pod's volumes reference, so the caller knows what to fetch.
@@ -117,6 +125,8 @@ pub struct VolumeRefs {
     pub tokens: BTreeSet<TokenKey>,
     /// A projected volume reads ClusterTrustBundles.
     pub trust_bundles: bool,
+    /// A projected volume has a `podCertificate` source.
+    pub pod_certificates: bool,
 }
 
 impl VolumeRefs {
@@ -191,6 +201,8 @@ pub fn references(pod: &Pod) -> VolumeRefs {
                 refs.tokens.insert(token_key(t));
             } else if src.cluster_trust_bundle.is_some() {
                 refs.trust_bundles = true;
+            } else if src.pod_certificate.is_some() {
+                refs.pod_certificates = true;
             }
         }
     }
@@ -314,6 +326,7 @@ pub fn volume_payload(
             &mut out,
             &mut budget,
             pod,
+            &volume.name,
             src.sources.as_deref(),
             mode,
             lookup,
@@ -331,6 +344,7 @@ fn projected_files(
     out: &mut Payload,
     budget: &mut Budget,
     pod: &Pod,
+    volume: &str,
     sources: Option<&[k8s_openapi::api::core::v1::VolumeProjection]>,
     mode: u32,
     lookup: &Lookup,
@@ -340,7 +354,7 @@ fn projected_files(
     let fs_group = spec
         .and_then(|s| s.security_context.as_ref())
         .and_then(|s| s.fs_group);
-    for src in sources.unwrap_or_default() {
+    for (index, src) in sources.unwrap_or_default().iter().enumerate() {
         // Each source is built apart and merged only when it succeeded, as
         // upstream does.
         let mut part = Payload::new();
@@ -403,8 +417,50 @@ fn projected_files(
                     },
                 )
             })
-        } else if src.pod_certificate.is_some() {
-            Err("podCertificate projections are not supported by rkube".to_string())
+        } else if let Some(pc) = &src.pod_certificate {
+            match lookup.pod_certificates.get(&(volume.to_string(), index)) {
+                Some(Ok((key, chain))) => {
+                    let fs_user = fs_user_from(pod);
+                    let mode = if fs_user.is_some() || fs_group.is_some() {
+                        OWNED_TOKEN_MODE
+                    } else {
+                        mode
+                    };
+                    let file = |data: Vec<u8>| FileProjection {
+                        data,
+                        mode,
+                        fs_user,
+                    };
+                    let mut r = Ok(());
+                    if let Some(path) = pc
+                        .credential_bundle_path
+                        .as_deref()
+                        .filter(|p| !p.is_empty())
+                    {
+                        r = r.and_then(|()| {
+                            insert(
+                                &mut part,
+                                budget,
+                                path,
+                                file([key.as_slice(), chain].concat()),
+                            )
+                        });
+                    }
+                    if let Some(path) = pc.key_path.as_deref().filter(|p| !p.is_empty()) {
+                        r = r.and_then(|()| insert(&mut part, budget, path, file(key.clone())));
+                    }
+                    if let Some(path) = pc
+                        .certificate_chain_path
+                        .as_deref()
+                        .filter(|p| !p.is_empty())
+                    {
+                        r = r.and_then(|()| insert(&mut part, budget, path, file(chain.clone())));
+                    }
+                    r
+                }
+                Some(Err(e)) => Err(e.clone()),
+                None => Err("credential bundle is not issued yet".to_string()),
+            }
         } else {
             Ok(())
         };
@@ -737,6 +793,8 @@ mod tests {
         secrets: HashMap<String, Secret>,
         tokens: HashMap<TokenKey, String>,
         ctx: DownwardContext,
+        pod_certs:
+            HashMap<(String, usize), Result<super::super::pod_certificate::Credentials, String>>,
     }
 
     impl Objects {
@@ -785,11 +843,17 @@ mod tests {
                     .collect(),
                 ..Default::default()
             };
+            let pod_certs = [(
+                ("w".to_string(), 1),
+                Ok((b"KEY".to_vec(), b"CHAIN".to_vec())),
+            )]
+            .into();
             Objects {
                 cms,
                 secrets,
                 tokens,
                 ctx,
+                pod_certs,
             }
         }
 
@@ -800,6 +864,7 @@ mod tests {
                 tokens: &self.tokens,
                 downward: &self.ctx,
                 trust_bundles: &[],
+                pod_certificates: &self.pod_certs,
             };
             let v = &pod.spec.as_ref().unwrap().volumes.as_ref().unwrap()[0];
             volume_payload(pod, v, &lookup)
@@ -1141,7 +1206,26 @@ mod tests {
             .payload(&pod(json!([{"name": "v", "projected": {"sources": [
                 {"podCertificate": {"signerName": "example.com/s", "keyType": "ED25519", "credentialBundlePath": "c.pem"}}]}}])))
             .unwrap_err();
-        assert_eq!(one, "podCertificate projections are not supported by rkube");
+        assert_eq!(one, "credential bundle is not issued yet");
+        let issued = o
+            .payload(&pod(json!([{"name": "w", "projected": {"defaultMode": 0o440, "sources": [
+                {"configMap": {"name": "conf"}},
+                {"podCertificate": {"signerName": "example.com/s", "keyType": "ED25519",
+                  "credentialBundlePath": "b.pem", "keyPath": "k.pem", "certificateChainPath": "c.pem"}}]}}])))
+            .unwrap()
+            .unwrap();
+        let f: Vec<_> = files(&issued)
+            .into_iter()
+            .filter(|(p, _, _)| p.ends_with(".pem"))
+            .collect();
+        assert_eq!(
+            f,
+            vec![
+                ("b.pem", &b"KEYCHAIN"[..], 0o440),
+                ("c.pem", &b"CHAIN"[..], 0o440),
+                ("k.pem", &b"KEY"[..], 0o440)
+            ]
+        );
     }
 
     #[test]
