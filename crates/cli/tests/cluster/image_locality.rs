@@ -144,31 +144,26 @@ spec:
     let on = on.to_str().unwrap();
     let off = off.to_str().unwrap();
 
-    let explain = rkube(&[
-        "explain",
-        "--kubeconfig",
-        kc,
-        "--pod",
-        "default/field-report-1",
-        "--config",
-        on,
-    ]);
-    let score = image_locality(&explain, "node-2").expect("ImageLocality scores");
+    let explain = |config: &str| {
+        rkube(&[
+            "explain",
+            "--kubeconfig",
+            kc,
+            "--pod",
+            "default/field-report-1",
+            "--config",
+            config,
+        ])
+    };
+    let with = explain(on);
+    let score = image_locality(&with, "node-2").expect("ImageLocality scores");
     assert!(score > 0, "node-2's ImageLocality score: {score}");
-    assert_eq!(image_locality(&explain, "node-1"), Some(0));
+    assert_eq!(image_locality(&with, "node-1"), Some(0));
     let all = placements(&rkube(&["simulate", "--kubeconfig", kc, "--config", on]));
     assert_eq!(all, vec!["node-2"; 4], "with ImageLocality");
 
-    let explain = rkube(&[
-        "explain",
-        "--kubeconfig",
-        kc,
-        "--pod",
-        "default/field-report-1",
-        "--config",
-        off,
-    ]);
-    assert_eq!(image_locality(&explain, "node-2"), None);
+    let without = explain(off);
+    assert_eq!(image_locality(&without, "node-2"), None);
     let spread = placements(&rkube(&["simulate", "--kubeconfig", kc, "--config", off]));
     assert!(
         spread.iter().any(|n| n == "node-1") && spread.iter().any(|n| n == "node-2"),

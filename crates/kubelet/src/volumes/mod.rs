@@ -16,6 +16,7 @@ pub mod atomic_writer;
 pub mod empty_dir;
 pub mod manager;
 pub mod payload;
+pub mod pem;
 pub mod pod_certificate;
 pub mod pod_key;
 pub mod subpath;

@@ -27,7 +27,7 @@ use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::pod_key;
+use super::{pem, pod_key};
 use crate::pod::pod_namespace;
 
 /// After this long a request the API server does not have is taken as
@@ -139,31 +139,10 @@ fn pod_namespace_of(pcr: &PodCertificateRequest) -> String {
 /// The chain's PEM blocks only, each re-written as `CERTIFICATE` (what is
 /// between and around the blocks is dropped, as upstream does).
 fn clean_chain(chain: &str) -> Vec<u8> {
-    use base64::Engine as _;
-    let mut out = Vec::new();
-    let mut body: Option<String> = None;
-    for line in chain.lines().map(str::trim) {
-        if line.starts_with("-----BEGIN ") && line.ends_with("-----") {
-            body = Some(String::new());
-        } else if line.starts_with("-----END ") && line.ends_with("-----") {
-            if let Some(b) = body.take() {
-                if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(b) {
-                    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-                    out.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
-                    for c in b64.as_bytes().chunks(64) {
-                        out.extend_from_slice(c);
-                        out.push(b'\n');
-                    }
-                    out.extend_from_slice(b"-----END CERTIFICATE-----\n");
-                }
-            }
-        } else if let Some(b) = body.as_mut() {
-            if !line.contains(':') {
-                b.push_str(line);
-            }
-        }
-    }
-    out
+    pem::blocks(chain)
+        .iter()
+        .flat_map(|d| pem::encode("CERTIFICATE", d))
+        .collect()
 }
 
 impl PodCertificates {

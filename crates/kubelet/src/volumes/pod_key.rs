@@ -7,7 +7,6 @@
 //! `RSA4096` and `ECDSAP521` are refused: the crypto library rkube uses
 //! (ring) cannot generate them.
 
-use base64::Engine as _;
 use ring::rand::{SecureRandom, SystemRandom};
 use ring::signature::{self, EcdsaKeyPair, Ed25519KeyPair, KeyPair};
 
@@ -74,17 +73,6 @@ fn csr(
     Ok(seq(&[&info, alg, &bit_string(&sig)]))
 }
 
-fn pem(label: &str, der: &[u8]) -> Vec<u8> {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = format!("-----BEGIN {label}-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
-        out.push('\n');
-    }
-    out.push_str(&format!("-----END {label}-----\n"));
-    out.into_bytes()
-}
-
 fn ecdsa(
     alg: &'static signature::EcdsaSigningAlgorithm,
     curve: &[u8],
@@ -105,7 +93,7 @@ fn ecdsa(
             .map_err(|_| "signing the request failed".to_string())
     })?;
     Ok(PodKey {
-        pem: pem("PRIVATE KEY", pkcs8.as_ref()),
+        pem: super::pem::encode("PRIVATE KEY", pkcs8.as_ref()),
         csr,
     })
 }
@@ -130,7 +118,7 @@ fn ed25519() -> Result<PodKey, String> {
     let alg_id = seq(&[&oid(OID_ED25519)]);
     let csr = csr(&spki, &alg_id, |m| Ok(pair.sign(m).as_ref().to_vec()))?;
     Ok(PodKey {
-        pem: pem("PRIVATE KEY", &pkcs8),
+        pem: super::pem::encode("PRIVATE KEY", &pkcs8),
         csr,
     })
 }

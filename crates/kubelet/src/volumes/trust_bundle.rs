@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use base64::Engine as _;
 use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::ClusterTrustBundleProjection;
@@ -19,6 +18,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
+use super::pem;
 use crate::objects::SYNC_WAIT;
 
 /// The longest label selector accepted (upstream's
@@ -130,46 +130,14 @@ pub fn anchors(
     };
     let mut ders: Vec<Vec<u8>> = chosen
         .iter()
-        .flat_map(|b| pem_blocks(&b.spec.trust_bundle))
+        .flat_map(|b| pem::blocks(&b.spec.trust_bundle))
         .collect();
     ders.sort();
     ders.dedup();
-    Ok(ders.iter().flat_map(|d| pem_certificate(d)).collect())
-}
-
-/// The DER bytes of every PEM block of `text` (any type, as Go's
-/// `pem.Decode` loop); a block whose base64 does not decode is skipped.
-fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut body: Option<String> = None;
-    for line in text.lines().map(str::trim) {
-        if line.starts_with("-----BEGIN ") && line.ends_with("-----") {
-            body = Some(String::new());
-        } else if line.starts_with("-----END ") && line.ends_with("-----") {
-            if let Some(b) = body.take() {
-                if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(b) {
-                    out.push(der);
-                }
-            }
-        } else if let Some(b) = body.as_mut() {
-            if !line.contains(':') {
-                b.push_str(line);
-            }
-        }
-    }
-    out
-}
-
-/// `der` as a PEM `CERTIFICATE` block (64 base64 characters a line).
-fn pem_certificate(der: &[u8]) -> Vec<u8> {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out.into_bytes()
+    Ok(ders
+        .iter()
+        .flat_map(|d| pem::encode("CERTIFICATE", d))
+        .collect())
 }
 
 #[cfg(test)]
@@ -177,6 +145,10 @@ mod tests {
     use super::*;
     use k8s_openapi::api::certificates::v1::ClusterTrustBundleSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+    fn pem_certificate(der: &[u8]) -> Vec<u8> {
+        pem::encode("CERTIFICATE", der)
+    }
 
     fn pem(der: &[u8]) -> String {
         String::from_utf8(pem_certificate(der)).unwrap()
@@ -217,17 +189,6 @@ mod tests {
             path: "ca.pem".into(),
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn pem_round_trips_and_long_lines_wrap() {
-        let der: Vec<u8> = (0..=200u8).collect();
-        let text = pem(&der);
-        assert!(text.lines().all(|l| l.len() <= 64));
-        assert_eq!(pem_blocks(&text), vec![der]);
-        assert!(
-            pem_blocks("-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n").is_empty()
-        );
     }
 
     #[test]
