@@ -32,6 +32,7 @@ pub mod config;
 pub mod events;
 pub mod eviction;
 pub mod images;
+pub mod informer;
 pub mod logs;
 pub mod metrics;
 pub mod network;

@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 
 use super::atomic_writer;
@@ -37,6 +37,7 @@ use super::empty_dir;
 use super::payload::{self, Lookup, TokenKey};
 use super::pod_certificate::PodCertificates;
 use super::trust_bundle::TrustBundles;
+use crate::informer::Informer;
 use crate::objects::ObjectCache;
 use crate::pod::downward::DownwardContext;
 use crate::pod::env;
@@ -95,6 +96,8 @@ pub struct VolumeManager {
     secrets: ObjectCache<Secret>,
     trust_bundles: TrustBundles,
     pod_certificates: PodCertificates,
+    /// Every Service (the pods' service-link variables).
+    services: Informer<Service>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -112,7 +115,11 @@ impl VolumeManager {
         VolumeManager {
             config_maps: ObjectCache::new(client.clone()),
             secrets: ObjectCache::new(client.clone()),
-            trust_bundles: TrustBundles::new(client.clone()),
+            trust_bundles: TrustBundles::new(client.clone(), super::trust_bundle::NOT_SYNCED),
+            services: Informer::new(
+                client.clone(),
+                "services have not yet been read at least once, cannot construct envvars",
+            ),
             pod_certificates: PodCertificates::new(client.clone()),
             client,
             dirs,
@@ -352,17 +359,19 @@ impl VolumeManager {
             .as_ref()
             .and_then(|s| s.enable_service_links)
             .unwrap_or(true);
+        let services = self.services.all().await?;
+        let in_ns = |s: &Service, n: &str| s.metadata.namespace.as_deref() == Some(n);
         if links {
-            out.services = Api::<Service>::namespaced(self.client.clone(), &ns)
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| format!("listing services of {ns}: {e}"))?
-                .items;
+            out.services = services
+                .iter()
+                .filter(|s| in_ns(s, &ns))
+                .map(|s| s.as_ref().clone())
+                .collect();
         }
-        out.master_service = Api::<Service>::namespaced(self.client.clone(), "default")
-            .get_opt("kubernetes")
-            .await
-            .map_err(|e| format!("getting service default/kubernetes: {e}"))?;
+        out.master_service = services
+            .iter()
+            .find(|s| in_ns(s, "default") && s.metadata.name.as_deref() == Some("kubernetes"))
+            .map(|s| s.as_ref().clone());
         Ok(out)
     }
 

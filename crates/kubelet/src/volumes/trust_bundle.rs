@@ -11,65 +11,21 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::ClusterTrustBundleProjection;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Client};
 
 use super::pem;
-use crate::objects::SYNC_WAIT;
+use crate::informer::Informer;
 
 /// The longest label selector accepted (upstream's
 /// `maxLabelSelectorLength`).
 const MAX_SELECTOR_LEN: usize = 100 * 1024;
 
 /// The cluster's ClusterTrustBundles, watched from first use.
-pub struct TrustBundles {
-    client: Client,
-    store: tokio::sync::OnceCell<Store<ClusterTrustBundle>>,
-}
+pub type TrustBundles = Informer<ClusterTrustBundle>;
 
-impl TrustBundles {
-    /// Bundles read through `client` (nothing is watched until asked).
-    pub fn new(client: Client) -> TrustBundles {
-        TrustBundles {
-            client,
-            store: tokio::sync::OnceCell::new(),
-        }
-    }
-
-    /// Every ClusterTrustBundle, once the watch has listed them (waiting
-    /// at most [`SYNC_WAIT`] for that).
-    pub async fn all(&self) -> Result<Vec<Arc<ClusterTrustBundle>>, String> {
-        let store = self
-            .store
-            .get_or_init(|| async {
-                let (reader, writer) = reflector::store();
-                let api = Api::<ClusterTrustBundle>::all(self.client.clone());
-                let stream = watcher(api, watcher::Config::default())
-                    .default_backoff()
-                    .reflect(writer)
-                    .applied_objects();
-                tokio::spawn(async move {
-                    futures::pin_mut!(stream);
-                    while let Some(r) = stream.next().await {
-                        if let Err(e) = r {
-                            tracing::debug!(error = %e, "ClusterTrustBundle watch");
-                        }
-                    }
-                });
-                reader
-            })
-            .await;
-        tokio::time::timeout(SYNC_WAIT, store.wait_until_ready())
-            .await
-            .map_err(|_| "ClusterTrustBundle informer has not yet synced".to_string())?
-            .map_err(|_| "ClusterTrustBundle informer has not yet synced".to_string())?;
-        Ok(store.state())
-    }
-}
+/// The informer's error before its first list (upstream's words).
+pub const NOT_SYNCED: &str = "ClusterTrustBundle informer has not yet synced";
 
 /// The trust anchors projection `p` selects from `bundles`, as one PEM
 /// file; an `optional` projection that selects nothing is an empty file.
