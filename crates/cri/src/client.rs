@@ -275,14 +275,22 @@ impl CriClient {
 
     /// `Status`: the runtime's conditions (`RuntimeReady`, `NetworkReady`).
     pub async fn status(&self) -> Result<v1::RuntimeStatus> {
-        self.runtime
+        self.status_response()
+            .await?
+            .status
+            .ok_or_else(|| missing("Status", "status"))
+    }
+
+    /// `Status` whole: the conditions and the runtime handlers with their
+    /// features.
+    pub async fn status_response(&self) -> Result<v1::StatusResponse> {
+        Ok(self
+            .runtime
             .clone()
             .status(v1::StatusRequest { verbose: false })
             .await
             .map_err(status("Status"))?
-            .into_inner()
-            .status
-            .ok_or_else(|| missing("Status", "status"))
+            .into_inner())
     }
 
     /// `RunPodSandbox`: creates and starts a sandbox; returns its id.

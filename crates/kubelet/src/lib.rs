@@ -188,12 +188,13 @@ async fn probe_health(runtime: Arc<dyn Runtime>, health: Arc<RwLock<Health>>, ev
             _ => {}
         }
         was_down = runtime_error.is_some();
-        let network_error = match runtime_error {
-            None => runtime.network_error().await,
-            Some(_) => None,
+        let status = match runtime_error {
+            None => runtime.runtime_status().await,
+            Some(_) => runtime::RuntimeStatus::default(),
         };
-        *health.write().unwrap_or_else(|e| e.into_inner()) =
-            Health::checked(runtime_error.as_deref(), network_error);
+        let mut h = Health::checked(runtime_error.as_deref(), status.network_error);
+        h.runtime_handlers = status.handlers;
+        *health.write().unwrap_or_else(|e| e.into_inner()) = h;
         tokio::time::sleep(every).await;
     }
 }

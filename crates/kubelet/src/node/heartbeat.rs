@@ -255,6 +255,9 @@ impl Heartbeat {
                         if let Some(images) = &self.images {
                             status.images = images.get();
                         }
+                        if !health.runtime_handlers.is_empty() {
+                            status.runtime_handlers = Some(health.runtime_handlers.clone());
+                        }
                         let since = n.last_report_at.map(|t| now - t).unwrap_or(Duration::MAX);
                         if !should_report(n.last_reported.as_ref(), &status, since, report_every) {
                             table.push(due + status_every, i, Job::Status);

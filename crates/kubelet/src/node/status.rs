@@ -78,7 +78,7 @@ pub fn to_resource_list(list: &BTreeMap<String, Quantity>) -> BTreeMap<String, K
 }
 
 /// What the node-level checks found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Health {
     /// `Some(error)` when the container runtime is down (or not checked
     /// yet: [`Health::unchecked`]), in the words of the Ready condition.
@@ -92,6 +92,9 @@ pub struct Health {
     pub disk_pressure: bool,
     /// pid.available below its hard threshold.
     pub pid_pressure: bool,
+    /// The runtime's handlers (`status.runtimeHandlers`; none reported
+    /// means the field is left out, as upstream's empty list).
+    pub runtime_handlers: Vec<k8s_openapi::api::core::v1::NodeRuntimeHandler>,
 }
 
 impl Health {

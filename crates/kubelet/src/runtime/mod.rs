@@ -145,6 +145,16 @@ pub struct PodObservation {
     pub resize_error: Option<String>,
 }
 
+/// The runtime's own status, as the node reports it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuntimeStatus {
+    /// `Some(error)` while the runtime's pod network is not ready.
+    pub network_error: Option<String>,
+    /// The runtime handlers and their features (upstream's
+    /// `RuntimeHandlers` node status setter).
+    pub handlers: Vec<k8s_openapi::api::core::v1::NodeRuntimeHandler>,
+}
+
 /// Why the node refuses to run a pod (upstream's kubelet admission): the
 /// pod goes `Failed` with this reason and the message "Pod was rejected:
 /// <message>", and nothing of it runs.
@@ -209,10 +219,11 @@ pub trait Runtime: Send + Sync + 'static {
     /// the kubelet was down).
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>>;
 
-    /// `Some(error)` while the runtime's pod network is not ready (upstream's
-    /// `NetworkReady` condition, folded into the node's `Ready`).
-    fn network_error(&self) -> BoxFuture<'_, Option<String>> {
-        Box::pin(async { None })
+    /// What the runtime says of itself: whether its pod network is ready
+    /// (upstream's `NetworkReady` condition, folded into the node's
+    /// `Ready`) and its runtime handlers (`status.runtimeHandlers`).
+    fn runtime_status(&self) -> BoxFuture<'_, RuntimeStatus> {
+        Box::pin(async { RuntimeStatus::default() })
     }
 
     /// Whether this node may run `pod` at all (checked once, before its

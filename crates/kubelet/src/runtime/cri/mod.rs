@@ -652,19 +652,45 @@ impl CriRuntime {
     }
 }
 
+/// A CRI runtime handler as the node reports it (upstream's
+/// `RuntimeHandlers` setter: the name, and both features, set or not).
+fn node_runtime_handler(h: &v1::RuntimeHandler) -> k8s_openapi::api::core::v1::NodeRuntimeHandler {
+    let f = h.features.unwrap_or_default();
+    k8s_openapi::api::core::v1::NodeRuntimeHandler {
+        name: Some(h.name.clone()),
+        features: Some(k8s_openapi::api::core::v1::NodeRuntimeHandlerFeatures {
+            recursive_read_only_mounts: Some(f.recursive_read_only_mounts),
+            user_namespaces: Some(f.user_namespaces),
+        }),
+    }
+}
+
 impl Runtime for CriRuntime {
     fn version(&self) -> BoxFuture<'_, Result<RuntimeVersion, RuntimeError>> {
         Box::pin(version(&self.cri))
     }
 
-    fn network_error(&self) -> BoxFuture<'_, Option<String>> {
+    fn runtime_status(&self) -> BoxFuture<'_, super::RuntimeStatus> {
         Box::pin(async {
-            let status = self.cri.status().await.ok()?;
-            let c = rkube_cri::condition(&status, "NetworkReady").filter(|c| !c.status)?;
-            Some(format!(
-                "container runtime network not ready: NetworkReady=false reason:{} message:{}",
-                c.reason, c.message
-            ))
+            let Ok(resp) = self.cri.status_response().await else {
+                return super::RuntimeStatus::default();
+            };
+            let network_error = resp.status.as_ref().and_then(|status| {
+                let c = rkube_cri::condition(status, "NetworkReady").filter(|c| !c.status)?;
+                Some(format!(
+                    "container runtime network not ready: NetworkReady=false reason:{} message:{}",
+                    c.reason, c.message
+                ))
+            });
+            let handlers = resp
+                .runtime_handlers
+                .iter()
+                .map(node_runtime_handler)
+                .collect();
+            super::RuntimeStatus {
+                network_error,
+                handlers,
+            }
         })
     }
 
@@ -731,6 +757,28 @@ pub type SharedCri = Arc<CriRuntime>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runtime_handlers_as_the_node_reports_them() {
+        let h = node_runtime_handler(&v1::RuntimeHandler {
+            name: "runc".into(),
+            features: Some(v1::RuntimeHandlerFeatures {
+                recursive_read_only_mounts: true,
+                user_namespaces: false,
+            }),
+        });
+        let json = serde_json::to_value(&h).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"name": "runc", "features": {"recursiveReadOnlyMounts": true, "userNamespaces": false}})
+        );
+        // No features reported: both false, as upstream's zero values.
+        let d = node_runtime_handler(&v1::RuntimeHandler::default());
+        assert_eq!(
+            serde_json::to_value(&d).unwrap()["features"]["userNamespaces"],
+            false
+        );
+    }
 
     fn ctr(name: &str, attempt: u32, created: i64) -> v1::Container {
         v1::Container {
