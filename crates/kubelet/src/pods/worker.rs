@@ -539,6 +539,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pending_resize_runs_with_the_allocated_resources() {
+        let pod = |cpu: &str, image: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "uid": "u", "generation": 2},
+                "spec": {
+                    "initContainers": [{"name": "side", "image": "i", "restartPolicy": "Always",
+                        "resources": {"requests": {"cpu": cpu}}}],
+                    "containers": [{"name": "c", "image": image, "resources": {"requests": {"cpu": cpu}}}],
+                },
+            }))
+            .unwrap()
+        };
+        let allocated = pod("100m", "old");
+        let desired = pod("300m", "new");
+        assert!(same_resources(&allocated, &pod("100m", "new")));
+        assert!(!same_resources(&allocated, &desired));
+        let run = with_allocation(&desired, &allocated);
+        // The allocated resources, everything else as desired.
+        assert!(same_resources(&run, &allocated));
+        let spec = run.spec.unwrap();
+        assert_eq!(spec.containers[0].image.as_deref(), Some("new"));
+        assert_eq!(run.metadata.generation, Some(2));
+    }
+
+    #[test]
     fn the_active_deadline_counts_from_the_start_time() {
         let pod = |deadline: Option<i64>| -> Pod {
             serde_json::from_value(serde_json::json!({
