@@ -197,17 +197,22 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 }
             }
         }
-        // An in-place resize: accepted when it fits, else pending.
-        let mut resize_pending = None;
-        if allocated.as_ref().is_some_and(|a| !same_resources(a, &pod)) {
-            match ctx.admission.resize(&pod).await {
-                Ok(()) => {
-                    tracing::info!(pod = %key(&pod), "in-place resize accepted");
-                    allocated = Some(pod.clone());
-                }
-                Err(r) => {
-                    tracing::info!(pod = %key(&pod), message = %r.message, "in-place resize deferred");
-                    resize_pending = Some(r.message);
+        // An in-place resize: accepted when it fits, else pending; one
+        // rkube cannot apply is infeasible (fail closed).
+        let mut resize_pending: Option<(&str, String)> = None;
+        if let Some(a) = allocated.as_ref().filter(|a| !same_resources(a, &pod)) {
+            if let Some(why) = unsupported_resize(a, &pod) {
+                resize_pending = Some(("Infeasible", why));
+            } else {
+                match ctx.admission.resize(&pod).await {
+                    Ok(()) => {
+                        tracing::info!(pod = %key(&pod), "in-place resize accepted");
+                        allocated = Some(pod.clone());
+                    }
+                    Err(r) => {
+                        tracing::info!(pod = %key(&pod), message = %r.message, "in-place resize deferred");
+                        resize_pending = Some(("Deferred", r.message));
+                    }
                 }
             }
         }
@@ -249,7 +254,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                         &mut status,
                         &pod,
                         last.as_ref(),
-                        resize_pending.as_deref().map(|m| ("Deferred", m)),
+                        resize_pending.as_ref().map(|(r, m)| (*r, m.as_str())),
                         obs.resize_error.as_deref(),
                         now,
                     );
@@ -303,6 +308,32 @@ fn same_resources(a: &Pod, b: &Pod) -> bool {
             .collect::<Vec<_>>()
     };
     of(a) == of(b)
+}
+
+/// Why rkube cannot apply the resize from `allocated` to `desired`: it
+/// resizes regular containers only, not init containers (sidecars
+/// included) nor pod-level `resources`.
+fn unsupported_resize(allocated: &Pod, desired: &Pod) -> Option<String> {
+    let inits = |p: &Pod| {
+        let spec = p.spec.as_ref();
+        let list = spec
+            .and_then(|s| s.init_containers.clone())
+            .unwrap_or_default();
+        let pod_level = spec.and_then(|s| s.resources.clone());
+        (
+            list.into_iter()
+                .map(|c| (c.name, c.resources))
+                .collect::<Vec<_>>(),
+            pod_level,
+        )
+    };
+    let (a, a_pod) = inits(allocated);
+    let (d, d_pod) = inits(desired);
+    if a != d {
+        return Some("in-place resize of init containers is not supported by rkube".into());
+    }
+    (a_pod != d_pod)
+        .then(|| "in-place resize of pod-level resources is not supported by rkube".into())
 }
 
 /// `pod` with the containers' resources of `allocated` (what the runtime
@@ -561,6 +592,14 @@ mod tests {
         let spec = run.spec.unwrap();
         assert_eq!(spec.containers[0].image.as_deref(), Some("new"));
         assert_eq!(run.metadata.generation, Some(2));
+        // The sidecar's resources changed with the container's: infeasible.
+        assert_eq!(
+            unsupported_resize(&allocated, &desired).as_deref(),
+            Some("in-place resize of init containers is not supported by rkube")
+        );
+        let mut only_c = allocated.clone();
+        only_c.spec.as_mut().unwrap().containers = desired.spec.clone().unwrap().containers;
+        assert_eq!(unsupported_resize(&allocated, &only_c), None);
     }
 
     #[test]
