@@ -281,6 +281,23 @@ impl CriClient {
             .ok_or_else(|| missing("Status", "status"))
     }
 
+    /// `UpdateRuntimeConfig` with the node's pod CIDRs (comma-separated), as
+    /// the kubelet hands them to the runtime once the Node has them.
+    pub async fn update_pod_cidr(&self, pod_cidr: &str) -> Result<()> {
+        self.runtime
+            .clone()
+            .update_runtime_config(v1::UpdateRuntimeConfigRequest {
+                runtime_config: Some(v1::RuntimeConfig {
+                    network_config: Some(v1::NetworkConfig {
+                        pod_cidr: pod_cidr.into(),
+                    }),
+                }),
+            })
+            .await
+            .map_err(status("UpdateRuntimeConfig"))?;
+        Ok(())
+    }
+
     /// `Status` whole: the conditions and the runtime handlers with their
     /// features.
     pub async fn status_response(&self) -> Result<v1::StatusResponse> {

@@ -177,10 +177,34 @@ async fn make_cri(
 }
 
 /// Refreshes node health every `every`: is the runtime up, is its network
-/// ready (pressure conditions come from the [`eviction`] manager).
-async fn probe_health(runtime: Arc<dyn Runtime>, health: Arc<RwLock<Health>>, every: Duration) {
+/// ready (pressure conditions come from the [`eviction`] manager). Once
+/// Node `node` has pod CIDRs (from the node watch, `board`), hands them to
+/// the runtime, again when they change (upstream's `updatePodCIDR`).
+async fn probe_health(
+    runtime: Arc<dyn Runtime>,
+    health: Arc<RwLock<Health>>,
+    every: Duration,
+    board: Arc<node::capacity::NodeBoard>,
+    node: Option<String>,
+) {
     let mut was_down = false;
+    let mut pod_cidr_sent = String::new();
     loop {
+        let cidr = node
+            .as_deref()
+            .and_then(|n| board.get(n))
+            .and_then(|n| n.spec.as_ref().and_then(|s| s.pod_cidrs.clone()))
+            .map(|c| c.join(","))
+            .unwrap_or_default();
+        if !cidr.is_empty() && cidr != pod_cidr_sent {
+            match runtime.update_pod_cidr(&cidr).await {
+                Ok(()) => {
+                    tracing::info!(pod_cidr = %cidr, "pod CIDR handed to the runtime");
+                    pod_cidr_sent = cidr;
+                }
+                Err(e) => tracing::warn!(error = %e.0, "handing the pod CIDR to the runtime"),
+            }
+        }
         let runtime_error = runtime.version().await.err().map(|e| e.0);
         match (&runtime_error, was_down) {
             (Some(e), false) => tracing::warn!(error = %e, "container runtime is down"),
@@ -327,10 +351,15 @@ pub async fn run_with_metrics(
         list
     });
     let health = Arc::new(RwLock::new(Health::unchecked()));
+    let node_board = Arc::new(node::capacity::NodeBoard::default());
     tasks.spawn(probe_health(
         runtime.clone(),
         health.clone(),
         cfg.node_status_update_frequency,
+        node_board.clone(),
+        cri.as_ref()
+            .and_then(|_| descs.first())
+            .map(|d| d.name.clone()),
     ));
     let active = Arc::new(pods::worker::ActivePods::default());
     let pressure = Arc::new(node::pressure::PressureBoard::default());
@@ -382,7 +411,6 @@ pub async fn run_with_metrics(
     // kubelet's heartbeat client: pod status writes queued on the main
     // HTTP/2 connection must not delay a lease renewal.
     let heartbeat_client = self::client(&opts).await?;
-    let node_board = Arc::new(node::capacity::NodeBoard::default());
     tasks.spawn(
         node::heartbeat::Heartbeat {
             client: heartbeat_client,

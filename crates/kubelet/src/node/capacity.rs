@@ -37,12 +37,15 @@ pub struct NodeCapacity {
     pub status: Option<CapacityStatus>,
 }
 
-/// `spec` with `taints` alone.
+/// `spec` with `taints` and `podCIDRs` alone.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct TaintsSpec {
     /// The Node's taints.
     #[serde(default)]
     pub taints: Option<Vec<Taint>>,
+    /// The pod CIDRs the controller-manager gave the Node.
+    #[serde(default, rename = "podCIDRs", skip_serializing_if = "Option::is_none")]
+    pub pod_cidrs: Option<Vec<String>>,
 }
 
 /// `status` with `capacity` and `allocatable` alone.
@@ -201,7 +204,8 @@ mod tests {
                 "managedFields": [{"manager": "kubelet", "operation": "Update",
                     "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}],
             },
-            "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}],
+                     "podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24", "fd00::/64"]},
             "status": {
                 "capacity": {"cpu": "4", "example.com/gpu": "2"},
                 "allocatable": {"cpu": "3900m"},
@@ -211,6 +215,10 @@ mod tests {
         });
         let n: NodeCapacity = serde_json::from_value(node).unwrap();
         assert_eq!(n.metadata.name.as_deref(), Some("n1"));
+        assert_eq!(
+            n.spec.as_ref().unwrap().pod_cidrs.as_deref(),
+            Some(&["10.244.1.0/24".to_string(), "fd00::/64".to_string()][..])
+        );
         assert_eq!(n.metadata.resource_version.as_deref(), Some("42"));
         assert!(n.metadata.uid.is_none());
         assert!(n.metadata.managed_fields.is_none());

@@ -219,6 +219,12 @@ pub trait Runtime: Send + Sync + 'static {
     /// the kubelet was down).
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>>;
 
+    /// Hands the runtime the node's pod CIDRs (comma-separated), as
+    /// upstream's `UpdatePodCIDR` (CRI `UpdateRuntimeConfig`).
+    fn update_pod_cidr<'a>(&'a self, _cidr: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// What the runtime says of itself: whether its pod network is ready
     /// (upstream's `NetworkReady` condition, folded into the node's
     /// `Ready`) and its runtime handlers (`status.runtimeHandlers`).

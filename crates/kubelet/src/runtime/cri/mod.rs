@@ -670,6 +670,10 @@ impl Runtime for CriRuntime {
         Box::pin(version(&self.cri))
     }
 
+    fn update_pod_cidr<'a>(&'a self, cidr: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async move { self.cri.update_pod_cidr(cidr).await.map_err(err) })
+    }
+
     fn runtime_status(&self) -> BoxFuture<'_, super::RuntimeStatus> {
         Box::pin(async {
             let Ok(resp) = self.cri.status_response().await else {
