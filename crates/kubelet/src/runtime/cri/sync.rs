@@ -173,15 +173,24 @@ impl CriRuntime {
     }
 
     /// Why the pod cannot start, if it cannot: a field the node cannot
-    /// enforce, or volumes it cannot set up (fail closed).
+    /// enforce, or volumes it cannot set up (fail closed): the containers'
+    /// waiting reason and message.
     async fn blocked(&self, pod: &Pod, is_static: bool) -> Option<(&'static str, String)> {
         if let Err(m) = self.sandbox_config(pod, 0, is_static) {
             return Some(("CreateContainerConfigError", m));
         }
-        self.prepare_volumes(pod)
-            .await
-            .err()
-            .map(|m| ("ContainerCreating", m))
+        // Volumes not set up: the containers keep upstream's default
+        // waiting reason (PodInitializing in a pod with init containers).
+        let reason = match pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.init_containers.as_ref())
+            .is_some_and(|i| !i.is_empty())
+        {
+            true => "PodInitializing",
+            false => "ContainerCreating",
+        };
+        self.prepare_volumes(pod).await.err().map(|m| (reason, m))
     }
 
     /// Gathers, plans and executes one sync of `pod`, then observes it.
