@@ -18,9 +18,11 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
         "kubelet",
         &[
             // Base: configuration, flags, metrics, Events, container logs,
-            // the crash-loop back-off, watched ConfigMaps and Secrets.
+            // the crash-loop back-off, watched ConfigMaps and Secrets, the
+            // shared cluster-wide watches (informer).
             &[
                 "config", "options", "metrics", "events", "logs", "backoff", "scratch", "objects",
+                "informer",
             ],
             // Pod-level facts every manager reads.
             &["pod"],
