@@ -11,8 +11,9 @@
 //! API server no longer has after ten minutes is made again.
 //!
 //! The state moves when the pod's volumes are set up (every sync), not
-//! from a watch: a pending request is read with one GET per sync until it
-//! is decided, and nothing is read once credentials are fresh.
+//! from a watch: a pending request is read with a GET 1 s after it was
+//! made, then at doubling intervals up to 30 s, until it is decided; nothing
+//! is read once credentials are fresh.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -34,6 +35,11 @@ use crate::pod::pod_namespace;
 /// deleted and made again (upstream's `assumeDeletedThreshold`).
 const ASSUME_DELETED: Duration = Duration::from_secs(10 * 60);
 
+/// How often a pending request is read at most once it has waited a while
+/// (from 1 s, doubling): without a watch, an unsigned request costs one GET
+/// every 30 s, not one per pod sync.
+const MAX_READ_INTERVAL: Duration = Duration::from_secs(30);
+
 /// One projection: pod uid, volume, source index.
 type Key = (String, String, usize);
 
@@ -42,11 +48,15 @@ pub type Credentials = (Vec<u8>, Vec<u8>);
 
 #[derive(Clone)]
 enum State {
-    /// Request `pcr` made for `key`; taken as deleted after `abandon_at`.
+    /// Request `pcr` made for `key`; taken as deleted after `abandon_at`;
+    /// read again from `read_after`, then `interval` later (doubling up
+    /// to [`MAX_READ_INTERVAL`]).
     Wait {
         key: Vec<u8>,
         pcr: String,
         abandon_at: Timestamp,
+        read_after: Timestamp,
+        interval: Duration,
     },
     /// Issued; renewed from `refresh_at`.
     Fresh {
@@ -196,38 +206,48 @@ impl PodCertificates {
         let next = match state {
             None => {
                 let (k, pcr) = self.request(pod, p).await?;
+                let interval = Duration::from_secs(1);
                 State::Wait {
                     key: k,
                     pcr,
                     abandon_at: later(ASSUME_DELETED),
+                    read_after: later(interval),
+                    interval,
                 }
+            }
+            Some(State::Wait { read_after, .. }) if Timestamp::now() < read_after => {
+                return Err("credential bundle is not issued yet".to_string());
             }
             Some(State::Wait {
                 key: k,
                 pcr,
                 abandon_at,
-            }) => match self.read(pod, &pcr).await? {
-                Some(r) => match decided(&r, &k) {
-                    Some(Ok(s)) => s,
-                    Some(Err(e)) => State::Final(e),
-                    None => State::Wait {
-                        key: k,
-                        pcr,
-                        abandon_at,
-                    },
-                },
-                None if Timestamp::now() > abandon_at => {
-                    self.lock().remove(key);
-                    return Err(format!(
-                        "PodCertificateRequest {pcr:?} appears to have been deleted"
-                    ));
-                }
-                None => State::Wait {
-                    key: k,
+                interval,
+                ..
+            }) => {
+                let interval = (interval * 2).min(MAX_READ_INTERVAL);
+                let pending = |key, pcr| State::Wait {
+                    key,
                     pcr,
                     abandon_at,
-                },
-            },
+                    read_after: later(interval),
+                    interval,
+                };
+                match self.read(pod, &pcr).await? {
+                    Some(r) => match decided(&r, &k) {
+                        Some(Ok(s)) => s,
+                        Some(Err(e)) => State::Final(e),
+                        None => pending(k, pcr),
+                    },
+                    None if Timestamp::now() > abandon_at => {
+                        self.lock().remove(key);
+                        return Err(format!(
+                            "PodCertificateRequest {pcr:?} appears to have been deleted"
+                        ));
+                    }
+                    None => pending(k, pcr),
+                }
+            }
             Some(State::Fresh { creds, refresh_at }) if Timestamp::now() >= refresh_at => {
                 match self.request(pod, p).await {
                     Ok((k, pcr)) => State::WaitRefresh {
