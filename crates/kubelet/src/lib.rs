@@ -46,6 +46,7 @@ pub mod runtime;
 #[cfg(test)]
 pub(crate) mod scratch;
 pub mod server;
+pub mod stats;
 pub mod volumes;
 
 use std::collections::{HashMap, HashSet};
@@ -305,6 +306,17 @@ pub async fn run_with_metrics(
         tracing::info!(%addr, "serving /healthz and /metrics");
         tasks.spawn(server::healthz::serve(listener, metrics.clone()));
     }
+    // The node's figures: the Summary API, the resource and cAdvisor
+    // metrics and the eviction manager read the same provider.
+    let stats = match (&cri, descs.as_slice()) {
+        (Some(c), [desc]) => Some(Arc::new(stats::StatsProvider::new(
+            c.client().clone(),
+            c.dirs().clone(),
+            &desc.name,
+            "",
+        ))),
+        _ => None,
+    };
     if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
         if cfg.port != 0 {
             let settings = server::ApiSettings::load(opts.config.as_deref())?;
@@ -324,6 +336,8 @@ pub async fn run_with_metrics(
                 client: client.clone(),
                 metrics: metrics.clone(),
                 runtime: Some(cri.clone()),
+                stats: stats.clone(),
+                config: cfg.clone(),
                 auth: settings.auth,
             };
             tasks.spawn(server::serve(listener, tls, Arc::new(ctx)));
@@ -364,10 +378,9 @@ pub async fn run_with_metrics(
     let active = Arc::new(pods::worker::ActivePods::default());
     let pressure = Arc::new(node::pressure::PressureBoard::default());
     let source: Option<Arc<dyn eviction::SignalSource>> = match (&cri, &opts.sim_signals) {
-        (Some(c), _) => Some(Arc::new(eviction::MachineSignals {
-            root_dir: opts.root_dir.clone(),
-            cri: Some(c.client().clone()),
-        })),
+        (Some(_), _) => stats.clone().map(|stats| {
+            Arc::new(eviction::MachineSignals { stats }) as Arc<dyn eviction::SignalSource>
+        }),
         (None, Some(path)) => Some(Arc::new(eviction::SimSource {
             signals: eviction::SimSignals { path: path.clone() },
             active: active.clone(),

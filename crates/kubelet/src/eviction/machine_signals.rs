@@ -1,176 +1,157 @@
-//! Signals of the real machine for `--runtime cri` ([`MachineSignals`]):
-//! `memory.available` from `/proc/meminfo`, `nodefs.*` and `imagefs.*`
-//! from [`statvfs()`], `pid.available` from `/proc`
-//! ([`pid_observation`]), and pod usage from CRI `ListContainerStats`.
+//! Signals of the real machine for `--runtime cri` ([`MachineSignals`]),
+//! made from the node's Summary ([`crate::stats`]) as upstream's
+//! `makeSignalObservations` (`pkg/kubelet/eviction/helpers.go`) makes
+//! them, so the node evicts on what it reports:
 //!
-//! Upstream: `pkg/kubelet/eviction/helpers.go` (`makeSignalObservations`)
-//! over the summary provider (`pkg/kubelet/server/stats`), and
-//! `pkg/kubelet/stats/pidlimit` for `pid.available`.
+//! * `memory.available`: the node's `availableBytes` (MemTotal − working
+//!   set of the root cgroup), capacity available + working set;
+//! * `nodefs.*`: the node's `fs`; `imagefs.*`: the runtime's `imageFs`
+//!   (nodefs when the runtime does not name one);
+//! * `pid.available`: `rlimit.maxpid − rlimit.curproc`;
+//! * pod usage: containers' working sets, writable layers + logs, and
+//!   the pod's process count.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::signals::{Observation, Observations, PodUsage, Signal, SignalSource, Snapshot};
-use super::statvfs::statvfs;
 use crate::node::NodeDesc;
+use crate::stats::summary::{FsStats, Summary};
+use crate::stats::StatsProvider;
 use crate::BoxFuture;
 
-/// `pid.available`: min(pid_max, threads-max) − tasks (the total of
-/// `/proc/loadavg`), capacity min(pid_max, threads-max).
-pub fn pid_observation() -> Option<Observation> {
-    let num = |p: &str| -> Option<i64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
-    let max = match (
-        num("/proc/sys/kernel/pid_max"),
-        num("/proc/sys/kernel/threads-max"),
-    ) {
-        (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b)?,
-    };
-    let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let tasks: i64 = loadavg
-        .split_whitespace()
-        .nth(3)?
-        .split('/')
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(Observation {
-        available: max - tasks,
-        capacity: max,
-    })
-}
-
-fn fs_observations(obs: &mut Observations, path: &Path, bytes: Signal, inodes: Signal) {
-    if let Some((avail, cap, ifree, itotal)) = statvfs(path) {
+fn fs_observations(obs: &mut Observations, fs: &FsStats, bytes: Signal, inodes: Signal) {
+    if let (Some(a), Some(c)) = (fs.available_bytes, fs.capacity_bytes) {
         obs.insert(
             bytes,
             Observation {
-                available: avail,
-                capacity: cap,
+                available: a as i64,
+                capacity: c as i64,
             },
         );
-        if itotal > 0 {
+    }
+    if let (Some(f), Some(t)) = (fs.inodes_free, fs.inodes) {
+        if t > 0 {
             obs.insert(
                 inodes,
                 Observation {
-                    available: ifree,
-                    capacity: itotal,
+                    available: f as i64,
+                    capacity: t as i64,
                 },
             );
         }
     }
 }
 
-/// The machine's signals (`--runtime cri`): one real node.
-pub struct MachineSignals {
-    /// `--root-dir` (nodefs).
-    pub root_dir: PathBuf,
-    /// The CRI runtime (image filesystem, container stats).
-    pub cri: Option<rkube_cri::CriClient>,
-}
-
-impl MachineSignals {
-    async fn image_fs(&self) -> Option<PathBuf> {
-        let cri = self.cri.as_ref()?;
-        let r = cri
-            .image_service()
-            .image_fs_info(rkube_cri::v1::ImageFsInfoRequest {})
-            .await
-            .ok()?
-            .into_inner();
-        r.image_filesystems
-            .into_iter()
-            .find_map(|f| f.fs_id.map(|id| PathBuf::from(id.mountpoint)))
-            .filter(|p| !p.as_os_str().is_empty())
+/// The observations a summary gives.
+pub fn observations(s: &Summary) -> Observations {
+    let mut obs = Observations::new();
+    let n = &s.node;
+    if let Some((a, ws)) = n
+        .memory
+        .as_ref()
+        .and_then(|m| Some((m.available_bytes?, m.working_set_bytes?)))
+    {
+        obs.insert(
+            Signal::MemoryAvailable,
+            Observation {
+                available: a as i64,
+                capacity: (a + ws) as i64,
+            },
+        );
     }
-
-    async fn pod_usage(&self) -> HashMap<String, PodUsage> {
-        let mut out: HashMap<String, PodUsage> = HashMap::new();
-        let Some(cri) = self.cri.as_ref() else {
-            return out;
-        };
-        let Ok(r) = cri
-            .runtime_service()
-            .list_container_stats(rkube_cri::v1::ListContainerStatsRequest { filter: None })
-            .await
-        else {
-            return out;
-        };
-        for s in r.into_inner().stats {
-            let Some(attrs) = s.attributes else { continue };
-            let l = &attrs.labels;
-            let (Some(ns), Some(name), Some(container)) = (
-                l.get("io.kubernetes.pod.namespace"),
-                l.get("io.kubernetes.pod.name"),
-                l.get("io.kubernetes.container.name"),
-            ) else {
-                continue;
-            };
-            let u = out.entry(format!("{ns}/{name}")).or_default();
-            if let Some(ws) = s.memory.and_then(|m| m.working_set_bytes) {
-                u.memory.insert(container.clone(), ws.value as i64);
-            }
-            if let Some(used) = s.writable_layer.and_then(|w| w.used_bytes) {
-                u.ephemeral_storage
-                    .insert(container.clone(), used.value as i64);
+    if let Some(fs) = &n.fs {
+        fs_observations(
+            &mut obs,
+            fs,
+            Signal::NodeFsAvailable,
+            Signal::NodeFsInodesFree,
+        );
+    }
+    match n.runtime.as_ref().and_then(|r| r.image_fs.as_ref()) {
+        Some(fs) => fs_observations(
+            &mut obs,
+            fs,
+            Signal::ImageFsAvailable,
+            Signal::ImageFsInodesFree,
+        ),
+        None => {
+            for (from, to) in [
+                (Signal::NodeFsAvailable, Signal::ImageFsAvailable),
+                (Signal::NodeFsInodesFree, Signal::ImageFsInodesFree),
+            ] {
+                if let Some(o) = obs.get(&from).copied() {
+                    obs.insert(to, o);
+                }
             }
         }
-        out
     }
+    if let Some((max, cur)) = n
+        .rlimit
+        .as_ref()
+        .and_then(|r| Some((r.maxpid?, r.curproc?)))
+    {
+        obs.insert(
+            Signal::PidAvailable,
+            Observation {
+                available: max - cur,
+                capacity: max,
+            },
+        );
+    }
+    obs
+}
+
+/// Pod usage by `namespace/name`.
+pub fn pod_usage(s: &Summary) -> std::collections::HashMap<String, PodUsage> {
+    s.pods
+        .iter()
+        .map(|p| {
+            let mut u = PodUsage::default();
+            for c in &p.containers {
+                if let Some(ws) = c.memory.as_ref().and_then(|m| m.working_set_bytes) {
+                    u.memory.insert(c.name.clone(), ws as i64);
+                }
+                let disk = [&c.rootfs, &c.logs]
+                    .into_iter()
+                    .filter_map(|f| f.as_ref().and_then(|f| f.used_bytes))
+                    .sum::<u64>();
+                if c.rootfs.is_some() || c.logs.is_some() {
+                    u.ephemeral_storage.insert(c.name.clone(), disk as i64);
+                }
+            }
+            u.pids = p
+                .process_stats
+                .as_ref()
+                .and_then(|ps| ps.process_count)
+                .map(|n| n as i64);
+            (format!("{}/{}", p.pod_ref.namespace, p.pod_ref.name), u)
+        })
+        .collect()
+}
+
+/// The machine's signals (`--runtime cri`): one real node.
+pub struct MachineSignals {
+    /// The node's stats.
+    pub stats: Arc<StatsProvider>,
 }
 
 impl SignalSource for MachineSignals {
     fn observe<'a>(&'a self, nodes: &'a [Arc<NodeDesc>]) -> BoxFuture<'a, Snapshot> {
         Box::pin(async move {
-            let mut obs = Observations::new();
-            let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-            if let (Some(avail), Some(total)) = (
-                crate::node::machine::meminfo_bytes(&meminfo, "MemAvailable"),
-                crate::node::machine::meminfo_bytes(&meminfo, "MemTotal"),
-            ) {
-                obs.insert(
-                    Signal::MemoryAvailable,
-                    Observation {
-                        available: avail,
-                        capacity: total,
-                    },
-                );
-            }
-            fs_observations(
-                &mut obs,
-                &self.root_dir,
-                Signal::NodeFsAvailable,
-                Signal::NodeFsInodesFree,
-            );
-            let image_fs = self.image_fs().await;
-            match image_fs {
-                Some(p) => fs_observations(
-                    &mut obs,
-                    &p,
-                    Signal::ImageFsAvailable,
-                    Signal::ImageFsInodesFree,
-                ),
-                None => {
-                    for (from, to) in [
-                        (Signal::NodeFsAvailable, Signal::ImageFsAvailable),
-                        (Signal::NodeFsInodesFree, Signal::ImageFsInodesFree),
-                    ] {
-                        if let Some(o) = obs.get(&from).copied() {
-                            obs.insert(to, o);
-                        }
-                    }
+            let summary = match self.stats.summary(false).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "eviction: the node's stats could not be read");
+                    return Snapshot::default();
                 }
-            }
-            if let Some(p) = pid_observation() {
-                obs.insert(Signal::PidAvailable, p);
-            }
+            };
+            let obs = observations(&summary);
             Snapshot {
                 nodes: nodes
                     .iter()
                     .map(|d| (d.name.clone(), obs.clone()))
                     .collect(),
-                pods: self.pod_usage().await,
+                pods: pod_usage(&summary),
             }
         })
     }
@@ -180,13 +161,73 @@ impl SignalSource for MachineSignals {
 mod tests {
     use super::*;
     use crate::node::pressure::{Pressure, PressureBoard};
+    use crate::stats::summary::{
+        ContainerStats, MemoryStats, NodeStats, PodReference, PodStats, RlimitStats,
+    };
 
     #[test]
-    fn machine_signals_on_this_machine() {
-        let (avail, cap, _, _) = statvfs(Path::new("/")).unwrap();
-        assert!(cap > 0 && avail <= cap);
-        let p = pid_observation().unwrap();
-        assert!(p.available > 0 && p.available < p.capacity);
+    fn signals_from_a_summary() {
+        let s = Summary {
+            node: NodeStats {
+                memory: Some(MemoryStats {
+                    available_bytes: Some(300),
+                    working_set_bytes: Some(700),
+                    ..Default::default()
+                }),
+                fs: Some(FsStats {
+                    available_bytes: Some(10),
+                    capacity_bytes: Some(100),
+                    inodes_free: Some(5),
+                    inodes: Some(50),
+                    ..Default::default()
+                }),
+                rlimit: Some(RlimitStats {
+                    maxpid: Some(1000),
+                    curproc: Some(250),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            pods: vec![PodStats {
+                pod_ref: PodReference {
+                    name: "p".into(),
+                    namespace: "ns".into(),
+                    uid: "u".into(),
+                },
+                containers: vec![ContainerStats {
+                    name: "c".into(),
+                    memory: Some(MemoryStats {
+                        working_set_bytes: Some(42),
+                        ..Default::default()
+                    }),
+                    rootfs: Some(FsStats {
+                        used_bytes: Some(4096),
+                        ..Default::default()
+                    }),
+                    logs: Some(FsStats {
+                        used_bytes: Some(100),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let o = observations(&s);
+        let get = |sig| o.get(&sig).map(|o| (o.available, o.capacity));
+        assert_eq!(get(Signal::MemoryAvailable), Some((300, 1000)));
+        assert_eq!(get(Signal::NodeFsAvailable), Some((10, 100)));
+        assert_eq!(
+            get(Signal::ImageFsAvailable),
+            Some((10, 100)),
+            "nodefs stands in"
+        );
+        assert_eq!(get(Signal::NodeFsInodesFree), Some((5, 50)));
+        assert_eq!(get(Signal::PidAvailable), Some((750, 1000)));
+        let u = &pod_usage(&s)["ns/p"];
+        assert_eq!(u.memory["c"], 42);
+        assert_eq!(u.ephemeral_storage["c"], 4196);
+        assert_eq!(u.pids, None);
         let board = PressureBoard::default();
         board.set(
             "n",
@@ -196,7 +237,5 @@ mod tests {
             },
         );
         assert!(board.get("n").memory);
-        board.set("n", Pressure::default());
-        assert_eq!(board.get("n"), Pressure::default());
     }
 }

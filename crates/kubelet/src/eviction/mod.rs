@@ -26,12 +26,13 @@
 //!   and a `DisruptionTarget` condition (`TerminationByKubelet`).
 //!
 //! Signals:
-//! * `--runtime cri` ([`MachineSignals`]): `memory.available` from
-//!   `/proc/meminfo` (MemAvailable of MemTotal); `nodefs.*` from `statvfs`
-//!   of `--root-dir`; `imagefs.*` from `statvfs` of the image filesystem
-//!   CRI's `ImageFsInfo` names (else nodefs); `pid.available` =
-//!   min(pid_max, threads-max) − tasks running (`/proc/loadavg`); pod usage
-//!   from CRI `ListContainerStats` (working set, writable layer).
+//! * `--runtime cri` ([`MachineSignals`]): from the node's Summary
+//!   ([`crate::stats`], the figures `/stats/summary` reports):
+//!   `memory.available` = MemTotal − the root cgroup's working set;
+//!   `nodefs.*` the root directory's filesystem; `imagefs.*` the
+//!   runtime's image filesystem (else nodefs); `pid.available` =
+//!   min(pid_max, threads-max) − tasks running; pod usage from the
+//!   containers' working sets, writable layers and logs.
 //! * `--runtime sim --sim-signals FILE` ([`SimSignals`]): a JSON file read
 //!   every round, so tests can drive pressure:
 //!
@@ -61,21 +62,16 @@
 //! * `ranking`: pod requests, critical pods, ranking, the `Evicted` message;
 //! * `manager`: the [`EvictionManager`] loop;
 //! * `sim_signals`: [`SimSignals`] (`--sim-signals`);
-//! * `machine_signals`: [`MachineSignals`] (`--runtime cri`);
-//! * `statvfs`: the one `unsafe` call ([`statvfs()`]).
+//! * `machine_signals`: [`MachineSignals`] (`--runtime cri`).
 
 mod machine_signals;
 mod manager;
 mod ranking;
 mod signals;
 mod sim_signals;
-// The one audited libc::statvfs call.
-#[allow(unsafe_code)]
-mod statvfs;
 mod thresholds;
 
-pub use self::statvfs::statvfs;
-pub use machine_signals::{pid_observation, MachineSignals};
+pub use machine_signals::{observations, pod_usage, MachineSignals};
 pub use manager::{EvictionManager, IMMEDIATE_GRACE, MONITORING_PERIOD};
 pub use ranking::{format_quantity, message, pod_request, rank, Candidate};
 pub use signals::{

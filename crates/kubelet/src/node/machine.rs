@@ -39,14 +39,7 @@ pub fn hostname() -> String {
     }
 }
 
-/// A `/proc/meminfo` field in bytes (`MemTotal`, `MemAvailable`).
-pub fn meminfo_bytes(text: &str, key: &str) -> Option<i64> {
-    text.lines().find_map(|l| {
-        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
-        let kb: i64 = rest.split_whitespace().next()?.parse().ok()?;
-        Some(kb * 1024)
-    })
-}
+pub use crate::stats::procfs::meminfo_bytes;
 
 /// Capacity of this machine: cpu (cores), memory (MemTotal), pods.
 pub fn capacity(max_pods: i32) -> BTreeMap<String, Quantity> {

@@ -21,6 +21,7 @@
 //! checked as Go's net/http does, [`crate::prober::request`]), `tcpSocket` (connect), `grpc`
 //! (`grpc.health.v1.Health/Check`, `SERVING` succeeds).
 
+pub mod metrics;
 pub mod request;
 
 use std::collections::HashMap;
@@ -314,6 +315,8 @@ pub struct Target {
     /// Where failed probes are reported as `Unhealthy` Events: the
     /// recorder, the pod and the container's name.
     pub events: Option<(Recorder, Arc<Pod>, String)>,
+    /// The container, as the probe metrics name it.
+    pub labels: metrics::ProbeLabels,
 }
 
 /// Runs one probe once.
@@ -665,12 +668,18 @@ struct Entry {
     container_id: String,
     state: Arc<Mutex<ContainerProbeState>>,
     tasks: Vec<JoinHandle<()>>,
+    metrics: Arc<metrics::ProbeMetrics>,
+    labels: metrics::ProbeLabels,
+    kinds: Vec<&'static str>,
 }
 
 impl Drop for Entry {
     fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();
+        }
+        for k in &self.kinds {
+            self.metrics.forget(&self.labels, k);
         }
     }
 }
@@ -679,6 +688,7 @@ impl Drop for Entry {
 #[derive(Default)]
 pub struct ProbeManager {
     entries: Mutex<HashMap<(String, String), Entry>>,
+    metrics: Arc<metrics::ProbeMetrics>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -711,9 +721,18 @@ impl ProbeManager {
             kill_probe: None,
         }));
         let started = Arc::new(tokio::sync::Notify::new());
+        let kinds = specs.iter().map(|s| s.kind.as_str()).collect();
         let tasks = specs
             .into_iter()
-            .map(|s| tokio::spawn(worker(s, target.clone(), state.clone(), started.clone())))
+            .map(|s| {
+                tokio::spawn(worker(
+                    s,
+                    target.clone(),
+                    state.clone(),
+                    started.clone(),
+                    self.metrics.clone(),
+                ))
+            })
             .collect();
         entries.insert(
             key,
@@ -721,8 +740,16 @@ impl ProbeManager {
                 container_id: target.container_id,
                 state,
                 tasks,
+                metrics: self.metrics.clone(),
+                labels: target.labels,
+                kinds,
             },
         );
+    }
+
+    /// The probe counters (`/metrics/probes`).
+    pub fn metrics(&self) -> &Arc<metrics::ProbeMetrics> {
+        &self.metrics
     }
 
     /// The probe state of container `name` of pod `uid` if it runs as
@@ -762,6 +789,7 @@ async fn worker(
     target: Target,
     state: Arc<Mutex<ContainerProbeState>>,
     started: Arc<tokio::sync::Notify>,
+    metrics: Arc<metrics::ProbeMetrics>,
 ) {
     let mut tracker = Tracker::new(&spec);
     let mut ticker = tokio::time::interval(spec.period);
@@ -787,8 +815,19 @@ async fn worker(
                 _ => {}
             }
         }
+        let began = std::time::Instant::now();
         let outcome = run_once(&spec.action, &target, spec.timeout).await;
         let ok = matches!(outcome, Outcome::Success | Outcome::Warning(_));
+        metrics.observe(
+            &target.labels,
+            spec.kind.as_str(),
+            if ok {
+                metrics::ProbeResult::Successful
+            } else {
+                metrics::ProbeResult::Failed
+            },
+            began.elapsed().as_secs_f64(),
+        );
         if let (Outcome::Warning(w), Some((rec, pod, name))) = (&outcome, &target.events) {
             rec.record(
                 pod,

@@ -9,6 +9,12 @@
 //! | `/healthz` | `ok` |
 //! | `/pods` | `PodList` JSON of this node's pods (as the API server has them) |
 //! | `/metrics` | the kubelet's counters (Prometheus text) |
+//! | `/metrics/resource` | CPU, memory and swap of the node, pods and containers ([`crate::stats::resource_metrics`]; metrics-server reads it) |
+//! | `/metrics/cadvisor` | cAdvisor's container metrics ([`crate::stats::cadvisor`]) |
+//! | `/metrics/probes` | probe counts and durations ([`crate::prober::metrics`]) |
+//! | `/stats/summary[?only_cpu_and_memory=true]` | the Summary API ([`crate::stats::summary`]) |
+//! | `/configz` | the configuration in force ([`configz`]) |
+//! | `/runningpods/` | `PodList` of the pods the runtime runs ([`running_pods`]) |
 //! | `/containerLogs/{ns}/{pod}/{container}` | the container's log ([`crate::logs`]) |
 //! | `/exec/{ns}/{pod}[/{uid}]/{container}`, `/attach/…`, `/portForward/{ns}/{pod}[/{uid}]` | streams, GET or POST, proxied to the CRI streaming server ([`stream`]) |
 //!
@@ -22,11 +28,13 @@
 //! self-signed one for the node name, host name, node IP and localhost,
 //! kept in `<root-dir>/pki/kubelet.{crt,key}` (as upstream).
 //!
-//! Not served: `/run`, `/stats`, `/logs` (node logs), `/configz`,
-//! `/checkpoint` (404).
+//! Not served: `/run`, `/logs` (node logs), `/checkpoint`, `/debug`
+//! (404).
 
 pub mod auth;
+pub mod configz;
 pub mod healthz;
+pub mod running_pods;
 
 pub mod proxy;
 pub mod stream;
@@ -45,10 +53,12 @@ use rkube_daemon::tls::{SelfSigned, ServingTls};
 use serde_yaml_ng::Value;
 use tokio::net::TcpListener;
 
+use crate::config::KubeletConfiguration;
 use crate::logs;
 use crate::metrics::Metrics;
 use crate::pod::mirror_of;
 use crate::runtime::cri::CriRuntime;
+use crate::stats::StatsProvider;
 use auth::{Auth, AuthConfig};
 
 /// The API settings of a KubeletConfiguration file (read leniently; the
@@ -158,6 +168,11 @@ pub struct ApiContext {
     pub metrics: Arc<Metrics>,
     /// The CRI runtime (logs); `None` with the sim runtime.
     pub runtime: Option<Arc<CriRuntime>>,
+    /// The node's figures (`/stats/summary`, `/metrics/resource`,
+    /// `/metrics/cadvisor`); `None` with the sim runtime.
+    pub stats: Option<Arc<StatsProvider>>,
+    /// The configuration in force (`/configz`).
+    pub config: Arc<KubeletConfiguration>,
     /// Authentication and authorization.
     pub auth: AuthConfig,
 }
@@ -171,6 +186,18 @@ pub enum Route {
     Pods,
     /// `/metrics`.
     Metrics,
+    /// `/metrics/resource`.
+    ResourceMetrics,
+    /// `/metrics/cadvisor`.
+    CadvisorMetrics,
+    /// `/metrics/probes`.
+    ProbeMetrics,
+    /// `/stats/summary`.
+    Summary,
+    /// `/configz`.
+    Configz,
+    /// `/runningpods/`.
+    RunningPods,
     /// `/containerLogs/{ns}/{pod}/{container}`.
     ContainerLogs {
         /// Namespace.
@@ -193,6 +220,12 @@ pub fn route(path: &str) -> Route {
         "/healthz" => Route::Healthz,
         "/pods" => Route::Pods,
         "/metrics" => Route::Metrics,
+        "/metrics/resource" => Route::ResourceMetrics,
+        "/metrics/cadvisor" => Route::CadvisorMetrics,
+        "/metrics/probes" => Route::ProbeMetrics,
+        "/stats/summary" => Route::Summary,
+        "/configz" => Route::Configz,
+        "/runningpods" => Route::RunningPods,
         _ => {
             let parts: Vec<&str> = p.split('/').collect();
             match parts.as_slice() {
@@ -217,6 +250,21 @@ fn status(code: u16) -> StatusCode {
 
 fn text(code: u16, body: impl Into<bytes::Bytes>) -> Response {
     server::text(status(code), body)
+}
+
+fn prometheus(body: String) -> Response {
+    server::respond(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        Body::whole(body),
+    )
+}
+
+fn json_response<T: serde::Serialize>(v: &T) -> Response {
+    match serde_json::to_vec(v) {
+        Ok(b) => server::respond(StatusCode::OK, "application/json", Body::whole(b)),
+        Err(e) => text(500, format!("encoding: {e}")),
+    }
 }
 
 /// The kubelet API's request handler.
@@ -269,11 +317,61 @@ impl Handler for KubeletApi {
         }
         match route {
             Route::Healthz => text(200, "ok"),
-            Route::Metrics => server::respond(
-                StatusCode::OK,
-                "text/plain; version=0.0.4; charset=utf-8",
-                Body::whole(ctx.metrics.render()),
-            ),
+            Route::Metrics => prometheus(ctx.metrics.render()),
+            Route::ResourceMetrics => {
+                let Some(stats) = &ctx.stats else {
+                    return text(404, "404 page not found");
+                };
+                let summary = stats.summary(true).await;
+                if let Err(e) = &summary {
+                    tracing::warn!(error = %e, "the node's stats for /metrics/resource");
+                }
+                prometheus(crate::stats::resource_metrics::render(
+                    summary.ok().as_ref(),
+                ))
+            }
+            Route::CadvisorMetrics => {
+                let Some(stats) = &ctx.stats else {
+                    return text(404, "404 page not found");
+                };
+                match stats.collect(true).await {
+                    Ok(s) => {
+                        let (nodefs, imagefs) = stats.devices();
+                        prometheus(crate::stats::cadvisor::render(&s, &nodefs, &imagefs))
+                    }
+                    Err(e) => text(500, format!("collecting the node's stats: {e}")),
+                }
+            }
+            Route::ProbeMetrics => {
+                let Some(rt) = &ctx.runtime else {
+                    return text(404, "404 page not found");
+                };
+                prometheus(
+                    rt.probe_metrics()
+                        .render(crate::stats::procfs::process_start()),
+                )
+            }
+            Route::Summary => {
+                let Some(stats) = &ctx.stats else {
+                    return text(404, "404 page not found");
+                };
+                let only = req
+                    .query
+                    .split('&')
+                    .any(|kv| kv == "only_cpu_and_memory=true");
+                match stats.summary(only).await {
+                    Ok(s) => json_response(&s),
+                    Err(e) => text(500, format!("Internal Error: failed to get node info: {e}")),
+                }
+            }
+            Route::Configz => json_response(&configz::document(&ctx.config)),
+            Route::RunningPods => match &ctx.runtime {
+                Some(rt) => match running_pods::list(rt.client()).await {
+                    Ok(v) => json_response(&v),
+                    Err(e) => text(500, format!("listing running pods: {e}")),
+                },
+                None => text(404, "404 page not found"),
+            },
             Route::Pods => {
                 let api: Api<Pod> = Api::all(ctx.client.clone());
                 let lp = ListParams::default().fields(&format!("spec.nodeName={}", ctx.node));
@@ -453,6 +551,13 @@ mod tests {
         assert_eq!(route("/healthz"), Route::Healthz);
         assert_eq!(route("/pods/"), Route::Pods);
         assert_eq!(route("/metrics"), Route::Metrics);
+        assert_eq!(route("/metrics/resource"), Route::ResourceMetrics);
+        assert_eq!(route("/metrics/cadvisor/"), Route::CadvisorMetrics);
+        assert_eq!(route("/metrics/probes"), Route::ProbeMetrics);
+        assert_eq!(route("/stats/summary"), Route::Summary);
+        assert_eq!(route("/stats"), Route::NotFound);
+        assert_eq!(route("/configz"), Route::Configz);
+        assert_eq!(route("/runningpods/"), Route::RunningPods);
         assert_eq!(
             route("/containerLogs/default/web-1/app"),
             Route::ContainerLogs {
@@ -511,6 +616,8 @@ mod tests {
             client,
             metrics: Arc::new(Metrics::default()),
             runtime: None,
+            stats: None,
+            config: Arc::new(KubeletConfiguration::default()),
             auth,
         });
         let access = Arc::new(FakeAccess::allow(|u, a| {

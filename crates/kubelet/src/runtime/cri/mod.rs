@@ -367,7 +367,12 @@ impl CriRuntime {
         &self.dirs
     }
 
-    /// The CRI client.
+    /// The probe counters (`/metrics/probes`).
+    pub fn probe_metrics(&self) -> &Arc<crate::prober::metrics::ProbeMetrics> {
+        self.probes.metrics()
+    }
+
+    /// The CRI connection.
     pub fn client(&self) -> &CriClient {
         &self.cri
     }

@@ -82,6 +82,12 @@ impl CriRuntime {
                                     events: self.events.as_ref().map(|r| {
                                         (r.clone(), Arc::new(pod.clone()), c.name.clone())
                                     }),
+                                    labels: crate::prober::metrics::ProbeLabels {
+                                        namespace: crate::pod::pod_namespace(pod),
+                                        pod: pod.metadata.name.clone().unwrap_or_default(),
+                                        uid: uid.clone(),
+                                        container: c.name.clone(),
+                                    },
                                 },
                             );
                         }
