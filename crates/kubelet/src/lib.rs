@@ -40,6 +40,7 @@ pub mod node;
 pub mod objects;
 pub mod options;
 pub mod pod;
+pub mod podresources;
 pub mod pods;
 pub mod prober;
 pub mod runtime;
