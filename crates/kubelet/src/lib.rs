@@ -18,8 +18,11 @@
 //!   ConfigMap/Secret/downwardAPI/projected volumes and emptyDirs, probes.
 //! * [`eviction`]: hard-threshold eviction, signals from the machine (CRI)
 //!   or a `--sim-signals` file (sim).
+//! * [`stats`]: the node's figures (Summary API, resource and cAdvisor
+//!   metrics, the eviction signals), from one provider.
 //! * [`server`]: the HTTPS kubelet API on `port`, and `/healthz` +
-//!   `/metrics` in plain HTTP.
+//!   `/metrics` in plain HTTP; [`podresources`]: the pod-resources gRPC
+//!   API on `<root-dir>/pod-resources/kubelet.sock`.
 //!
 //! Not yet: soft eviction, PersistentVolumeClaim and other volume types
 //! (refused, not skipped).
@@ -377,6 +380,19 @@ pub async fn run_with_metrics(
             .map(|d| d.name.clone()),
     ));
     let active = Arc::new(pods::worker::ActivePods::default());
+    if cri.is_some() {
+        // The pod-resources API on <root-dir>/pod-resources/kubelet.sock:
+        // monitoring agents list the pods' containers and their devices.
+        let socket = podresources::socket_path(&opts.root_dir);
+        let server = podresources::serve(&socket, active.clone())
+            .await
+            .with_context(|| format!("serving the pod-resources API on {}", socket.display()))?;
+        tasks.spawn(async move {
+            if let Err(e) = server.await {
+                tracing::error!(error = %e, "the pod-resources API");
+            }
+        });
+    }
     let pressure = Arc::new(node::pressure::PressureBoard::default());
     let source: Option<Arc<dyn eviction::SignalSource>> = match (&cri, &opts.sim_signals) {
         (Some(_), _) => stats.clone().map(|stats| {

@@ -26,17 +26,24 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
             ],
             // Pod-level facts every manager reads.
             &["pod"],
-            // Managers that need no runtime; the node's figures (stats).
-            &["volumes", "images", "prober", "network", "stats"],
+            // Managers that need no runtime; the node's figures (stats);
+            // the pod-resources API (what it reports comes from below).
+            &[
+                "volumes",
+                "images",
+                "prober",
+                "network",
+                "stats",
+                "podresources",
+            ],
             // The runtime: the trait, the sim, CRI (plan, execution, specs).
             &["runtime"],
             // Pods (dispatcher, workers, status) and the node (status,
             // heartbeat, lease).
             &["pods", "node"],
-            // What watches pods and the node from outside: eviction, the
-            // kubelet's HTTP(S) server (the kubelet API, /healthz) and the
-            // pod-resources API.
-            &["eviction", "server", "podresources"],
+            // What watches pods and the node from outside: eviction, and the
+            // kubelet's HTTP(S) server (the kubelet API, /healthz).
+            &["eviction", "server"],
         ],
     ),
     (

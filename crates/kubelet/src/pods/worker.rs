@@ -115,6 +115,13 @@ impl ActivePods {
     }
 }
 
+/// The pod-resources API reports the active pods.
+impl crate::podresources::PodsSource for ActivePods {
+    fn active_pods(&self) -> Vec<Arc<Pod>> {
+        self.lock().values().map(|a| a.pod.clone()).collect()
+    }
+}
+
 /// Removes the pod from [`ActivePods`] and from the admitted pods when the
 /// worker ends.
 struct Deregister<'a>(&'a WorkerContext, String);
