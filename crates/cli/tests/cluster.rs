@@ -10,6 +10,9 @@
 //! * `kubectl exec`, `logs` and `port-forward` work to pods on both nodes;
 //! * pulls from the cluster's registries ([`pulls`]) and the ImageLocality
 //!   field report on real nodes ([`image_locality`]);
+//! * `kubectl top`, an HPA on CPU and the cAdvisor path through the node
+//!   proxy, with metrics-server ([`metrics`]); the pod-resources socket
+//!   with a Go client ([`pod_resources`]);
 //! * `down` leaves nothing: no process, mount, network namespace, link,
 //!   route or cgroup of the cluster.
 //!
@@ -17,6 +20,10 @@
 
 #[path = "cluster/image_locality.rs"]
 mod image_locality;
+#[path = "cluster/metrics.rs"]
+mod metrics;
+#[path = "cluster/pod_resources.rs"]
+mod pod_resources;
 #[path = "cluster/pulls.rs"]
 mod pulls;
 
@@ -187,7 +194,15 @@ impl Cluster {
             if let Some(v) = f() {
                 return v;
             }
-            assert!(start.elapsed() < within, "not within {within:?}: {what}");
+            if start.elapsed() >= within {
+                let pods = self.kubectl(&["get", "pods", "-A", "-o", "wide"]);
+                let nodes = self.kubectl(&["describe", "nodes"]);
+                panic!(
+                    "not within {within:?}: {what}\n{}\n{}",
+                    text(&pods),
+                    text(&nodes)
+                );
+            }
             std::thread::sleep(Duration::from_secs(1));
         }
     }
@@ -468,6 +483,8 @@ fn a_two_node_cluster_of_rkube_nodes() {
     let reg = Registry::read(&dir);
     pulls::check(&c, &reg);
     image_locality::check(&c, &dir);
+    metrics::check(&c);
+    pod_resources::check(&c, &dir);
 
     // down leaves nothing behind. The cluster's links and namespaces are
     // named after its bridge rkcN, the one of the registry's 10.201.N.1.
