@@ -12,12 +12,15 @@
 //!   field report on real nodes ([`image_locality`]);
 //! * `kubectl top`, an HPA on CPU and the cAdvisor path through the node
 //!   proxy, with metrics-server ([`metrics`]); the pod-resources socket
-//!   with a Go client ([`pod_resources`]);
+//!   with a Go client ([`pod_resources`]); every metrics endpoint through
+//!   Prometheus' own parser, no series twice ([`exposition`]);
 //! * `down` leaves nothing: no process, mount, network namespace, link,
 //!   route or cgroup of the cluster.
 //!
 //! Needs root, Go and the package registries' caches; run by hack/test.
 
+#[path = "cluster/exposition.rs"]
+mod exposition;
 #[path = "cluster/image_locality.rs"]
 mod image_locality;
 #[path = "cluster/metrics.rs"]
@@ -485,6 +488,7 @@ fn a_two_node_cluster_of_rkube_nodes() {
     image_locality::check(&c, &dir);
     metrics::check(&c);
     pod_resources::check(&c, &dir);
+    exposition::check(&c, &dir);
 
     // down leaves nothing behind. The cluster's links and namespaces are
     // named after its bridge rkcN, the one of the registry's 10.201.N.1.

@@ -45,8 +45,15 @@ pub fn check(c: &Cluster, dir: &Path) {
         "-A",
         "--field-selector=spec.nodeName=node-1,status.phase=Running",
         "-o",
-        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}/{.spec.containers[*].name}{\"\\n\"}{end}",
+        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}/{.spec.containers[*].name}/{.metadata.deletionTimestamp}{\"\\n\"}{end}",
     ]);
+    // pods already being deleted are left out (the kubelet's active pods)
+    let running: String = running
+        .lines()
+        .filter_map(|l| l.rsplit_once('/'))
+        .filter(|(_, deleted)| deleted.is_empty())
+        .map(|(pod, _)| format!("{pod}\n"))
+        .collect();
     assert!(!running.trim().is_empty(), "no pod runs on node-1");
     let list = call(&["list"]);
     let listed = list["podResources"].as_array().cloned().unwrap_or_default();
