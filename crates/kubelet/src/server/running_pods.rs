@@ -12,19 +12,7 @@ use serde_json::{json, Value};
 
 /// The `PodList` of running pods.
 pub async fn list(c: &CriClient) -> anyhow::Result<Value> {
-    let mut rt = c.runtime_service();
-    let sandboxes = rt
-        .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
-        .await
-        .map_err(|e| anyhow::anyhow!("{}", e.message()))?
-        .into_inner()
-        .items;
-    let containers = rt
-        .list_containers(cri::ListContainersRequest { filter: None })
-        .await
-        .map_err(|e| anyhow::anyhow!("{}", e.message()))?
-        .into_inner()
-        .containers;
+    let (sandboxes, containers) = crate::stats::runtime_pods(c).await?;
     Ok(assemble(&sandboxes, &containers))
 }
 

@@ -42,6 +42,27 @@ use crate::pod::Dirs;
 /// `volumeStatsAggPeriod` default).
 pub const VOLUME_STATS_PERIOD: Duration = Duration::from_secs(60);
 
+/// The runtime's pod sandboxes and containers (CRI `ListPodSandbox`,
+/// `ListContainers`), all states.
+pub async fn runtime_pods(
+    cri: &CriClient,
+) -> anyhow::Result<(Vec<cri::PodSandbox>, Vec<cri::Container>)> {
+    let mut rt = cri.runtime_service();
+    let sandboxes = rt
+        .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
+        .await
+        .map_err(|e| anyhow::anyhow!("listing pod sandboxes: {}", e.message()))?
+        .into_inner()
+        .items;
+    let containers = rt
+        .list_containers(cri::ListContainersRequest { filter: None })
+        .await
+        .map_err(|e| anyhow::anyhow!("listing containers: {}", e.message()))?
+        .into_inner()
+        .containers;
+    Ok((sandboxes, containers))
+}
+
 /// The node's stats.
 pub struct StatsProvider {
     cri: CriClient,
@@ -129,19 +150,8 @@ impl StatsProvider {
     }
 
     async fn runtime_lists(&self) -> anyhow::Result<RuntimeLists> {
+        let (sandboxes, containers) = runtime_pods(&self.cri).await?;
         let mut rt = self.cri.runtime_service();
-        let sandboxes = rt
-            .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
-            .await
-            .map_err(|e| anyhow::anyhow!("listing pod sandboxes: {}", e.message()))?
-            .into_inner()
-            .items;
-        let containers = rt
-            .list_containers(cri::ListContainersRequest { filter: None })
-            .await
-            .map_err(|e| anyhow::anyhow!("listing containers: {}", e.message()))?
-            .into_inner()
-            .containers;
         let stats = match rt
             .list_container_stats(cri::ListContainerStatsRequest { filter: None })
             .await

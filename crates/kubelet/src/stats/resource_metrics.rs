@@ -7,7 +7,7 @@
 //! could not be made.
 
 use super::prom::{Families, Kind};
-use super::summary::{ContainerStats, PodStats, Summary};
+use super::summary::{ContainerStats, CpuStats, MemoryStats, PodStats, Summary, SwapStats};
 
 const FAMILIES: [(&str, Kind, &str); 12] = [
     (
@@ -72,6 +72,32 @@ const FAMILIES: [(&str, Kind, &str); 12] = [
     ),
 ];
 
+/// The CPU, working set and swap usage of one thing (node, pod or
+/// container) as families `{prefix}_cpu_usage_seconds_total`,
+/// `{prefix}_memory_working_set_bytes`, `{prefix}_swap_usage_bytes`, each at
+/// its figure's own time.
+fn usage(
+    f: &mut Families,
+    prefix: &str,
+    labels: &[(&str, &str)],
+    cpu: Option<&CpuStats>,
+    memory: Option<&MemoryStats>,
+    swap: Option<&SwapStats>,
+) {
+    if let Some((c, u)) = cpu.and_then(|c| Some((c, c.usage_core_nano_seconds?))) {
+        let name = format!("{prefix}_cpu_usage_seconds_total");
+        f.add(&name, labels, u as f64 / 1e9, Some(c.time.millis()));
+    }
+    if let Some((m, ws)) = memory.and_then(|m| Some((m, m.working_set_bytes?))) {
+        let name = format!("{prefix}_memory_working_set_bytes");
+        f.add(&name, labels, ws as f64, Some(m.time.millis()));
+    }
+    if let Some((s, u)) = swap.and_then(|s| Some((s, s.swap_usage_bytes?))) {
+        let name = format!("{prefix}_swap_usage_bytes");
+        f.add(&name, labels, u as f64, Some(s.time.millis()));
+    }
+}
+
 fn container(f: &mut Families, pod: &PodStats, c: &ContainerStats) {
     let labels = [
         ("container", c.name.as_str()),
@@ -79,55 +105,26 @@ fn container(f: &mut Families, pod: &PodStats, c: &ContainerStats) {
         ("namespace", pod.pod_ref.namespace.as_str()),
     ];
     if c.start_time.0 > 0 {
-        f.add(
-            "container_start_time_seconds",
-            &labels,
-            c.start_time.seconds(),
-            None,
-        );
+        let t = c.start_time.seconds();
+        f.add("container_start_time_seconds", &labels, t, None);
     }
-    if let Some((cpu, u)) = c
-        .cpu
+    usage(
+        f,
+        "container",
+        &labels,
+        c.cpu.as_ref(),
+        c.memory.as_ref(),
+        c.swap.as_ref(),
+    );
+    // the limit: what is left plus what is used
+    if let Some((s, a)) = c
+        .swap
         .as_ref()
-        .and_then(|x| Some((x, x.usage_core_nano_seconds?)))
+        .and_then(|s| Some((s, s.swap_available_bytes?)))
     {
-        f.add(
-            "container_cpu_usage_seconds_total",
-            &labels,
-            u as f64 / 1e9,
-            Some(cpu.time.millis()),
-        );
-    }
-    if let Some((m, ws)) = c
-        .memory
-        .as_ref()
-        .and_then(|x| Some((x, x.working_set_bytes?)))
-    {
-        f.add(
-            "container_memory_working_set_bytes",
-            &labels,
-            ws as f64,
-            Some(m.time.millis()),
-        );
-    }
-    if let Some(s) = &c.swap {
-        let usage = s.swap_usage_bytes.unwrap_or(0);
-        if s.swap_usage_bytes.is_some() {
-            f.add(
-                "container_swap_usage_bytes",
-                &labels,
-                usage as f64,
-                Some(s.time.millis()),
-            );
-        }
-        if let Some(a) = s.swap_available_bytes {
-            f.add(
-                "container_swap_limit_bytes",
-                &labels,
-                (a + usage) as f64,
-                Some(s.time.millis()),
-            );
-        }
+        let limit = (a + s.swap_usage_bytes.unwrap_or(0)) as f64;
+        let t = Some(s.time.millis());
+        f.add("container_swap_limit_bytes", &labels, limit, t);
     }
 }
 
@@ -143,38 +140,8 @@ pub fn render(summary: Option<&Summary>) -> String {
         return f.render();
     };
     let n = &s.node;
-    if let Some((c, u)) = n
-        .cpu
-        .as_ref()
-        .and_then(|c| Some((c, c.usage_core_nano_seconds?)))
-    {
-        f.add(
-            "node_cpu_usage_seconds_total",
-            &[],
-            u as f64 / 1e9,
-            Some(c.time.millis()),
-        );
-    }
-    if let Some((m, ws)) = n
-        .memory
-        .as_ref()
-        .and_then(|m| Some((m, m.working_set_bytes?)))
-    {
-        f.add(
-            "node_memory_working_set_bytes",
-            &[],
-            ws as f64,
-            Some(m.time.millis()),
-        );
-    }
-    if let Some((sw, u)) = n.swap.as_ref().and_then(|s| Some((s, s.swap_usage_bytes?))) {
-        f.add(
-            "node_swap_usage_bytes",
-            &[],
-            u as f64,
-            Some(sw.time.millis()),
-        );
-    }
+    let swap = n.swap.as_ref();
+    usage(&mut f, "node", &[], n.cpu.as_ref(), n.memory.as_ref(), swap);
     for pod in &s.pods {
         for c in &pod.containers {
             container(&mut f, pod, c);
@@ -183,42 +150,8 @@ pub fn render(summary: Option<&Summary>) -> String {
             ("pod", pod.pod_ref.name.as_str()),
             ("namespace", pod.pod_ref.namespace.as_str()),
         ];
-        if let Some((c, u)) = pod
-            .cpu
-            .as_ref()
-            .and_then(|c| Some((c, c.usage_core_nano_seconds?)))
-        {
-            f.add(
-                "pod_cpu_usage_seconds_total",
-                &labels,
-                u as f64 / 1e9,
-                Some(c.time.millis()),
-            );
-        }
-        if let Some((m, ws)) = pod
-            .memory
-            .as_ref()
-            .and_then(|m| Some((m, m.working_set_bytes?)))
-        {
-            f.add(
-                "pod_memory_working_set_bytes",
-                &labels,
-                ws as f64,
-                Some(m.time.millis()),
-            );
-        }
-        if let Some((sw, u)) = pod
-            .swap
-            .as_ref()
-            .and_then(|s| Some((s, s.swap_usage_bytes?)))
-        {
-            f.add(
-                "pod_swap_usage_bytes",
-                &labels,
-                u as f64,
-                Some(sw.time.millis()),
-            );
-        }
+        let (cpu, mem) = (pod.cpu.as_ref(), pod.memory.as_ref());
+        usage(&mut f, "pod", &labels, cpu, mem, pod.swap.as_ref());
     }
     f.add("resource_scrape_error", &[], 0.0, None);
     f.render()
