@@ -164,6 +164,26 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Cumulative count of errors encountered while transmitting",
     ),
     (
+        "container_fs_reads_bytes_total",
+        Counter,
+        "Cumulative count of bytes read",
+    ),
+    (
+        "container_fs_writes_bytes_total",
+        Counter,
+        "Cumulative count of bytes written",
+    ),
+    (
+        "container_fs_reads_total",
+        Counter,
+        "Cumulative count of reads completed",
+    ),
+    (
+        "container_fs_writes_total",
+        Counter,
+        "Cumulative count of writes completed",
+    ),
+    (
         "container_fs_usage_bytes",
         Gauge,
         "Number of bytes that are consumed by the container on this filesystem.",
@@ -227,6 +247,9 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ),
 ];
 
+/// Block device names by `(major, minor)`.
+type Devices = std::collections::BTreeMap<(u32, u32), String>;
+
 /// cAdvisor's identifying labels of one cgroup.
 struct Ids<'a> {
     container: &'a str,
@@ -252,8 +275,22 @@ impl Ids<'_> {
     }
 }
 
-fn cgroup(f: &mut Families, ids: &Ids, s: &CgroupStats, ts: i64) {
+fn cgroup(f: &mut Families, ids: &Ids, s: &CgroupStats, ts: i64, devices: &Devices) {
     let l = ids.with(&[]);
+    for d in &s.io {
+        let Some(dev) = devices.get(&(d.major, d.minor)) else {
+            continue;
+        };
+        let l = ids.with(&[("device", dev.as_str())]);
+        for (name, v) in [
+            ("container_fs_reads_bytes_total", d.read_bytes),
+            ("container_fs_writes_bytes_total", d.write_bytes),
+            ("container_fs_reads_total", d.reads),
+            ("container_fs_writes_total", d.writes),
+        ] {
+            f.add(name, &l, v as f64, Some(ts));
+        }
+    }
     let t = Some(ts);
     let secs = |ns: u64| ns as f64 / 1e9;
     if let Some(c) = s.cpu {
@@ -434,7 +471,7 @@ pub fn render(s: &Snapshot, nodefs_device: &str, imagefs_device: &str) -> String
     }
     // the root
     let root = bare("/");
-    cgroup(&mut f, &root, &s.root.stats, ts);
+    cgroup(&mut f, &root, &s.root.stats, ts, &s.block_devices);
     seen(&mut f, &root, s.boot.map(|b| b as f64), now, ts);
     if let Some(n) = &s.net {
         network(&mut f, &root, n, ts);
@@ -448,7 +485,7 @@ pub fn render(s: &Snapshot, nodefs_device: &str, imagefs_device: &str) -> String
     let system: Vec<&CgroupSample> = s.pods_cgroup.iter().chain(&s.qos).collect();
     for c in system {
         let ids = bare(&c.name);
-        cgroup(&mut f, &ids, &c.stats, ts);
+        cgroup(&mut f, &ids, &c.stats, ts, &s.block_devices);
         seen(&mut f, &ids, None, now, ts);
     }
     for p in &s.pods {
@@ -459,7 +496,7 @@ pub fn render(s: &Snapshot, nodefs_device: &str, imagefs_device: &str) -> String
                 pod,
                 ..bare(&c.name)
             };
-            cgroup(&mut f, &ids, &c.stats, ts);
+            cgroup(&mut f, &ids, &c.stats, ts, &s.block_devices);
             seen(&mut f, &ids, Some(p.created.seconds()), now, ts);
             if let Some(n) = &p.net {
                 network(&mut f, &ids, n, ts);
@@ -480,7 +517,7 @@ pub fn render(s: &Snapshot, nodefs_device: &str, imagefs_device: &str) -> String
                 pod,
             };
             match &c.cgroup {
-                Some(g) => cgroup(&mut f, &ids, &g.stats, ts),
+                Some(g) => cgroup(&mut f, &ids, &g.stats, ts, &s.block_devices),
                 None => {
                     // the runtime's figures only
                     if let Some(r) = &c.runtime {
@@ -554,7 +591,18 @@ mod tests {
             stats: s.pods[0].cgroup.as_ref().unwrap().stats.clone(),
             rate: None,
         });
+        s.pods[0].containers[0].cgroup.as_mut().unwrap().stats.io =
+            vec![crate::stats::cgroup::IoDevice {
+                major: 253,
+                minor: 0,
+                read_bytes: 4096,
+                write_bytes: 512,
+                reads: 3,
+                writes: 1,
+            }];
+        s.block_devices.insert((253, 0), "/dev/vda".into());
         let text = render(&s, "/dev/vda", "/dev/vda");
+        assert!(text.lines().any(|l| l == "container_fs_writes_bytes_total{container=\"app\",device=\"/dev/vda\",id=\"/kubepods/burstable/podu1/id-app\",image=\"img\",name=\"id-app\",namespace=\"default\",pod=\"web\"} 512 8000"), "{text}");
         let has = |l: &str| text.lines().any(|x| x == l);
         assert!(has("container_cpu_usage_seconds_total{container=\"\",cpu=\"total\",id=\"/\",image=\"\",name=\"\",namespace=\"\",pod=\"\"} 9e-06 8000"), "{text}");
         assert!(has("container_memory_working_set_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/id-app\",image=\"img\",name=\"id-app\",namespace=\"default\",pod=\"web\"} 1100 8000"));

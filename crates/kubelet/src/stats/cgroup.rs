@@ -4,7 +4,9 @@
 //! `memory.max`) and cgroup v1 (one tree per controller: `cpuacct.usage`,
 //! `cpuacct.stat`, `cpu.stat`, `cpu.shares`, `cpu.cfs_*`,
 //! `memory.usage_in_bytes`, `memory.stat`, `memory.failcnt`,
-//! `memory.max_usage_in_bytes`, `memory.oom_control`, `pids.current`).
+//! `memory.max_usage_in_bytes`, `memory.oom_control`, `pids.current`,
+//! `blkio.throttle.io_service{_bytes,d}_recursive`); block I/O per device
+//! from v2's `io.stat`.
 //!
 //! The figures are cAdvisor's (what upstream's kubelet reports through
 //! it): working set = usage − inactive file pages (never below 0); RSS is
@@ -39,6 +41,8 @@ pub enum Hierarchy {
         memory: Option<PathBuf>,
         /// The `pids` controller.
         pids: Option<PathBuf>,
+        /// The `blkio` controller.
+        blkio: Option<PathBuf>,
     },
 }
 
@@ -61,6 +65,7 @@ impl Hierarchy {
             cpuacct: find(&["cpuacct", "cpu,cpuacct", "cpuacct,cpu"], "cpuacct.usage"),
             memory: find(&["memory"], "memory.usage_in_bytes"),
             pids: find(&["pids"], "cgroup.procs"),
+            blkio: find(&["blkio"], "blkio.throttle.io_serviced_recursive"),
         }
     }
 
@@ -81,12 +86,17 @@ impl Hierarchy {
                 cpuacct,
                 memory,
                 pids,
-            } => read_v1(
-                at(cpu).as_deref(),
-                at(cpuacct).as_deref(),
-                at(memory).as_deref(),
-                at(pids).as_deref(),
-            ),
+                blkio,
+            } => {
+                let mut s = read_v1(
+                    at(cpu).as_deref(),
+                    at(cpuacct).as_deref(),
+                    at(memory).as_deref(),
+                    at(pids).as_deref(),
+                );
+                s.io = at(blkio).map(|d| io_v1(&d)).unwrap_or_default();
+                s
+            }
         }
     }
 
@@ -191,6 +201,102 @@ pub struct Spec {
     pub swap_limit: Option<u64>,
 }
 
+/// Block I/O of a cgroup on one device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoDevice {
+    /// The device's major number.
+    pub major: u32,
+    /// The device's minor number.
+    pub minor: u32,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Reads completed.
+    pub reads: u64,
+    /// Writes completed.
+    pub writes: u64,
+}
+
+/// v2's `io.stat`: `MAJ:MIN rbytes=… wbytes=… rios=… wios=… …` per device.
+pub fn parse_io_stat(text: &str) -> Vec<IoDevice> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let (major, minor) = it.next()?.split_once(':')?;
+            let mut d = IoDevice {
+                major: major.parse().ok()?,
+                minor: minor.parse().ok()?,
+                ..Default::default()
+            };
+            for kv in it {
+                let Some((k, v)) = kv.split_once('=') else {
+                    continue;
+                };
+                let v: u64 = v.parse().unwrap_or(0);
+                match k {
+                    "rbytes" => d.read_bytes = v,
+                    "wbytes" => d.write_bytes = v,
+                    "rios" => d.reads = v,
+                    "wios" => d.writes = v,
+                    _ => {}
+                }
+            }
+            Some(d)
+        })
+        .collect()
+}
+
+/// v1's `blkio.throttle.*_recursive`: `MAJ:MIN Read|Write|… N` lines,
+/// `Total N` last. Adds `bytes` (true) or counts to `out`.
+pub fn parse_blkio(text: &str, bytes: bool, out: &mut Vec<IoDevice>) {
+    for l in text.lines() {
+        let mut it = l.split_whitespace();
+        let (Some(dev), Some(op), Some(v)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        let Some((major, minor)) = dev.split_once(':') else {
+            continue;
+        };
+        let (Ok(major), Ok(minor), Ok(v)) = (major.parse(), minor.parse(), v.parse::<u64>()) else {
+            continue;
+        };
+        let i = match out
+            .iter()
+            .position(|d| (d.major, d.minor) == (major, minor))
+        {
+            Some(i) => i,
+            None => {
+                out.push(IoDevice {
+                    major,
+                    minor,
+                    ..Default::default()
+                });
+                out.len() - 1
+            }
+        };
+        let d = &mut out[i];
+        match (op, bytes) {
+            ("Read", true) => d.read_bytes = v,
+            ("Write", true) => d.write_bytes = v,
+            ("Read", false) => d.reads = v,
+            ("Write", false) => d.writes = v,
+            _ => {}
+        }
+    }
+}
+
+fn io_v1(dir: &Path) -> Vec<IoDevice> {
+    let mut out = Vec::new();
+    if let Some(t) = read(&dir.join("blkio.throttle.io_service_bytes_recursive")) {
+        parse_blkio(&t, true, &mut out);
+    }
+    if let Some(t) = read(&dir.join("blkio.throttle.io_serviced_recursive")) {
+        parse_blkio(&t, false, &mut out);
+    }
+    out
+}
+
 /// One read of a cgroup.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CgroupStats {
@@ -200,6 +306,8 @@ pub struct CgroupStats {
     pub memory: Option<MemoryStats>,
     /// Tasks (`pids.current`).
     pub pids: Option<u64>,
+    /// Block I/O per device.
+    pub io: Vec<IoDevice>,
     /// Limits.
     pub spec: Spec,
 }
@@ -311,6 +419,9 @@ fn read_v2(dir: &Path, root: bool, meminfo_text: &str) -> CgroupStats {
         cpu,
         memory,
         pids: read_u64(&dir.join("pids.current")),
+        io: read(&dir.join("io.stat"))
+            .map(|t| parse_io_stat(&t))
+            .unwrap_or_default(),
         spec: Spec {
             cpu_shares: read_u64(&dir.join("cpu.weight")).map(weight_to_shares),
             cpu_quota: quota,
@@ -390,6 +501,7 @@ fn read_v1(
         cpu: cpu_usage,
         memory: mem,
         pids: pids.and_then(|d| read_u64(&d.join("pids.current"))),
+        io: Vec::new(),
         spec: Spec {
             cpu_shares: cpu.and_then(|d| read_u64(&d.join("cpu.shares"))),
             cpu_quota: quota,
@@ -439,6 +551,7 @@ pub(crate) mod tests {
                 ("k/p/cpu.weight", "4\n"),
                 ("k/p/pids.current", "7\n"),
                 ("k/p/cpu.stat", "usage_usec 20\n"),
+                ("k/p/io.stat", "8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n253:1 rbytes=1 wbytes=0 rios=1 wios=0\n"),
             ],
         );
         let h = Hierarchy::detect(&d);
@@ -458,6 +571,27 @@ pub(crate) mod tests {
         assert_eq!((m.usage, m.working_set), (10000, 0));
         assert_eq!((m.failcnt, m.oom_kills), (Some(3), Some(1)));
         assert_eq!(p.pids, Some(7));
+        assert_eq!(
+            p.io,
+            [
+                IoDevice {
+                    major: 8,
+                    minor: 0,
+                    read_bytes: 4096,
+                    write_bytes: 8192,
+                    reads: 1,
+                    writes: 2
+                },
+                IoDevice {
+                    major: 253,
+                    minor: 1,
+                    read_bytes: 1,
+                    write_bytes: 0,
+                    reads: 1,
+                    writes: 0
+                },
+            ]
+        );
         assert_eq!(p.spec.memory_limit, None);
         assert_eq!(
             (p.spec.cpu_quota, p.spec.cpu_period),
@@ -491,6 +625,9 @@ pub(crate) mod tests {
                 ("memory/k/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"),
                 ("pids/cgroup.procs", "1\n"),
                 ("pids/k/pids.current", "3\n"),
+                ("blkio/blkio.throttle.io_serviced_recursive", "Total 0\n"),
+                ("blkio/k/blkio.throttle.io_service_bytes_recursive", "8:0 Read 4096\n8:0 Write 512\n8:0 Sync 0\n8:0 Total 4608\nTotal 4608\n"),
+                ("blkio/k/blkio.throttle.io_serviced_recursive", "8:0 Read 3\n8:0 Write 1\nTotal 4\n"),
             ],
         );
         let h = Hierarchy::detect(&d);
@@ -513,6 +650,17 @@ pub(crate) mod tests {
         assert_eq!(k.spec.memory_limit, None, "v1's unlimited");
         assert_eq!((k.spec.cpu_shares, k.spec.cpu_quota), (Some(102), None));
         assert_eq!(k.pids, Some(3));
+        assert_eq!(
+            k.io,
+            [IoDevice {
+                major: 8,
+                minor: 0,
+                read_bytes: 4096,
+                write_bytes: 512,
+                reads: 3,
+                writes: 1
+            }]
+        );
         assert!(h.exists("/k") && !h.exists("/nope"));
         let _ = std::fs::remove_dir_all(&d);
     }

@@ -117,6 +117,23 @@ pub fn boot_time() -> Option<i64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// `DEVNAME` of a sysfs `uevent` file (`MAJOR=8\nMINOR=0\nDEVNAME=sda`).
+pub fn devname(uevent: &str) -> Option<String> {
+    uevent
+        .lines()
+        .find_map(|l| l.strip_prefix("DEVNAME="))
+        .filter(|n| !n.is_empty() && !n.contains(".."))
+        .map(|n| format!("/dev/{n}"))
+}
+
+/// The block device `major:minor` as `/dev/NAME` (sysfs), as cAdvisor
+/// names devices.
+pub fn block_device(major: u32, minor: u32) -> Option<String> {
+    devname(&read_small(Path::new(&format!(
+        "/sys/dev/block/{major}:{minor}/uevent"
+    )))?)
+}
+
 /// When this process started, Unix seconds (`starttime` of
 /// `/proc/self/stat`, in clock ticks of 1/100 s after boot).
 pub fn process_start() -> Option<f64> {
@@ -274,6 +291,16 @@ vethab12: 5 1 0 0 0 0 0 0 5 1 0 0 0 0 0 0
         assert!(u.bytes >= 10_000 && u.bytes < 1_000_000, "{u:?}");
         assert_eq!(disk_usage(&d.join("nope")), None);
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn device_names_from_uevent() {
+        assert_eq!(
+            devname("MAJOR=253\nMINOR=0\nDEVNAME=vda\nDEVTYPE=disk\n").as_deref(),
+            Some("/dev/vda")
+        );
+        assert_eq!(devname("MAJOR=1\n"), None);
+        assert_eq!(devname("DEVNAME=../etc\n"), None);
     }
 
     #[test]

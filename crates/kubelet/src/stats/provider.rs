@@ -358,7 +358,27 @@ impl StatsProvider {
         pods.sort_by(|a, b| {
             (&a.pod_ref.namespace, &a.pod_ref.name).cmp(&(&b.pod_ref.namespace, &b.pod_ref.name))
         });
+        let mut block_devices = std::collections::BTreeMap::new();
+        {
+            let cgroups =
+                std::iter::once(&root)
+                    .chain(pods_cgroup.iter())
+                    .chain(pods.iter().flat_map(|p| {
+                        p.cgroup
+                            .iter()
+                            .chain(p.containers.iter().filter_map(|c| c.cgroup.as_ref()))
+                    }));
+            for c in cgroups {
+                for d in &c.stats.io {
+                    block_devices.entry((d.major, d.minor)).or_insert_with(|| {
+                        procfs::block_device(d.major, d.minor).unwrap_or_default()
+                    });
+                }
+            }
+        }
+        block_devices.retain(|_, v: &mut String| !v.is_empty());
         Snapshot {
+            block_devices,
             time: now,
             node_name: self.node_name.clone(),
             boot: procfs::boot_time(),

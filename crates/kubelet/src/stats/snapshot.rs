@@ -158,6 +158,9 @@ pub struct Snapshot {
     pub rlimit: (Option<i64>, Option<i64>),
     /// The node's pods.
     pub pods: Vec<PodSample>,
+    /// Names of the block devices cgroups did I/O on (`major:minor` →
+    /// `/dev/NAME`).
+    pub block_devices: std::collections::BTreeMap<(u32, u32), String>,
 }
 
 /// The default interface summaries name (cAdvisor's).
@@ -440,6 +443,7 @@ pub(crate) mod tests {
                     ..Default::default()
                 }),
                 pids: Some(3),
+                io: vec![],
                 spec: Spec::default(),
             },
             rate: Some(rate),
@@ -510,6 +514,7 @@ pub(crate) mod tests {
                 time: 6_000_000_000,
             },
             rlimit: (Some(100), Some(20)),
+            block_devices: Default::default(),
             pods: vec![PodSample {
                 pod_ref: PodReference {
                     name: "web".into(),
