@@ -77,10 +77,17 @@ impl Hierarchy {
     /// Reads cgroup `name` (`/kubepods/burstable/pod…`, `/` for the
     /// root). `meminfo` is `/proc/meminfo`'s text (the v2 root's usage).
     pub fn read(&self, name: &str, meminfo: &str) -> CgroupStats {
+        self.read_with(name, meminfo, true)
+    }
+
+    /// As [`Hierarchy::read`]; without `all`, only CPU usage, memory usage
+    /// and the memory limit (a third of the files: what the Summary's CPU
+    /// and memory need).
+    pub fn read_with(&self, name: &str, meminfo: &str, all: bool) -> CgroupStats {
         let rel = name.trim_start_matches('/');
         let at = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(rel));
         match self {
-            Hierarchy::V2(base) => read_v2(&base.join(rel), rel.is_empty(), meminfo),
+            Hierarchy::V2(base) => read_v2(&base.join(rel), rel.is_empty(), meminfo, all),
             Hierarchy::V1 {
                 cpu,
                 cpuacct,
@@ -93,8 +100,11 @@ impl Hierarchy {
                     at(cpuacct).as_deref(),
                     at(memory).as_deref(),
                     at(pids).as_deref(),
+                    all,
                 );
-                s.io = at(blkio).map(|d| io_v1(&d)).unwrap_or_default();
+                if all {
+                    s.io = at(blkio).map(|d| io_v1(&d)).unwrap_or_default();
+                }
                 s
             }
         }
@@ -363,7 +373,9 @@ fn weight_to_shares(weight: u64) -> u64 {
     2 + (weight.saturating_sub(1) * 262_142) / 9_999
 }
 
-fn read_v2(dir: &Path, root: bool, meminfo_text: &str) -> CgroupStats {
+fn read_v2(dir: &Path, root: bool, meminfo_text: &str, all: bool) -> CgroupStats {
+    // a file only read for everything
+    let extra = |f: &str| all.then(|| read(&dir.join(f))).flatten();
     let cpu = keyed(&dir.join("cpu.stat")).and_then(|s| {
         let us = |k: &str| s.get(k).map(|v| v * 1000);
         Some(CpuStats {
@@ -383,7 +395,13 @@ fn read_v2(dir: &Path, root: bool, meminfo_text: &str) -> CgroupStats {
     } else {
         read_u64(&dir.join("memory.current"))
     };
-    let events = keyed(&dir.join("memory.events"));
+    let events = extra("memory.events").map(|t| {
+        flat_keyed(&t)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect::<HashMap<String, u64>>()
+    });
+    let num = |f: &str| extra(f).and_then(|t| t.trim().parse().ok());
     let memory = usage.map(|usage| {
         let get = |k: &str| stat.as_ref().and_then(|s| s.get(k).copied());
         let inactive = get("inactive_file");
@@ -398,15 +416,15 @@ fn read_v2(dir: &Path, root: bool, meminfo_text: &str) -> CgroupStats {
             kernel: get("kernel"),
             dirty: get("file_dirty"),
             writeback: get("file_writeback"),
-            swap: read_u64(&dir.join("memory.swap.current")),
+            swap: num("memory.swap.current"),
             pgfault: get("pgfault"),
             pgmajfault: get("pgmajfault"),
             failcnt: events.as_ref().and_then(|e| e.get("max").copied()),
-            max_usage: read_u64(&dir.join("memory.peak")),
+            max_usage: num("memory.peak"),
             oom_kills: events.as_ref().and_then(|e| e.get("oom_kill").copied()),
         }
     });
-    let (quota, period) = read(&dir.join("cpu.max"))
+    let (quota, period) = extra("cpu.max")
         .map(|t| {
             let mut it = t.split_whitespace();
             let q = it.next().and_then(max_or);
@@ -414,21 +432,21 @@ fn read_v2(dir: &Path, root: bool, meminfo_text: &str) -> CgroupStats {
             (q, p)
         })
         .unwrap_or((None, None));
-    let low = read(&dir.join("memory.low")).and_then(|t| max_or(&t));
+    let low = extra("memory.low").and_then(|t| max_or(&t));
     CgroupStats {
         cpu,
         memory,
-        pids: read_u64(&dir.join("pids.current")),
-        io: read(&dir.join("io.stat"))
+        pids: num("pids.current"),
+        io: extra("io.stat")
             .map(|t| parse_io_stat(&t))
             .unwrap_or_default(),
         spec: Spec {
-            cpu_shares: read_u64(&dir.join("cpu.weight")).map(weight_to_shares),
+            cpu_shares: num("cpu.weight").map(weight_to_shares),
             cpu_quota: quota,
             cpu_period: period,
             memory_limit: read(&dir.join("memory.max")).and_then(|t| max_or(&t)),
             memory_reservation: low.filter(|v| *v > 0),
-            swap_limit: read(&dir.join("memory.swap.max")).and_then(|t| max_or(&t)),
+            swap_limit: extra("memory.swap.max").and_then(|t| max_or(&t)),
         },
     }
 }
@@ -446,11 +464,23 @@ fn read_v1(
     cpuacct: Option<&Path>,
     memory: Option<&Path>,
     pids: Option<&Path>,
+    all: bool,
 ) -> CgroupStats {
-    let cpu_stat = cpu.and_then(|d| keyed(&d.join("cpu.stat")));
+    // a file only read for everything
+    let extra = |d: Option<&Path>, f: &str| d.filter(|_| all).and_then(|d| read(&d.join(f)));
+    let num = |d: Option<&Path>, f: &str| extra(d, f).and_then(|t| t.trim().parse::<u64>().ok());
+    let kv = |d: Option<&Path>, f: &str| {
+        extra(d, f).map(|t| {
+            flat_keyed(&t)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<HashMap<String, u64>>()
+        })
+    };
+    let cpu_stat = kv(cpu, "cpu.stat");
     let cpu_usage = cpuacct.and_then(|d| {
         let usage = read_u64(&d.join("cpuacct.usage"))?;
-        let st = keyed(&d.join("cpuacct.stat"));
+        let st = kv(Some(d), "cpuacct.stat");
         let ticks = |k: &str| st.as_ref().and_then(|s| s.get(k)).map(|t| t * USER_HZ_NS);
         Some(CpuStats {
             usage_ns: usage,
@@ -470,7 +500,7 @@ fn read_v1(
         let stat = keyed(&d.join("memory.stat"));
         let get = |k: &str| stat.as_ref().and_then(|s| s.get(k).copied());
         let inactive = get("total_inactive_file");
-        let oom = keyed(&d.join("memory.oom_control"));
+        let oom = kv(Some(d), "memory.oom_control");
         Some(MemoryStats {
             usage,
             working_set: usage.saturating_sub(inactive.unwrap_or(0)),
@@ -479,40 +509,34 @@ fn read_v1(
             mapped_file: get("total_mapped_file"),
             inactive_file: inactive,
             active_file: get("total_active_file"),
-            kernel: read_u64(&d.join("memory.kmem.usage_in_bytes")),
+            kernel: num(Some(d), "memory.kmem.usage_in_bytes"),
             dirty: get("total_dirty"),
             writeback: get("total_writeback"),
             swap: get("total_swap"),
             pgfault: get("pgfault"),
             pgmajfault: get("pgmajfault"),
-            failcnt: read_u64(&d.join("memory.failcnt")),
-            max_usage: read_u64(&d.join("memory.max_usage_in_bytes")),
+            failcnt: num(Some(d), "memory.failcnt"),
+            max_usage: num(Some(d), "memory.max_usage_in_bytes"),
             oom_kills: oom.as_ref().and_then(|o| o.get("oom_kill").copied()),
         })
     });
-    let quota = cpu
-        .and_then(|d| read(&d.join("cpu.cfs_quota_us")))
+    let quota = extra(cpu, "cpu.cfs_quota_us")
         .and_then(|t| t.trim().parse::<i64>().ok())
         .and_then(|q| u64::try_from(q).ok());
-    let soft = memory
-        .and_then(|d| read_u64(&d.join("memory.soft_limit_in_bytes")))
-        .and_then(v1_limit);
     CgroupStats {
         cpu: cpu_usage,
         memory: mem,
-        pids: pids.and_then(|d| read_u64(&d.join("pids.current"))),
+        pids: num(pids, "pids.current"),
         io: Vec::new(),
         spec: Spec {
-            cpu_shares: cpu.and_then(|d| read_u64(&d.join("cpu.shares"))),
+            cpu_shares: num(cpu, "cpu.shares"),
             cpu_quota: quota,
-            cpu_period: cpu.and_then(|d| read_u64(&d.join("cpu.cfs_period_us"))),
+            cpu_period: num(cpu, "cpu.cfs_period_us"),
             memory_limit: memory
                 .and_then(|d| read_u64(&d.join("memory.limit_in_bytes")))
                 .and_then(v1_limit),
-            memory_reservation: soft,
-            swap_limit: memory
-                .and_then(|d| read_u64(&d.join("memory.memsw.limit_in_bytes")))
-                .and_then(v1_limit),
+            memory_reservation: num(memory, "memory.soft_limit_in_bytes").and_then(v1_limit),
+            swap_limit: num(memory, "memory.memsw.limit_in_bytes").and_then(v1_limit),
         },
     }
 }
@@ -599,6 +623,12 @@ pub(crate) mod tests {
         );
         // weight 4 (what cpu shares 102 become) reads back as cAdvisor's 80
         assert_eq!(p.spec.cpu_shares, Some(80));
+        // CPU and memory only: no limits but the memory one, no events
+        let u = h.read_with("/k/p", MEMINFO, false);
+        assert_eq!(u.memory.unwrap().usage, 10000);
+        assert_eq!(u.memory.unwrap().failcnt, None);
+        assert_eq!((u.pids, u.spec.cpu_quota), (None, None));
+        assert!(u.io.is_empty());
         // a missing cgroup reads as nothing
         assert_eq!(h.read("/k/gone", MEMINFO), CgroupStats::default());
         let _ = std::fs::remove_dir_all(&d);

@@ -242,8 +242,8 @@ impl StatsProvider {
         Some((du as u128 * 1_000_000_000 / dt as u128) as u64)
     }
 
-    fn cgroup(&self, name: &str, meminfo: &str, time: i64) -> CgroupSample {
-        let stats = self.hierarchy.read(name, meminfo);
+    fn cgroup(&self, name: &str, meminfo: &str, time: i64, all: bool) -> CgroupSample {
+        let stats = self.hierarchy.read_with(name, meminfo, all);
         let rate = stats
             .cpu
             .and_then(|c| self.rate(&format!("cg:{name}"), time, c.usage_ns));
@@ -316,16 +316,17 @@ impl StatsProvider {
         let meminfo = procfs::read_small(Path::new("/proc/meminfo")).unwrap_or_default();
         let mem = |k| super::procfs::meminfo_bytes(&meminfo, k).and_then(|v| u64::try_from(v).ok());
         let pods_name = format!("{}/kubepods", self.cgroup_root);
-        let root = self.cgroup("/", &meminfo, now.0);
+        let root = self.cgroup("/", &meminfo, now.0, full);
         let pods_cgroup = self
             .hierarchy
             .exists(&pods_name)
-            .then(|| self.cgroup(&pods_name, &meminfo, now.0));
+            .then(|| self.cgroup(&pods_name, &meminfo, now.0, full));
         let qos = ["burstable", "besteffort"]
             .iter()
+            .filter(|_| full)
             .map(|q| format!("{pods_name}/{q}"))
             .filter(|n| self.hierarchy.exists(n))
-            .map(|n| self.cgroup(&n, &meminfo, now.0))
+            .map(|n| self.cgroup(&n, &meminfo, now.0, true))
             .collect();
         let nodefs = full.then(|| statvfs(&self.dirs.root)).flatten();
         let image_info = lists
@@ -412,7 +413,7 @@ impl StatsProvider {
         let cgroup_name = self.pod_cgroup(&m.uid);
         let cgroup = cgroup_name
             .as_deref()
-            .map(|n| self.cgroup(n, meminfo, now.0));
+            .map(|n| self.cgroup(n, meminfo, now.0, full));
         let logs_dir = self.dirs.pod_logs(&m.namespace, &m.name, &m.uid);
         let mut running: Vec<&cri::Container> = lists
             .containers
@@ -434,11 +435,18 @@ impl StatsProvider {
                     .as_ref()
                     .map(|m| m.name.clone())
                     .unwrap_or_default();
+                let runtime = lists.stats.get(&c.id).map(|s| self.figures(&c.id, s));
+                // the container's cgroup: for cAdvisor's metrics, or where
+                // the runtime reports no usage
+                let reported = runtime
+                    .as_ref()
+                    .is_some_and(|r| r.cpu_usage.is_some() && r.working_set.is_some());
                 let cg = cgroup_name
                     .as_deref()
+                    .filter(|_| full || !reported)
                     .map(|p| format!("{p}/{}", c.id))
                     .filter(|n| self.hierarchy.exists(n))
-                    .map(|n| self.cgroup(&n, meminfo, now.0));
+                    .map(|n| self.cgroup(&n, meminfo, now.0, full));
                 ContainerSample {
                     id: c.id.clone(),
                     image: c
@@ -448,7 +456,7 @@ impl StatsProvider {
                         .filter(|i| !i.is_empty())
                         .unwrap_or_else(|| c.image_ref.clone()),
                     created: Time(c.created_at),
-                    runtime: lists.stats.get(&c.id).map(|s| self.figures(&c.id, s)),
+                    runtime,
                     cgroup: cg,
                     logs: full
                         .then(|| procfs::disk_usage(&logs_dir.join(&name)))
