@@ -118,6 +118,26 @@ impl Drop for ServiceNat {
     }
 }
 
+/// Unmounts, on drop, what is still mounted under a directory (the pods'
+/// volumes a killed kubelet leaves mounted), deepest first, so the
+/// control plane's directory can be removed.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut points: Vec<&str> = info
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|p| Path::new(p).starts_with(&self.0))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for p in points {
+            let _ = Command::new("umount").args(["-l", p]).output();
+        }
+    }
+}
+
 /// A child process killed on drop.
 struct Proc(Child);
 
@@ -400,6 +420,8 @@ fn the_second_scheduler_runs_as_pods_on_rkube_kubelet() {
     std::fs::create_dir_all(&work).unwrap();
     import_image(&work, &ctrd);
     let _nat = ServiceNat::install(&ctrd.subnet(), apiserver_port(&cp));
+    // dropped after the kubelet is killed
+    let _mounts = Unmount(work.clone());
     let _kubelet = kubelet(&cp, &work, &ctrd);
     cp.start_upstream_scheduler(None, &[])
         .expect("kube-scheduler starts");
