@@ -54,8 +54,8 @@ pub fn observations(s: &Summary) -> Observations {
         obs.insert(
             Signal::MemoryAvailable,
             Observation {
-                available: a as i64,
-                capacity: (a + ws) as i64,
+                available: i64::try_from(a).unwrap_or(i64::MAX),
+                capacity: i64::try_from(a.saturating_add(ws)).unwrap_or(i64::MAX),
             },
         );
     }
@@ -119,6 +119,17 @@ pub fn pod_usage(s: &Summary) -> std::collections::HashMap<String, PodUsage> {
                     u.ephemeral_storage.insert(c.name.clone(), disk as i64);
                 }
             }
+            // the rest of the pod's ephemeral storage: its local volumes
+            // (emptyDir, …), its other logs and etc-hosts, as upstream
+            // ranks pods on nodefs
+            let containers: u64 = u.ephemeral_storage.values().map(|v| *v as u64).sum();
+            if let Some(total) = p.ephemeral_storage.as_ref().and_then(|e| e.used_bytes) {
+                let rest = total.saturating_sub(containers);
+                if rest > 0 {
+                    u.ephemeral_storage
+                        .insert(String::new(), i64::try_from(rest).unwrap_or(i64::MAX));
+                }
+            }
             u.pids = p
                 .process_stats
                 .as_ref()
@@ -138,7 +149,7 @@ pub struct MachineSignals {
 impl SignalSource for MachineSignals {
     fn observe<'a>(&'a self, nodes: &'a [Arc<NodeDesc>]) -> BoxFuture<'a, Snapshot> {
         Box::pin(async move {
-            let summary = match self.stats.summary(false).await {
+            let summary = match self.stats.summary_for_eviction().await {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(error = %e, "eviction: the node's stats could not be read");
@@ -210,6 +221,10 @@ mod tests {
                     }),
                     ..Default::default()
                 }],
+                ephemeral_storage: Some(FsStats {
+                    used_bytes: Some(4196 + 10_000),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }],
         };
@@ -227,6 +242,8 @@ mod tests {
         let u = &pod_usage(&s)["ns/p"];
         assert_eq!(u.memory["c"], 42);
         assert_eq!(u.ephemeral_storage["c"], 4196);
+        // an emptyDir's 10,000 bytes count for the pod
+        assert_eq!(u.ephemeral_storage[""], 10_000);
         assert_eq!(u.pids, None);
         let board = PressureBoard::default();
         board.set(

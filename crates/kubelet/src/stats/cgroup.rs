@@ -377,7 +377,7 @@ fn read_v2(dir: &Path, root: bool, meminfo_text: &str, all: bool) -> CgroupStats
     // a file only read for everything
     let extra = |f: &str| all.then(|| read(&dir.join(f))).flatten();
     let cpu = keyed(&dir.join("cpu.stat")).and_then(|s| {
-        let us = |k: &str| s.get(k).map(|v| v * 1000);
+        let us = |k: &str| s.get(k).map(|v| v.saturating_mul(1000));
         Some(CpuStats {
             usage_ns: us("usage_usec")?,
             user_ns: us("user_usec"),
@@ -481,7 +481,11 @@ fn read_v1(
     let cpu_usage = cpuacct.and_then(|d| {
         let usage = read_u64(&d.join("cpuacct.usage"))?;
         let st = kv(Some(d), "cpuacct.stat");
-        let ticks = |k: &str| st.as_ref().and_then(|s| s.get(k)).map(|t| t * USER_HZ_NS);
+        let ticks = |k: &str| {
+            st.as_ref()
+                .and_then(|s| s.get(k))
+                .map(|t| t.saturating_mul(USER_HZ_NS))
+        };
         Some(CpuStats {
             usage_ns: usage,
             user_ns: ticks("user"),

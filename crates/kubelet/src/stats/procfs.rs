@@ -109,6 +109,29 @@ pub fn rlimit() -> Option<(i64, i64)> {
     Some((max, tasks))
 }
 
+/// The machine's logical CPUs online (`/sys/devices/system/cpu/online`,
+/// `0-3,6`), as cAdvisor counts them: not this process's affinity or
+/// quota.
+pub fn cpus_online() -> Option<usize> {
+    parse_cpu_list(&read_small(Path::new("/sys/devices/system/cpu/online"))?)
+}
+
+/// The number of CPUs in a kernel CPU list (`0-3,6`).
+pub fn parse_cpu_list(text: &str) -> Option<usize> {
+    let mut n = 0usize;
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?),
+            None => {
+                let a = part.parse::<usize>().ok()?;
+                (a, a)
+            }
+        };
+        n = n.checked_add(b.checked_sub(a)?.checked_add(1)?)?;
+    }
+    (n > 0).then_some(n)
+}
+
 /// The boot time, Unix seconds (`btime` of `/proc/stat`).
 pub fn boot_time() -> Option<i64> {
     let text = read_small(Path::new("/proc/stat"))?;
@@ -164,13 +187,14 @@ pub struct DiskUsage {
     pub inodes: u64,
 }
 
-/// Most entries one walk looks at: a tree larger than this is reported
-/// as far as it was walked (a hostile pod cannot make a scrape hang).
-const DU_MAX_ENTRIES: usize = 1_000_000;
+/// Most entries one walk looks at: a tree larger than this is not
+/// measured (a hostile pod can make a scrape neither hang nor hold much
+/// memory, and a partial figure would understate its usage).
+const DU_MAX_ENTRIES: usize = 250_000;
 
 /// `du` of `root`: symlinks are counted, not followed; directories on
 /// another filesystem (mounts) are not entered. `None` when `root` is
-/// not there.
+/// not there or holds more than [`DU_MAX_ENTRIES`] entries.
 pub fn disk_usage(root: &Path) -> Option<DiskUsage> {
     let meta = std::fs::symlink_metadata(root).ok()?;
     let dev = meta.dev();
@@ -192,7 +216,7 @@ pub fn disk_usage(root: &Path) -> Option<DiskUsage> {
         for e in dir.flatten() {
             entries += 1;
             if entries > DU_MAX_ENTRIES {
-                return Some(usage);
+                return None;
             }
             if let Ok(m) = e.metadata() {
                 stack.push((e.path(), m));
@@ -291,6 +315,15 @@ vethab12: 5 1 0 0 0 0 0 0 5 1 0 0 0 0 0 0
         assert!(u.bytes >= 10_000 && u.bytes < 1_000_000, "{u:?}");
         assert_eq!(disk_usage(&d.join("nope")), None);
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6\n"), Some(5));
+        assert_eq!(parse_cpu_list("0\n"), Some(1));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+        assert!(cpus_online().unwrap() >= 1);
     }
 
     #[test]

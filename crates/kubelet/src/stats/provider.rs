@@ -38,6 +38,11 @@ use super::statvfs::statvfs;
 use super::summary::{PodReference, Summary, Time};
 use crate::pod::Dirs;
 
+/// The shortest window a CPU rate is computed over: reads closer together
+/// (concurrent scrapes, the eviction manager's) do not make a rate over
+/// milliseconds.
+pub const RATE_WINDOW: Duration = Duration::from_secs(5);
+
 /// How long a volume's measured usage is kept (upstream's
 /// `volumeStatsAggPeriod` default).
 pub const VOLUME_STATS_PERIOD: Duration = Duration::from_secs(60);
@@ -70,8 +75,9 @@ pub struct StatsProvider {
     cgroup_root: String,
     dirs: Dirs,
     node_name: String,
-    /// key → (Unix ns, cumulative CPU ns) of the previous read.
-    rates: Mutex<HashMap<String, (i64, u64)>>,
+    /// key → (Unix ns, cumulative CPU ns) of earlier reads, newest last,
+    /// at least [`RATE_WINDOW`] apart.
+    rates: Mutex<HashMap<String, Vec<(i64, u64)>>>,
     /// volume directory → when measured, what it held.
     volumes: Mutex<HashMap<PathBuf, (Instant, Option<DiskUsage>)>>,
     /// The image filesystem's mount point, as the runtime last named it.
@@ -209,15 +215,44 @@ impl StatsProvider {
     /// and logs).
     pub async fn collect(self: &Arc<Self>, full: bool) -> anyhow::Result<Snapshot> {
         let lists = self.runtime_lists().await?;
+        Ok(self.read_files_blocking(lists, full).await?)
+    }
+
+    /// The Summary the eviction manager reads: everything, or, when the
+    /// runtime cannot be asked, the node's own figures without pods (the
+    /// node's signals must not depend on a runtime that may be the one
+    /// starved).
+    pub async fn summary_for_eviction(self: &Arc<Self>) -> anyhow::Result<Summary> {
+        let lists = match self.runtime_lists().await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "the runtime's pods could not be read; the node's own figures only");
+                RuntimeLists {
+                    sandboxes: Vec::new(),
+                    containers: Vec::new(),
+                    stats: HashMap::new(),
+                    imagefs: ImageFs::default(),
+                    containerfs: ImageFs::default(),
+                    image_path: lock(&self.image_path).clone(),
+                }
+            }
+        };
+        Ok(self.read_files_blocking(lists, true).await?.summary())
+    }
+
+    async fn read_files_blocking(
+        self: &Arc<Self>,
+        lists: RuntimeLists,
+        full: bool,
+    ) -> Result<Snapshot, tokio::task::JoinError> {
         // the files: on a blocking thread (walking volumes takes a while)
         let me = self.clone();
-        let snapshot = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             let s = me.read_files(lists, full);
             me.prune(&s);
             s
         })
-        .await?;
-        Ok(snapshot)
+        .await
     }
 
     /// cAdvisor's `device` of the root directory's and of the image
@@ -234,12 +269,29 @@ impl StatsProvider {
     }
 
     fn rate(&self, key: &str, time: i64, usage: u64) -> Option<u64> {
+        let window = RATE_WINDOW.as_nanos() as i64;
         let mut rates = lock(&self.rates);
-        let prev = rates.insert(key.to_string(), (time, usage));
-        let (t0, u0) = prev?;
-        let dt = time.checked_sub(t0).filter(|d| *d > 0)?;
-        let du = usage.checked_sub(u0)?;
-        Some((du as u128 * 1_000_000_000 / dt as u128) as u64)
+        let samples = rates.entry(key.to_string()).or_default();
+        // against the newest earlier read at least a window old
+        let rate = samples
+            .iter()
+            .rev()
+            .find(|(t, _)| time.saturating_sub(*t) >= window)
+            .and_then(|(t0, u0)| {
+                let dt = time.checked_sub(*t0).filter(|d| *d > 0)?;
+                let du = usage.checked_sub(*u0)?;
+                u64::try_from(du as u128 * 1_000_000_000 / dt as u128).ok()
+            });
+        if samples
+            .last()
+            .is_none_or(|(t, _)| time.saturating_sub(*t) >= window)
+        {
+            samples.push((time, usage));
+            if samples.len() > 3 {
+                samples.remove(0);
+            }
+        }
+        rate
     }
 
     fn cgroup(&self, name: &str, meminfo: &str, time: i64, all: bool) -> CgroupSample {
@@ -295,14 +347,26 @@ impl StatsProvider {
                 if !meta.is_dir() {
                     continue;
                 }
-                let Some(usage) = self.volume_usage(&path) else {
+                let on_nodefs = pod_dev == Some(meta.dev());
+                let fs = statvfs(&path);
+                // A volume that is a filesystem of its own (tmpfs, a
+                // network or block volume) is measured by that filesystem,
+                // never walked; a local one by walking it.
+                let usage = if on_nodefs {
+                    self.volume_usage(&path)
+                } else {
+                    fs.map(|f| DiskUsage {
+                        bytes: f.used,
+                        inodes: f.inodes.saturating_sub(f.inodes_free),
+                    })
+                };
+                let Some(usage) = usage else {
                     continue;
                 };
-                let on_nodefs = pod_dev == Some(meta.dev());
                 out.push(VolumeSample {
                     name: v.file_name().to_string_lossy().into_owned(),
                     usage,
-                    fs: statvfs(&path),
+                    fs,
                     ephemeral: on_nodefs && LOCAL_VOLUME_PLUGINS.contains(&pname.as_str()),
                 });
             }
@@ -383,7 +447,7 @@ impl StatsProvider {
             time: now,
             node_name: self.node_name.clone(),
             boot: procfs::boot_time(),
-            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpus: procfs::cpus_online().unwrap_or(0),
             memory_total: mem("MemTotal"),
             swap: procfs::swap(&meminfo),
             root,

@@ -122,7 +122,7 @@ fn container(f: &mut Families, pod: &PodStats, c: &ContainerStats) {
         .as_ref()
         .and_then(|s| Some((s, s.swap_available_bytes?)))
     {
-        let limit = (a + s.swap_usage_bytes.unwrap_or(0)) as f64;
+        let limit = a.saturating_add(s.swap_usage_bytes.unwrap_or(0)) as f64;
         let t = Some(s.time.millis());
         f.add("container_swap_limit_bytes", &labels, limit, t);
     }

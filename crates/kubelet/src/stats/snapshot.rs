@@ -234,7 +234,7 @@ fn used(fs: FsStats, usage: DiskUsage) -> FsStats {
 
 fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(a + b),
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
         (a, b) => a.or(b),
     }
 }

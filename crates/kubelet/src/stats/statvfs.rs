@@ -36,9 +36,11 @@ pub fn statvfs(path: &Path) -> Option<FsInfo> {
     }
     let frsize = s.f_frsize as u64;
     Some(FsInfo {
-        available: s.f_bavail as u64 * frsize,
-        capacity: s.f_blocks as u64 * frsize,
-        used: (s.f_blocks as u64).saturating_sub(s.f_bfree as u64) * frsize,
+        available: (s.f_bavail as u64).saturating_mul(frsize),
+        capacity: (s.f_blocks as u64).saturating_mul(frsize),
+        used: (s.f_blocks as u64)
+            .saturating_sub(s.f_bfree as u64)
+            .saturating_mul(frsize),
         inodes_free: s.f_favail as u64,
         inodes: s.f_files as u64,
     })
