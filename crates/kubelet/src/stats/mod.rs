@@ -28,7 +28,7 @@ mod snapshot;
 mod statvfs;
 pub mod summary;
 
-pub use provider::{runtime_pods, StatsProvider, RATE_WINDOW, VOLUME_STATS_PERIOD};
+pub use provider::{runtime_pods, StatsProvider, RATE_WINDOW, REUSE, VOLUME_STATS_PERIOD};
 pub use snapshot::{
     CgroupSample, ContainerSample, ImageFs, PodSample, RuntimeFigures, Snapshot, VolumeSample,
 };

@@ -20,6 +20,9 @@
 //!   runtime's image filesystem (CRI `ImageFsInfo` gives what images
 //!   use); volumes' and logs' usage by walking them (`du`; volumes at
 //!   most once a minute, upstream's `volumeStatsAggPeriod`).
+//!
+//! One collection runs at a time; the callers that come within [`REUSE`]
+//! of it (scrapers, the eviction manager) share its snapshot.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -82,7 +85,15 @@ pub struct StatsProvider {
     volumes: Mutex<HashMap<PathBuf, (Instant, Option<DiskUsage>)>>,
     /// The image filesystem's mount point, as the runtime last named it.
     image_path: Mutex<Option<PathBuf>>,
+    /// The last collection: when, whether full. Held while collecting, so
+    /// one collection runs at a time and callers within [`REUSE`] of the
+    /// last one share it.
+    last: tokio::sync::Mutex<Option<(Instant, bool, Arc<Snapshot>)>>,
 }
+
+/// How long a collection answers the scrapes that come after it (several
+/// scrapers at once, the eviction manager beside them).
+pub const REUSE: Duration = Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -137,6 +148,7 @@ impl StatsProvider {
             rates: Mutex::new(HashMap::new()),
             volumes: Mutex::new(HashMap::new()),
             image_path: Mutex::new(None),
+            last: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -213,9 +225,17 @@ impl StatsProvider {
 
     /// Reads everything once (`full`: also network, filesystems, volumes
     /// and logs).
-    pub async fn collect(self: &Arc<Self>, full: bool) -> anyhow::Result<Snapshot> {
+    pub async fn collect(self: &Arc<Self>, full: bool) -> anyhow::Result<Arc<Snapshot>> {
+        let mut last = self.last.lock().await;
+        if let Some((at, was_full, s)) = last.as_ref() {
+            if at.elapsed() < REUSE && (*was_full || !full) {
+                return Ok(s.clone());
+            }
+        }
         let lists = self.runtime_lists().await?;
-        Ok(self.read_files_blocking(lists, full).await?)
+        let s = Arc::new(self.read_files_blocking(lists, full).await?);
+        *last = Some((Instant::now(), full, s.clone()));
+        Ok(s)
     }
 
     /// The Summary the eviction manager reads: everything, or, when the
@@ -223,19 +243,18 @@ impl StatsProvider {
     /// node's signals must not depend on a runtime that may be the one
     /// starved).
     pub async fn summary_for_eviction(self: &Arc<Self>) -> anyhow::Result<Summary> {
-        let lists = match self.runtime_lists().await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(error = %e, "the runtime's pods could not be read; the node's own figures only");
-                RuntimeLists {
-                    sandboxes: Vec::new(),
-                    containers: Vec::new(),
-                    stats: HashMap::new(),
-                    imagefs: ImageFs::default(),
-                    containerfs: ImageFs::default(),
-                    image_path: lock(&self.image_path).clone(),
-                }
-            }
+        let e = match self.collect(true).await {
+            Ok(s) => return Ok(s.summary()),
+            Err(e) => e,
+        };
+        tracing::warn!(error = %e, "the runtime's pods could not be read; the node's own figures only");
+        let lists = RuntimeLists {
+            sandboxes: Vec::new(),
+            containers: Vec::new(),
+            stats: HashMap::new(),
+            imagefs: ImageFs::default(),
+            containerfs: ImageFs::default(),
+            image_path: lock(&self.image_path).clone(),
         };
         Ok(self.read_files_blocking(lists, true).await?.summary())
     }
