@@ -335,24 +335,18 @@ fn read_u64(path: &Path) -> Option<u64> {
 }
 
 /// `key value` lines (`memory.stat`, `cpu.stat`, `memory.events`).
-pub fn flat_keyed(text: &str) -> HashMap<&str, u64> {
+pub fn flat_keyed(text: &str) -> HashMap<String, u64> {
     text.lines()
         .filter_map(|l| {
             let mut it = l.split_whitespace();
             let (k, v) = (it.next()?, it.next()?);
-            Some((k, v.parse().ok()?))
+            Some((k.to_string(), v.parse().ok()?))
         })
         .collect()
 }
 
 fn keyed(path: &Path) -> Option<HashMap<String, u64>> {
-    let text = read(path)?;
-    Some(
-        flat_keyed(&text)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-    )
+    Some(flat_keyed(&read(path)?))
 }
 
 /// `meminfo`'s field in bytes.
@@ -395,12 +389,7 @@ fn read_v2(dir: &Path, root: bool, meminfo_text: &str, all: bool) -> CgroupStats
     } else {
         read_u64(&dir.join("memory.current"))
     };
-    let events = extra("memory.events").map(|t| {
-        flat_keyed(&t)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect::<HashMap<String, u64>>()
-    });
+    let events = extra("memory.events").map(|t| flat_keyed(&t));
     let num = |f: &str| extra(f).and_then(|t| t.trim().parse().ok());
     let memory = usage.map(|usage| {
         let get = |k: &str| stat.as_ref().and_then(|s| s.get(k).copied());
@@ -469,14 +458,7 @@ fn read_v1(
     // a file only read for everything
     let extra = |d: Option<&Path>, f: &str| d.filter(|_| all).and_then(|d| read(&d.join(f)));
     let num = |d: Option<&Path>, f: &str| extra(d, f).and_then(|t| t.trim().parse::<u64>().ok());
-    let kv = |d: Option<&Path>, f: &str| {
-        extra(d, f).map(|t| {
-            flat_keyed(&t)
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect::<HashMap<String, u64>>()
-        })
-    };
+    let kv = |d: Option<&Path>, f: &str| extra(d, f).map(|t| flat_keyed(&t));
     let cpu_stat = kv(cpu, "cpu.stat");
     let cpu_usage = cpuacct.and_then(|d| {
         let usage = read_u64(&d.join("cpuacct.usage"))?;
