@@ -1181,3 +1181,221 @@ async fn http_get(port: u16, within: Duration) -> Option<String> {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// A host-network sandbox config for pod `uid`, logs under `logs`.
+fn gc_sandbox_config(uid: &str, attempt: u32, logs: &Path) -> v1::PodSandboxConfig {
+    v1::PodSandboxConfig {
+        metadata: Some(v1::PodSandboxMetadata {
+            name: "gc".into(),
+            uid: uid.into(),
+            namespace: "default".into(),
+            attempt,
+        }),
+        labels: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
+        log_directory: logs.display().to_string(),
+        linux: Some(v1::LinuxPodSandboxConfig {
+            security_context: Some(v1::LinuxSandboxSecurityContext {
+                namespace_options: Some(v1::NamespaceOption {
+                    network: v1::NamespaceMode::Node as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The kubelet's garbage collector against a real containerd: dead
+/// instances of a container beyond the newest go with their logs, a dead
+/// sandbox beyond the newest goes, and under disk pressure unused images
+/// go while an image a container uses stays (upstream's
+/// `kuberuntime_gc.go` and `image_gc_manager.go`).
+#[test]
+#[ignore = "needs root, containerd (hack/containerd); run by hack/test"]
+fn garbage_collection_on_containerd() {
+    let ctrd = Containerd::up();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use rkube_kubelet::gc;
+        let cri = CriClient::connect(&ctrd.endpoint).await.unwrap();
+        let root = ctrd.dir.join("gc-root");
+        let logs = root.join("pod-logs/default_gc_uid-gc");
+        std::fs::create_dir_all(&logs).unwrap();
+        let uid = "uid-gc";
+        // A first sandbox, stopped: a dead one the newer sandbox replaces.
+        let old = cri
+            .run_pod_sandbox(gc_sandbox_config(uid, 0, &logs), "")
+            .await
+            .unwrap();
+        cri.stop_pod_sandbox(&old).await.unwrap();
+        let sb_config = gc_sandbox_config(uid, 1, &logs);
+        let sandbox = cri.run_pod_sandbox(sb_config.clone(), "").await.unwrap();
+        // Three dead instances of container "app", each with its log.
+        let mut ids = Vec::new();
+        for attempt in 0..3u32 {
+            let config = v1::ContainerConfig {
+                metadata: Some(v1::ContainerMetadata {
+                    name: "app".into(),
+                    attempt,
+                }),
+                image: Some(v1::ImageSpec {
+                    image: "rkube.local/busybox:1".into(),
+                    ..Default::default()
+                }),
+                command: vec!["sh".into(), "-c".into(), format!("echo attempt {attempt}")],
+                labels: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
+                log_path: format!("app/{attempt}.log"),
+                ..Default::default()
+            };
+            let id = cri
+                .create_container(&sandbox, config, sb_config.clone())
+                .await
+                .unwrap();
+            cri.start_container(&id).await.unwrap();
+            ids.push(id);
+            // Distinct creation times.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        wait_for(
+            "the three instances exited",
+            Duration::from_secs(30),
+            || async {
+                let all = cri.list_containers(None).await.ok()?;
+                all.iter()
+                    .all(|c| c.state == v1::ContainerState::ContainerExited as i32)
+                    .then_some(())
+            },
+        )
+        .await;
+        // A rotated file of the oldest instance goes with it.
+        std::fs::write(logs.join("app/0.log.20261205-120000.gz"), b"old").unwrap();
+        for a in 0..3 {
+            assert!(
+                logs.join(format!("app/{a}.log")).exists(),
+                "log of attempt {a}"
+            );
+        }
+        let stats = std::sync::Arc::new(rkube_kubelet::stats::StatsProvider::new(
+            cri.clone(),
+            rkube_kubelet::pod::Dirs::under(&root),
+            "gc-node",
+            "",
+        ));
+        let collector = gc::GarbageCollector {
+            cri: cri.clone(),
+            stats,
+            node: "gc-node".into(),
+            events: None,
+            containers: gc::containers::DEFAULT_POLICY,
+            images: gc::images::Policy {
+                high_threshold_percent: 1,
+                low_threshold_percent: 0,
+                min_age: Duration::from_secs(1),
+                max_age: Duration::ZERO,
+            },
+        };
+        let (containers, sandboxes) = collector.collect_containers().await.unwrap();
+        assert_eq!(
+            (containers, sandboxes),
+            (2, 1),
+            "two dead instances, one sandbox"
+        );
+        let left: Vec<String> = cri
+            .list_containers(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(left, vec![ids[2].clone()], "the newest instance stays");
+        let sandboxes: Vec<String> = cri
+            .list_pod_sandboxes(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(sandboxes, vec![sandbox.clone()], "the newest sandbox stays");
+        let mut files: Vec<String> = std::fs::read_dir(logs.join("app"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        assert_eq!(files, ["2.log"], "removed instances' logs are gone");
+        // A second pass has nothing left to do.
+        assert_eq!(collector.collect_containers().await.unwrap(), (0, 0));
+
+        // Images: every byte is "over" a 1 % threshold, so the collector
+        // removes every unused image it may and reports it could not free
+        // enough. The image the remaining container uses stays; the
+        // sandbox image goes unless the runtime pinned it (containerd
+        // 1.7+ does), as upstream.
+        let images = cri.list_images(None).await.unwrap();
+        let id_of = |tag: &str| {
+            images
+                .iter()
+                .find(|i| i.repo_tags.iter().any(|t| t.ends_with(tag)))
+                .map(|i| (i.id.clone(), i.pinned))
+                .unwrap_or_else(|| panic!("image {tag} listed"))
+        };
+        let (busybox, _) = id_of("busybox:1");
+        let (pause, pause_pinned) = id_of("pause:1");
+        let mut records = gc::images::ImageRecords::default();
+        let began = 0;
+        // First pass: the images are first seen now, younger than
+        // imageMinimumGCAge: nothing may go yet.
+        let err = collector
+            .collect_images(&mut records, began)
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains(
+                "Failed to free sufficient space by deleting unused images (freed 0 bytes)"
+            ),
+            "{err}"
+        );
+        assert_eq!(cri.list_images(None).await.unwrap().len(), images.len());
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let err = collector
+            .collect_images(&mut records, began)
+            .await
+            .unwrap_err();
+        assert!(
+            err.starts_with("Insufficient free disk space on the node's image filesystem ("),
+            "{err}"
+        );
+        let now: Vec<String> = cri
+            .list_images(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        assert!(now.contains(&busybox), "the image in use stays");
+        assert_eq!(
+            now.contains(&pause),
+            pause_pinned,
+            "the sandbox image goes unless pinned"
+        );
+        // Once its last container is removed, the image goes too.
+        cri.remove_container(&ids[2]).await.unwrap();
+        let _ = collector.collect_images(&mut records, began).await;
+        let now: Vec<String> = cri
+            .list_images(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        assert!(!now.contains(&busybox), "an unused image goes");
+        let _ = cri.stop_pod_sandbox(&sandbox).await;
+        let _ = cri.remove_pod_sandbox(&sandbox).await;
+    });
+}

@@ -99,6 +99,26 @@ pub struct KubeletConfiguration {
     /// `resolvConf`: the resolver file `Default` pods start from (empty:
     /// none; default `/etc/resolv.conf`).
     pub resolv_conf: String,
+    /// `imageGCHighThresholdPercent`: image GC starts at this disk usage.
+    pub image_gc_high_threshold_percent: i32,
+    /// `imageGCLowThresholdPercent`: image GC frees down to this usage.
+    pub image_gc_low_threshold_percent: i32,
+    /// `imageMinimumGCAge`: images seen less long ago are kept.
+    pub image_minimum_gc_age: Duration,
+    /// `imageMaximumGCAge`: unused this long, an image goes (0: never).
+    pub image_maximum_gc_age: Duration,
+    /// `failSwapOn`: refuse to start on a host with swap on.
+    pub fail_swap_on: bool,
+    /// `memorySwap.swapBehavior`: `NoSwap` (also for "") or `LimitedSwap`.
+    pub memory_swap_behavior: String,
+    /// `containerLogMaxSize` in bytes.
+    pub container_log_max_size: i64,
+    /// `containerLogMaxFiles`.
+    pub container_log_max_files: i32,
+    /// `containerLogMaxWorkers`.
+    pub container_log_max_workers: i32,
+    /// `containerLogMonitorInterval`.
+    pub container_log_monitor_interval: Duration,
 }
 
 /// The hard eviction defaults of kubelet v1.37 on Linux.
@@ -143,6 +163,16 @@ impl Default for KubeletConfiguration {
             cluster_dns: Vec::new(),
             cluster_domain: String::new(),
             resolv_conf: "/etc/resolv.conf".into(),
+            image_gc_high_threshold_percent: 85,
+            image_gc_low_threshold_percent: 80,
+            image_minimum_gc_age: Duration::from_secs(120),
+            image_maximum_gc_age: Duration::ZERO,
+            fail_swap_on: true,
+            memory_swap_behavior: String::new(),
+            container_log_max_size: 10 << 20,
+            container_log_max_files: 5,
+            container_log_max_workers: 1,
+            container_log_monitor_interval: Duration::from_secs(10),
         }
     }
 }
@@ -178,10 +208,6 @@ const IGNORED: &[&str] = &[
     "enableContentionProfiling",
     "oomScoreAdj",
     "streamingConnectionIdleTimeout",
-    "imageMinimumGCAge",
-    "imageMaximumGCAge",
-    "imageGCHighThresholdPercent",
-    "imageGCLowThresholdPercent",
     "volumeStatsAggPeriod",
     "kubeletCgroups",
     "systemCgroups",
@@ -216,12 +242,6 @@ const IGNORED: &[&str] = &[
     "iptablesMasqueradeBit",
     "iptablesDropBit",
     "featureGates",
-    "failSwapOn",
-    "memorySwap",
-    "containerLogMaxSize",
-    "containerLogMaxFiles",
-    "containerLogMaxWorkers",
-    "containerLogMonitorInterval",
     "reservedSystemCPUs",
     "showHiddenMetricsForVersion",
     "systemReservedCgroup",
@@ -421,6 +441,40 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "nodeStatusMaxImages" => c.node_status_max_images = field(file, key, v)?,
             "clusterDomain" => c.cluster_domain = field(file, key, v)?,
             "resolvConf" => c.resolv_conf = field(file, key, v)?,
+            "imageGCHighThresholdPercent" => {
+                c.image_gc_high_threshold_percent = field(file, key, v)?
+            }
+            "imageGCLowThresholdPercent" => c.image_gc_low_threshold_percent = field(file, key, v)?,
+            "imageMinimumGCAge" => c.image_minimum_gc_age = duration(file, key, v)?,
+            "imageMaximumGCAge" => c.image_maximum_gc_age = duration(file, key, v)?,
+            "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
+            "memorySwap" => {
+                let m: BTreeMap<String, String> = field(file, key, v)?;
+                for (k, b) in m {
+                    if k != "swapBehavior" {
+                        return Err(err(format!("field {key}: unknown field \"{k}\"")));
+                    }
+                    c.memory_swap_behavior = b;
+                }
+            }
+            "containerLogMaxSize" => {
+                let q: String = field(file, key, v)?;
+                c.container_log_max_size = Quantity::parse(&q)
+                    .ok()
+                    .filter(|q| !q.is_negative())
+                    .map(|q| q.value())
+                    .ok_or_else(|| {
+                        err(format!(
+                            "field {key}: {} is not a quantity",
+                            rkube_util::quote(&q)
+                        ))
+                    })?;
+            }
+            "containerLogMaxFiles" => c.container_log_max_files = field(file, key, v)?,
+            "containerLogMaxWorkers" => c.container_log_max_workers = field(file, key, v)?,
+            "containerLogMonitorInterval" => {
+                c.container_log_monitor_interval = duration(file, key, v)?;
+            }
             // ConfigMaps and Secrets are always watched (crate::objects).
             "configMapAndSecretChangeDetectionStrategy" => {
                 let s: String = field(file, key, v)?;
@@ -452,6 +506,9 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
     }
     if c.eviction_pressure_transition_period.is_zero() {
         c.eviction_pressure_transition_period = Duration::from_secs(300);
+    }
+    if c.image_minimum_gc_age.is_zero() {
+        c.image_minimum_gc_age = Duration::from_secs(120);
     }
     if !report_set {
         c.node_status_report_frequency = if update_set {
@@ -593,6 +650,47 @@ fn validate(c: &KubeletConfiguration) -> Result<(), String> {
                 "invalid configuration: registerWithTaints[{i}].key: required"
             ));
         }
+    }
+    let (high, low) = (
+        c.image_gc_high_threshold_percent,
+        c.image_gc_low_threshold_percent,
+    );
+    if !(0..=100).contains(&high) {
+        errs.push(format!("invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) {high} must be between 0 and 100, inclusive"));
+    }
+    if !(0..=100).contains(&low) {
+        errs.push(format!("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) {low} must be between 0 and 100, inclusive"));
+    }
+    if low >= high {
+        errs.push(format!("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) {low} must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) {high}"));
+    }
+    if !c.image_maximum_gc_age.is_zero() && c.image_maximum_gc_age <= c.image_minimum_gc_age {
+        errs.push(format!(
+            "invalid configuration: imageMaximumGCAge {} must be greater than imageMinimumGCAge {}",
+            rkube_util::duration::format(c.image_maximum_gc_age),
+            rkube_util::duration::format(c.image_minimum_gc_age)
+        ));
+    }
+    if !matches!(
+        c.memory_swap_behavior.as_str(),
+        "" | "NoSwap" | "LimitedSwap"
+    ) {
+        errs.push(format!(
+            "invalid configuration: memorySwap.swapBehavior {:?} must be one of: \"\", \"LimitedSwap\" or \"NoSwap\"",
+            c.memory_swap_behavior
+        ));
+    }
+    if c.container_log_max_workers < 1 {
+        errs.push(
+            "invalid configuration: containerLogMaxWorkers must be greater than or equal to 1"
+                .into(),
+        );
+    }
+    if c.container_log_monitor_interval < Duration::from_secs(3) {
+        errs.push("invalid configuration: containerLogMonitorInterval must be a positive time duration greater than or equal to 3s".into());
+    }
+    if c.container_log_max_files <= 1 {
+        errs.push("invalid configuration: containerLogMaxFiles must be greater than 1".into());
     }
     if errs.is_empty() {
         Ok(())
@@ -826,6 +924,59 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("kind \"KubeProxyConfiguration\""));
+    }
+
+    #[test]
+    fn garbage_collection_logs_and_swap_settings() {
+        let d = load("").unwrap().config;
+        assert_eq!(
+            (
+                d.image_gc_high_threshold_percent,
+                d.image_gc_low_threshold_percent
+            ),
+            (85, 80)
+        );
+        assert_eq!(d.image_minimum_gc_age, Duration::from_secs(120));
+        assert_eq!(d.image_maximum_gc_age, Duration::ZERO);
+        assert!(d.fail_swap_on);
+        assert_eq!(d.container_log_max_size, 10 << 20);
+        assert_eq!(
+            (d.container_log_max_files, d.container_log_max_workers),
+            (5, 1)
+        );
+        assert_eq!(d.container_log_monitor_interval, Duration::from_secs(10));
+        let c = load(
+            "imageGCHighThresholdPercent: 60\nimageGCLowThresholdPercent: 40\nimageMinimumGCAge: 0s\n\
+             imageMaximumGCAge: 1h\nfailSwapOn: false\nmemorySwap: {swapBehavior: LimitedSwap}\n\
+             containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n",
+        )
+        .unwrap();
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let c = c.config;
+        // A zero imageMinimumGCAge is upstream's default, 2m.
+        assert_eq!(c.image_minimum_gc_age, Duration::from_secs(120));
+        assert_eq!(c.image_maximum_gc_age, Duration::from_secs(3600));
+        assert!(!c.fail_swap_on);
+        assert_eq!(c.memory_swap_behavior, "LimitedSwap");
+        assert_eq!(
+            (c.container_log_max_size, c.container_log_max_files),
+            (1 << 20, 3)
+        );
+        // Upstream's validation messages.
+        for (body, want) in [
+            ("imageGCHighThresholdPercent: 101\n", "imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive"),
+            ("imageGCLowThresholdPercent: 90\n", "imageGCLowThresholdPercent (--image-gc-low-threshold) 90 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 85"),
+            ("imageMaximumGCAge: 1m\n", "imageMaximumGCAge 1m0s must be greater than imageMinimumGCAge 2m0s"),
+            ("memorySwap: {swapBehavior: UnlimitedSwap}\n", "memorySwap.swapBehavior \"UnlimitedSwap\" must be one of"),
+            ("memorySwap: {swapLimit: \"1\"}\n", "field memorySwap: unknown field \"swapLimit\""),
+            ("containerLogMaxFiles: 1\n", "containerLogMaxFiles must be greater than 1"),
+            ("containerLogMaxWorkers: 0\n", "containerLogMaxWorkers must be greater than or equal to 1"),
+            ("containerLogMonitorInterval: 2s\n", "containerLogMonitorInterval must be a positive time duration greater than or equal to 3s"),
+            ("containerLogMaxSize: huge\n", "field containerLogMaxSize: \"huge\" is not a quantity"),
+        ] {
+            let e = load(body).unwrap_err();
+            assert!(e.message.contains(want), "{body}: {e}");
+        }
     }
 
     #[test]

@@ -105,6 +105,23 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// Records an event about Node `node` (upstream's `nodeRef`).
+    pub fn record_node(&self, node: &str, warning: bool, reason: &str, message: impl Into<String>) {
+        let _ = self.tx.try_send(KubeletEvent {
+            object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node.into()),
+                ..Default::default()
+            },
+            warning,
+            reason: reason.into(),
+            message: message.into(),
+        });
+    }
+}
+
 type Key = (Option<String>, Option<String>, bool, String, String);
 
 fn key(e: &KubeletEvent) -> Key {
@@ -117,6 +134,16 @@ fn key(e: &KubeletEvent) -> Key {
     )
 }
 
+/// Events about cluster-scoped objects (the Node) go to `default`, as
+/// client-go's recorder puts them.
+fn event_namespace(e: &KubeletEvent) -> String {
+    e.object
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into())
+}
+
 /// The Event object for `e` first seen at `now` on `node`.
 pub fn event_object(e: &KubeletEvent, node: &str, now: Timestamp) -> Event {
     let name = format!(
@@ -127,7 +154,7 @@ pub fn event_object(e: &KubeletEvent, node: &str, now: Timestamp) -> Event {
     Event {
         metadata: ObjectMeta {
             name: Some(name),
-            namespace: e.object.namespace.clone(),
+            namespace: Some(event_namespace(e)),
             ..Default::default()
         },
         involved_object: e.object.clone(),
@@ -152,7 +179,7 @@ pub fn event_object(e: &KubeletEvent, node: &str, now: Timestamp) -> Event {
 pub async fn run(client: Client, node: String, mut rx: mpsc::Receiver<KubeletEvent>) {
     let mut seen: HashMap<Key, (String, i32, Instant)> = HashMap::new();
     while let Some(e) = rx.recv().await {
-        let ns = e.object.namespace.clone().unwrap_or_default();
+        let ns = event_namespace(&e);
         let api: Api<Event> = Api::namespaced(client.clone(), &ns);
         let now = Timestamp::now();
         let k = key(&e);

@@ -16,6 +16,8 @@
 //!   containerd): a pure plan per sync and its execution.
 //! * [`images`], [`volumes`], [`prober`]: pulling images, setting up
 //!   ConfigMap/Secret/downwardAPI/projected volumes and emptyDirs, probes.
+//! * [`gc`]: dead containers and sandboxes (every minute) and unused
+//!   images (every five minutes, by disk usage and age) removed.
 //! * [`eviction`]: hard-threshold eviction, signals from the machine (CRI)
 //!   or a `--sim-signals` file (sim).
 //! * [`stats`]: the node's figures (Summary API, resource and cAdvisor
@@ -34,6 +36,7 @@ pub mod backoff;
 pub mod config;
 pub mod events;
 pub mod eviction;
+pub mod gc;
 pub mod images;
 pub mod informer;
 pub mod logs;
@@ -95,6 +98,10 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
         }
         None => (KubeletConfiguration::default(), Vec::new()),
     };
+    let mut config = config;
+    if let Some(v) = opts.fail_swap_on {
+        config.fail_swap_on = v;
+    }
     let template = match &opts.node_template {
         Some(p) => {
             let file = p.display().to_string();
@@ -173,6 +180,7 @@ async fn make_cri(
                     .then(|| std::path::PathBuf::from(&cfg.resolv_conf)),
                 node_ips: desc.ip.parse().ok().into_iter().collect(),
             },
+            limited_swap: cfg.memory_swap_behavior == "LimitedSwap",
         },
         pulls,
         events: Some(recorder),
@@ -261,6 +269,13 @@ pub async fn run_with_metrics(
     };
     let (cri_client, sim) = match opts.runtime {
         RuntimeKind::Cri => {
+            // Upstream's container manager refuses a host with swap on
+            // unless failSwapOn is false.
+            let swap = node::machine::swap_is_on()
+                .context("failed to determine if swap is on (reading /proc/swaps)")?;
+            if swap && cfg.fail_swap_on {
+                bail!(node::machine::SWAP_ON_REFUSAL);
+            }
             let endpoint = &cfg.container_runtime_endpoint;
             let c = CriRuntime::connect_client(endpoint)
                 .await
@@ -321,6 +336,25 @@ pub async fn run_with_metrics(
         ))),
         _ => None,
     };
+    if let (Some(cri), Some(stats), [desc]) = (&cri, &stats, descs.as_slice()) {
+        // Dead containers, sandboxes and unused images.
+        tasks.spawn(
+            gc::GarbageCollector {
+                cri: cri.client().clone(),
+                stats: stats.clone(),
+                node: desc.name.clone(),
+                events: cri.events().cloned(),
+                containers: gc::containers::DEFAULT_POLICY,
+                images: gc::images::Policy {
+                    high_threshold_percent: cfg.image_gc_high_threshold_percent,
+                    low_threshold_percent: cfg.image_gc_low_threshold_percent,
+                    min_age: cfg.image_minimum_gc_age,
+                    max_age: cfg.image_maximum_gc_age,
+                },
+            }
+            .run(),
+        );
+    }
     if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
         if cfg.port != 0 {
             let settings = server::ApiSettings::load(opts.config.as_deref())?;

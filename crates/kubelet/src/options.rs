@@ -52,6 +52,9 @@ pub struct Options {
     pub api_concurrency: usize,
     /// `-v`/`--v` log verbosity.
     pub verbosity: u32,
+    /// `--fail-swap-on` (deprecated upstream, still honoured): overrides
+    /// the configuration's `failSwapOn`.
+    pub fail_swap_on: Option<bool>,
     /// Warnings about ignored flags.
     pub warnings: Vec<String>,
 }
@@ -75,6 +78,7 @@ impl Default for Options {
             sim_signals: None,
             api_concurrency: 64,
             verbosity: 0,
+            fail_swap_on: None,
             warnings: Vec::new(),
         }
     }
@@ -227,6 +231,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
                     .filter(|n| *n >= 1)
                     .ok_or_else(|| invalid(&name, &v, "must be a positive number"))?;
             }
+            "fail-swap-on" => o.fail_swap_on = Some(flag.boolean()?),
             "v" => {
                 let v = value()?;
                 o.verbosity = v.parse().map_err(|_| {
@@ -337,7 +342,10 @@ mod tests {
             "--rotate-certificates",
         ])
         .unwrap();
-        assert_eq!(o.warnings.len(), 3);
+        assert_eq!(o.warnings.len(), 2);
+        assert_eq!(o.fail_swap_on, Some(false));
+        assert_eq!(p(&["--fail-swap-on"]).unwrap().fail_swap_on, Some(true));
+        assert!(p(&["--fail-swap-on=maybe"]).is_err());
         assert!(o.warnings[0].contains("--cgroup-driver systemd"));
     }
 

@@ -125,3 +125,35 @@ mod tests {
         assert!(detect_ip().parse::<std::net::IpAddr>().is_ok());
     }
 }
+
+/// Whether swap is on, read as upstream's `IsSwapOn`: `/proc/swaps` has
+/// more lines than its header (a missing file: no swap).
+pub fn swap_is_on() -> std::io::Result<bool> {
+    match std::fs::read_to_string("/proc/swaps") {
+        Ok(s) => Ok(swaps_listed(&s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn swaps_listed(proc_swaps: &str) -> bool {
+    proc_swaps.trim().lines().count() > 1
+}
+
+/// Upstream's refusal when `failSwapOn` is set on a host with swap on.
+pub const SWAP_ON_REFUSAL: &str =
+    "running with swap on is not supported, please disable swap or set --fail-swap-on flag to false";
+
+#[cfg(test)]
+mod swap_tests {
+    use super::*;
+
+    #[test]
+    fn proc_swaps_as_upstream_reads_it() {
+        assert!(!swaps_listed("Filename\tType\tSize\tUsed\tPriority\n"));
+        assert!(!swaps_listed(""));
+        assert!(swaps_listed(
+            "Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1048572 0 -2\n"
+        ));
+    }
+}

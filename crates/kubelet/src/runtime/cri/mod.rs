@@ -161,6 +161,8 @@ pub struct NodeFacts {
     pub allocatable: BTreeMap<String, Quantity>,
     /// Cluster DNS, domain and resolver file.
     pub dns: crate::network::dns::Settings,
+    /// `memorySwap.swapBehavior: LimitedSwap`.
+    pub limited_swap: bool,
 }
 
 /// Everything a [`CriRuntime`] is made with besides its connection.
@@ -194,9 +196,18 @@ impl CriParts {
 }
 
 /// The node's side of container resources, from this host.
-fn node_resources(capacity_memory: i64, allocatable_memory: i64) -> ResourceOptions {
+fn node_resources(
+    capacity_memory: i64,
+    allocatable_memory: i64,
+    limited_swap: bool,
+) -> ResourceOptions {
     use self::spec::resources;
     let mut r = ResourceOptions::new(capacity_memory.max(1));
+    r.limited_swap = limited_swap;
+    r.swap_capacity = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| crate::stats::procfs::meminfo_bytes(&m, "SwapTotal"))
+        .unwrap_or(0);
     r.node_allocatable_memory = allocatable_memory.max(1);
     r.cgroup_v2 = resources::detect_cgroup_v2();
     r.swap_controller_available = resources::detect_swap_controller(r.cgroup_v2);
@@ -323,7 +334,11 @@ impl CriRuntime {
         security.selinux_enabled = spec::security::detect_selinux();
         security.thermal_throttle_paths = spec::security::host_thermal_throttle_paths();
         let mem = |m: &BTreeMap<String, Quantity>| m.get("memory").map(|q| q.value()).unwrap_or(0);
-        let resources = node_resources(mem(&node.capacity), mem(&node.allocatable));
+        let resources = node_resources(
+            mem(&node.capacity),
+            mem(&node.allocatable),
+            node.limited_swap,
+        );
         let images = ImageManager::new(cri.clone(), pulls, events.clone(), volumes.clone());
         Ok(CriRuntime {
             dirs,
@@ -370,6 +385,11 @@ impl CriRuntime {
     /// The probe counters (`/metrics/probes`).
     pub fn probe_metrics(&self) -> &Arc<crate::prober::metrics::ProbeMetrics> {
         self.probes.metrics()
+    }
+
+    /// Where the runtime's Events go (also the node's).
+    pub fn events(&self) -> Option<&Recorder> {
+        self.events.as_ref()
     }
 
     /// The CRI connection.

@@ -30,12 +30,11 @@
 //!   MemoryQoS `memory.high=max`;
 //! * swap (`memorySwapBehavior: NoSwap`, the default) where the swap
 //!   controller exists: cgroup v1 `memory_swap_limit_in_bytes` = the memory
-//!   limit, cgroup v2 `memory.swap.max=0`.
+//!   limit, cgroup v2 `memory.swap.max=0`; with `LimitedSwap` on cgroup v2
+//!   a Burstable container's share of the host's swap ([`limited_swap`]).
 //!
 //! # Not mapped
 //!
-//! * `LimitedSwap` (needs NodeSwap and the host's swap capacity): treated as
-//!   `NoSwap`, as upstream does whenever its preconditions fail;
 //! * DRA node-allocatable resources (alpha, off by default) and exclusive
 //!   CPUs of the static CPU manager (rkube has no CPU manager: quota is
 //!   never disabled for exclusive CPUs);
@@ -124,6 +123,10 @@ pub struct ResourceOptions {
     pub page_size: i64,
     /// The kubelet's `cgroupRoot` (default `/`).
     pub cgroup_root: String,
+    /// `memorySwap.swapBehavior: LimitedSwap` (default `NoSwap`).
+    pub limited_swap: bool,
+    /// The host's swap in bytes (cAdvisor's `SwapCapacity`, `SwapTotal`).
+    pub swap_capacity: i64,
 }
 
 impl ResourceOptions {
@@ -145,6 +148,8 @@ impl ResourceOptions {
             tiered_memory_reservation: false,
             page_size: 4096,
             cgroup_root: "/".into(),
+            limited_swap: false,
+            swap_capacity: 0,
         }
     }
 
@@ -589,6 +594,30 @@ fn memory_high(request: i64, limit: i64, factor: f64, page_size: i64) -> i64 {
         * page_size.max(1)
 }
 
+/// The swap a container may use under `LimitedSwap`, as upstream's
+/// `GetContainerSwapBehavior` and `calcSwapForBurstablePods`: only on
+/// cgroup v2, only for containers of Burstable pods that are not critical,
+/// with a memory request different from their limit: the request's share
+/// of the node's memory, of the host's swap. `None`: no swap.
+pub fn limited_swap(pod: &Pod, c: &Container, opts: &ResourceOptions) -> Option<i64> {
+    if !opts.limited_swap || !opts.cgroup_v2 || !opts.swap_controller_available {
+        return None;
+    }
+    if crate::pod::is_critical(pod) || qos_class(pod) != QosClass::Burstable {
+        return None;
+    }
+    let request = value(&requests_of(c.resources.as_ref()), "memory");
+    let limit = value(&limits_of(c.resources.as_ref()), "memory");
+    if (request == 0 && limit == 0) || request == limit {
+        return None;
+    }
+    let total = opts.node_memory_capacity;
+    if total <= 0 || request > total {
+        return None;
+    }
+    Some((request as f64 / total as f64 * opts.swap_capacity as f64) as i64)
+}
+
 /// The CRI resources of container `c` (see the module docs).
 pub fn container_resources(
     pod: &Pod,
@@ -603,10 +632,11 @@ pub fn container_resources(
     r.oom_score_adj = container_oom_score_adj(pod, c, opts.node_memory_capacity);
     r.hugepage_limits = hugepage_limits(pod, c, opts);
 
-    // memorySwapBehavior NoSwap
+    // memorySwap.swapBehavior: NoSwap, or LimitedSwap where it applies
     if opts.swap_controller_available {
         if opts.cgroup_v2 {
-            r.unified.insert("memory.swap.max".into(), "0".into());
+            let swap = limited_swap(pod, c, opts).unwrap_or(0);
+            r.unified.insert("memory.swap.max".into(), swap.to_string());
         } else {
             r.memory_swap_limit_in_bytes = r.memory_limit_in_bytes;
         }
@@ -1164,6 +1194,57 @@ mod tests {
         );
         assert_eq!(r.memory_swap_limit_in_bytes, lim);
         assert!(r.unified.is_empty(), "cgroup v1: no unified files");
+    }
+
+    #[test]
+    fn limited_swap_as_upstream_computes_it() {
+        let limited = |v2: bool| ResourceOptions {
+            swap_controller_available: true,
+            limited_swap: true,
+            node_memory_capacity: 8 << 30,
+            swap_capacity: 2 << 30,
+            ..if v2 { v2_opts() } else { v1_opts() }
+        };
+        let swap_max = |res: serde_json::Value, opts: &ResourceOptions| {
+            let p = one(res);
+            let c = &p.spec.as_ref().unwrap().containers[0];
+            let r = container_resources(&p, c, opts);
+            (
+                r.unified.get("memory.swap.max").cloned(),
+                r.memory_swap_limit_in_bytes,
+            )
+        };
+        // Burstable, request 1Gi of 8Gi: an eighth of the 2Gi of swap.
+        let burstable = json!({"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi"}});
+        assert_eq!(
+            swap_max(burstable.clone(), &limited(true)).0.as_deref(),
+            Some((256_i64 << 20).to_string().as_str())
+        );
+        // Burstable without a limit also gets its share.
+        assert_eq!(
+            swap_max(json!({"requests": {"memory": "2Gi"}}), &limited(true))
+                .0
+                .as_deref(),
+            Some((512_i64 << 20).to_string().as_str())
+        );
+        // Guaranteed (request = limit), BestEffort, a request above the
+        // node's memory: no swap.
+        for res in [
+            json!({"requests": {"memory": "1Gi", "cpu": "1"}, "limits": {"memory": "1Gi", "cpu": "1"}}),
+            json!({}),
+            json!({"requests": {"memory": "9Gi"}}),
+        ] {
+            assert_eq!(swap_max(res, &limited(true)).0.as_deref(), Some("0"));
+        }
+        // cgroup v1: LimitedSwap is NoSwap (swap limit = memory limit).
+        let (unified, memsw) = swap_max(burstable.clone(), &limited(false));
+        assert_eq!((unified, memsw), (None, 2 << 30));
+        // NoSwap on cgroup v2: zero.
+        let no = ResourceOptions {
+            limited_swap: false,
+            ..limited(true)
+        };
+        assert_eq!(swap_max(burstable, &no).0.as_deref(), Some("0"));
     }
 
     // ---- TestGetHugepageLimitsFromResources ----
