@@ -362,12 +362,16 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     // more than 90% full, below the default nodefs.available<10% /
     // imagefs.available<15%, and the kubelet would (rightly) report
     // DiskPressure and evict every pod.
+    // Image GC off (imageGCHighThresholdPercent 100): the sandbox image is
+    // imported, not pullable, and containerd 1.6 does not pin it.
     std::fs::write(
         &cfg,
         format!(
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
              address: 127.0.0.1\nport: {port}\nhealthzPort: 0\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
+             imageGCHighThresholdPercent: 100\n\
+             containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n\
              containerRuntimeEndpoint: {}\nstaticPodPath: {}\n\
              authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
              authorization: {{mode: Webhook}}\n\
@@ -648,13 +652,159 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     host_port(cp, &work, &pods).await;
     eprintln!("(g) hostPort: {:?}", started.elapsed());
 
-    // (h) image pull Secrets, and the pulled-image credential check.
+    // (h) log rotation: a chatty container's log stays within
+    // containerLogMaxSize × containerLogMaxFiles, rotated files compressed;
+    // `kubectl logs -f` goes on across rotations without losing a line and
+    // `--tail` reads the live file.
+    log_rotation(cp, &work, &pods).await;
+    eprintln!("(h) log rotation: {:?}", started.elapsed());
+
+    // (i) image pull Secrets, and the pulled-image credential check (last:
+    // the busybox image it pulls with a Secret is then the Secret's only).
     private_images(cp, &work, &pods, ctrd).await;
-    eprintln!("(h) private images: {:?}", started.elapsed());
+    eprintln!("(i) private images: {:?}", started.elapsed());
 
     agent.stop().await;
     let _ = sched_stop.send(());
     let _ = sched.await;
+}
+
+const CHATTY: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: chatty, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "i=0; while true; do seq $i $((i+3999)); i=$((i+4000)); sleep 0.5; done"]
+"#;
+
+/// Consecutive integers, one per line (the chatty pod's output).
+fn consecutive(text: &str) -> (usize, Option<String>) {
+    let mut prev: Option<u64> = None;
+    let mut n = 0;
+    for line in text.lines() {
+        let Ok(v) = line.trim().parse::<u64>() else {
+            return (n, Some(format!("line {n}: {line:?} is not a number")));
+        };
+        if let Some(p) = prev {
+            if v != p + 1 {
+                return (n, Some(format!("line {n}: {v} after {p}")));
+            }
+        }
+        prev = Some(v);
+        n += 1;
+    }
+    (n, None)
+}
+
+async fn log_rotation(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
+    apply(cp, work, "chatty", CHATTY);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pod = loop {
+        let p = pods.get("chatty").await.unwrap();
+        if phase(&p) == "Running" {
+            break p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the chatty pod is not Running: {:?}",
+            p.status
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let uid = pod.uid().unwrap();
+    let dir = work
+        .join("root/pod-logs")
+        .join(format!("default_chatty_{uid}"))
+        .join("app");
+    // Follow for 15 s: several rotations happen meanwhile.
+    let mut follow = Command::new("kubectl")
+        .args(["--kubeconfig", cp.kubeconfig().to_str().unwrap()])
+        .args(["logs", "-f", "chatty"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl logs -f");
+    let mut out = follow.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    let mut max_files = 0;
+    let mut max_bytes = 0;
+    let mut compressed = std::collections::BTreeSet::new();
+    let until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let files: Vec<(String, u64)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .filter(|(n, _)| !n.ends_with(".tmp"))
+            .collect();
+        max_files = max_files.max(files.len());
+        max_bytes = max_bytes.max(files.iter().map(|(_, l)| *l).sum::<u64>());
+        compressed.extend(
+            files
+                .iter()
+                .filter(|(n, _)| n.ends_with(".gz"))
+                .map(|(n, _)| n.clone()),
+        );
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let followed = reader.join().unwrap();
+    // Upstream's bound: the live log and maxFiles − 1 rotated files; each
+    // rotated file about containerLogMaxSize plus what one monitor
+    // interval adds (the pod writes about 0.3 MB/s).
+    assert!(
+        max_files <= 3,
+        "at most containerLogMaxFiles files, saw {max_files}"
+    );
+    assert!(
+        max_bytes < 8 << 20,
+        "the logs stay bounded on disk: {max_bytes} bytes"
+    );
+    assert!(
+        compressed.len() >= 2,
+        "rotated files compressed: {compressed:?}"
+    );
+    let (lines, gap) = consecutive(&followed);
+    assert!(
+        gap.is_none(),
+        "kubectl logs -f lost or repeated a line: {gap:?}"
+    );
+    assert!(
+        lines > 40_000,
+        "kubectl logs -f went on across rotations: {lines} lines"
+    );
+    let tail = kubectl(cp, &["logs", "--tail", "5", "chatty"]);
+    let (n, gap) = consecutive(&tail);
+    assert_eq!((n, gap), (5, None), "kubectl logs --tail 5: {tail:?}");
+    // The follow was still reading the live file when it was stopped (a
+    // follow stuck on a rotated file would lag by the rest of the 15 s).
+    let last = |t: &str| {
+        t.lines()
+            .last()
+            .and_then(|l| l.trim().parse::<u64>().ok())
+            .unwrap()
+    };
+    let lag = last(&tail).saturating_sub(last(&followed));
+    assert!(
+        lag < 24_000,
+        "kubectl logs -f lagged {lag} lines behind the live log"
+    );
+    kubectl(cp, &["delete", "pod", "chatty", "--wait=false"]);
 }
 
 const ORDINARY: &str = r#"

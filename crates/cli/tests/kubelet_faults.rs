@@ -299,9 +299,12 @@ async fn silence_scenario(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzPort: 0\n"
             .to_string();
     if let Some(ctrd) = ctrd {
+        // Image GC off (imageGCHighThresholdPercent 100): the sandbox image is
+        // imported, not pullable, and containerd 1.6 does not pin it.
         config.push_str(&format!(
             "address: 127.0.0.1\nport: {}\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
+             imageGCHighThresholdPercent: 100\n\
              containerRuntimeEndpoint: {}\n",
             free_port(),
             ctrd.endpoint
@@ -530,12 +533,15 @@ async fn containerd_scenario(cp: &ControlPlane, ctrd: &Containerd) {
     let cfg = work.join("kubelet.yaml");
     // Absolute disk thresholds: this machine's disk is > 90% full (below
     // the default nodefs.available<10%), which would evict the pods.
+    // Image GC off (imageGCHighThresholdPercent 100): the sandbox image is
+    // imported, not pullable, and containerd 1.6 does not pin it.
     std::fs::write(
         &cfg,
         format!(
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
              address: 127.0.0.1\nport: {}\nhealthzPort: 0\nnodeStatusUpdateFrequency: 2s\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
+             imageGCHighThresholdPercent: 100\n\
              containerRuntimeEndpoint: {}\n",
             free_port(),
             ctrd.endpoint

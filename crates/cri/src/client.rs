@@ -447,6 +447,19 @@ impl CriClient {
         Ok(())
     }
 
+    /// `ReopenContainerLog`: the runtime reopens the container's log file
+    /// (after the kubelet renamed it, rotating it).
+    pub async fn reopen_container_log(&self, id: &str) -> Result<()> {
+        self.runtime
+            .clone()
+            .reopen_container_log(v1::ReopenContainerLogRequest {
+                container_id: id.into(),
+            })
+            .await
+            .map_err(status("ReopenContainerLog"))?;
+        Ok(())
+    }
+
     /// `UpdateContainerResources`: new Linux resources for a running
     /// container (an in-place resize).
     pub async fn update_container_resources(

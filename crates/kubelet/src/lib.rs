@@ -17,7 +17,8 @@
 //! * [`images`], [`volumes`], [`prober`]: pulling images, setting up
 //!   ConfigMap/Secret/downwardAPI/projected volumes and emptyDirs, probes.
 //! * [`gc`]: dead containers and sandboxes (every minute) and unused
-//!   images (every five minutes, by disk usage and age) removed.
+//!   images (every five minutes, by disk usage and age) removed;
+//!   [`logs::manager`]: container logs rotated by size.
 //! * [`eviction`]: hard-threshold eviction, signals from the machine (CRI)
 //!   or a `--sim-signals` file (sim).
 //! * [`stats`]: the node's figures (Summary API, resource and cAdvisor
@@ -336,6 +337,18 @@ pub async fn run_with_metrics(
         ))),
         _ => None,
     };
+    if let Some(cri) = &cri {
+        // Container logs rotated by size.
+        tasks.spawn(logs::manager::run(
+            cri.client().clone(),
+            logs::manager::Policy {
+                max_size: u64::try_from(cfg.container_log_max_size).unwrap_or(0),
+                max_files: cfg.container_log_max_files,
+                workers: usize::try_from(cfg.container_log_max_workers).unwrap_or(1),
+                interval: cfg.container_log_monitor_interval,
+            },
+        ));
+    }
     if let (Some(cri), Some(stats), [desc]) = (&cri, &stats, descs.as_slice()) {
         // Dead containers, sandboxes and unused images.
         tasks.spawn(

@@ -6,7 +6,12 @@
 //! `timestamps=true` each line prefixed by its RFC 3339 time).
 //!
 //! Query parameters: `tailLines`, `timestamps`, `follow`, `previous`,
-//! `limitBytes`, `sinceSeconds` (as upstream's `PodLogOptions`).
+//! `limitBytes`, `sinceSeconds` (as upstream's `PodLogOptions`). As
+//! upstream, a request reads the live log file only; a followed log goes
+//! on in the new file once the log is rotated ([`manager`], [`rotation`]).
+
+pub mod manager;
+pub mod rotation;
 
 use std::path::{Path, PathBuf};
 
@@ -92,11 +97,20 @@ pub const FOLLOW_CHUNK: usize = 1 << 20;
 /// At most `max` bytes of `file` from `offset` on: a followed log reads
 /// only what the file gained, never the whole file again.
 pub async fn read_from(file: &Path, offset: usize, max: usize) -> std::io::Result<Vec<u8>> {
+    read_at(&mut tokio::fs::File::open(file).await?, offset, max).await
+}
+
+/// At most `max` bytes of the open `file` from `offset` on (a followed
+/// log keeps its file open across a rotation that renames it).
+pub async fn read_at(
+    file: &mut tokio::fs::File,
+    offset: usize,
+    max: usize,
+) -> std::io::Result<Vec<u8>> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let mut f = tokio::fs::File::open(file).await?;
-    f.seek(std::io::SeekFrom::Start(offset as u64)).await?;
+    file.seek(std::io::SeekFrom::Start(offset as u64)).await?;
     let mut out = Vec::new();
-    f.take(max as u64).read_to_end(&mut out).await?;
+    file.take(max as u64).read_to_end(&mut out).await?;
     Ok(out)
 }
 

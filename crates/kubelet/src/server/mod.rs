@@ -456,11 +456,16 @@ async fn container_logs(
         return text(200, out);
     }
     // follow: streamed until the container stops or the client goes away
+    let handle = match tokio::fs::File::open(&file).await {
+        Ok(h) => h,
+        Err(e) => return text(500, format!("reading logs: {e}")),
+    };
     let (tx, body) = Body::channel(16);
     let follow = Follow {
         runtime: rt.clone(),
         dir,
         file,
+        handle,
         uid,
         container: container.to_string(),
         timestamps: q.timestamps,
@@ -480,6 +485,9 @@ struct Follow {
     runtime: Arc<CriRuntime>,
     dir: PathBuf,
     file: PathBuf,
+    /// The file being read: after a rotation renamed it, it is read to its
+    /// end before the new file at `file` is opened.
+    handle: tokio::fs::File,
     uid: String,
     container: String,
     timestamps: bool,
@@ -488,8 +496,20 @@ struct Follow {
 }
 
 impl Follow {
+    /// The log was rotated: `file` is no longer the file being read.
+    async fn rotated(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let (Ok(now), Ok(reading)) = (
+            tokio::fs::metadata(&self.file).await,
+            self.handle.metadata().await,
+        ) else {
+            return false;
+        };
+        (now.dev(), now.ino()) != (reading.dev(), reading.ino())
+    }
+
     /// Sends what the file gains until the container stops, a newer
-    /// attempt starts or the client goes away.
+    /// attempt starts or the client goes away; across log rotations.
     async fn run(mut self, tx: tokio::sync::mpsc::Sender<bytes::Bytes>) {
         let q = logs::LogQuery {
             timestamps: self.timestamps,
@@ -498,7 +518,7 @@ impl Follow {
         let mut idle_checks = 0u32;
         loop {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let bytes = logs::read_from(&self.file, self.offset, logs::FOLLOW_CHUNK)
+            let bytes = logs::read_at(&mut self.handle, self.offset, logs::FOLLOW_CHUNK)
                 .await
                 .unwrap_or_default();
             if !bytes.is_empty() {
@@ -519,6 +539,14 @@ impl Follow {
             }
             if tx.is_closed() {
                 return;
+            }
+            // The old file is read to its end: go on in the new one.
+            if self.rotated().await {
+                if let Ok(h) = tokio::fs::File::open(&self.file).await {
+                    self.handle = h;
+                    self.offset = 0;
+                    continue;
+                }
             }
             // about every 1.2 s of silence: is the container still running?
             idle_checks += 1;
