@@ -34,6 +34,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
 pub mod backoff;
+pub mod certificates;
 pub mod config;
 pub mod events;
 pub mod eviction;
@@ -291,6 +292,17 @@ pub async fn run_with_metrics(
         (None, None) => Ok(unknown.clone()),
     }
     .unwrap_or(unknown);
+    // TLS bootstrap: a client certificate from the bootstrap token when
+    // --kubeconfig holds no valid one.
+    if let (Some(boot), Some(kc), [node]) = (
+        &opts.bootstrap_kubeconfig,
+        &opts.kubeconfig,
+        names.as_slice(),
+    ) {
+        certificates::bootstrap::load_client_cert(kc, boot, &opts.cert_dir(), node)
+            .await
+            .context("failed to run Kubelet: TLS bootstrap")?;
+    }
     let client = client(&opts).await?;
     let descs: Vec<Arc<NodeDesc>> = node::descs::build(&opts, &cfg, &prepared.template, &version)
         .into_iter()
@@ -376,7 +388,7 @@ pub async fn run_with_metrics(
                 node::machine::hostname(),
                 desc.ip.clone(),
             ];
-            let tls = server::tls_config(&settings, &opts.root_dir.join("pki"), &names)?;
+            let tls = server::tls_config(&settings, &opts.cert_dir(), &names)?;
             let addr = format!("{}:{}", cfg.address, cfg.port);
             let listener = tokio::net::TcpListener::bind(&addr)
                 .await

@@ -21,6 +21,12 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// `--kubeconfig`.
     pub kubeconfig: Option<PathBuf>,
+    /// `--bootstrap-kubeconfig`: a bootstrap token's kubeconfig, used to
+    /// request the client certificate when `--kubeconfig` holds no valid
+    /// one (TLS bootstrap).
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `--cert-dir` (default `<root-dir>/pki`).
+    pub cert_dir: Option<PathBuf>,
     /// `--hostname-override` / `--node-name`.
     pub node_name: Option<String>,
     /// `--node-labels k=v,...`.
@@ -79,6 +85,8 @@ impl Default for Options {
             api_concurrency: 64,
             verbosity: 0,
             fail_swap_on: None,
+            bootstrap_kubeconfig: None,
+            cert_dir: None,
             warnings: Vec::new(),
         }
     }
@@ -95,12 +103,17 @@ Flags (spelled as the kubelet's; other kubelet flags are accepted and
 ignored with a warning):
       --config FILE               KubeletConfiguration (kubelet.config.k8s.io/v1beta1)
       --kubeconfig PATH           kubeconfig of the node identity (system:node:NAME)
+      --bootstrap-kubeconfig PATH a bootstrap token's kubeconfig: when --kubeconfig
+                                  holds no valid certificate, request one (TLS
+                                  bootstrap) and write --kubeconfig pointing to it
+      --cert-dir DIR              the node's certificates (default ROOT-DIR/pki)
       --hostname-override NAME    node name (default: the host name); also --node-name
       --node-labels k=v,...       labels added to the Node
       --node-ip IP                InternalIP of the node (default: detected)
       --runtime cri|sim           container runtime (default cri)
-      --root-dir DIR              pod volumes, container logs and the serving
-                                  certificate (default /var/lib/kubelet)
+      --root-dir DIR              pod volumes, container logs and certificates
+                                  (default /var/lib/kubelet)
+      --fail-swap-on[=false]      refuse to start with swap on (overrides failSwapOn)
   -v, --v N                       log verbosity (2: debug, 6: trace)
   -h, --help                      this text
 
@@ -169,6 +182,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             "h" | "help" => return Err(ParseError::Help),
             "config" => o.config = Some(PathBuf::from(value()?)),
             "kubeconfig" => o.kubeconfig = Some(PathBuf::from(value()?)),
+            "bootstrap-kubeconfig" => o.bootstrap_kubeconfig = Some(PathBuf::from(value()?)),
+            "cert-dir" => o.cert_dir = Some(PathBuf::from(value()?)),
             "root-dir" => o.root_dir = PathBuf::from(value()?),
             "hostname-override" | "node-name" => {
                 let v = value()?;
@@ -246,6 +261,18 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             }
         }
     }
+    if o.bootstrap_kubeconfig.is_some() {
+        if o.kubeconfig.is_none() {
+            return Err(ParseError::Invalid(
+                "--bootstrap-kubeconfig needs --kubeconfig (where the kubelet writes the kubeconfig of its certificate)".into(),
+            ));
+        }
+        if o.nodes > 1 {
+            return Err(ParseError::Invalid(
+                "--bootstrap-kubeconfig bootstraps one node's identity; it cannot be used with --nodes".into(),
+            ));
+        }
+    }
     if let Some(flag) = saw_sim_only {
         if o.runtime != RuntimeKind::Sim {
             return Err(ParseError::Invalid(format!("{flag} needs --runtime sim")));
@@ -255,6 +282,13 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
 }
 
 impl Options {
+    /// `--cert-dir`, else `<root-dir>/pki`.
+    pub fn cert_dir(&self) -> PathBuf {
+        self.cert_dir
+            .clone()
+            .unwrap_or_else(|| self.root_dir.join("pki"))
+    }
+
     /// The names of the nodes this process hosts: one node named by
     /// `--hostname-override` (else the host name) unless `--nodes N > 1`,
     /// then the pattern with indices `0..N`.
@@ -362,6 +396,13 @@ mod tests {
             &["--runtime=sim", "--node-name-pattern=nope"],
             &["--pod-run-time=5 parsecs"],
             &["--kubeconfig"],
+            &["--bootstrap-kubeconfig=/b.conf"],
+            &[
+                "--bootstrap-kubeconfig=/b.conf",
+                "--kubeconfig=/k",
+                "--runtime=sim",
+                "--nodes=2",
+            ],
             &["stray"],
             &["-v=high"],
         ] {

@@ -13,6 +13,11 @@
 //!     taints it unreachable; restarted, it is Ready again and its pod is
 //!     Running with the same container, not recreated.
 //!
+//! (d) a node joins as `kubeadm join` joins one: only a bootstrap token
+//!     (`--bootstrap-kubeconfig`); its client certificate is requested,
+//!     approved by kube-controller-manager and kept in
+//!     `<cert-dir>/kubelet-client-current.pem`; restarted, it reuses it.
+//!
 //! Needs the binaries from hack/build-k8s, so it is ignored by default;
 //! hack/test runs it.
 
@@ -513,5 +518,127 @@ async fn scenario(cp: &ControlPlane) {
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
     agent_a.stop().await;
+    eprintln!("(a)-(c) done after {:?}", started.elapsed());
+
+    join_with_a_bootstrap_token(cp, &admin, &dir).await;
     eprintln!("all scenarios done after {:?}", started.elapsed());
+}
+
+async fn join_with_a_bootstrap_token(
+    cp: &ControlPlane,
+    admin: &kube::Client,
+    dir: &std::path::Path,
+) {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    use std::os::unix::fs::PermissionsExt;
+    let boot = cp.bootstrap_kubeconfig().unwrap();
+    let token_id = std::fs::read_to_string(&boot)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: ").map(|t| t[..6].to_string()))
+        .expect("a token in the bootstrap kubeconfig");
+    let root = dir.join("joiner");
+    let kubeconfig = root.join("kubelet.conf");
+    let cfg = dir.join("joiner.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzPort: 0\n",
+    )
+    .unwrap();
+    let args: Vec<String> = vec![
+        "--runtime=sim".into(),
+        "--hostname-override=joiner".into(),
+        format!("--bootstrap-kubeconfig={}", boot.display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--root-dir={}", root.display()),
+        format!("--config={}", cfg.display()),
+    ];
+    let agent = Agent::start(&args);
+    let nodes: Api<Node> = Api::all(admin.clone());
+    wait_for("the joined node Ready", Duration::from_secs(60), || async {
+        let n = nodes.get("joiner").await.ok()?;
+        (ready(&n).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    // The request: from the bootstrap token's user, for the node's
+    // identity, approved by kube-controller-manager's csrapproving.
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let list = csrs.list(&Default::default()).await.unwrap().items;
+    let mine: Vec<&CertificateSigningRequest> = list
+        .iter()
+        .filter(|c| c.spec.username.as_deref() == Some(&format!("system:bootstrap:{token_id}")))
+        .collect();
+    assert_eq!(mine.len(), 1, "one CSR from the bootstrap token");
+    let csr = mine[0];
+    assert!(csr
+        .metadata
+        .name
+        .as_deref()
+        .unwrap()
+        .starts_with("node-csr-"));
+    assert_eq!(
+        csr.spec.signer_name,
+        "kubernetes.io/kube-apiserver-client-kubelet"
+    );
+    let approved = csr
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Approved" && c.reason.as_deref() == Some("AutoApproved"))
+        });
+    assert!(approved, "auto-approved: {:?}", csr.status);
+    // The files upstream writes, with upstream's modes.
+    let pki = root.join("pki");
+    let current = pki.join("kubelet-client-current.pem");
+    let target = std::fs::read_link(&current).expect("kubelet-client-current.pem is a link");
+    let name = target.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("kubelet-client-2") && name.ends_with(".pem"),
+        "{name}"
+    );
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(&kubeconfig).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(!pki.join("kubelet-client.key.tmp").exists());
+    let out = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-subject", "-issuer", "-in"])
+        .arg(&current)
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("O = system:nodes, CN = system:node:joiner"),
+        "openssl x509 shows the node's identity: {text}"
+    );
+    // Restarted, the kubelet reuses its certificate: no new request.
+    agent.stop().await;
+    let agent = Agent::start(&args);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    wait_for(
+        "the joined node Ready after a restart",
+        Duration::from_secs(30),
+        || async {
+            let n = nodes.get("joiner").await.ok()?;
+            (ready(&n).as_deref() == Some("True")).then_some(())
+        },
+    )
+    .await;
+    let again = csrs.list(&Default::default()).await.unwrap().items;
+    let count = again
+        .iter()
+        .filter(|c| c.spec.username.as_deref() == Some(&format!("system:bootstrap:{token_id}")))
+        .count();
+    assert_eq!(
+        count, 1,
+        "a restarted kubelet with a valid certificate requests none"
+    );
+    assert_eq!(std::fs::read_link(&current).unwrap(), target);
+    agent.stop().await;
 }

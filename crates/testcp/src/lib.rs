@@ -113,6 +113,22 @@ impl ControlPlane {
         Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
     }
 
+    /// A bootstrap token as kubeadm makes one (with kubeadm's bindings for
+    /// joining nodes); returns the path of a kubeconfig holding only it.
+    pub fn bootstrap_kubeconfig(&self) -> Result<PathBuf> {
+        let out = Command::new(script(&self.root))
+            .args(["bootstrap-token", "--dir"])
+            .arg(&self.dir)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "bootstrap-token failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    }
+
     fn script(&self, args: &[&str], env: &[(&str, String)]) -> Result<()> {
         let out = Command::new(script(&self.root))
             .args(args)
