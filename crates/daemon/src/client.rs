@@ -13,6 +13,8 @@
 //! the expiry of exec-plugin credentials.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper_timeout::TimeoutConnector;
@@ -53,6 +55,9 @@ pub enum ClientError {
     /// No kubeconfig was given and none could be inferred.
     #[error("no --kubeconfig given and no in-cluster or default kubeconfig found: {0}")]
     Infer(kube::config::InferConfigError),
+    /// The client certificate files could not be read.
+    #[error("loading the client certificate: {0}")]
+    Identity(String),
     /// TLS or authentication settings could not be turned into a client.
     #[error("building the API client: {0}")]
     Build(kube::Error),
@@ -84,27 +89,66 @@ pub fn client(config: Config) -> Result<Client, ClientError> {
         tracing::debug!("proxy or TLS server name configured: using an HTTP/1.1 client");
         return Client::try_from(config).map_err(ClientError::Build);
     }
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    let tls = config.rustls_client_config().map_err(ClientError::Build)?;
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_all_versions()
-        .wrap_connector(http);
-    let mut https = TimeoutConnector::new(https);
-    https.set_connect_timeout(config.connect_timeout);
-    https.set_read_timeout(config.read_timeout);
-    https.set_write_timeout(config.write_timeout);
-    let transport: hyper_util::client::legacy::Client<_, Body> =
-        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .http2_keep_alive_interval(PING_INTERVAL)
-            .http2_keep_alive_timeout(PING_TIMEOUT)
-            .http2_keep_alive_while_idle(true)
-            .build(https);
+    let mut tls = config.rustls_client_config().map_err(ClientError::Build)?;
+    // A client certificate in files (the kubelet's rotating
+    // kubelet-client-current.pem): re-read when it changes, and the
+    // connections made with the old one closed.
+    let reloading = match (
+        &config.auth_info.client_certificate,
+        &config.auth_info.client_key,
+    ) {
+        (Some(c), Some(k)) if Path::new(c).is_absolute() && Path::new(k).is_absolute() => {
+            let r = crate::client_cert::ReloadingCert::new(Path::new(c), Path::new(k))
+                .map_err(ClientError::Identity)?;
+            tls.client_auth_cert_resolver = r.clone();
+            // No TLS session resumption: a resumed session would present
+            // the identity of its first handshake, the old certificate.
+            tls.resumption = tokio_rustls::rustls::client::Resumption::disabled();
+            r.watch();
+            Some(r)
+        }
+        _ => None,
+    };
+    let timeouts = (
+        config.connect_timeout,
+        config.read_timeout,
+        config.write_timeout,
+    );
+    let make = move || {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls.clone())
+            .https_or_http()
+            .enable_all_versions()
+            .wrap_connector(http);
+        let mut https = TimeoutConnector::new(https);
+        https.set_connect_timeout(timeouts.0);
+        https.set_read_timeout(timeouts.1);
+        https.set_write_timeout(timeouts.2);
+        let client: hyper_util::client::legacy::Client<_, Body> =
+            hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .pool_timer(TokioTimer::new())
+                .http2_keep_alive_interval(PING_INTERVAL)
+                .http2_keep_alive_timeout(PING_TIMEOUT)
+                .http2_keep_alive_while_idle(true)
+                .build(https);
+        client
+    };
+    let generation = match &reloading {
+        Some(r) => r.generation(),
+        // Never rotates: the sender is gone at once.
+        None => tokio::sync::watch::channel(0).1,
+    };
+    let now = *generation.borrow();
+    let transport = Rotating {
+        current: Arc::new(Mutex::new((now, make()))),
+        make: Arc::new(make),
+        generation,
+        _identity: reloading,
+    };
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(
@@ -117,6 +161,53 @@ pub fn client(config: Config) -> Result<Client, ClientError> {
         .map_err(|e: hyper_util::client::legacy::Error| -> BoxError { Box::new(e) })
         .service(transport);
     Ok(Client::new(service, config.default_namespace))
+}
+
+/// The transport: a hyper client, replaced by a fresh one (new
+/// connections, the new certificate) when the client identity rotates;
+/// responses of the old one end then ([`crate::client_cert::Cut`]).
+#[derive(Clone)]
+struct Rotating<C> {
+    current: Arc<Mutex<(u64, C)>>,
+    make: Arc<dyn Fn() -> C + Send + Sync>,
+    generation: tokio::sync::watch::Receiver<u64>,
+    _identity: Option<Arc<crate::client_cert::ReloadingCert>>,
+}
+
+impl<C> tower::Service<http::Request<Body>> for Rotating<C>
+where
+    C: tower::Service<http::Request<Body>, Response = http::Response<hyper::body::Incoming>>
+        + Clone
+        + Send
+        + 'static,
+    C::Future: Send + 'static,
+{
+    type Response = http::Response<crate::client_cert::Cut<hyper::body::Incoming>>;
+    type Error = C::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, C::Error>> + Send>,
+    >;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // hyper's client is always ready; a fresh one is taken per call.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let now = *self.generation.borrow();
+        let mut client = {
+            let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
+            if cur.0 != now {
+                *cur = (now, (self.make)());
+            }
+            cur.1.clone()
+        };
+        let rx = self.generation.clone();
+        Box::pin(async move {
+            let resp = tower::Service::call(&mut client, req).await?;
+            Ok(resp.map(|b| crate::client_cert::Cut::new(b, rx)))
+        })
+    }
 }
 
 /// [`kube_config`] then [`client`].

@@ -29,6 +29,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod cache;
 pub mod client;
+pub mod client_cert;
 pub mod flags;
 pub mod logging;
 pub mod memory;

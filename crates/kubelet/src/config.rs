@@ -119,6 +119,8 @@ pub struct KubeletConfiguration {
     pub container_log_max_workers: i32,
     /// `containerLogMonitorInterval`.
     pub container_log_monitor_interval: Duration,
+    /// `rotateCertificates`: renew the client certificate before it expires.
+    pub rotate_certificates: bool,
 }
 
 /// The hard eviction defaults of kubelet v1.37 on Linux.
@@ -173,6 +175,7 @@ impl Default for KubeletConfiguration {
             container_log_max_files: 5,
             container_log_max_workers: 1,
             container_log_monitor_interval: Duration::from_secs(10),
+            rotate_certificates: false,
         }
     }
 }
@@ -198,8 +201,6 @@ const IGNORED: &[&str] = &[
     "staticPodURL",
     "staticPodURLHeader",
     "readOnlyPort",
-    "rotateCertificates",
-    "serverTLSBootstrap",
     "registryPullQPS",
     "registryBurst",
     "preloadedImagesVerificationAllowlist",
@@ -281,6 +282,7 @@ const SECURITY_FIELDS: &[&str] = &[
     "seccompDefault",
     "protectKernelDefaults",
     "podPidsLimit",
+    "serverTLSBootstrap",
 ];
 
 /// `Some(reason)` when a security-relevant field asks for something rkube
@@ -315,6 +317,10 @@ fn security_setting(file: &str, key: &str, v: &Value) -> Result<Option<String>, 
         }),
         "podPidsLimit" => (field::<i64>(file, key, v)? > 0)
             .then(|| "a per-pod PID limit is not implemented".into()),
+        // The serving certificate stays the configured or self-signed one.
+        "serverTLSBootstrap" => field::<bool>(file, key, v)?.then(|| {
+            "true (a kubernetes.io/kubelet-serving certificate requested from the cluster) is not implemented".into()
+        }),
         _ => None,
     })
 }
@@ -448,6 +454,7 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "imageMinimumGCAge" => c.image_minimum_gc_age = duration(file, key, v)?,
             "imageMaximumGCAge" => c.image_maximum_gc_age = duration(file, key, v)?,
             "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
+            "rotateCertificates" => c.rotate_certificates = field(file, key, v)?,
             "memorySwap" => {
                 let m: BTreeMap<String, String> = field(file, key, v)?;
                 for (k, b) in m {

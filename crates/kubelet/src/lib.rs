@@ -309,6 +309,33 @@ pub async fn run_with_metrics(
         .map(Arc::new)
         .collect();
     let mut tasks = tokio::task::JoinSet::new();
+    if cfg.rotate_certificates {
+        // The store's current pair is what the clients present and re-read
+        // (TLS bootstrap writes the kubeconfig that way).
+        let store = certificates::store::FileStore::new(&opts.cert_dir(), "kubelet-client");
+        let uses_store = opts
+            .kubeconfig
+            .as_deref()
+            .and_then(certificates::bootstrap::client_certificate_path)
+            .is_some_and(|p| p == store.current_path());
+        if !uses_store {
+            bail!(
+                "rotateCertificates: true needs --kubeconfig to use the client certificate {} (as TLS bootstrap with --bootstrap-kubeconfig writes it)",
+                store.current_path().display()
+            );
+        }
+        let [node] = names.as_slice() else {
+            bail!("rotateCertificates: true rotates one node's certificate; it cannot be used with --nodes");
+        };
+        tasks.spawn(
+            certificates::rotation::ClientRotation {
+                client: client.clone(),
+                store,
+                node: node.clone(),
+            }
+            .run(),
+        );
+    }
     let cri = match (cri_client, descs.as_slice()) {
         (Some(c), [desc]) => Some(make_cri(&opts, &cfg, c, desc, &client, &mut tasks).await?),
         (Some(_), _) => bail!("the CRI runtime runs exactly one node"),

@@ -57,6 +57,17 @@ fn resolve(file: &Path, p: &str) -> PathBuf {
     }
 }
 
+/// The client certificate file of `kubeconfig`'s current user (resolved
+/// against the kubeconfig's directory), if it names one.
+pub fn client_certificate_path(kubeconfig: &Path) -> Option<PathBuf> {
+    let kc = Kubeconfig::read_from(kubeconfig).ok()?;
+    let (_, user) = current(&kc);
+    user?
+        .client_certificate
+        .as_ref()
+        .map(|f| resolve(kubeconfig, f))
+}
+
 /// Upstream's `isClientConfigStillValid`: the kubeconfig exists and its
 /// client certificates all are still valid at `now` (seconds).
 pub fn client_config_still_valid(kubeconfig: &Path, now: i64) -> bool {
@@ -212,8 +223,15 @@ pub async fn load_client_cert(
     // Upstream waits up to a minute for the API server to answer first.
     let mut tries = 0;
     let cert = loop {
-        match csr::request_certificate(&client, &request, &name, csr::CLIENT_SIGNER, &usages, WAIT)
-            .await
+        match csr::request_certificate(
+            &client,
+            &request,
+            Some(&name),
+            csr::CLIENT_SIGNER,
+            &usages,
+            WAIT,
+        )
+        .await
         {
             Ok(c) => break c,
             Err(csr::CsrError::Create(e)) if tries < 30 && !matches!(e, kube::Error::Api(_)) => {

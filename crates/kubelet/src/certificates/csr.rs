@@ -129,12 +129,13 @@ pub enum CsrError {
 }
 
 /// Creates the CertificateSigningRequest `name` for `csr_pem` (reusing
-/// one of that name holding the same request, as upstream) and waits up to
-/// `timeout` for its certificate (PEM).
+/// one of that name holding the same request, as upstream; without a name
+/// one is generated, `csr-…`, as for rotations) and waits up to `timeout`
+/// for its certificate (PEM).
 pub async fn request_certificate(
     client: &Client,
     csr_pem: &str,
-    name: &str,
+    name: Option<&str>,
     signer: &str,
     usages: &[&str],
     timeout: std::time::Duration,
@@ -142,7 +143,8 @@ pub async fn request_certificate(
     let api: Api<CertificateSigningRequest> = Api::all(client.clone());
     let obj = CertificateSigningRequest {
         metadata: ObjectMeta {
-            name: Some(name.into()),
+            name: name.map(String::from),
+            generate_name: name.is_none().then(|| "csr-".to_string()),
             ..Default::default()
         },
         spec: CertificateSigningRequestSpec {
@@ -153,9 +155,9 @@ pub async fn request_certificate(
         },
         status: None,
     };
-    match api.create(&PostParams::default(), &obj).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {
+    let name: String = match (api.create(&PostParams::default(), &obj).await, name) {
+        (Ok(created), _) => created.metadata.name.unwrap_or_default(),
+        (Err(kube::Error::Api(s)), Some(name)) if s.code == 409 => {
             // The same key, subject and usages make the same name: an
             // earlier attempt's request, reused if it asks for the same.
             let existing = api.get(name).await.map_err(CsrError::Create)?;
@@ -164,9 +166,11 @@ pub async fn request_certificate(
                     "retrieved csr {name:?} is not the one requested"
                 )));
             }
+            name.to_string()
         }
-        Err(e) => return Err(CsrError::Create(e)),
-    }
+        (Err(e), _) => return Err(CsrError::Create(e)),
+    };
+    let name = name.as_str();
     tracing::info!(csr = %name, signer, "Waiting for client certificate to be issued");
     let done = |c: Option<&CertificateSigningRequest>| {
         let Some(st) = c.and_then(|c| c.status.as_ref()) else {
