@@ -17,12 +17,21 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
     (
         "kubelet",
         &[
-            // Base: configuration, flags, metrics, Events, container logs,
-            // the crash-loop back-off, watched ConfigMaps and Secrets, the
-            // shared cluster-wide watches (informer).
+            // Base: configuration, flags, metrics, Events, container logs
+            // (reading and rotating them), the crash-loop back-off, watched
+            // ConfigMaps and Secrets, the shared cluster-wide watches
+            // (informer), the node's certificates (bootstrap, rotation).
             &[
-                "config", "options", "metrics", "events", "logs", "backoff", "scratch", "objects",
+                "config",
+                "options",
+                "metrics",
+                "events",
+                "logs",
+                "backoff",
+                "scratch",
+                "objects",
                 "informer",
+                "certificates",
             ],
             // Pod-level facts every manager reads.
             &["pod"],
@@ -38,9 +47,9 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
             ],
             // The runtime: the trait, the sim, CRI (plan, execution, specs).
             &["runtime"],
-            // Pods (dispatcher, workers, status) and the node (status,
-            // heartbeat, lease).
-            &["pods", "node"],
+            // Pods (dispatcher, workers, status), the node (status,
+            // heartbeat, lease) and the garbage collector of what they leave.
+            &["pods", "node", "gc"],
             // What watches pods and the node from outside: eviction, and the
             // kubelet's HTTP(S) server (the kubelet API, /healthz).
             &["eviction", "server"],
