@@ -121,6 +121,16 @@ pub struct KubeletConfiguration {
     pub container_log_monitor_interval: Duration,
     /// `rotateCertificates`: renew the client certificate before it expires.
     pub rotate_certificates: bool,
+    /// `evictionSoft`: signal → threshold, met for its grace period.
+    pub eviction_soft: BTreeMap<String, String>,
+    /// `evictionSoftGracePeriod`: signal → Go duration.
+    pub eviction_soft_grace_period: BTreeMap<String, String>,
+    /// `evictionMaxPodGracePeriod` (seconds): the most a soft eviction
+    /// gives a pod to terminate.
+    pub eviction_max_pod_grace_period: i64,
+    /// `evictionMinimumReclaim`: signal → what must be free beyond the
+    /// threshold before a met threshold counts as resolved.
+    pub eviction_minimum_reclaim: BTreeMap<String, String>,
 }
 
 /// The hard eviction defaults of kubelet v1.37 on Linux.
@@ -176,6 +186,10 @@ impl Default for KubeletConfiguration {
             container_log_max_workers: 1,
             container_log_monitor_interval: Duration::from_secs(10),
             rotate_certificates: false,
+            eviction_soft: BTreeMap::new(),
+            eviction_soft_grace_period: BTreeMap::new(),
+            eviction_max_pod_grace_period: 0,
+            eviction_minimum_reclaim: BTreeMap::new(),
         }
     }
 }
@@ -234,10 +248,6 @@ const IGNORED: &[&str] = &[
     "kubeAPIQPS",
     "kubeAPIBurst",
     "maxParallelImagePulls",
-    "evictionSoft",
-    "evictionSoftGracePeriod",
-    "evictionMaxPodGracePeriod",
-    "evictionMinimumReclaim",
     "enableControllerAttachDetach",
     "makeIPTablesUtilChains",
     "iptablesMasqueradeBit",
@@ -455,6 +465,10 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "imageMaximumGCAge" => c.image_maximum_gc_age = duration(file, key, v)?,
             "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
             "rotateCertificates" => c.rotate_certificates = field(file, key, v)?,
+            "evictionSoft" => c.eviction_soft = field(file, key, v)?,
+            "evictionSoftGracePeriod" => c.eviction_soft_grace_period = field(file, key, v)?,
+            "evictionMaxPodGracePeriod" => c.eviction_max_pod_grace_period = field(file, key, v)?,
+            "evictionMinimumReclaim" => c.eviction_minimum_reclaim = field(file, key, v)?,
             "memorySwap" => {
                 let m: BTreeMap<String, String> = field(file, key, v)?;
                 for (k, b) in m {
@@ -563,6 +577,15 @@ pub fn parse_threshold(v: &str) -> Option<Threshold> {
     (!q.is_negative()).then_some(Threshold::Quantity(q.value()))
 }
 
+/// An `evictionMinimumReclaim` value: a non-negative quantity or a
+/// positive percentage (upstream's `parseMinimumReclaims`).
+pub fn parse_min_reclaim(v: &str) -> Option<Threshold> {
+    match parse_threshold(v)? {
+        Threshold::Percent(p) if p <= 0.0 => None,
+        t => Some(t),
+    }
+}
+
 /// An eviction threshold.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Threshold {
@@ -628,6 +651,49 @@ fn validate(c: &KubeletConfiguration) -> Result<(), String> {
                 "invalid configuration: evictionHard[{k}]: invalid threshold {v:?}"
             ));
         }
+    }
+    for (k, v) in &c.eviction_soft {
+        if !EVICTION_SIGNALS.contains(&k.as_str()) {
+            errs.push(format!(
+                "invalid configuration: evictionSoft: unsupported eviction signal {k}"
+            ));
+        } else if parse_threshold(v).is_none() {
+            errs.push(format!(
+                "invalid configuration: evictionSoft[{k}]: invalid threshold {v:?}"
+            ));
+        } else if !c.eviction_soft_grace_period.contains_key(k) {
+            errs.push(format!(
+                "invalid configuration: grace period must be specified for the soft eviction threshold {k}"
+            ));
+        }
+    }
+    for (k, v) in &c.eviction_soft_grace_period {
+        if !EVICTION_SIGNALS.contains(&k.as_str()) {
+            errs.push(format!(
+                "invalid configuration: evictionSoftGracePeriod: unsupported eviction signal {k}"
+            ));
+        } else if rkube_util::duration::parse(v).is_err() {
+            errs.push(format!(
+                "invalid configuration: evictionSoftGracePeriod[{k}]: invalid eviction grace period specified: {v}, must be a positive value"
+            ));
+        }
+    }
+    for (k, v) in &c.eviction_minimum_reclaim {
+        if !EVICTION_SIGNALS.contains(&k.as_str()) {
+            errs.push(format!(
+                "invalid configuration: evictionMinimumReclaim: unsupported eviction signal {k}"
+            ));
+        } else if parse_min_reclaim(v).is_none() {
+            errs.push(format!(
+                "invalid configuration: evictionMinimumReclaim[{k}]: {v:?} must be a non-negative quantity or a positive percentage"
+            ));
+        }
+    }
+    if c.eviction_max_pod_grace_period < 0 {
+        errs.push(format!(
+            "invalid configuration: evictionMaxPodGracePeriod {} must not be negative",
+            c.eviction_max_pod_grace_period
+        ));
     }
     for (field, map) in [
         ("systemReserved", &c.system_reserved),
@@ -980,6 +1046,12 @@ mod tests {
             ("containerLogMaxWorkers: 0\n", "containerLogMaxWorkers must be greater than or equal to 1"),
             ("containerLogMonitorInterval: 2s\n", "containerLogMonitorInterval must be a positive time duration greater than or equal to 3s"),
             ("containerLogMaxSize: huge\n", "field containerLogMaxSize: \"huge\" is not a quantity"),
+            ("evictionSoft: {memory.available: 1Gi}\n", "grace period must be specified for the soft eviction threshold memory.available"),
+            ("evictionSoft: {memory.free: 1Gi}\nevictionSoftGracePeriod: {memory.free: 1m}\n", "evictionSoft: unsupported eviction signal memory.free"),
+            ("evictionSoft: {memory.available: 1Gi}\nevictionSoftGracePeriod: {memory.available: soon}\n", "invalid eviction grace period specified: soon"),
+            ("evictionMinimumReclaim: {memory.available: 0%}\n", "must be a non-negative quantity or a positive percentage"),
+            ("evictionMinimumReclaim: {memory.available: -1Gi}\n", "must be a non-negative quantity or a positive percentage"),
+            ("evictionMaxPodGracePeriod: -1\n", "evictionMaxPodGracePeriod -1 must not be negative"),
         ] {
             let e = load(body).unwrap_err();
             assert!(e.message.contains(want), "{body}: {e}");

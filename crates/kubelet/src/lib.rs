@@ -19,7 +19,7 @@
 //! * [`gc`]: dead containers and sandboxes (every minute) and unused
 //!   images (every five minutes, by disk usage and age) removed;
 //!   [`logs::manager`]: container logs rotated by size.
-//! * [`eviction`]: hard-threshold eviction, signals from the machine (CRI)
+//! * [`eviction`]: hard- and soft-threshold eviction, signals from the machine (CRI)
 //!   or a `--sim-signals` file (sim).
 //! * [`stats`]: the node's figures (Summary API, resource and cAdvisor
 //!   metrics, the eviction signals), from one provider.
@@ -27,8 +27,10 @@
 //!   `/metrics` in plain HTTP; [`podresources`]: the pod-resources gRPC
 //!   API on `<root-dir>/pod-resources/kubelet.sock`.
 //!
-//! Not yet: soft eviction, PersistentVolumeClaim and other volume types
-//! (refused, not skipped).
+//! * [`certificates`]: TLS bootstrap and client certificate rotation.
+//!
+//! Not yet: PersistentVolumeClaim and other volume types (refused, not
+//! skipped), device plugins and DRA, graceful node shutdown.
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]

@@ -11,6 +11,10 @@
 //! signal recovers → the condition clears only after the (shortened, 20 s)
 //! `evictionPressureTransitionPeriod`, and the taint goes.
 //!
+//! At the same time, on node `evict-soft`, `evictionSoft` (500Mi, 25 s
+//! grace): MemoryPressure at once, the pod evicted only after the grace
+//! period, with the soft threshold in its message.
+//!
 //! Needs the binaries from hack/build-k8s; run by hack/test.
 
 use std::time::{Duration, Instant};
@@ -77,7 +81,112 @@ fn memory_pressure_evicts_best_effort_first_and_clears_after_transition() {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(scenario(&cp));
+    rt.block_on(async { tokio::join!(scenario(&cp), soft_scenario(&cp)) });
+}
+
+/// `evictionSoft` on another node, at the same time: the pressure is
+/// reported at once, the pod evicted only once the threshold has been met
+/// for its grace period, with its own grace up to
+/// `evictionMaxPodGracePeriod`.
+async fn soft_scenario(cp: &ControlPlane) {
+    const SOFT_NODE: &str = "evict-soft";
+    const GRACE: Duration = Duration::from_secs(25);
+    let admin = client(cp.kubeconfig()).await;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let dir = cp.dir().join("eviction-soft");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             healthzPort: 0\nevictionHard: {{memory.available: 10Mi}}\n\
+             evictionSoft: {{memory.available: 500Mi}}\n\
+             evictionSoftGracePeriod: {{memory.available: {}s}}\n\
+             evictionMaxPodGracePeriod: 3\nevictionPressureTransitionPeriod: 20s\n",
+            GRACE.as_secs()
+        ),
+    )
+    .unwrap();
+    let signals = dir.join("signals.json");
+    let kc = cp.node_kubeconfig(SOFT_NODE).unwrap();
+    let args: Vec<String> = [
+        "--runtime=sim".to_string(),
+        format!("--hostname-override={SOFT_NODE}"),
+        format!("--kubeconfig={}", kc.display()),
+        format!("--config={}", cfg.display()),
+        format!("--sim-signals={}", signals.display()),
+        "--pod-start-delay=500ms".into(),
+    ]
+    .into();
+    let opts = rkube_kubelet::options::parse(args).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let agent = tokio::spawn(rkube_kubelet::run(opts, async move {
+        let _ = stopped.await;
+    }));
+    wait_for("soft node Ready", Duration::from_secs(60), || async {
+        let n = nodes.get_opt(SOFT_NODE).await.ok()??;
+        (node_condition(&n, "Ready")?.0 == "True").then_some(())
+    })
+    .await;
+    let mut p = pod("soft-victim", json!({}));
+    p.spec.as_mut().unwrap().node_name = Some(SOFT_NODE.into());
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    wait_for("soft-victim Running", Duration::from_secs(30), || async {
+        (phase(&pods.get("soft-victim").await.ok()?) == "Running").then_some(())
+    })
+    .await;
+    // Below the soft threshold, above the hard one.
+    std::fs::write(
+        &signals,
+        json!({"signals": {"memory.available": "300Mi"},
+               "pods": {"default/soft-victim": {"memory": "50Mi"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let low_at = Instant::now();
+    wait_for(
+        "soft MemoryPressure=True",
+        Duration::from_secs(30),
+        || async {
+            let n = nodes.get(SOFT_NODE).await.ok()?;
+            (node_condition(&n, "MemoryPressure")?.0 == "True").then_some(())
+        },
+    )
+    .await;
+    let pressure_after = low_at.elapsed();
+    assert!(
+        pressure_after < GRACE,
+        "the condition does not wait for the grace period"
+    );
+    assert_eq!(
+        phase(&pods.get("soft-victim").await.unwrap()),
+        "Running",
+        "evicted before the soft grace period"
+    );
+    let evicted = wait_for(
+        "soft-victim evicted",
+        GRACE + Duration::from_secs(40),
+        || async {
+            let p = pods.get("soft-victim").await.ok()?;
+            (phase(&p) == "Failed").then_some(p)
+        },
+    )
+    .await;
+    let evicted_after = low_at.elapsed();
+    assert!(
+        evicted_after >= GRACE,
+        "evicted {evicted_after:?} after the threshold was met, before its {GRACE:?} grace period"
+    );
+    let st = evicted.status.unwrap();
+    assert_eq!(st.reason.as_deref(), Some("Evicted"));
+    assert!(st.message.unwrap_or_default().starts_with(
+        "The node was low on resource: memory. Threshold quantity: 500Mi, available: 300Mi."
+    ),);
+    eprintln!("soft eviction: MemoryPressure after {pressure_after:?}, evicted after {evicted_after:?} (grace {GRACE:?})");
+    let _ = stop.send(());
+    agent.await.unwrap().unwrap();
 }
 
 async fn scenario(cp: &ControlPlane) {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::ranking::{message, pod_request, rank, Candidate};
 use super::signals::{pod_key, Observations, Resource, SignalSource, Snapshot};
-use super::thresholds::{hard_thresholds, thresholds_met, to_reclaim, Met, NodePressure};
+use super::thresholds::{all_thresholds, to_reclaim, Met, NodePressure, ThresholdState};
 use crate::config::KubeletConfiguration;
 use crate::node::pressure::PressureBoard;
 use crate::node::NodeDesc;
@@ -25,6 +25,18 @@ pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
 /// Grace period of a hard-threshold eviction (upstream's
 /// `immediateEvictionGracePeriodSeconds`).
 pub const IMMEDIATE_GRACE: Duration = Duration::from_secs(1);
+
+/// The grace period of a soft eviction (upstream's `synchronize`): the
+/// pod's `terminationGracePeriodSeconds` (default 30) but at most
+/// `evictionMaxPodGracePeriod`.
+pub fn soft_grace(pod: &k8s_openapi::api::core::v1::Pod, max_seconds: i64) -> Duration {
+    let pod_grace = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
+    Duration::from_secs(u64::try_from(pod_grace.min(max_seconds)).unwrap_or(0))
+}
 
 /// The eviction loop of the process.
 pub struct EvictionManager {
@@ -45,13 +57,13 @@ pub struct EvictionManager {
 impl EvictionManager {
     /// Runs forever: one round every `period`.
     pub async fn run(self) {
-        let thresholds = hard_thresholds(&self.config.eviction_hard);
+        let thresholds = all_thresholds(&self.config);
         if thresholds.is_empty() {
             tracing::info!("no eviction thresholds: eviction manager not started");
             return std::future::pending().await;
         }
-        tracing::info!(thresholds = ?self.config.eviction_hard, "eviction manager: starting control loop");
-        let mut state: HashMap<String, NodePressure> = HashMap::new();
+        tracing::info!(hard = ?self.config.eviction_hard, soft = ?self.config.eviction_soft, "eviction manager: starting control loop");
+        let mut state: HashMap<String, (NodePressure, ThresholdState)> = HashMap::new();
         let mut tick = tokio::time::interval(self.period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -62,9 +74,10 @@ impl EvictionManager {
             for desc in &self.nodes {
                 let empty = Observations::new();
                 let obs = snap.nodes.get(&desc.name).unwrap_or(&empty);
-                let met = thresholds_met(&thresholds, obs);
-                let p = state.entry(desc.name.clone()).or_default().update(
-                    &met,
+                let (pressure, th) = state.entry(desc.name.clone()).or_default();
+                let round = th.round(&thresholds, obs, now);
+                let p = pressure.update(
+                    &round.met,
                     self.config.eviction_pressure_transition_period,
                     now,
                 );
@@ -73,7 +86,7 @@ impl EvictionManager {
                     tracing::info!(node = %desc.name, pressure = ?p, "eviction manager: node conditions changed");
                 }
                 self.pressure.set(&desc.name, p);
-                if let Some(m) = to_reclaim(&met) {
+                if let Some(m) = to_reclaim(&round.actionable) {
                     evictions.push(self.evict_one(&desc.name, m, &snap));
                 }
             }
@@ -120,15 +133,20 @@ impl EvictionManager {
             }
             let msg = message(&met, &a.pod, snap.pods.get(&pod_key(&a.pod)));
             let (tx, rx) = tokio::sync::oneshot::channel();
+            let grace = if met.hard {
+                IMMEDIATE_GRACE
+            } else {
+                soft_grace(&a.pod, self.config.eviction_max_pod_grace_period)
+            };
             let req = EvictRequest {
                 message: msg,
-                grace: IMMEDIATE_GRACE,
+                grace,
                 done: tx,
             };
             if a.evict.send(req).await.is_err() {
                 continue;
             }
-            match tokio::time::timeout(IMMEDIATE_GRACE + Duration::from_secs(30), rx).await {
+            match tokio::time::timeout(grace + Duration::from_secs(30), rx).await {
                 Ok(Ok(true)) => {
                     tracing::info!(pod = %pod_key(&a.pod), "eviction manager: pod is evicted successfully");
                     return;
@@ -141,5 +159,25 @@ impl EvictionManager {
             }
         }
         tracing::warn!(%node, "eviction manager: unable to evict any pods from the node");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soft_evictions_give_the_pods_grace_up_to_the_maximum() {
+        let pod = |tgps: Option<i64>| -> k8s_openapi::api::core::v1::Pod {
+            serde_json::from_value(serde_json::json!({
+                "spec": {"containers": [], "terminationGracePeriodSeconds": tgps}
+            }))
+            .unwrap()
+        };
+        assert_eq!(soft_grace(&pod(Some(10)), 60), Duration::from_secs(10));
+        assert_eq!(soft_grace(&pod(Some(120)), 60), Duration::from_secs(60));
+        // Upstream's default evictionMaxPodGracePeriod is 0.
+        assert_eq!(soft_grace(&pod(Some(30)), 0), Duration::ZERO);
+        assert_eq!(soft_grace(&pod(None), 45), Duration::from_secs(30));
     }
 }

@@ -1,4 +1,5 @@
-//! Node-pressure eviction with hard thresholds (`evictionHard`), as
+//! Node-pressure eviction with hard and soft thresholds (`evictionHard`,
+//! `evictionSoft`), as
 //! upstream kubelet v1.37's eviction manager (`pkg/kubelet/eviction`):
 //!
 //! * every [`MONITORING_PERIOD`] (10 s, upstream's `evictionMonitoringPeriod`)
@@ -21,7 +22,11 @@
 //!   the same with ephemeral-storage; PIDs — lower priority, then most
 //!   processes; pods without usage stats first), critical pods are skipped,
 //!   and the pod's worker kills it (grace 1 s, upstream's
-//!   `immediateEvictionGracePeriodSeconds` for hard thresholds) and reports
+//!   `immediateEvictionGracePeriodSeconds`, for hard thresholds; for soft
+//!   ones, met for their `evictionSoftGracePeriod`, the pod's
+//!   `terminationGracePeriodSeconds` up to `evictionMaxPodGracePeriod`;
+//!   a threshold acted on stays met until `evictionMinimumReclaim` more
+//!   than it is free) and reports
 //!   it `Failed`, reason `Evicted`, with upstream's message ([`message`])
 //!   and a `DisruptionTarget` condition (`TerminationByKubelet`).
 //!
@@ -79,5 +84,6 @@ pub use signals::{
 };
 pub use sim_signals::{parse_sim_signals, SimSignals, SimSource};
 pub use thresholds::{
-    hard_thresholds, thresholds_met, to_reclaim, HardThreshold, Met, NodePressure,
+    all_thresholds, hard_thresholds, thresholds_met, thresholds_met_with, to_reclaim,
+    EvictionThreshold, Met, NodePressure, Round, ThresholdState,
 };

@@ -299,6 +299,8 @@ mod tests {
             signal: Signal::MemoryAvailable,
             quantity: 100 * MI,
             available: 50 * MI,
+            index: 0,
+            hard: true,
         };
         let usage = PodUsage {
             memory: [("app".to_string(), 150 * MI), ("side".to_string(), 10 * MI)].into(),

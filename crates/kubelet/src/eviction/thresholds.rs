@@ -1,12 +1,17 @@
-//! Hard thresholds and the pressure they put on a node: `evictionHard`
-//! parsed ([`hard_thresholds`]), compared with the observations
-//! ([`thresholds_met`], `quantity > available`), the signal to reclaim
-//! first ([`to_reclaim`]), and the node conditions with
+//! Thresholds and the pressure they put on a node: `evictionHard`,
+//! `evictionSoft` with `evictionSoftGracePeriod` and
+//! `evictionMinimumReclaim` parsed ([`all_thresholds`]), compared with the
+//! observations ([`thresholds_met`], `quantity > available`), tracked
+//! across rounds (a soft threshold acts once met for its grace period; a
+//! threshold acted on stays met until its minimum reclaim is free:
+//! [`ThresholdState`]), the signal to reclaim first ([`to_reclaim`]), and
+//! the node conditions with
 //! `evictionPressureTransitionPeriod` ([`NodePressure`]) published for the
 //! heartbeat ([`PressureBoard`]).
 //!
 //! Upstream: `pkg/kubelet/eviction/helpers.go` (`parseThresholdConfig`,
-//! `thresholdsMet`, `byEvictionPriority`, `nodeConditions`,
+//! `thresholdsMet`, `thresholdsFirstObservedAt`, `thresholdsMetGracePeriod`,
+//! `mergeThresholds`, `byEvictionPriority`, `nodeConditions`,
 //! `nodeConditionsLastObservedAt`, `nodeConditionsObservedSince`) and the
 //! condition bookkeeping of `eviction_manager.go`.
 
@@ -14,29 +19,70 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::signals::{Condition, Observations, Resource, Signal};
-use crate::config::{parse_threshold, Threshold};
+use crate::config::{parse_min_reclaim, parse_threshold, KubeletConfiguration, Threshold};
 use crate::node::pressure::Pressure;
 
-/// One `evictionHard` entry.
+/// One threshold of `evictionHard` or `evictionSoft`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HardThreshold {
+pub struct EvictionThreshold {
     /// The signal.
     pub signal: Signal,
     /// Eviction when available < this.
     pub value: Threshold,
+    /// How long it must be met before pods are evicted (0 for hard ones).
+    pub grace: Duration,
+    /// `evictionMinimumReclaim`: once met, it counts as met until this much
+    /// more than the threshold is available.
+    pub min_reclaim: Option<Threshold>,
+    /// From `evictionHard` (pods get 1 s to stop), else `evictionSoft`.
+    pub hard: bool,
 }
 
 /// The thresholds of `evictionHard` (validated by [`crate::config`]).
-pub fn hard_thresholds(eviction_hard: &BTreeMap<String, String>) -> Vec<HardThreshold> {
+pub fn hard_thresholds(eviction_hard: &BTreeMap<String, String>) -> Vec<EvictionThreshold> {
     eviction_hard
         .iter()
         .filter_map(|(k, v)| {
-            Some(HardThreshold {
+            Some(EvictionThreshold {
                 signal: Signal::parse(k)?,
                 value: parse_threshold(v)?,
+                grace: Duration::ZERO,
+                min_reclaim: None,
+                hard: true,
             })
         })
         .collect()
+}
+
+/// Every threshold of the configuration (upstream's
+/// `ParseThresholdConfig`): the hard ones, the soft ones with their grace
+/// periods, each with its minimum reclaim.
+pub fn all_thresholds(c: &KubeletConfiguration) -> Vec<EvictionThreshold> {
+    let mut out = hard_thresholds(&c.eviction_hard);
+    for (k, v) in &c.eviction_soft {
+        let (Some(signal), Some(value)) = (Signal::parse(k), parse_threshold(v)) else {
+            continue;
+        };
+        let grace = c
+            .eviction_soft_grace_period
+            .get(k)
+            .and_then(|g| rkube_util::duration::parse(g).ok())
+            .unwrap_or_default();
+        out.push(EvictionThreshold {
+            signal,
+            value,
+            grace,
+            min_reclaim: None,
+            hard: false,
+        });
+    }
+    for t in &mut out {
+        t.min_reclaim = c
+            .eviction_minimum_reclaim
+            .get(t.signal.name())
+            .and_then(|v| parse_min_reclaim(v));
+    }
+    out
 }
 
 /// A threshold met: `quantity > available`.
@@ -48,31 +94,117 @@ pub struct Met {
     pub quantity: i64,
     /// What was available.
     pub available: i64,
+    /// Which threshold (its index in the list).
+    pub index: usize,
+    /// A hard threshold.
+    pub hard: bool,
 }
 
 /// The thresholds met by `obs` (upstream's `thresholdsMet`; a signal not
-/// observed is never met).
-pub fn thresholds_met(thresholds: &[HardThreshold], obs: &Observations) -> Vec<Met> {
+/// observed is never met); with `enforce_min_reclaim`, a threshold with a
+/// minimum reclaim is compared with its quantity plus that.
+pub fn thresholds_met_with(
+    thresholds: &[EvictionThreshold],
+    obs: &Observations,
+    enforce_min_reclaim: bool,
+) -> Vec<Met> {
     thresholds
         .iter()
-        .filter_map(|t| {
+        .enumerate()
+        .filter_map(|(index, t)| {
             let o = obs.get(&t.signal)?;
             let quantity = t.value.amount(o.capacity);
-            (quantity > o.available).then_some(Met {
+            let extra = match (enforce_min_reclaim, t.min_reclaim) {
+                (true, Some(m)) => m.amount(o.capacity),
+                _ => 0,
+            };
+            (quantity.saturating_add(extra) > o.available).then_some(Met {
                 signal: t.signal,
                 quantity,
                 available: o.available,
+                index,
+                hard: t.hard,
             })
         })
         .collect()
 }
 
+/// [`thresholds_met_with`] without minimum reclaims.
+pub fn thresholds_met(thresholds: &[EvictionThreshold], obs: &Observations) -> Vec<Met> {
+    thresholds_met_with(thresholds, obs, false)
+}
+
+/// A node's threshold bookkeeping across rounds: when each threshold was
+/// first met, and which were met for their grace period last round (those
+/// stay met until their minimum reclaim is free).
+#[derive(Debug, Clone, Default)]
+pub struct ThresholdState {
+    first_observed: BTreeMap<usize, Instant>,
+    met_last: Vec<usize>,
+}
+
+/// One round's verdict.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Round {
+    /// Every threshold met (grace periods ignored): the node conditions.
+    pub met: Vec<Met>,
+    /// Those met for their grace period: what eviction acts on.
+    pub actionable: Vec<Met>,
+}
+
+impl ThresholdState {
+    /// Upstream's `synchronize` bookkeeping for the observations `obs` at
+    /// `now`.
+    pub fn round(
+        &mut self,
+        thresholds: &[EvictionThreshold],
+        obs: &Observations,
+        now: Instant,
+    ) -> Round {
+        let mut met = thresholds_met_with(thresholds, obs, false);
+        if !self.met_last.is_empty() {
+            let last: Vec<EvictionThreshold> = self
+                .met_last
+                .iter()
+                .filter_map(|i| thresholds.get(*i).copied())
+                .collect();
+            for mut m in thresholds_met_with(&last, obs, true) {
+                m.index = self.met_last[m.index];
+                if !met.iter().any(|x| x.index == m.index) {
+                    met.push(m);
+                }
+            }
+        }
+        let first: BTreeMap<usize, Instant> = met
+            .iter()
+            .map(|m| {
+                (
+                    m.index,
+                    self.first_observed.get(&m.index).copied().unwrap_or(now),
+                )
+            })
+            .collect();
+        let actionable: Vec<Met> = met
+            .iter()
+            .copied()
+            .filter(|m| {
+                let since = now.saturating_duration_since(first[&m.index]);
+                since >= thresholds[m.index].grace
+            })
+            .collect();
+        self.first_observed = first;
+        self.met_last = actionable.iter().map(|m| m.index).collect();
+        Round { met, actionable }
+    }
+}
+
 /// The met threshold to reclaim first: memory before every other
-/// resource (upstream's `byEvictionPriority`), else the first by signal.
+/// resource (upstream's `byEvictionPriority`), else the first by signal;
+/// of two thresholds of one signal, the hard one.
 pub fn to_reclaim(met: &[Met]) -> Option<Met> {
     met.iter()
         .copied()
-        .min_by_key(|m| (m.signal.resource() != Resource::Memory, m.signal))
+        .min_by_key(|m| (m.signal.resource() != Resource::Memory, m.signal, !m.hard))
 }
 
 /// Per-node condition bookkeeping: when each condition was last observed.
@@ -108,7 +240,7 @@ mod tests {
     use super::*;
     use crate::eviction::signals::Observation;
 
-    fn th(map: &[(&str, &str)]) -> Vec<HardThreshold> {
+    fn th(map: &[(&str, &str)]) -> Vec<EvictionThreshold> {
         hard_thresholds(
             &map.iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -188,6 +320,109 @@ mod tests {
             assert_eq!(Signal::parse(s.name()), Some(s));
             assert!(crate::config::EVICTION_SIGNALS.contains(&s.name()));
         }
+    }
+
+    fn config(body: &str) -> KubeletConfiguration {
+        crate::config::load_str(
+            "k.yaml",
+            &format!(
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{body}"
+            ),
+        )
+        .unwrap()
+        .config
+    }
+
+    #[test]
+    fn soft_thresholds_act_after_their_grace_period() {
+        let c = config(
+            "evictionHard: {memory.available: 100Mi}\n\
+             evictionSoft: {memory.available: 500Mi, nodefs.available: 20%}\n\
+             evictionSoftGracePeriod: {memory.available: 30s, nodefs.available: 1m30s}\n",
+        );
+        let t = all_thresholds(&c);
+        assert_eq!(t.len(), 3);
+        let soft_mem = t
+            .iter()
+            .find(|x| !x.hard && x.signal == Signal::MemoryAvailable)
+            .unwrap();
+        assert_eq!(soft_mem.grace, Duration::from_secs(30));
+        let t0 = Instant::now();
+        let s = |secs| t0 + Duration::from_secs(secs);
+        let mut st = ThresholdState::default();
+        let low = obs(&[(Signal::MemoryAvailable, 300 * MI, GI)]);
+        // Met at once (the node condition), not yet actionable.
+        let r = st.round(&t, &low, s(0));
+        assert_eq!(r.met.len(), 1);
+        assert!(r.actionable.is_empty());
+        assert!(st.round(&t, &low, s(29)).actionable.is_empty());
+        let r = st.round(&t, &low, s(30));
+        assert_eq!(r.actionable.len(), 1);
+        assert!(!r.actionable[0].hard);
+        // Resolved: the clock restarts.
+        let ok = obs(&[(Signal::MemoryAvailable, 900 * MI, GI)]);
+        assert!(st.round(&t, &ok, s(40)).met.is_empty());
+        assert!(st.round(&t, &low, s(50)).actionable.is_empty());
+        // Below the hard threshold: both met; the hard one acts at once and
+        // is the one reclaimed.
+        let mut st = ThresholdState::default();
+        let very_low = obs(&[(Signal::MemoryAvailable, 50 * MI, GI)]);
+        let r = st.round(&t, &very_low, s(0));
+        assert_eq!(r.met.len(), 2);
+        assert_eq!(r.actionable.len(), 1);
+        assert!(to_reclaim(&r.met).unwrap().hard);
+    }
+
+    #[test]
+    fn minimum_reclaim_keeps_a_threshold_met_until_freed() {
+        // Upstream's TestMinReclaim: 1Gi hard with 500Mi minimum reclaim.
+        let c = config(
+            "evictionHard: {memory.available: 1Gi}\nevictionMinimumReclaim: {memory.available: 500Mi}\n",
+        );
+        let t = all_thresholds(&c);
+        assert_eq!(t[0].min_reclaim, Some(Threshold::Quantity(500 * MI)));
+        let mut st = ThresholdState::default();
+        let now = Instant::now();
+        assert_eq!(
+            st.round(
+                &t,
+                &obs(&[(Signal::MemoryAvailable, 500 * MI, 2 * GI)]),
+                now
+            )
+            .actionable
+            .len(),
+            1
+        );
+        // Above the threshold but below threshold + reclaim: still met.
+        let r = st.round(
+            &t,
+            &obs(&[(Signal::MemoryAvailable, 1200 * MI, 2 * GI)]),
+            now,
+        );
+        assert_eq!(r.actionable.len(), 1);
+        assert_eq!(
+            r.actionable[0].quantity, GI,
+            "the message names the threshold itself"
+        );
+        // Threshold + reclaim free: resolved.
+        assert!(st
+            .round(
+                &t,
+                &obs(&[(Signal::MemoryAvailable, 1600 * MI, 2 * GI)]),
+                now
+            )
+            .met
+            .is_empty());
+        // Never acted on: the minimum reclaim does not apply.
+        let mut fresh = ThresholdState::default();
+        assert!(fresh
+            .round(
+                &t,
+                &obs(&[(Signal::MemoryAvailable, 1200 * MI, 2 * GI)]),
+                now
+            )
+            .met
+            .is_empty());
     }
 
     #[test]
