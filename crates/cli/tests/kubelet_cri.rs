@@ -664,9 +664,76 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     private_images(cp, &work, &pods, ctrd).await;
     eprintln!("(i) private images: {:?}", started.elapsed());
 
+    // (j) disk pressure: restarted with an imagefs threshold the disk
+    // always meets, the kubelet reports DiskPressure and frees unused images
+    // (the sandbox image containerd 1.6 does not pin) before it evicts;
+    // an image a container uses stays.
+    agent.stop().await;
+    let pressured = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("imagefs.available: 1Gi", "imagefs.available: 99%")
+        // The periodic image GC stays off: only the eviction manager's
+        // reclaim can remove the image.
+        .replace(
+            "imageGCHighThresholdPercent: 100\n",
+            "imageGCHighThresholdPercent: 100\nimageMinimumGCAge: 1s\n",
+        );
+    std::fs::write(&cfg, pressured).unwrap();
+    let agent = Agent::start(&args);
+    disk_pressure(cp, &cri, &node).await;
+    eprintln!("(j) disk pressure: {:?}", started.elapsed());
+
     agent.stop().await;
     let _ = sched_stop.send(());
     let _ = sched.await;
+}
+
+async fn disk_pressure(cp: &ControlPlane, cri: &CriClient, node: &str) {
+    use k8s_openapi::api::core::v1::Event;
+    let images = |tag: &'static str| async move {
+        cri.list_images(None)
+            .await
+            .unwrap()
+            .iter()
+            .any(|i| i.repo_tags.iter().any(|t| t.ends_with(tag)))
+    };
+    assert!(images("pause:1").await && images("busybox:1").await);
+    let admin = client(cp.kubeconfig()).await;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    wait_for("DiskPressure=True", Duration::from_secs(60), || async {
+        let n = nodes.get(node).await.ok()?;
+        n.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "DiskPressure" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    wait_for(
+        "the unused sandbox image reclaimed",
+        Duration::from_secs(60),
+        || async { (!images("pause:1").await).then_some(()) },
+    )
+    .await;
+    let events: Api<Event> = Api::namespaced(admin, "default");
+    let reclaim = wait_for(
+        "the EvictionThresholdMet Event",
+        Duration::from_secs(30),
+        || async {
+            let l = events.list(&ListParams::default()).await.ok()?;
+            l.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some("EvictionThresholdMet")
+                    && e.involved_object.kind.as_deref() == Some("Node")
+                    && e.involved_object.name.as_deref() == Some(node)
+            })
+        },
+    )
+    .await;
+    assert_eq!(
+        reclaim.message.as_deref(),
+        Some("Attempting to reclaim ephemeral-storage")
+    );
+    assert_eq!(reclaim.type_.as_deref(), Some("Warning"));
 }
 
 const CHATTY: &str = r#"
@@ -1437,19 +1504,19 @@ fn garbage_collection_on_containerd() {
             "gc-node",
             "",
         ));
-        let collector = gc::GarbageCollector {
-            cri: cri.clone(),
+        let collector = gc::GarbageCollector::new(
+            cri.clone(),
             stats,
-            node: "gc-node".into(),
-            events: None,
-            containers: gc::containers::DEFAULT_POLICY,
-            images: gc::images::Policy {
+            "gc-node".into(),
+            None,
+            gc::containers::DEFAULT_POLICY,
+            gc::images::Policy {
                 high_threshold_percent: 1,
                 low_threshold_percent: 0,
                 min_age: Duration::from_secs(1),
                 max_age: Duration::ZERO,
             },
-        };
+        );
         let (containers, sandboxes) = collector.collect_containers().await.unwrap();
         assert_eq!(
             (containers, sandboxes),
@@ -1497,14 +1564,9 @@ fn garbage_collection_on_containerd() {
         };
         let (busybox, _) = id_of("busybox:1");
         let (pause, pause_pinned) = id_of("pause:1");
-        let mut records = gc::images::ImageRecords::default();
-        let began = 0;
         // First pass: the images are first seen now, younger than
         // imageMinimumGCAge: nothing may go yet.
-        let err = collector
-            .collect_images(&mut records, began)
-            .await
-            .unwrap_err();
+        let err = collector.collect_images().await.unwrap_err();
         assert!(
             err.contains(
                 "Failed to free sufficient space by deleting unused images (freed 0 bytes)"
@@ -1513,10 +1575,7 @@ fn garbage_collection_on_containerd() {
         );
         assert_eq!(cri.list_images(None).await.unwrap().len(), images.len());
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        let err = collector
-            .collect_images(&mut records, began)
-            .await
-            .unwrap_err();
+        let err = collector.collect_images().await.unwrap_err();
         assert!(
             err.starts_with("Insufficient free disk space on the node's image filesystem ("),
             "{err}"
@@ -1536,7 +1595,7 @@ fn garbage_collection_on_containerd() {
         );
         // Once its last container is removed, the image goes too.
         cri.remove_container(&ids[2]).await.unwrap();
-        let _ = collector.collect_images(&mut records, began).await;
+        let _ = collector.collect_images().await;
         let now: Vec<String> = cri
             .list_images(None)
             .await

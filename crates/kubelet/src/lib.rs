@@ -390,25 +390,28 @@ pub async fn run_with_metrics(
             },
         ));
     }
-    if let (Some(cri), Some(stats), [desc]) = (&cri, &stats, descs.as_slice()) {
-        // Dead containers, sandboxes and unused images.
-        tasks.spawn(
-            gc::GarbageCollector {
-                cri: cri.client().clone(),
-                stats: stats.clone(),
-                node: desc.name.clone(),
-                events: cri.events().cloned(),
-                containers: gc::containers::DEFAULT_POLICY,
-                images: gc::images::Policy {
+    // Dead containers, sandboxes and unused images; the eviction manager
+    // asks it too before evicting for disk pressure.
+    let collector = match (&cri, &stats, descs.as_slice()) {
+        (Some(cri), Some(stats), [desc]) => {
+            let gc = Arc::new(gc::GarbageCollector::new(
+                cri.client().clone(),
+                stats.clone(),
+                desc.name.clone(),
+                cri.events().cloned(),
+                gc::containers::DEFAULT_POLICY,
+                gc::images::Policy {
                     high_threshold_percent: cfg.image_gc_high_threshold_percent,
                     low_threshold_percent: cfg.image_gc_low_threshold_percent,
                     min_age: cfg.image_minimum_gc_age,
                     max_age: cfg.image_maximum_gc_age,
                 },
-            }
-            .run(),
-        );
-    }
+            ));
+            tasks.spawn(gc.clone().run());
+            Some(gc)
+        }
+        _ => None,
+    };
     if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
         if cfg.port != 0 {
             let settings = server::ApiSettings::load(opts.config.as_deref())?;
@@ -501,6 +504,16 @@ pub async fn run_with_metrics(
                 active: active.clone(),
                 pressure: pressure.clone(),
                 period: eviction::MONITORING_PERIOD,
+                reclaim: collector.clone().zip(stats.clone()).map(|(gc, stats)| {
+                    eviction::Reclaim {
+                        gc,
+                        dedicated_imagefs: Arc::new(move || {
+                            let (nodefs, imagefs) = stats.devices();
+                            nodefs != imagefs
+                        }),
+                    }
+                }),
+                events: cri.as_ref().and_then(|c| c.events().cloned()),
             }
             .run(),
         );

@@ -11,8 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ranking::{message, pod_request, rank, Candidate};
-use super::signals::{pod_key, Observations, Resource, SignalSource, Snapshot};
-use super::thresholds::{all_thresholds, to_reclaim, Met, NodePressure, ThresholdState};
+use super::signals::{pod_key, Observations, Resource, Signal, SignalSource, Snapshot};
+use super::thresholds::{
+    all_thresholds, thresholds_met_with, to_reclaim, EvictionThreshold, Met, NodePressure,
+    ThresholdState,
+};
 use crate::config::KubeletConfiguration;
 use crate::node::pressure::PressureBoard;
 use crate::node::NodeDesc;
@@ -52,6 +55,36 @@ pub struct EvictionManager {
     pub pressure: Arc<PressureBoard>,
     /// Time between rounds ([`MONITORING_PERIOD`]).
     pub period: Duration,
+    /// Node-level reclaim before evicting for disk pressure (CRI nodes).
+    pub reclaim: Option<Reclaim>,
+    /// Where the node's `EvictionThresholdMet` Events go.
+    pub events: Option<crate::events::Recorder>,
+}
+
+/// What the eviction manager frees on the node before it evicts a pod for
+/// disk pressure (upstream's `buildSignalToNodeReclaimFuncs`): dead
+/// containers, then unused images.
+#[derive(Clone)]
+pub struct Reclaim {
+    /// The node's garbage collector.
+    pub gc: Arc<crate::gc::GarbageCollector>,
+    /// Whether the images live on a filesystem of their own (then nodefs
+    /// pressure reclaims nothing at node level, as upstream).
+    pub dedicated_imagefs: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// Whether a met `signal` is first answered by freeing dead containers and
+/// unused images, as upstream decides it with or without a dedicated
+/// image filesystem.
+pub fn reclaims_node_level(signal: Signal, dedicated_imagefs: bool) -> bool {
+    match signal {
+        Signal::ImageFsAvailable
+        | Signal::ImageFsInodesFree
+        | Signal::ContainerFsAvailable
+        | Signal::ContainerFsInodesFree => true,
+        Signal::NodeFsAvailable | Signal::NodeFsInodesFree => !dedicated_imagefs,
+        _ => false,
+    }
 }
 
 impl EvictionManager {
@@ -87,18 +120,66 @@ impl EvictionManager {
                 }
                 self.pressure.set(&desc.name, p);
                 if let Some(m) = to_reclaim(&round.actionable) {
-                    evictions.push(self.evict_one(&desc.name, m, &snap));
+                    evictions.push(self.reclaim_or_evict(desc.clone(), m, &snap, &thresholds));
                 }
             }
             futures::future::join_all(evictions).await;
         }
     }
 
+    /// Upstream's reclaim step, then an eviction if it was not enough.
+    async fn reclaim_or_evict(
+        &self,
+        desc: Arc<NodeDesc>,
+        met: Met,
+        snap: &Snapshot,
+        thresholds: &[EvictionThreshold],
+    ) {
+        let r = met.signal.resource();
+        tracing::info!(node = %desc.name, resource_name = r.name(), "Eviction manager: attempting to reclaim");
+        if let Some(e) = &self.events {
+            e.record_node(
+                &desc.name,
+                true,
+                "EvictionThresholdMet",
+                format!("Attempting to reclaim {}", r.name()),
+            );
+        }
+        if let Some(rc) = &self.reclaim {
+            if reclaims_node_level(met.signal, (rc.dedicated_imagefs)()) {
+                match rc.gc.collect_containers().await {
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::info!(resource_name = r.name(), error = %e, "Eviction manager: unexpected error when attempting to reduce resource pressure")
+                    }
+                }
+                if let Err(e) = rc.gc.delete_unused_images().await {
+                    tracing::info!(resource_name = r.name(), error = %e, "Eviction manager: unexpected error when attempting to reduce resource pressure");
+                }
+                let after = self.source.observe(std::slice::from_ref(&desc)).await;
+                let empty = Observations::new();
+                let obs = after.nodes.get(&desc.name).unwrap_or(&empty);
+                if thresholds_met_with(thresholds, obs, true).is_empty() {
+                    tracing::info!(
+                        resource_name = r.name(),
+                        "Eviction manager: able to reduce resource pressure without evicting pods."
+                    );
+                    return;
+                }
+            }
+        }
+        tracing::info!(
+            resource_name = r.name(),
+            "Eviction manager: must evict pod(s) to reclaim"
+        );
+        self.evict_one(&desc.name, met, snap).await;
+    }
+
     /// Ranks the node's running pods for `met` and evicts the first that
     /// can be evicted (one pod per round, as upstream).
     async fn evict_one(&self, node: &str, met: Met, snap: &Snapshot) {
         let r = met.signal.resource();
-        tracing::info!(%node, resource = r.name(), signal = met.signal.name(), quantity = met.quantity, available = met.available, "eviction manager: attempting to reclaim");
+        tracing::debug!(%node, signal = met.signal.name(), quantity = met.quantity, available = met.available, "eviction manager: threshold to reclaim");
         let pods: Vec<ActivePod> = self
             .active
             .on_node(node)
@@ -165,6 +246,26 @@ impl EvictionManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_level_reclaim_as_upstream_maps_the_signals() {
+        // Images on the node's filesystem: every disk signal frees dead
+        // containers and unused images first.
+        for s in [
+            Signal::NodeFsAvailable,
+            Signal::NodeFsInodesFree,
+            Signal::ImageFsAvailable,
+            Signal::ImageFsInodesFree,
+        ] {
+            assert!(reclaims_node_level(s, false), "{s:?}");
+        }
+        // A dedicated image filesystem: nodefs pressure has nothing to free
+        // at node level; imagefs pressure does.
+        assert!(!reclaims_node_level(Signal::NodeFsAvailable, true));
+        assert!(reclaims_node_level(Signal::ImageFsAvailable, true));
+        assert!(!reclaims_node_level(Signal::MemoryAvailable, false));
+        assert!(!reclaims_node_level(Signal::PidAvailable, false));
+    }
 
     #[test]
     fn soft_evictions_give_the_pods_grace_up_to_the_maximum() {

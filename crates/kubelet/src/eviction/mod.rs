@@ -77,7 +77,9 @@ mod sim_signals;
 mod thresholds;
 
 pub use machine_signals::{observations, pod_usage, MachineSignals};
-pub use manager::{EvictionManager, IMMEDIATE_GRACE, MONITORING_PERIOD};
+pub use manager::{
+    reclaims_node_level, soft_grace, EvictionManager, Reclaim, IMMEDIATE_GRACE, MONITORING_PERIOD,
+};
 pub use ranking::{format_quantity, message, pod_request, rank, Candidate};
 pub use signals::{
     Condition, Observation, Observations, PodUsage, Resource, Signal, SignalSource, Snapshot,

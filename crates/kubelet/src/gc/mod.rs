@@ -44,6 +44,11 @@ pub struct GarbageCollector {
     pub containers: containers::Policy,
     /// Image thresholds and ages.
     pub images: images::Policy,
+    /// The image records (first seen, last used), shared by the periodic
+    /// collection and the eviction manager's reclaim.
+    pub records: tokio::sync::Mutex<images::ImageRecords>,
+    /// When the collector started (ns; `imageMaximumGCAge` counts from it).
+    pub began: i64,
 }
 
 fn now_ns() -> i64 {
@@ -80,10 +85,31 @@ fn remove_logs(path: &Path) {
 }
 
 impl GarbageCollector {
+    /// A collector with empty image records, begun now.
+    pub fn new(
+        cri: CriClient,
+        stats: Arc<StatsProvider>,
+        node: String,
+        events: Option<Recorder>,
+        containers: containers::Policy,
+        images: images::Policy,
+    ) -> GarbageCollector {
+        GarbageCollector {
+            cri,
+            stats,
+            node,
+            events,
+            containers,
+            images,
+            records: tokio::sync::Mutex::new(images::ImageRecords::default()),
+            began: now_ns(),
+        }
+    }
+
     /// Collects forever: containers every minute, images every five
     /// (unless the image policy can never trigger, as upstream).
-    pub async fn run(self) {
-        let me = Arc::new(self);
+    pub async fn run(self: Arc<Self>) {
+        let me = self;
         if !me.images.disabled() {
             let gc = me.clone();
             tokio::spawn(async move { gc.image_loop().await });
@@ -112,14 +138,12 @@ impl GarbageCollector {
     }
 
     async fn image_loop(self: Arc<Self>) {
-        let mut records = images::ImageRecords::default();
-        let began = now_ns();
         let mut failed_before = false;
         let mut tick = tokio::time::interval(IMAGE_GC_PERIOD);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            match self.collect_images(&mut records, began).await {
+            match self.collect_images().await {
                 Ok(()) => {
                     if failed_before {
                         tracing::info!("Image garbage collection succeeded");
@@ -254,13 +278,13 @@ impl GarbageCollector {
         Ok(())
     }
 
-    /// One image collection (upstream's `GarbageCollect`).
-    pub async fn collect_images(
+    /// The image records updated from the runtime at `free_time`, and the
+    /// unused images in eviction order.
+    async fn detect(
         &self,
         records: &mut images::ImageRecords,
-        began: i64,
-    ) -> Result<(), String> {
-        let free_time = now_ns();
+        free_time: i64,
+    ) -> Result<Vec<images::Candidate>, String> {
         let listed = self.cri.list_images(None).await.map_err(text)?;
         let in_use: HashSet<String> = self
             .all_containers()
@@ -281,7 +305,42 @@ impl GarbageCollector {
             })
             .collect();
         records.detect(&infos, &in_use, free_time, now_ns());
-        let candidates = records.eviction_order(&in_use);
+        Ok(records.eviction_order(&in_use))
+    }
+
+    /// Upstream's `DeleteUnusedImages` (the eviction manager's reclaim):
+    /// every unused image that may go (`imageMinimumGCAge`), whatever the
+    /// disk usage; the bytes freed.
+    pub async fn delete_unused_images(&self) -> Result<u64, String> {
+        tracing::info!("Attempting to delete unused images");
+        let mut records = self.records.lock().await;
+        let free_time = now_ns();
+        let candidates = self.detect(&mut records, free_time).await?;
+        let mut freed = 0u64;
+        let mut errors = Vec::new();
+        for c in images::space_candidates(&candidates, free_time, &self.images) {
+            match self.remove_image(&mut records, c).await {
+                Ok(()) => freed = freed.saturating_add(c.size),
+                Err(e) => errors.push(e),
+            }
+        }
+        if errors.is_empty() {
+            Ok(freed)
+        } else {
+            Err(format!(
+                "wanted to free all unused images, but freed {freed} bytes space with errors in image deletion: {}",
+                errors.join(", ")
+            ))
+        }
+    }
+
+    /// One image collection (upstream's `GarbageCollect`).
+    pub async fn collect_images(&self) -> Result<(), String> {
+        let mut guard = self.records.lock().await;
+        let records = &mut *guard;
+        let began = self.began;
+        let free_time = now_ns();
+        let candidates = self.detect(records, free_time).await?;
         let mut gone = HashSet::new();
         let mut errors = Vec::new();
         for c in images::too_old(&candidates, free_time, began, &self.images) {
