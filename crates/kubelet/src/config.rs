@@ -131,7 +131,14 @@ pub struct KubeletConfiguration {
     /// `evictionMinimumReclaim`: signal → what must be free beyond the
     /// threshold before a met threshold counts as resolved.
     pub eviction_minimum_reclaim: BTreeMap<String, String>,
+    /// `featureGates`, checked against upstream's gates ([`GATES_HONOURED`]).
+    pub feature_gates: rkube_util::feature_gates::FeatureGates,
 }
+
+/// The gates rkube kubelet honours away from their default: `MemoryQoS`
+/// (`memory.min`/`memory.low`/`memory.high` on cgroup v2). Every other gate
+/// is accepted only at its default.
+pub const GATES_HONOURED: &[&str] = &["MemoryQoS"];
 
 /// The hard eviction defaults of kubelet v1.37 on Linux.
 pub fn default_eviction_hard() -> BTreeMap<String, String> {
@@ -190,6 +197,7 @@ impl Default for KubeletConfiguration {
             eviction_soft_grace_period: BTreeMap::new(),
             eviction_max_pod_grace_period: 0,
             eviction_minimum_reclaim: BTreeMap::new(),
+            feature_gates: Default::default(),
         }
     }
 }
@@ -252,7 +260,6 @@ const IGNORED: &[&str] = &[
     "makeIPTablesUtilChains",
     "iptablesMasqueradeBit",
     "iptablesDropBit",
-    "featureGates",
     "reservedSystemCPUs",
     "showHiddenMetricsForVersion",
     "systemReservedCgroup",
@@ -469,6 +476,17 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "evictionSoftGracePeriod" => c.eviction_soft_grace_period = field(file, key, v)?,
             "evictionMaxPodGracePeriod" => c.eviction_max_pod_grace_period = field(file, key, v)?,
             "evictionMinimumReclaim" => c.eviction_minimum_reclaim = field(file, key, v)?,
+            "featureGates" => {
+                let requested: BTreeMap<String, bool> = field(file, key, v)?;
+                let (gates, warn) = rkube_util::feature_gates::FeatureGates::new(
+                    &requested,
+                    &|name, _| GATES_HONOURED.contains(&name),
+                    "rkube kubelet",
+                )
+                .map_err(|e| err(format!("field {key}: {e}")))?;
+                c.feature_gates = gates;
+                warnings.extend(warn.into_iter().map(|w| format!("{file}: {w}")));
+            }
             "memorySwap" => {
                 let m: BTreeMap<String, String> = field(file, key, v)?;
                 for (k, b) in m {
@@ -1052,6 +1070,9 @@ mod tests {
             ("evictionMinimumReclaim: {memory.available: 0%}\n", "must be a non-negative quantity or a positive percentage"),
             ("evictionMinimumReclaim: {memory.available: -1Gi}\n", "must be a non-negative quantity or a positive percentage"),
             ("evictionMaxPodGracePeriod: -1\n", "evictionMaxPodGracePeriod -1 must not be negative"),
+            ("featureGates: {NoSuchGate: true}\n", "field featureGates: unrecognized feature gate: NoSuchGate"),
+            ("featureGates: {NodeSwap: false}\n", "cannot set feature gate NodeSwap to false, feature is locked to true"),
+            ("featureGates: {KubeletSeparateDiskGC: false}\n", "feature gate KubeletSeparateDiskGC=false is not implemented by rkube kubelet"),
         ] {
             let e = load(body).unwrap_err();
             assert!(e.message.contains(want), "{body}: {e}");

@@ -185,6 +185,7 @@ async fn make_cri(
                 node_ips: desc.ip.parse().ok().into_iter().collect(),
             },
             limited_swap: cfg.memory_swap_behavior == "LimitedSwap",
+            memory_qos: cfg.feature_gates.enabled("MemoryQoS"),
         },
         pulls,
         events: Some(recorder),

@@ -6,6 +6,7 @@
 
 pub mod duration;
 pub mod fast_hash;
+pub mod feature_gates;
 pub mod file;
 pub mod memory;
 pub mod strict;

@@ -39,6 +39,17 @@ pub fn document(c: &KubeletConfiguration) -> Value {
         "imagePullCredentialsVerificationPolicy": policy(c.image_pull_credentials_verification_policy),
         "nodeStatusMaxImages": c.node_status_max_images,
         "resolvConf": c.resolv_conf,
+        "imageMinimumGCAge": go_duration(c.image_minimum_gc_age),
+        "imageMaximumGCAge": go_duration(c.image_maximum_gc_age),
+        "imageGCHighThresholdPercent": c.image_gc_high_threshold_percent,
+        "imageGCLowThresholdPercent": c.image_gc_low_threshold_percent,
+        "failSwapOn": c.fail_swap_on,
+        "containerLogMaxSize": rkube_model::quantity::format_bytes(c.container_log_max_size),
+        "containerLogMaxFiles": c.container_log_max_files,
+        "containerLogMaxWorkers": c.container_log_max_workers,
+        "containerLogMonitorInterval": go_duration(c.container_log_monitor_interval),
+        "rotateCertificates": c.rotate_certificates,
+        "evictionMaxPodGracePeriod": c.eviction_max_pod_grace_period,
     });
     let obj = cfg.as_object_mut();
     if let Some(o) = obj {
@@ -83,6 +94,28 @@ pub fn document(c: &KubeletConfiguration) -> Value {
             !c.cluster_dns.is_empty(),
         );
         opt(
+            "memorySwap",
+            json!({"swapBehavior": c.memory_swap_behavior}),
+            !c.memory_swap_behavior.is_empty(),
+        );
+        opt(
+            "evictionSoft",
+            json!(c.eviction_soft),
+            !c.eviction_soft.is_empty(),
+        );
+        opt(
+            "evictionSoftGracePeriod",
+            json!(c.eviction_soft_grace_period),
+            !c.eviction_soft_grace_period.is_empty(),
+        );
+        opt(
+            "evictionMinimumReclaim",
+            json!(c.eviction_minimum_reclaim),
+            !c.eviction_minimum_reclaim.is_empty(),
+        );
+        let gates = c.feature_gates.set();
+        opt("featureGates", json!(gates), !gates.is_empty());
+        opt(
             "clusterDomain",
             json!(c.cluster_domain),
             !c.cluster_domain.is_empty(),
@@ -104,6 +137,11 @@ mod tests {
         assert_eq!(k["nodeStatusReportFrequency"], "5m0s");
         assert_eq!(k["nodeStatusUpdateFrequency"], "10s");
         assert_eq!(k["evictionHard"]["memory.available"], "100Mi");
+        assert_eq!(k["containerLogMaxSize"], "10Mi");
+        assert_eq!(k["imageMinimumGCAge"], "2m0s");
+        assert_eq!(k["imageGCHighThresholdPercent"], 85);
+        assert_eq!(k["failSwapOn"], true);
+        assert!(k.get("featureGates").is_none(), "only gates set are shown");
         assert_eq!(
             k["imagePullCredentialsVerificationPolicy"],
             "NeverVerifyPreloadedImages"

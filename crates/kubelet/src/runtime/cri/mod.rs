@@ -151,7 +151,7 @@ pub struct CriRuntime {
 /// What containers are made against from the node: its IP (the pod IP of
 /// host-network pods, `status.hostIP` in the downward API), allocatable
 /// (unset limits in the downward API) and memory (Burstable OOM scores).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct NodeFacts {
     /// The node's IP (empty when unknown).
     pub host_ip: String,
@@ -163,6 +163,22 @@ pub struct NodeFacts {
     pub dns: crate::network::dns::Settings,
     /// `memorySwap.swapBehavior: LimitedSwap`.
     pub limited_swap: bool,
+    /// The MemoryQoS feature gate.
+    pub memory_qos: bool,
+}
+
+impl Default for NodeFacts {
+    fn default() -> Self {
+        NodeFacts {
+            host_ip: String::new(),
+            capacity: BTreeMap::new(),
+            allocatable: BTreeMap::new(),
+            dns: Default::default(),
+            limited_swap: false,
+            // Upstream's default: MemoryQoS is on in v1.37.
+            memory_qos: true,
+        }
+    }
 }
 
 /// Everything a [`CriRuntime`] is made with besides its connection.
