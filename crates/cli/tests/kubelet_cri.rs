@@ -1399,6 +1399,16 @@ async fn http_get(port: u16, within: Duration) -> Option<String> {
     }
 }
 
+/// The ids of the images the runtime has.
+async fn image_ids(cri: &CriClient) -> Vec<String> {
+    cri.list_images(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.id)
+        .collect()
+}
+
 /// A host-network sandbox config for pod `uid`, logs under `logs`.
 fn gc_sandbox_config(uid: &str, attempt: u32, logs: &Path) -> v1::PodSandboxConfig {
     v1::PodSandboxConfig {
@@ -1580,13 +1590,7 @@ fn garbage_collection_on_containerd() {
             err.starts_with("Insufficient free disk space on the node's image filesystem ("),
             "{err}"
         );
-        let now: Vec<String> = cri
-            .list_images(None)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|i| i.id)
-            .collect();
+        let now = image_ids(&cri).await;
         assert!(now.contains(&busybox), "the image in use stays");
         assert_eq!(
             now.contains(&pause),
@@ -1596,15 +1600,81 @@ fn garbage_collection_on_containerd() {
         // Once its last container is removed, the image goes too.
         cri.remove_container(&ids[2]).await.unwrap();
         let _ = collector.collect_images().await;
-        let now: Vec<String> = cri
-            .list_images(None)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|i| i.id)
-            .collect();
+        let now = image_ids(&cri).await;
         assert!(!now.contains(&busybox), "an unused image goes");
         let _ = cri.stop_pod_sandbox(&sandbox).await;
         let _ = cri.remove_pod_sandbox(&sandbox).await;
     });
+}
+
+/// Swap on for as long as it lives (a swap file), off again when dropped.
+struct SwapFile(PathBuf);
+
+impl SwapFile {
+    fn on() -> SwapFile {
+        let f = std::env::temp_dir().join(format!("rk-swap-{}", std::process::id()));
+        let ok = |c: &mut Command| c.status().map(|s| s.success()).unwrap_or(false);
+        assert!(ok(Command::new("fallocate").args(["-l", "16M"]).arg(&f)));
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        assert!(ok(Command::new("mkswap").arg(&f).stdout(Stdio::null())));
+        let swap = SwapFile(f);
+        assert!(ok(Command::new("swapon").arg(&swap.0)), "swapon");
+        swap
+    }
+}
+
+impl Drop for SwapFile {
+    fn drop(&mut self) {
+        let _ = Command::new("swapoff").arg(&self.0).status();
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `failSwapOn` (the default) on a host with swap on: the kubelet refuses
+/// to start with upstream's message (exit 1); `--fail-swap-on=false` lets
+/// it past that check.
+#[test]
+#[ignore = "needs root (swapon); run by hack/test"]
+fn swap_on_refuses_to_start() {
+    let swap = SwapFile::on();
+    assert!(std::fs::read_to_string("/proc/swaps")
+        .unwrap()
+        .contains(swap.0.to_str().unwrap()));
+    let dir = std::env::temp_dir().join(format!("rk-swap-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzPort: 0\n\
+         containerRuntimeEndpoint: unix:///nonexistent/containerd.sock\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_rkube"))
+            .args([
+                "kubelet",
+                "--runtime=cri",
+                "--kubeconfig=/nonexistent/kubeconfig",
+            ])
+            .arg(format!("--config={}", cfg.display()))
+            .arg(format!("--root-dir={}", dir.join("root").display()))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = run(&[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "running with swap on is not supported, please disable swap or set --fail-swap-on flag to false"
+        ),
+        "{stderr}"
+    );
+    let allowed = run(&["--fail-swap-on=false"]);
+    let stderr = String::from_utf8_lossy(&allowed.stderr);
+    assert!(!stderr.contains("swap on is not supported"), "{stderr}");
+    assert!(stderr.contains("connecting to the CRI runtime"), "{stderr}");
+    drop(swap);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -205,7 +205,7 @@ where
         let rx = self.generation.clone();
         Box::pin(async move {
             let resp = tower::Service::call(&mut client, req).await?;
-            Ok(resp.map(|b| crate::client_cert::Cut::new(b, rx)))
+            Ok(resp.map(|b| crate::client_cert::Cut::new(b, rx, now)))
         })
     }
 }

@@ -21,12 +21,17 @@ use tokio_rustls::rustls::sign::CertifiedKey;
 /// How often the files are checked for a new certificate.
 pub const CHECK_PERIOD: Duration = Duration::from_secs(10);
 
-type FileId = (u64, u64, i64, u64);
+type FileId = [(u64, u64, i64, i64, u64); 2];
 
-fn file_id(p: &Path) -> Option<FileId> {
+/// The identity of the certificate and key files (through links): a
+/// rotation changes one of them.
+fn file_id(cert: &Path, key: &Path) -> Option<FileId> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).ok()?;
-    Some((m.dev(), m.ino(), m.mtime(), m.size()))
+    let one = |p: &Path| {
+        let m = std::fs::metadata(p).ok()?;
+        Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.size()))
+    };
+    Some([one(cert)?, one(key)?])
 }
 
 /// Reads a certificate chain and its key (they may share one file).
@@ -47,7 +52,15 @@ pub fn load(cert: &Path, key: &Path) -> Result<CertifiedKey, String> {
         .ok_or_else(|| format!("{}: no private key", key.display()))?;
     let signer = rustls::crypto::ring::sign::any_supported_type(&key_der)
         .map_err(|e| format!("{}: {e}", key.display()))?;
-    Ok(CertifiedKey::new(certs, signer))
+    let ck = CertifiedKey::new(certs, signer);
+    ck.keys_match().map_err(|e| {
+        format!(
+            "{}: the certificate does not belong to the key {}: {e}",
+            cert.display(),
+            key.display()
+        )
+    })?;
+    Ok(ck)
 }
 
 /// The client identity of a kubeconfig's certificate files, re-read when
@@ -63,7 +76,7 @@ pub struct ReloadingCert {
 impl ReloadingCert {
     /// The identity in `cert` and `key` (absolute paths).
     pub fn new(cert: &Path, key: &Path) -> Result<Arc<ReloadingCert>, String> {
-        let id = file_id(cert);
+        let id = file_id(cert, key);
         let ck = load(cert, key)?;
         Ok(Arc::new(ReloadingCert {
             cert: cert.to_path_buf(),
@@ -79,7 +92,7 @@ impl ReloadingCert {
 
     /// Re-reads the files if they changed; true when the identity did.
     pub fn check(&self) -> bool {
-        let id = file_id(&self.cert);
+        let id = file_id(&self.cert, &self.key);
         if id.is_none() || id == self.lock().0 {
             return false;
         }
@@ -145,14 +158,20 @@ pub struct Cut<B> {
 }
 
 impl<B> Cut<B> {
-    /// `inner`, ended when `generation` moves past its current value.
-    pub fn new(inner: B, mut generation: watch::Receiver<u64>) -> Cut<B> {
-        generation.borrow_and_update();
+    /// `inner`, ended once `generation` differs from `sent` (its value
+    /// when the request was sent: a rotation between sending and the
+    /// answer cuts it too).
+    pub fn new(inner: B, mut generation: watch::Receiver<u64>, sent: u64) -> Cut<B> {
         Cut {
             inner,
             rotated: Box::pin(async move {
-                if generation.changed().await.is_err() {
-                    std::future::pending::<()>().await;
+                loop {
+                    if *generation.borrow_and_update() != sent {
+                        return;
+                    }
+                    if generation.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
                 }
             }),
         }
@@ -236,6 +255,9 @@ mod tests {
         assert!(!r.check());
         assert_eq!(r.resolve(&[], &[]).unwrap().cert[0], second);
         assert!(ReloadingCert::new(&dir.join("bad.pem"), &dir.join("bad.pem")).is_err());
+        // A certificate with another pair's key is refused.
+        let e = load(&a, &b).unwrap_err();
+        assert!(e.contains("does not belong to the key"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -263,7 +285,7 @@ mod tests {
     #[tokio::test]
     async fn bodies_end_when_the_identity_rotates() {
         let (tx, rx) = watch::channel(0u64);
-        let mut cut = Cut::new(OneThenPending(false), rx);
+        let mut cut = Cut::new(OneThenPending(false), rx, 0);
         let f = cut.frame().await.unwrap().unwrap();
         assert_eq!(f.into_data().unwrap(), "x");
         let waiting = tokio::time::timeout(Duration::from_millis(50), cut.frame()).await;
@@ -277,7 +299,7 @@ mod tests {
         // Without a rotation source the body is never cut.
         let (tx, rx) = watch::channel(0u64);
         drop(tx);
-        let mut never = Cut::new(OneThenPending(true), rx);
+        let mut never = Cut::new(OneThenPending(true), rx, 0);
         assert!(
             tokio::time::timeout(Duration::from_millis(50), never.frame())
                 .await

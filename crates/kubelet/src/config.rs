@@ -111,7 +111,7 @@ pub struct KubeletConfiguration {
     pub fail_swap_on: bool,
     /// `memorySwap.swapBehavior`: `NoSwap` (also for "") or `LimitedSwap`.
     pub memory_swap_behavior: String,
-    /// `containerLogMaxSize` in bytes.
+    /// `containerLogMaxSize` in bytes (negative: no rotation).
     pub container_log_max_size: i64,
     /// `containerLogMaxFiles`.
     pub container_log_max_files: i32,
@@ -500,7 +500,7 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
                 let q: String = field(file, key, v)?;
                 c.container_log_max_size = Quantity::parse(&q)
                     .ok()
-                    .filter(|q| !q.is_negative())
+                    // Negative: no rotation, as upstream.
                     .map(|q| q.value())
                     .ok_or_else(|| {
                         err(format!(

@@ -272,13 +272,14 @@ pub async fn run_with_metrics(
         runtime_name: "unknown".into(),
         runtime_version: "unknown".into(),
     };
+    let mut swap_on = false;
     let (cri_client, sim) = match opts.runtime {
         RuntimeKind::Cri => {
             // Upstream's container manager refuses a host with swap on
             // unless failSwapOn is false.
-            let swap = node::machine::swap_is_on()
+            swap_on = node::machine::swap_is_on()
                 .context("failed to determine if swap is on (reading /proc/swaps)")?;
-            if swap && cfg.fail_swap_on {
+            if swap_on && cfg.fail_swap_on {
                 bail!(node::machine::SWAP_ON_REFUSAL);
             }
             let endpoint = &cfg.container_runtime_endpoint;
@@ -315,7 +316,9 @@ pub async fn run_with_metrics(
     if cfg.rotate_certificates {
         // The store's current pair is what the clients present and re-read
         // (TLS bootstrap writes the kubeconfig that way).
-        let store = certificates::store::FileStore::new(&opts.cert_dir(), "kubelet-client");
+        let cert_dir = std::path::absolute(opts.cert_dir())
+            .with_context(|| format!("--cert-dir {}", opts.cert_dir().display()))?;
+        let store = certificates::store::FileStore::new(&cert_dir, "kubelet-client");
         let uses_store = opts
             .kubeconfig
             .as_deref()
@@ -344,6 +347,18 @@ pub async fn run_with_metrics(
         (Some(_), _) => bail!("the CRI runtime runs exactly one node"),
         (None, _) => None,
     };
+    if let (true, Some(c), [desc]) = (swap_on, &cri, descs.as_slice()) {
+        // rkube mounts memory-backed volumes without tmpfs's noswap.
+        tracing::warn!("swap is on: memory-backed volumes (Secrets, emptyDir with medium Memory) may be swapped to disk");
+        if let Some(e) = c.events() {
+            e.record_node(
+                &desc.name,
+                true,
+                "PossibleMemoryBackedVolumesOnDisk",
+                "The tmpfs noswap option is not supported. Memory-backed volumes (e.g. secrets, emptyDirs, etc.) might be swapped to disk and should no longer be considered secure.",
+            );
+        }
+    }
     let runtime: Arc<dyn Runtime> = match (&cri, sim) {
         (Some(c), _) => c.clone(),
         (None, Some(s)) => s,
@@ -379,8 +394,8 @@ pub async fn run_with_metrics(
         ))),
         _ => None,
     };
-    if let Some(cri) = &cri {
-        // Container logs rotated by size.
+    if let (Some(cri), true) = (&cri, cfg.container_log_max_size >= 0) {
+        // Container logs rotated by size (a negative size: never, as upstream).
         tasks.spawn(logs::manager::run(
             cri.client().clone(),
             logs::manager::Policy {

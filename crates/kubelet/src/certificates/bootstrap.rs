@@ -8,7 +8,6 @@
 //! store holds a pair reuses that pair's key.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -46,6 +45,33 @@ fn current(
     (cluster, user)
 }
 
+/// Reads a kubeconfig (a regular file, at most the configuration size
+/// limit: never a FIFO or an endless file), its relative paths resolved
+/// against its directory as client-go resolves them.
+pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, String> {
+    let text = rkube_util::file::read_text(path, rkube_util::file::CONFIG_MAX_BYTES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut kc = Kubeconfig::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    for c in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        if let Some(f) = c.certificate_authority.as_mut() {
+            *f = resolve(path, f).display().to_string();
+        }
+    }
+    for u in kc
+        .auth_infos
+        .iter_mut()
+        .filter_map(|u| u.auth_info.as_mut())
+    {
+        for f in [u.client_certificate.as_mut(), u.client_key.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            *f = resolve(path, f).display().to_string();
+        }
+    }
+    Ok(kc)
+}
+
 /// `p` resolved against the directory of `file` when relative, as
 /// client-go resolves a kubeconfig's paths.
 fn resolve(file: &Path, p: &str) -> PathBuf {
@@ -60,12 +86,9 @@ fn resolve(file: &Path, p: &str) -> PathBuf {
 /// The client certificate file of `kubeconfig`'s current user (resolved
 /// against the kubeconfig's directory), if it names one.
 pub fn client_certificate_path(kubeconfig: &Path) -> Option<PathBuf> {
-    let kc = Kubeconfig::read_from(kubeconfig).ok()?;
+    let kc = read_kubeconfig(kubeconfig).ok()?;
     let (_, user) = current(&kc);
-    user?
-        .client_certificate
-        .as_ref()
-        .map(|f| resolve(kubeconfig, f))
+    user?.client_certificate.as_ref().map(PathBuf::from)
 }
 
 /// Upstream's `isClientConfigStillValid`: the kubeconfig exists and its
@@ -74,7 +97,7 @@ pub fn client_config_still_valid(kubeconfig: &Path, now: i64) -> bool {
     if !kubeconfig.exists() {
         return false;
     }
-    let Ok(kc) = Kubeconfig::read_from(kubeconfig) else {
+    let Ok(kc) = read_kubeconfig(kubeconfig) else {
         tracing::warn!(path = %kubeconfig.display(), "unable to read existing bootstrap client config");
         return false;
     };
@@ -88,9 +111,16 @@ pub fn client_config_still_valid(kubeconfig: &Path, now: i64) -> bool {
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
     } else {
+        // A pair in files must load: the certificate of that key.
+        if let (Some(c), Some(k)) = (&user.client_certificate, &user.client_key) {
+            if let Err(e) = rkube_daemon::client_cert::load(Path::new(c), Path::new(k)) {
+                tracing::warn!(error = %e, "the kubeconfig's client certificate does not load");
+                return false;
+            }
+        }
         user.client_certificate
             .as_ref()
-            .and_then(|f| rkube_util::file::read_text(&resolve(kubeconfig, f), 1 << 20).ok())
+            .and_then(|f| rkube_util::file::read_text(Path::new(f), 1 << 20).ok())
     };
     let Some(text) = pem_text else {
         return false;
@@ -116,13 +146,7 @@ fn write_private(path: &Path, body: &str) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = path.with_extension("tmp-write");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
+    let mut f = super::private_file(&tmp)?;
     f.write_all(body.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
@@ -180,12 +204,8 @@ pub async fn load_client_cert(
     tracing::info!(
         "Using bootstrap kubeconfig to generate TLS client cert, key and kubeconfig file"
     );
-    let boot = Kubeconfig::read_from(bootstrap).with_context(|| {
-        format!(
-            "unable to load bootstrap kubeconfig {}",
-            bootstrap.display()
-        )
-    })?;
+    let boot = read_kubeconfig(bootstrap)
+        .map_err(|e| anyhow::anyhow!("unable to load bootstrap kubeconfig: {e}"))?;
     let (Some(cluster), _) = current(&boot) else {
         anyhow::bail!(
             "unable to load bootstrap kubeconfig {}: no cluster",
@@ -201,6 +221,10 @@ pub async fn load_client_cert(
     let client = rkube_daemon::from_kubeconfig(Some(bootstrap))
         .await
         .context("unable to create certificates signing request client")?;
+    // Absolute: the kubeconfig written below names the pair by this path.
+    let cert_dir = std::path::absolute(cert_dir)
+        .with_context(|| format!("--cert-dir {}", cert_dir.display()))?;
+    let cert_dir = cert_dir.as_path();
     let store = FileStore::new(cert_dir, "kubelet-client");
     let tmp_key = cert_dir.join(TMP_KEY);
     // A pair in the store keeps its key; else a key of an earlier attempt,
@@ -250,10 +274,7 @@ pub async fn load_client_cert(
             tracing::info!(path = %tmp_key.display(), error = %e, "Failed cleaning up private key file");
         }
     }
-    let ca_file = cluster
-        .certificate_authority
-        .as_ref()
-        .map(|f| resolve(bootstrap, f).display().to_string());
+    let ca_file = cluster.certificate_authority.clone();
     let text = kubeconfig_text(
         &server,
         ca_file.as_deref(),

@@ -109,6 +109,73 @@ pub fn digested_name(spki_der: &[u8], subject: &Subject, usages: &[&str]) -> Str
     format!("node-csr-{}", enc(ctx.finish().as_ref()))
 }
 
+/// The subject (CN, O) and public key of a PEM certification request.
+fn request_identity(pem_text: &[u8]) -> Result<(Vec<String>, Vec<String>, Vec<u8>), String> {
+    use x509_parser::prelude::FromDer;
+    let text = std::str::from_utf8(pem_text).map_err(|_| "not PEM".to_string())?;
+    let block = pem::parse(text).map_err(|e| format!("not PEM: {e}"))?;
+    let (_, req) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(block.contents())
+            .map_err(|e| format!("not a certification request: {e}"))?;
+    let info = &req.certification_request_info;
+    let cn: Vec<String> = info
+        .subject
+        .iter_common_name()
+        .filter_map(|a| a.as_str().ok().map(String::from))
+        .collect();
+    let o: Vec<String> = info
+        .subject
+        .iter_organization()
+        .filter_map(|a| a.as_str().ok().map(String::from))
+        .collect();
+    let key = info.subject_pki.raw.to_vec();
+    Ok((cn, o, key))
+}
+
+/// Upstream's `ensureCompatible`: a request found under the name of ours is
+/// reused when it asks for the same subject, from the same signer, for the
+/// same key, and what it was issued (if anything) has not expired.
+fn compatible(
+    existing: &CertificateSigningRequest,
+    ours: &CertificateSigningRequest,
+) -> Result<(), String> {
+    let (cn0, o0, key0) = request_identity(&existing.spec.request.0)?;
+    let (cn1, o1, key1) = request_identity(&ours.spec.request.0)?;
+    if (cn0, o0) != (cn1, o1) {
+        return Err("csr subjects differ".into());
+    }
+    if existing.spec.signer_name != ours.spec.signer_name {
+        return Err(format!(
+            "csr signerNames differ: new {:?}, orig: {:?}",
+            existing.spec.signer_name, ours.spec.signer_name
+        ));
+    }
+    if key0 != key1 {
+        return Err("the existing csr is for another key".into());
+    }
+    let issued = existing
+        .status
+        .as_ref()
+        .and_then(|s| s.certificate.as_ref())
+        .map(|c| c.0.clone())
+        .unwrap_or_default();
+    if !issued.is_empty() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let text = String::from_utf8_lossy(&issued);
+        for b in pem::parse_many(text.as_ref()).unwrap_or_default() {
+            if let Ok((_, c)) = x509_parser::parse_x509_certificate(b.contents()) {
+                if c.validity().not_after.timestamp() < now {
+                    return Err("one of the certificates for the CSR has expired".into());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Why no certificate came back.
 #[derive(Debug, thiserror::Error)]
 pub enum CsrError {
@@ -161,9 +228,9 @@ pub async fn request_certificate(
             // The same key, subject and usages make the same name: an
             // earlier attempt's request, reused if it asks for the same.
             let existing = api.get(name).await.map_err(CsrError::Create)?;
-            if existing.spec.request.0 != obj.spec.request.0 {
+            if let Err(why) = compatible(&existing, &obj) {
                 return Err(CsrError::NotSigned(format!(
-                    "retrieved csr {name:?} is not the one requested"
+                    "retrieved csr {name:?} is not compatible: {why}"
                 )));
             }
             name.to_string()
@@ -172,17 +239,24 @@ pub async fn request_certificate(
     };
     let name = name.as_str();
     tracing::info!(csr = %name, signer, "Waiting for client certificate to be issued");
+    // Upstream's WaitForCertificate: a Denied or Failed condition ends the
+    // wait with an error; an Approved one with a certificate ends it.
+    let has = |st: &k8s_openapi::api::certificates::v1::CertificateSigningRequestStatus,
+               t: &str| {
+        st.conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == t)
+            .cloned()
+    };
     let done = |c: Option<&CertificateSigningRequest>| {
         let Some(st) = c.and_then(|c| c.status.as_ref()) else {
             return false;
         };
-        let cond = |t: &str| {
-            st.conditions
-                .iter()
-                .flatten()
-                .any(|c| c.type_ == t && c.status == "True")
-        };
-        cond("Denied") || cond("Failed") || st.certificate.as_ref().is_some_and(|c| !c.0.is_empty())
+        has(st, "Denied").is_some()
+            || has(st, "Failed").is_some()
+            || (has(st, "Approved").is_some()
+                && st.certificate.as_ref().is_some_and(|c| !c.0.is_empty()))
     };
     let got = tokio::time::timeout(timeout, await_condition(api, name, done))
         .await
@@ -196,22 +270,22 @@ pub async fn request_certificate(
         })?
         .ok_or_else(|| CsrError::Wait {
             name: name.into(),
-            why: "the request was deleted".into(),
+            why: format!("csr {name:?} was deleted"),
         })?;
     let st = got.status.unwrap_or_default();
-    for c in st.conditions.iter().flatten() {
-        if (c.type_ == "Denied" || c.type_ == "Failed") && c.status == "True" {
-            return Err(CsrError::NotSigned(format!(
-                "certificate signing request is {}, reason: {}, message: {}",
-                if c.type_ == "Denied" {
-                    "denied"
-                } else {
-                    "failed"
-                },
-                c.reason.clone().unwrap_or_default(),
-                c.message.clone().unwrap_or_default()
-            )));
-        }
+    if let Some(c) = has(&st, "Denied") {
+        return Err(CsrError::NotSigned(format!(
+            "certificate signing request is denied, reason: {}, message: {}",
+            c.reason.unwrap_or_default(),
+            c.message.unwrap_or_default()
+        )));
+    }
+    if let Some(c) = has(&st, "Failed") {
+        return Err(CsrError::NotSigned(format!(
+            "certificate signing request failed, reason: {}, message: {}",
+            c.reason.unwrap_or_default(),
+            c.message.unwrap_or_default()
+        )));
     }
     let cert = st.certificate.map(|c| c.0).unwrap_or_default();
     String::from_utf8(cert)
@@ -263,6 +337,38 @@ mod tests {
         let (_, other) = make_request(&key, &subject, &["client auth"]).unwrap();
         assert_ne!(name, other);
         assert!(make_request("junk", &subject, &[]).is_err());
+    }
+
+    fn csr_object(key: &str, node: &str, signer: &str) -> CertificateSigningRequest {
+        let (pem_text, _) =
+            make_request(key, &Subject::node_client(node), &["client auth"]).unwrap();
+        CertificateSigningRequest {
+            metadata: Default::default(),
+            spec: CertificateSigningRequestSpec {
+                request: ByteString(pem_text.into_bytes()),
+                signer_name: signer.into(),
+                ..Default::default()
+            },
+            status: None,
+        }
+    }
+
+    #[test]
+    fn an_earlier_request_for_the_same_key_is_reused() {
+        // ECDSA signatures differ each time: the bytes never match, the
+        // request still is the same one (upstream's ensureCompatible).
+        let key = generate_key().unwrap();
+        let ours = csr_object(&key, "n1", CLIENT_SIGNER);
+        let earlier = csr_object(&key, "n1", CLIENT_SIGNER);
+        assert_ne!(ours.spec.request.0, earlier.spec.request.0);
+        assert_eq!(compatible(&earlier, &ours), Ok(()));
+        let other_key = csr_object(&generate_key().unwrap(), "n1", CLIENT_SIGNER);
+        assert!(compatible(&other_key, &ours).is_err());
+        assert!(compatible(&csr_object(&key, "n2", CLIENT_SIGNER), &ours).is_err());
+        assert!(compatible(&csr_object(&key, "n1", SERVING_SIGNER), &ours).is_err());
+        let mut junk = earlier.clone();
+        junk.spec.request = ByteString(b"junk".to_vec());
+        assert!(compatible(&junk, &ours).is_err());
     }
 
     #[test]

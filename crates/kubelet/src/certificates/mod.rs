@@ -12,3 +12,20 @@ pub mod bootstrap;
 pub mod csr;
 pub mod rotation;
 pub mod store;
+
+/// Creates (or truncates) `path` for writing, mode 0600, never through a
+/// symlink: certificates' keys are never world-readable.
+pub(crate) fn private_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::PermissionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    // A file that was there keeps its mode through open(2): narrow it.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(f)
+}

@@ -57,7 +57,8 @@ pub struct ClientRotation {
 }
 
 impl ClientRotation {
-    /// Renews the certificate forever.
+    /// Renews the certificate until it has expired without a renewal (then
+    /// it returns and the kubelet exits, as upstream's).
     pub async fn run(self) {
         let mut backoff = Duration::from_secs(2);
         loop {
@@ -67,6 +68,14 @@ impl ClientRotation {
                 tokio::time::sleep(Duration::from_secs(60)).await;
                 continue;
             };
+            if now() >= not_after {
+                // Upstream exits too, so that a restart bootstraps again.
+                tracing::error!(
+                    expiration = %rfc3339(not_after),
+                    "The currently active client certificate has expired, exiting"
+                );
+                return;
+            }
             let at = deadline(not_before, not_after, jitter());
             tracing::info!(
                 expiration = %rfc3339(not_after),

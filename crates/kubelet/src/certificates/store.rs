@@ -5,7 +5,6 @@
 //! `<prefix>-updated.pem`.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// A store of certificate/key pairs named `prefix` in `dir`.
@@ -113,13 +112,7 @@ impl FileStore {
             )
         })?;
         let path = self.file(time);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
+        let mut f = super::private_file(&path)
             .map_err(|e| format!("could not open {:?}: {e}", path.display()))?;
         let body = certs.concat() + &pem_of(key.tag(), key.contents());
         f.write_all(body.as_bytes())
@@ -130,6 +123,14 @@ impl FileStore {
                     path.display()
                 )
             })?;
+        // As upstream's Update: the new pair must load (the certificate of
+        // that key) before it becomes current.
+        if let Err(e) = rkube_daemon::client_cert::load(&path, &path) {
+            let _ = std::fs::remove_file(&path);
+            return Err(format!(
+                "the new certificate and key do not make a pair: {e}"
+            ));
+        }
         self.update_symlink(&path)?;
         Ok(path)
     }
@@ -222,6 +223,12 @@ mod tests {
         assert_eq!(std::fs::read_link(store.current_path()).unwrap(), second);
         assert!(first.exists(), "the old pair stays, as upstream");
         assert!(!dir.join("kubelet-client-updated.pem").exists());
+        // A certificate with another key is refused, the current pair untouched.
+        let e = store
+            .update(&cert2, &key, "2026-12-05-11-30-00")
+            .unwrap_err();
+        assert!(e.contains("do not make a pair"), "{e}");
+        assert!(!dir.join("kubelet-client-2026-12-05-11-30-00.pem").exists());
         // Garbage is refused, the current pair untouched.
         assert!(store.update("junk", &key, "2026-12-05-12-00-00").is_err());
         assert!(store.update(&cert, "junk", "2026-12-05-12-00-00").is_err());

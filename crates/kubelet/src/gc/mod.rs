@@ -107,15 +107,14 @@ impl GarbageCollector {
     }
 
     /// Collects forever: containers every minute, images every five
-    /// (unless the image policy can never trigger, as upstream).
+    /// (unless the image policy can never trigger, as upstream: then the
+    /// images are only watched, for the eviction manager's reclaim).
     pub async fn run(self: Arc<Self>) {
+        tokio::join!(self.clone().image_loop(), self.container_loop());
+    }
+
+    async fn container_loop(self: Arc<Self>) {
         let me = self;
-        if !me.images.disabled() {
-            let gc = me.clone();
-            tokio::spawn(async move { gc.image_loop().await });
-        } else {
-            tracing::info!("imageGCHighThresholdPercent is 100 and imageMaximumGCAge is 0: image garbage collection disabled");
-        }
         let mut tick = tokio::time::interval(CONTAINER_GC_PERIOD);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -141,6 +140,18 @@ impl GarbageCollector {
         let mut failed_before = false;
         let mut tick = tokio::time::interval(IMAGE_GC_PERIOD);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        if self.images.disabled() {
+            tracing::info!("imageGCHighThresholdPercent is 100 and imageMaximumGCAge is 0: image garbage collection disabled");
+            // Upstream's image manager still records the images (first
+            // seen, last used) every five minutes.
+            loop {
+                tick.tick().await;
+                let mut records = self.records.lock().await;
+                if let Err(e) = self.detect(&mut records, now_ns()).await {
+                    tracing::info!(error = %e, "Failed to monitor images");
+                }
+            }
+        }
         loop {
             tick.tick().await;
             match self.collect_images().await {

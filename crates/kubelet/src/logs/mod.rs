@@ -131,6 +131,21 @@ pub fn log_files(dir: &Path) -> Vec<(u32, PathBuf)> {
     files
 }
 
+/// Whether `dir` holds the log of an attempt newer than `file`'s.
+pub fn newer_attempt(dir: &Path, file: &Path) -> bool {
+    let attempt = |p: &Path| {
+        p.file_name()?
+            .to_str()?
+            .strip_suffix(".log")?
+            .parse::<u32>()
+            .ok()
+    };
+    let Some(mine) = attempt(file) else {
+        return false;
+    };
+    log_files(dir).iter().any(|(n, _)| *n > mine)
+}
+
 /// The file to read: the newest attempt, or the one before it.
 pub fn pick(dir: &Path, previous: bool) -> Option<PathBuf> {
     let files = log_files(dir);
@@ -254,6 +269,23 @@ mod tests {
         assert_eq!(pick(&dir, true).unwrap(), dir.join("1.log"));
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(pick(&dir, false), None);
+    }
+
+    #[test]
+    fn only_a_newer_attempt_ends_a_follow() {
+        let dir = std::env::temp_dir().join(format!("rkube-logs-newer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("1.log"), b"").unwrap();
+        // 2.log renamed away by a rotation, not yet reopened: not newer.
+        assert!(!newer_attempt(&dir, &dir.join("2.log")));
+        std::fs::write(dir.join("2.log"), b"").unwrap();
+        assert!(!newer_attempt(&dir, &dir.join("2.log")));
+        std::fs::write(dir.join("2.log.20261205-101010"), b"").unwrap();
+        assert!(!newer_attempt(&dir, &dir.join("2.log")));
+        std::fs::write(dir.join("3.log"), b"").unwrap();
+        assert!(newer_attempt(&dir, &dir.join("2.log")));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]

@@ -446,7 +446,13 @@ async fn container_logs(
         );
         return text(400, msg);
     };
-    let bytes = match tokio::fs::read(&file).await {
+    // One open file for the read and the follow: a rotation in between
+    // cannot make the follow start in the wrong file.
+    let mut handle = match tokio::fs::File::open(&file).await {
+        Ok(h) => h,
+        Err(e) => return text(500, format!("reading logs: {e}")),
+    };
+    let bytes = match logs::read_at(&mut handle, 0, usize::MAX).await {
         Ok(b) => b,
         Err(e) => return text(500, format!("reading logs: {e}")),
     };
@@ -456,10 +462,6 @@ async fn container_logs(
         return text(200, out);
     }
     // follow: streamed until the container stops or the client goes away
-    let handle = match tokio::fs::File::open(&file).await {
-        Ok(h) => h,
-        Err(e) => return text(500, format!("reading logs: {e}")),
-    };
     let (tx, body) = Body::channel(16);
     let follow = Follow {
         runtime: rt.clone(),
@@ -561,8 +563,9 @@ impl Follow {
                     return;
                 }
             }
-            // a newer attempt started: this instance is done
-            if logs::pick(&self.dir, false).as_ref() != Some(&self.file) {
+            // a newer attempt started: this instance is done (the live file
+            // missing for a moment during a rotation is not that)
+            if logs::newer_attempt(&self.dir, &self.file) {
                 return;
             }
         }

@@ -213,13 +213,14 @@ impl CriParts {
 
 /// The node's side of container resources, from this host.
 fn node_resources(
+    node: &NodeFacts,
     capacity_memory: i64,
     allocatable_memory: i64,
-    limited_swap: bool,
 ) -> ResourceOptions {
     use self::spec::resources;
     let mut r = ResourceOptions::new(capacity_memory.max(1));
-    r.limited_swap = limited_swap;
+    r.limited_swap = node.limited_swap;
+    r.memory_qos = node.memory_qos;
     r.swap_capacity = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| crate::stats::procfs::meminfo_bytes(&m, "SwapTotal"))
@@ -350,11 +351,7 @@ impl CriRuntime {
         security.selinux_enabled = spec::security::detect_selinux();
         security.thermal_throttle_paths = spec::security::host_thermal_throttle_paths();
         let mem = |m: &BTreeMap<String, Quantity>| m.get("memory").map(|q| q.value()).unwrap_or(0);
-        let resources = node_resources(
-            mem(&node.capacity),
-            mem(&node.allocatable),
-            node.limited_swap,
-        );
+        let resources = node_resources(&node, mem(&node.capacity), mem(&node.allocatable));
         let images = ImageManager::new(cri.clone(), pulls, events.clone(), volumes.clone());
         Ok(CriRuntime {
             dirs,
@@ -835,6 +832,19 @@ mod tests {
             created_at: created,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_memory_qos_gate_and_swap_behaviour_reach_the_container_resources() {
+        let off = NodeFacts {
+            memory_qos: false,
+            limited_swap: true,
+            ..NodeFacts::default()
+        };
+        let r = node_resources(&off, 1 << 30, 1 << 30);
+        assert!(!r.memory_qos && r.limited_swap);
+        let r = node_resources(&NodeFacts::default(), 1 << 30, 1 << 30);
+        assert!(r.memory_qos && !r.limited_swap);
     }
 
     #[test]
