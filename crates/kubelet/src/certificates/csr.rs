@@ -109,8 +109,12 @@ pub fn digested_name(spki_der: &[u8], subject: &Subject, usages: &[&str]) -> Str
     format!("node-csr-{}", enc(ctx.finish().as_ref()))
 }
 
+/// Who a request is for: its common names, organizations and public key
+/// (SubjectPublicKeyInfo DER).
+type RequestIdentity = (Vec<String>, Vec<String>, Vec<u8>);
+
 /// The subject (CN, O) and public key of a PEM certification request.
-fn request_identity(pem_text: &[u8]) -> Result<(Vec<String>, Vec<String>, Vec<u8>), String> {
+fn request_identity(pem_text: &[u8]) -> Result<RequestIdentity, String> {
     use x509_parser::prelude::FromDer;
     let text = std::str::from_utf8(pem_text).map_err(|_| "not PEM".to_string())?;
     let block = pem::parse(text).map_err(|e| format!("not PEM: {e}"))?;
