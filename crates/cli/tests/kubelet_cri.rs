@@ -1514,6 +1514,7 @@ fn garbage_collection_on_containerd() {
             "gc-node",
             "",
         ));
+        let pod_states = std::sync::Arc::new(rkube_kubelet::pods::worker::PodStates::default());
         let collector = gc::GarbageCollector::new(
             cri.clone(),
             stats,
@@ -1526,6 +1527,7 @@ fn garbage_collection_on_containerd() {
                 min_age: Duration::from_secs(1),
                 max_age: Duration::ZERO,
             },
+            pod_states.clone(),
         );
         let (containers, sandboxes) = collector.collect_containers().await.unwrap();
         assert_eq!(
@@ -1557,6 +1559,10 @@ fn garbage_collection_on_containerd() {
         files.sort();
         assert_eq!(files, ["2.log"], "removed instances' logs are gone");
         // A second pass has nothing left to do.
+        assert_eq!(collector.collect_containers().await.unwrap(), (0, 0));
+        // Terminated (not evicted): the last instance stays, except for the
+        // eviction manager's reclaim.
+        pod_states.set(uid, true, false);
         assert_eq!(collector.collect_containers().await.unwrap(), (0, 0));
 
         // Images: every byte is "over" a 1 % threshold, so the collector
@@ -1597,8 +1603,12 @@ fn garbage_collection_on_containerd() {
             pause_pinned,
             "the sandbox image goes unless pinned"
         );
-        // Once its last container is removed, the image goes too.
-        cri.remove_container(&ids[2]).await.unwrap();
+        // Evicted: its content goes whole (the ready sandbox stays until
+        // its worker stops it).
+        pod_states.set(uid, true, true);
+        assert_eq!(collector.collect_containers().await.unwrap(), (1, 0));
+        assert!(cri.list_containers(None).await.unwrap().is_empty());
+        // Its last container is gone: the image goes too.
         let _ = collector.collect_images().await;
         let now = image_ids(&cri).await;
         assert!(!now.contains(&busybox), "an unused image goes");

@@ -406,6 +406,7 @@ pub async fn run_with_metrics(
             },
         ));
     }
+    let pod_states = Arc::new(pods::worker::PodStates::default());
     // Dead containers, sandboxes and unused images; the eviction manager
     // asks it too before evicting for disk pressure.
     let collector = match (&cri, &stats, descs.as_slice()) {
@@ -422,6 +423,7 @@ pub async fn run_with_metrics(
                     min_age: cfg.image_minimum_gc_age,
                     max_age: cfg.image_maximum_gc_age,
                 },
+                pod_states.clone(),
             ));
             tasks.spawn(gc.clone().run());
             Some(gc)
@@ -580,6 +582,7 @@ pub async fn run_with_metrics(
         host_ips,
         active,
         admission,
+        states: pod_states,
     });
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));

@@ -147,7 +147,7 @@ impl EvictionManager {
         }
         if let Some(rc) = &self.reclaim {
             if reclaims_node_level(met.signal, (rc.dedicated_imagefs)()) {
-                match rc.gc.collect_containers().await {
+                match rc.gc.delete_all_unused_containers().await {
                     Ok(_) => {}
                     Err(e) => {
                         tracing::info!(resource_name = r.name(), error = %e, "Eviction manager: unexpected error when attempting to reduce resource pressure")

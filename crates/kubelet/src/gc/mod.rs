@@ -49,6 +49,8 @@ pub struct GarbageCollector {
     pub records: tokio::sync::Mutex<images::ImageRecords>,
     /// When the collector started (ns; `imageMaximumGCAge` counts from it).
     pub began: i64,
+    /// Which pods are terminated or evicted (from the pod workers).
+    pub pods: Arc<crate::pods::worker::PodStates>,
 }
 
 fn now_ns() -> i64 {
@@ -93,6 +95,7 @@ impl GarbageCollector {
         events: Option<Recorder>,
         containers: containers::Policy,
         images: images::Policy,
+        pods: Arc<crate::pods::worker::PodStates>,
     ) -> GarbageCollector {
         GarbageCollector {
             cri,
@@ -103,6 +106,7 @@ impl GarbageCollector {
             images,
             records: tokio::sync::Mutex::new(images::ImageRecords::default()),
             began: now_ns(),
+            pods,
         }
     }
 
@@ -181,6 +185,24 @@ impl GarbageCollector {
     /// One container collection: the numbers of containers and sandboxes
     /// removed.
     pub async fn collect_containers(&self) -> Result<(usize, usize), String> {
+        self.collect_containers_of(false).await
+    }
+
+    /// Upstream's `DeleteAllUnusedContainers` (the eviction manager's
+    /// reclaim): also every dead container of the terminated pods.
+    pub async fn delete_all_unused_containers(&self) -> Result<(usize, usize), String> {
+        self.collect_containers_of(true).await
+    }
+
+    async fn collect_containers_of(&self, terminated_too: bool) -> Result<(usize, usize), String> {
+        // Evicted pods' content goes whole; with `terminated_too`, that of
+        // every terminated pod (upstream's evictNonDeletedPods). Pods the
+        // API no longer has are removed whole by their workers (and at
+        // start).
+        let pods = self.pods.clone();
+        let removable = move |uid: &str| {
+            pods.content_removable(uid) || (terminated_too && pods.runtime_removable(uid))
+        };
         let listed = self.all_containers().await?;
         let infos: Vec<containers::ContainerInfo> = listed
             .iter()
@@ -198,11 +220,8 @@ impl GarbageCollector {
                 unknown: c.state == v1::ContainerState::ContainerUnknown as i32,
             })
             .collect();
-        // The pods the API no longer has are removed whole by their
-        // workers (and at start); here only the dead instances of the
-        // others are collected.
         let removals =
-            containers::containers_to_remove(&infos, now_ns(), self.containers, true, &|_| false);
+            containers::containers_to_remove(&infos, now_ns(), self.containers, true, &removable);
         let mut errors = Vec::new();
         let mut removed = HashSet::new();
         for r in &removals {
@@ -256,7 +275,7 @@ impl GarbageCollector {
             })
             .collect();
         let mut sandboxes_removed = 0;
-        for id in containers::sandboxes_to_remove(&sandboxes, &remaining, &|_| false) {
+        for id in containers::sandboxes_to_remove(&sandboxes, &remaining, &removable) {
             if let Err(e) = self.cri.stop_pod_sandbox(&id).await {
                 if !e.is_not_found() {
                     tracing::error!(sandbox = %id, error = %e, "Failed to stop sandbox before removing");

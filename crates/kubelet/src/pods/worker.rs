@@ -42,6 +42,42 @@ pub struct WorkerContext {
     pub active: Arc<ActivePods>,
     /// The kubelet's own admission of the pods bound to its nodes.
     pub admission: Admission,
+    /// Which pods are terminated or evicted (the garbage collector asks).
+    pub states: Arc<PodStates>,
+}
+
+/// What the garbage collector asks the pod workers (upstream's
+/// `podStateProvider`): which pods' containers may all go.
+#[derive(Debug, Default)]
+pub struct PodStates {
+    /// uid → (terminated, evicted).
+    pods: Mutex<HashMap<String, (bool, bool)>>,
+}
+
+impl PodStates {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (bool, bool)>> {
+        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records pod `uid`'s state (by its worker).
+    pub fn set(&self, uid: &str, terminated: bool, evicted: bool) {
+        self.lock().insert(uid.to_string(), (terminated, evicted));
+    }
+
+    fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    /// Upstream's `ShouldPodContentBeRemoved` for a pod with a worker: it
+    /// was evicted.
+    pub fn content_removable(&self, uid: &str) -> bool {
+        self.lock().get(uid).is_some_and(|s| s.1)
+    }
+
+    /// Upstream's `ShouldPodRuntimeBeRemoved`: the pod is terminated.
+    pub fn runtime_removable(&self, uid: &str) -> bool {
+        self.lock().get(uid).is_some_and(|s| s.0)
+    }
 }
 
 /// A request of the eviction manager to a pod worker: kill the pod within
@@ -130,6 +166,7 @@ impl Drop for Deregister<'_> {
     fn drop(&mut self) {
         self.0.active.remove(&self.1);
         self.0.admission.release(&self.1);
+        self.0.states.forget(&self.1);
     }
 }
 
@@ -235,6 +272,11 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             }
         }
         let terminal = is_terminal(last.as_ref().and_then(|s| s.phase.as_deref()));
+        let evicted = terminal
+            && last
+                .as_ref()
+                .is_some_and(|s| s.reason.as_deref() == Some("Evicted"));
+        ctx.states.set(&uid, terminal, evicted);
         if terminal {
             ctx.active.remove(&uid);
             ctx.admission.release(&uid);
@@ -575,6 +617,21 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pod_states_answer_the_garbage_collector() {
+        let st = PodStates::default();
+        assert!(
+            !st.content_removable("u") && !st.runtime_removable("u"),
+            "unknown pods stay"
+        );
+        st.set("u", true, false);
+        assert!(st.runtime_removable("u") && !st.content_removable("u"));
+        st.set("u", true, true);
+        assert!(st.content_removable("u"));
+        st.forget("u");
+        assert!(!st.runtime_removable("u"));
+    }
 
     #[test]
     fn a_pending_resize_runs_with_the_allocated_resources() {
