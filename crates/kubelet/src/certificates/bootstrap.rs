@@ -125,20 +125,8 @@ pub fn client_config_still_valid(kubeconfig: &Path, now: i64) -> bool {
     let Some(text) = pem_text else {
         return false;
     };
-    let certs: Vec<Vec<u8>> = pem::parse_many(&text)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|b| b.tag() == "CERTIFICATE")
-        .map(|b| b.contents().to_vec())
-        .collect();
-    if certs.is_empty() {
-        return false;
-    }
-    certs.iter().all(|der| {
-        x509_parser::parse_x509_certificate(der)
-            .map(|(_, c)| c.validity().not_after.timestamp() >= now)
-            .unwrap_or(false)
-    })
+    let expiries = super::expiries(&text);
+    !expiries.is_empty() && expiries.iter().all(|t| t.is_some_and(|t| t >= now))
 }
 
 fn write_private(path: &Path, body: &str) -> std::io::Result<()> {
@@ -193,11 +181,7 @@ pub async fn load_client_cert(
     node: &str,
 ) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    if client_config_still_valid(kubeconfig, now) {
+    if client_config_still_valid(kubeconfig, super::now_secs()) {
         tracing::info!(path = %kubeconfig.display(), "Kubeconfig exists and is valid, skipping bootstrap");
         return Ok(());
     }

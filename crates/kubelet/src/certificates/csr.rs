@@ -163,19 +163,13 @@ fn compatible(
         .and_then(|s| s.certificate.as_ref())
         .map(|c| c.0.clone())
         .unwrap_or_default();
-    if !issued.is_empty() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
-        let text = String::from_utf8_lossy(&issued);
-        for b in pem::parse_many(text.as_ref()).unwrap_or_default() {
-            if let Ok((_, c)) = x509_parser::parse_x509_certificate(b.contents()) {
-                if c.validity().not_after.timestamp() < now {
-                    return Err("one of the certificates for the CSR has expired".into());
-                }
-            }
-        }
+    let now = super::now_secs();
+    if super::expiries(&String::from_utf8_lossy(&issued))
+        .into_iter()
+        .flatten()
+        .any(|t| t < now)
+    {
+        return Err("one of the certificates for the CSR has expired".into());
     }
     Ok(())
 }

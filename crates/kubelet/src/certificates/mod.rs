@@ -13,6 +13,29 @@ pub mod csr;
 pub mod rotation;
 pub mod store;
 
+/// Now, in seconds since the epoch (certificate validity is in seconds).
+pub(crate) fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The `notAfter` (seconds) of each certificate in a PEM text; `None` for
+/// one that does not parse.
+pub(crate) fn expiries(pem_text: &str) -> Vec<Option<i64>> {
+    pem::parse_many(pem_text)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|b| b.tag() == "CERTIFICATE")
+        .map(|b| {
+            x509_parser::parse_x509_certificate(b.contents())
+                .ok()
+                .map(|(_, c)| c.validity().not_after.timestamp())
+        })
+        .collect()
+}
+
 /// Creates (or truncates) `path` for writing, mode 0600, never through a
 /// symlink: certificates' keys are never world-readable.
 pub(crate) fn private_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {

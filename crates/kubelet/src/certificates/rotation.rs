@@ -33,13 +33,6 @@ fn jitter() -> f64 {
     f64::from(u32::from_le_bytes(b)) / (f64::from(u32::MAX) + 1.0)
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 fn rfc3339(secs: i64) -> String {
     k8s_openapi::jiff::Timestamp::from_second(secs)
         .map(|t| t.to_string())
@@ -68,7 +61,7 @@ impl ClientRotation {
                 tokio::time::sleep(Duration::from_secs(60)).await;
                 continue;
             };
-            if now() >= not_after {
+            if super::now_secs() >= not_after {
                 // Upstream exits too, so that a restart bootstraps again.
                 tracing::error!(
                     expiration = %rfc3339(not_after),
@@ -82,7 +75,7 @@ impl ClientRotation {
                 rotation_deadline = %rfc3339(at),
                 "Certificate expiration is"
             );
-            let wait = at.saturating_sub(now());
+            let wait = at.saturating_sub(super::now_secs());
             if wait > 0 {
                 tracing::info!(duration = ?Duration::from_secs(wait as u64), "Waiting for next certificate rotation");
                 tokio::time::sleep(Duration::from_secs(wait as u64)).await;

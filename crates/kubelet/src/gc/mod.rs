@@ -73,16 +73,8 @@ fn remove_logs(path: &Path) {
         return;
     }
     let _ = std::fs::remove_file(path);
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return;
-    };
-    let prefix = format!("{}.", name.to_string_lossy());
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
+    for f in crate::logs::manager::rotated_files(path).unwrap_or_default() {
+        let _ = std::fs::remove_file(f);
     }
 }
 

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use rkube_cri::v1;
 use rkube_cri::CriClient;
 
-use super::rotation::{self, COMPRESS_SUFFIX, TMP_SUFFIX};
+use super::rotation::{self, with_suffix, COMPRESS_SUFFIX, TMP_SUFFIX};
 
 /// The log rotation settings of the configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,8 +119,9 @@ async fn process(cri: &CriClient, policy: &Policy, id: &str) -> Result<(), Strin
     Ok(())
 }
 
-/// The `<log>.*` files beside `log` (not following symlinks).
-fn rotated_files(log: &Path) -> io::Result<Vec<PathBuf>> {
+/// The `<log>.*` files beside `log` (regular files only: no symlink is
+/// followed or removed).
+pub fn rotated_files(log: &Path) -> io::Result<Vec<PathBuf>> {
     let (Some(dir), Some(name)) = (log.parent(), log.file_name()) else {
         return Ok(Vec::new());
     };
@@ -154,12 +155,6 @@ fn prune_and_compress(log: &Path, max_files: i32) -> Result<(), String> {
         compress(f).map_err(|e| format!("failed to compress log {:?}: {e}", f.display()))?;
     }
     Ok(())
-}
-
-fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
-    let mut s = p.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
 }
 
 /// `file` → `file.gz` through `file.gz.tmp`, the plain file removed after.

@@ -26,7 +26,8 @@ fn ends(p: &Path, suffix: &str) -> bool {
     p.as_os_str().to_string_lossy().ends_with(suffix)
 }
 
-fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
+/// `p` with `suffix` appended to its file name (`0.log` → `0.log.gz`).
+pub fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
