@@ -84,6 +84,54 @@ fn memory_pressure_evicts_best_effort_first_and_clears_after_transition() {
     rt.block_on(async { tokio::join!(scenario(&cp), soft_scenario(&cp)) });
 }
 
+/// A sim node `node` with the KubeletConfiguration lines `config` and
+/// its signals file: the file's path, the agent, its stop switch and its
+/// counters.
+fn start_node(
+    cp: &ControlPlane,
+    node: &str,
+    config: &str,
+) -> (
+    std::path::PathBuf,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    oneshot::Sender<()>,
+    std::sync::Arc<rkube_kubelet::metrics::Metrics>,
+) {
+    let dir = cp.dir().join(format!("eviction-{node}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             healthzPort: 0\n{config}"
+        ),
+    )
+    .unwrap();
+    let signals = dir.join("signals.json");
+    let kc = cp.node_kubeconfig(node).unwrap();
+    let args: Vec<String> = [
+        "--runtime=sim".to_string(),
+        format!("--hostname-override={node}"),
+        format!("--kubeconfig={}", kc.display()),
+        format!("--config={}", cfg.display()),
+        format!("--sim-signals={}", signals.display()),
+        "--pod-start-delay=500ms".into(),
+    ]
+    .into();
+    let opts = rkube_kubelet::options::parse(args).unwrap();
+    let metrics = std::sync::Arc::new(rkube_kubelet::metrics::Metrics::default());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let agent = tokio::spawn(rkube_kubelet::run_with_metrics(
+        opts,
+        metrics.clone(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    (signals, agent, stop, metrics)
+}
+
 /// `evictionSoft` on another node, at the same time: the pressure is
 /// reported at once, the pod evicted only once the threshold has been met
 /// for its grace period, with its own grace up to
@@ -94,37 +142,17 @@ async fn soft_scenario(cp: &ControlPlane) {
     let admin = client(cp.kubeconfig()).await;
     let nodes: Api<Node> = Api::all(admin.clone());
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
-    let dir = cp.dir().join("eviction-soft");
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("kubelet.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             healthzPort: 0\nevictionHard: {{memory.available: 10Mi}}\n\
+    let (signals, agent, stop, _) = start_node(
+        cp,
+        SOFT_NODE,
+        &format!(
+            "evictionHard: {{memory.available: 10Mi}}\n\
              evictionSoft: {{memory.available: 500Mi}}\n\
              evictionSoftGracePeriod: {{memory.available: {}s}}\n\
              evictionMaxPodGracePeriod: 3\nevictionPressureTransitionPeriod: 20s\n",
             GRACE.as_secs()
         ),
-    )
-    .unwrap();
-    let signals = dir.join("signals.json");
-    let kc = cp.node_kubeconfig(SOFT_NODE).unwrap();
-    let args: Vec<String> = [
-        "--runtime=sim".to_string(),
-        format!("--hostname-override={SOFT_NODE}"),
-        format!("--kubeconfig={}", kc.display()),
-        format!("--config={}", cfg.display()),
-        format!("--sim-signals={}", signals.display()),
-        "--pod-start-delay=500ms".into(),
-    ]
-    .into();
-    let opts = rkube_kubelet::options::parse(args).unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let agent = tokio::spawn(rkube_kubelet::run(opts, async move {
-        let _ = stopped.await;
-    }));
+    );
     wait_for("soft node Ready", Duration::from_secs(60), || async {
         let n = nodes.get_opt(SOFT_NODE).await.ok()??;
         (node_condition(&n, "Ready")?.0 == "True").then_some(())
@@ -194,40 +222,14 @@ async fn scenario(cp: &ControlPlane) {
     let admin = client(cp.kubeconfig()).await;
     let nodes: Api<Node> = Api::all(admin.clone());
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
-    let dir = cp.dir().join("eviction-test");
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("kubelet.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             healthzPort: 0\nevictionHard: {{memory.available: 100Mi}}\n\
-             evictionPressureTransitionPeriod: {}s\n",
+    let (signals, agent, stop, metrics) = start_node(
+        cp,
+        NODE,
+        &format!(
+            "evictionHard: {{memory.available: 100Mi}}\nevictionPressureTransitionPeriod: {}s\n",
             TRANSITION.as_secs()
         ),
-    )
-    .unwrap();
-    let signals = dir.join("signals.json");
-    let kc = cp.node_kubeconfig(NODE).unwrap();
-    let args: Vec<String> = [
-        "--runtime=sim".to_string(),
-        format!("--hostname-override={NODE}"),
-        format!("--kubeconfig={}", kc.display()),
-        format!("--config={}", cfg.display()),
-        format!("--sim-signals={}", signals.display()),
-        "--pod-start-delay=500ms".into(),
-    ]
-    .into();
-    let opts = rkube_kubelet::options::parse(args).unwrap();
-    let metrics = std::sync::Arc::new(rkube_kubelet::metrics::Metrics::default());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let agent = tokio::spawn(rkube_kubelet::run_with_metrics(
-        opts,
-        metrics.clone(),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    );
 
     wait_for("node Ready", Duration::from_secs(60), || async {
         let n = nodes.get_opt(NODE).await.ok()??;
