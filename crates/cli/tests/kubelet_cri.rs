@@ -31,6 +31,13 @@
 //!     refused the image the first one pulled (`ErrImagePull`, and
 //!     `ErrImageNeverPull` with `imagePullPolicy: Never`), as upstream's
 //!     KubeletEnsureSecretPulledImages.
+//! (k) `serverTLSBootstrap`: the kubelet API serves nothing until its
+//!     `kubernetes.io/kubelet-serving` request is approved (`kubectl
+//!     certificate approve`), then a certificate for the node's name and
+//!     address that verifies against the cluster CA; with two-minute
+//!     certificates it is renewed twice during the scenario, each new one
+//!     served without a restart; the `kubectl logs`/`exec`/`port-forward`
+//!     of (a)–(j) go through these certificates.
 //!
 //! Needs root, hack/build-k8s and hack/containerd; run by hack/test.
 
@@ -337,7 +344,10 @@ fn kubelet_on_containerd_with_a_real_control_plane() {
         .with_test_writer()
         .with_ansi(false)
         .try_init();
-    let cp = ControlPlane::start().expect("control plane starts");
+    // Two-minute certificates: the serving certificate rotates during the
+    // scenario (k).
+    let cp = ControlPlane::start_with(&[("RKUBE_CP_SIGNING_DURATION", "2m")])
+        .expect("control plane starts");
     let ctrd = Containerd::up();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -375,7 +385,8 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
              containerRuntimeEndpoint: {}\nstaticPodPath: {}\n\
              authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
              authorization: {{mode: Webhook}}\n\
-             clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n",
+             clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n\
+             serverTLSBootstrap: true\n",
             ctrd.endpoint,
             static_dir.display(),
             cp.dir().join("pki/ca.crt").display()
@@ -392,6 +403,17 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
         format!("--config={}", cfg.display()),
     ];
     let agent = Agent::start(&args);
+    // (k) begins: the serving certificate is requested from the cluster
+    // and served once approved, as an operator (or an approver) does.
+    let pki = work.join("root/pki");
+    let approving = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let approver = tokio::spawn(approve_serving_csrs(
+        approving.clone(),
+        cp.kubeconfig().to_path_buf(),
+        cp.dir().join("pki/ca.crt"),
+        node.clone(),
+        port,
+    ));
 
     let sched_opts = rkube_scheduler::options::parse(
         [
@@ -683,9 +705,189 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     disk_pressure(cp, &cri, &node).await;
     eprintln!("(j) disk pressure: {:?}", started.elapsed());
 
+    // (k) the serving certificate: bootstrapped, served only once
+    // approved, verified against the cluster CA under the node's name, and
+    // rotated twice without a restart (each pair served as soon as it is
+    // issued); `kubectl logs` goes through the current one.
+    let served = serving_rotations(&pki, &cp.dir().join("pki/ca.crt"), &node, port).await;
+    // The API server reaches the kubelet API through the current one.
+    wait_for(
+        "kubectl logs of a hello pod",
+        Duration::from_secs(60),
+        || async {
+            let l = pods
+                .list(&ListParams::default().labels("app=hello"))
+                .await
+                .ok()?;
+            for p in l.items.iter().filter(|p| phase(p) == "Running") {
+                let out = cp.kubectl(&["logs", &p.name_any()]).ok()?;
+                if String::from_utf8_lossy(&out.stdout).contains("hello-from") {
+                    return Some(());
+                }
+            }
+            None
+        },
+    )
+    .await;
+    approving.store(false, std::sync::atomic::Ordering::Relaxed);
+    let approved = approver.await.unwrap();
+    assert!(approved >= 3, "{approved} serving requests approved");
+    eprintln!(
+        "(k) serving certificate bootstrapped and rotated ({served} served): {:?}",
+        started.elapsed()
+    );
+
     agent.stop().await;
     let _ = sched_stop.send(());
     let _ = sched.await;
+}
+
+/// The pairs the serving certificate store holds (`kubelet-server-<time>.pem`).
+fn serving_pairs(pki: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(pki)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("kubelet-server-2") && n.ends_with(".pem"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// The serial of the certificate the kubelet API serves on `port`, as
+/// `openssl s_client` sees it verifying the chain against `ca` and the
+/// name `node`; `None` when the handshake or the verification fails.
+fn served_serial(port: u16, ca: &Path, node: &str) -> Option<String> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect 127.0.0.1:{port} -servername {node} -CAfile {} \
+             -verify_hostname {node} -verify_return_error </dev/null 2>/dev/null \
+             | openssl x509 -noout -serial",
+            ca.display()
+        ))
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let serial = text.trim().strip_prefix("serial=")?;
+    (out.status.success() && !serial.is_empty()).then(|| serial.to_string())
+}
+
+/// The serial of a stored pair's certificate.
+fn pair_serial(pair: &Path) -> String {
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-serial", "-in"])
+        .arg(pair)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .trim_start_matches("serial=")
+        .to_string()
+}
+
+/// Approves the node's pending `kubernetes.io/kubelet-serving` requests
+/// with `kubectl certificate approve` while `approving`; checks before the
+/// first approval that nothing is served. Returns how many it approved.
+async fn approve_serving_csrs(
+    approving: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    kubeconfig: PathBuf,
+    ca: PathBuf,
+    node: String,
+    port: u16,
+) -> usize {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let admin = client(&kubeconfig).await;
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin);
+    let user = format!("system:node:{node}");
+    let mut approved = Vec::new();
+    while approving.load(std::sync::atomic::Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Ok(list) = csrs.list(&Default::default()).await else {
+            continue;
+        };
+        for c in list.items {
+            let name = c.name_any();
+            let decided = c
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|v| !v.is_empty());
+            if c.spec.signer_name != "kubernetes.io/kubelet-serving" || decided {
+                continue;
+            }
+            assert_eq!(c.spec.username.as_deref(), Some(user.as_str()), "{name}");
+            assert!(name.starts_with("csr-"), "{name}");
+            let mut usages = c.spec.usages.clone().unwrap_or_default();
+            usages.sort();
+            assert_eq!(usages, ["digital signature", "server auth"], "{name}");
+            if approved.is_empty() {
+                let (ca, node) = (ca.clone(), node.clone());
+                let before = tokio::task::spawn_blocking(move || served_serial(port, &ca, &node))
+                    .await
+                    .unwrap();
+                assert_eq!(before, None, "nothing served before the first approval");
+            }
+            let kc = kubeconfig.clone();
+            let out = tokio::task::spawn_blocking(move || {
+                Command::new("kubectl")
+                    .arg(format!("--kubeconfig={}", kc.display()))
+                    .args(["certificate", "approve", &name])
+                    .output()
+            })
+            .await
+            .unwrap()
+            .unwrap();
+            assert!(
+                out.status.success(),
+                "kubectl certificate approve: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            approved.push(c.name_any());
+        }
+    }
+    approved.len()
+}
+
+/// Waits until the serving store holds three pairs (bootstrap and two
+/// rotations), checking that each current pair is the one served, verified
+/// against the cluster CA; returns how many distinct certificates were
+/// served.
+async fn serving_rotations(pki: &Path, ca: &Path, node: &str, port: u16) -> usize {
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(480);
+    loop {
+        let pairs = serving_pairs(pki);
+        if let Some(current) = pairs.last() {
+            let want = pair_serial(current);
+            let (ca, node) = (ca.to_path_buf(), node.to_string());
+            let got = tokio::task::spawn_blocking(move || served_serial(port, &ca, &node))
+                .await
+                .unwrap();
+            // A handshake between the store's swap and the next one may
+            // still see the previous pair (re-read at most once a second).
+            if got.as_deref() == Some(want.as_str()) {
+                seen.insert(want);
+            }
+            let mode = std::fs::metadata(current).unwrap().permissions();
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(mode.mode() & 0o777, 0o600, "the serving key is private");
+        }
+        if pairs.len() >= 3 && seen.len() >= 3 {
+            return seen.len();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serving certificates: stored {pairs:?}, served {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
 
 async fn disk_pressure(cp: &ControlPlane, cri: &CriClient, node: &str) {

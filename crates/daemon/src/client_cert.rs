@@ -21,11 +21,12 @@ use tokio_rustls::rustls::sign::CertifiedKey;
 /// How often the files are checked for a new certificate.
 pub const CHECK_PERIOD: Duration = Duration::from_secs(10);
 
-type FileId = [(u64, u64, i64, i64, u64); 2];
+/// The identity of a pair of files (device, inode, mtime, size of each).
+pub(crate) type FileId = [(u64, u64, i64, i64, u64); 2];
 
 /// The identity of the certificate and key files (through links): a
 /// rotation changes one of them.
-fn file_id(cert: &Path, key: &Path) -> Option<FileId> {
+pub(crate) fn file_id(cert: &Path, key: &Path) -> Option<FileId> {
     use std::os::unix::fs::MetadataExt;
     let one = |p: &Path| {
         let m = std::fs::metadata(p).ok()?;

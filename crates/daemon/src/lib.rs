@@ -35,6 +35,7 @@ pub mod logging;
 pub mod memory;
 pub mod probe_tls;
 pub mod server;
+pub mod serving_cert;
 pub mod signal;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

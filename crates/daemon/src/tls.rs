@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::server::{ResolvesServerCert, WebPkiClientVerifier};
 use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
 
 /// Why no TLS configuration could be made.
@@ -75,9 +75,20 @@ pub struct SelfSigned<'a> {
 /// A serving certificate chain and key, and the client CA if any.
 #[derive(Debug)]
 pub struct ServingTls {
-    certs: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
+    identity: Identity,
     client_ca: Option<Arc<RootCertStore>>,
+}
+
+/// Where the serving certificate comes from.
+#[derive(Debug)]
+enum Identity {
+    /// One pair, for the daemon's life.
+    Fixed {
+        certs: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    },
+    /// Chosen at each handshake (a rotating or reloaded pair).
+    Resolver(Arc<dyn ResolvesServerCert>),
 }
 
 impl ServingTls {
@@ -112,10 +123,18 @@ impl ServingTls {
             .map_err(|e| TlsError::Pem(format!("reading the serving key: {e}")))?
             .ok_or_else(|| TlsError::Pem("no private key in the key file".into()))?;
         Ok(ServingTls {
-            certs,
-            key,
+            identity: Identity::Fixed { certs, key },
             client_ca: None,
         })
+    }
+
+    /// A certificate chosen at each handshake by `resolver` (a handshake it
+    /// has no certificate for fails).
+    pub fn from_resolver(resolver: Arc<dyn ResolvesServerCert>) -> ServingTls {
+        ServingTls {
+            identity: Identity::Resolver(resolver),
+            client_ca: None,
+        }
     }
 
     /// Also accept client certificates signed by the CAs in `ca_file`
@@ -150,9 +169,13 @@ impl ServingTls {
         self.client_ca.is_some()
     }
 
-    /// The serving certificate chain (e.g. for a test client to trust).
+    /// The serving certificate chain (e.g. for a test client to trust);
+    /// empty when a resolver chooses it.
     pub fn certificates(&self) -> &[CertificateDer<'static>] {
-        &self.certs
+        match &self.identity {
+            Identity::Fixed { certs, .. } => certs,
+            Identity::Resolver(_) => &[],
+        }
     }
 
     /// The rustls configuration: TLS 1.2 and 1.3 with ring's defaults,
@@ -174,12 +197,15 @@ impl ServingTls {
             ),
             None => builder.with_no_client_auth(),
         };
-        let mut config = builder
-            .with_single_cert(self.certs.clone(), self.key.clone_key())
-            .map_err(|source| TlsError::Rustls {
-                what: "the serving certificate and key do not match",
-                source,
-            })?;
+        let mut config = match &self.identity {
+            Identity::Fixed { certs, key } => builder
+                .with_single_cert(certs.clone(), key.clone_key())
+                .map_err(|source| TlsError::Rustls {
+                    what: "the serving certificate and key do not match",
+                    source,
+                })?,
+            Identity::Resolver(r) => builder.with_cert_resolver(r.clone()),
+        };
         config.alpn_protocols = if http2 {
             vec![b"h2".to_vec(), b"http/1.1".to_vec()]
         } else {

@@ -121,6 +121,9 @@ pub struct KubeletConfiguration {
     pub container_log_monitor_interval: Duration,
     /// `rotateCertificates`: renew the client certificate before it expires.
     pub rotate_certificates: bool,
+    /// `serverTLSBootstrap`: the serving certificate requested from the
+    /// cluster (`kubernetes.io/kubelet-serving`) and rotated.
+    pub server_tls_bootstrap: bool,
     /// `evictionSoft`: signal → threshold, met for its grace period.
     pub eviction_soft: BTreeMap<String, String>,
     /// `evictionSoftGracePeriod`: signal → Go duration.
@@ -136,9 +139,15 @@ pub struct KubeletConfiguration {
 }
 
 /// The gates rkube kubelet honours away from their default: `MemoryQoS`
-/// (`memory.min`/`memory.low`/`memory.high` on cgroup v2). Every other gate
-/// is accepted only at its default.
-pub const GATES_HONOURED: &[&str] = &["MemoryQoS"];
+/// (`memory.min`/`memory.low`/`memory.high` on cgroup v2),
+/// `RotateKubeletServerCertificate` (off: `serverTLSBootstrap` has no
+/// effect) and `ReloadKubeletServerCertificateFile` (off: `tlsCertFile` is
+/// read once). Every other gate is accepted only at its default.
+pub const GATES_HONOURED: &[&str] = &[
+    "MemoryQoS",
+    "RotateKubeletServerCertificate",
+    "ReloadKubeletServerCertificateFile",
+];
 
 /// The hard eviction defaults of kubelet v1.37 on Linux.
 pub fn default_eviction_hard() -> BTreeMap<String, String> {
@@ -193,6 +202,7 @@ impl Default for KubeletConfiguration {
             container_log_max_workers: 1,
             container_log_monitor_interval: Duration::from_secs(10),
             rotate_certificates: false,
+            server_tls_bootstrap: false,
             eviction_soft: BTreeMap::new(),
             eviction_soft_grace_period: BTreeMap::new(),
             eviction_max_pod_grace_period: 0,
@@ -299,7 +309,6 @@ const SECURITY_FIELDS: &[&str] = &[
     "seccompDefault",
     "protectKernelDefaults",
     "podPidsLimit",
-    "serverTLSBootstrap",
 ];
 
 /// `Some(reason)` when a security-relevant field asks for something rkube
@@ -334,10 +343,6 @@ fn security_setting(file: &str, key: &str, v: &Value) -> Result<Option<String>, 
         }),
         "podPidsLimit" => (field::<i64>(file, key, v)? > 0)
             .then(|| "a per-pod PID limit is not implemented".into()),
-        // The serving certificate stays the configured or self-signed one.
-        "serverTLSBootstrap" => field::<bool>(file, key, v)?.then(|| {
-            "true (a kubernetes.io/kubelet-serving certificate requested from the cluster) is not implemented".into()
-        }),
         _ => None,
     })
 }
@@ -472,6 +477,7 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "imageMaximumGCAge" => c.image_maximum_gc_age = duration(file, key, v)?,
             "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
             "rotateCertificates" => c.rotate_certificates = field(file, key, v)?,
+            "serverTLSBootstrap" => c.server_tls_bootstrap = field(file, key, v)?,
             "evictionSoft" => c.eviction_soft = field(file, key, v)?,
             "evictionSoftGracePeriod" => c.eviction_soft_grace_period = field(file, key, v)?,
             "evictionMaxPodGracePeriod" => c.eviction_max_pod_grace_period = field(file, key, v)?,

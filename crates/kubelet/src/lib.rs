@@ -334,10 +334,11 @@ pub async fn run_with_metrics(
             bail!("rotateCertificates: true rotates one node's certificate; it cannot be used with --nodes");
         };
         tasks.spawn(
-            certificates::rotation::ClientRotation {
+            certificates::rotation::Rotation {
                 client: client.clone(),
                 store,
                 node: node.clone(),
+                role: certificates::rotation::Role::Client,
             }
             .run(),
         );
@@ -438,7 +439,49 @@ pub async fn run_with_metrics(
                 node::machine::hostname(),
                 desc.ip.clone(),
             ];
-            let tls = server::tls_config(&settings, &opts.cert_dir(), &names)?;
+            let gates = &cfg.feature_gates;
+            let bootstrap =
+                cfg.server_tls_bootstrap && gates.enabled("RotateKubeletServerCertificate");
+            let store = if bootstrap {
+                let dir = std::path::absolute(opts.cert_dir())
+                    .with_context(|| format!("--cert-dir {}", opts.cert_dir().display()))?;
+                let store = certificates::store::FileStore::new(&dir, "kubelet-server");
+                if let (Some(c), Some(k)) =
+                    (&settings.tls_cert_file, &settings.tls_private_key_file)
+                {
+                    store.adopt(c, k).map_err(|e| {
+                        anyhow::anyhow!("failed to initialize server certificate store: {e}")
+                    })?;
+                }
+                Some(store)
+            } else {
+                None
+            };
+            let current = store.as_ref().map(|s| s.current_path());
+            let serving = match &current {
+                Some(c) => server::Serving::Store(c),
+                None => server::Serving::Files {
+                    reload: gates.enabled("ReloadKubeletServerCertificateFile"),
+                },
+            };
+            let tls = server::tls_config(&settings, &opts.cert_dir(), &names, serving)?;
+            if let Some(store) = store {
+                let addresses = [
+                    ("InternalIP", desc.ip.as_str()),
+                    ("Hostname", desc.name.as_str()),
+                ];
+                tasks.spawn(
+                    certificates::rotation::Rotation {
+                        client: client.clone(),
+                        store,
+                        node: desc.name.clone(),
+                        role: certificates::rotation::Role::Serving(
+                            certificates::csr::Subject::node_serving(&desc.name, &addresses),
+                        ),
+                    }
+                    .run(),
+                );
+            }
             let addr = format!("{}:{}", cfg.address, cfg.port);
             let listener = tokio::net::TcpListener::bind(&addr)
                 .await

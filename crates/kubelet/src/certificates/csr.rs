@@ -42,6 +42,47 @@ impl Subject {
             ips: Vec::new(),
         }
     }
+
+    /// The kubelet's serving identity for Node `node` with `addresses`
+    /// (type, address) as upstream's template: host names and DNS
+    /// addresses as DNS names, IP addresses (and host names that are IPs)
+    /// as IPs, each once, sorted; `None` without an IP (upstream asks for
+    /// no serving certificate then, `AllowDNSOnlyNodeCSR` being off).
+    pub fn node_serving(node: &str, addresses: &[(&str, &str)]) -> Option<Subject> {
+        let (dns_names, ips) = hostnames_and_ips(addresses);
+        if ips.is_empty() {
+            return None;
+        }
+        Some(Subject {
+            dns_names,
+            ips,
+            ..Subject::node_client(node)
+        })
+    }
+}
+
+/// Upstream's `addressesToHostnamesAndIPs` over (type, address) pairs.
+fn hostnames_and_ips(addresses: &[(&str, &str)]) -> (Vec<String>, Vec<std::net::IpAddr>) {
+    {
+        let mut dns = std::collections::BTreeSet::new();
+        let mut ips = std::collections::BTreeMap::new();
+        for (kind, address) in addresses {
+            if address.is_empty() {
+                continue;
+            }
+            let ip = address.parse::<std::net::IpAddr>().ok();
+            match (*kind, ip) {
+                ("Hostname" | "ExternalIP" | "InternalIP", Some(ip)) => {
+                    ips.insert(ip.to_string(), ip);
+                }
+                ("Hostname" | "ExternalDNS" | "InternalDNS", None) => {
+                    dns.insert(address.to_string());
+                }
+                _ => {}
+            }
+        }
+        (dns.into_iter().collect(), ips.into_values().collect())
+    }
 }
 
 /// A new private key (PKCS#8 PEM) as upstream generates one: ECDSA P-256.
@@ -349,6 +390,60 @@ mod tests {
             },
             status: None,
         }
+    }
+
+    #[test]
+    fn serving_names_from_node_addresses_as_upstream() {
+        // Upstream's TestAddressesToHostnamesAndIPs.
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let split = |a: &[(&str, &str)]| hostnames_and_ips(a);
+        assert_eq!(split(&[]), (vec![], vec![]));
+        assert_eq!(split(&[("Hostname", "")]), (vec![], vec![]));
+        assert_eq!(
+            split(&[("InternalIP", "1.2"), ("ExternalIP", "3.4")]),
+            (vec![], vec![])
+        );
+        assert_eq!(
+            split(&[
+                ("Hostname", "hostname"),
+                ("ExternalDNS", "hostname"),
+                ("InternalDNS", "hostname"),
+                ("InternalIP", "1.1.1.1"),
+                ("ExternalIP", "1.1.1.1"),
+            ]),
+            (vec!["hostname".to_string()], vec![ip("1.1.1.1")])
+        );
+        assert_eq!(
+            split(&[
+                ("Hostname", "hostname-2"),
+                ("ExternalDNS", "hostname-1"),
+                ("InternalDNS", "hostname-3"),
+                ("InternalIP", "2.2.2.2"),
+                ("ExternalIP", "1.1.1.1"),
+                ("InternalIP", "3.3.3.3"),
+            ]),
+            (
+                vec![
+                    "hostname-1".into(),
+                    "hostname-2".into(),
+                    "hostname-3".into()
+                ],
+                vec![ip("1.1.1.1"), ip("2.2.2.2"), ip("3.3.3.3")]
+            )
+        );
+        assert_eq!(
+            split(&[("Hostname", "hostname"), ("Hostname", "1.1.1.1")]),
+            (vec!["hostname".to_string()], vec![ip("1.1.1.1")])
+        );
+        // No IP: no serving certificate asked for.
+        assert_eq!(Subject::node_serving("n", &[("Hostname", "n")]), None);
+        let s =
+            Subject::node_serving("n", &[("InternalIP", "10.0.0.1"), ("Hostname", "n")]).unwrap();
+        assert_eq!(s.common_name, "system:node:n");
+        assert_eq!(
+            (s.dns_names, s.ips),
+            (vec!["n".to_string()], vec![ip("10.0.0.1")])
+        );
     }
 
     #[test]

@@ -1,11 +1,16 @@
-//! Client certificate rotation (`rotateCertificates`), as client-go's
-//! certificate manager: the current certificate is renewed at a jittered
-//! 70–90 % of its validity (upstream's `nextRotationDeadline`) with a new
-//! key and a `csr-…` CertificateSigningRequest made with the node's own
-//! identity (kube-controller-manager approves it for `system:nodes`); the
-//! new pair goes into the store, whose `kubelet-client-current.pem` the
-//! API clients re-read ([`rkube_daemon::client_cert`]): their connections
-//! are closed and made again with the new certificate, no restart.
+//! Certificate rotation, as client-go's certificate manager: the
+//! kubelet's client certificate (`rotateCertificates`) and its serving
+//! certificate (`serverTLSBootstrap`). The current pair is renewed at a
+//! jittered 70–90 % of its validity (upstream's `nextRotationDeadline`),
+//! or at once when there is none, it has expired (serving) or it no longer
+//! names what the node is (`certSatisfiesTemplate`), with a new key and a
+//! `csr-…` CertificateSigningRequest made with the node's own identity:
+//! kube-controller-manager approves client renewals for `system:nodes`;
+//! serving requests (`kubernetes.io/kubelet-serving`, the node's addresses
+//! as SANs) wait for an approver (`kubectl certificate approve`). The new
+//! pair goes into the store, whose `-current.pem` the API clients
+//! ([`rkube_daemon::client_cert`]) and the kubelet API's TLS
+//! ([`rkube_daemon::serving_cert`]) re-read: no restart.
 
 use std::time::Duration;
 
@@ -13,7 +18,6 @@ use kube::Client;
 
 use super::csr::{self, Subject};
 use super::store::{self, FileStore};
-
 /// Upstream's wait for a rotation's certificate (`certificateWaitTimeout`).
 pub const WAIT: Duration = Duration::from_secs(15 * 60);
 /// The longest wait between failed attempts.
@@ -39,55 +43,105 @@ fn rfc3339(secs: i64) -> String {
         .unwrap_or_default()
 }
 
-/// Rotates the client certificate of Node `node` kept in `store`.
-pub struct ClientRotation {
+/// Which of the kubelet's certificates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// The client certificate (`kubelet-client`); the kubelet exits when
+    /// it expires unrenewed, as upstream's (a restart bootstraps again).
+    Client,
+    /// The serving certificate (`kubelet-server`) for these names; `None`:
+    /// the node has no IP address yet, nothing to ask for.
+    Serving(Option<Subject>),
+}
+
+/// Rotates one of Node `node`'s certificates kept in `store`.
+pub struct Rotation {
     /// The kubelet's own client (its current identity).
     pub client: Client,
-    /// `<cert-dir>`, prefix `kubelet-client`.
+    /// `<cert-dir>`, prefix `kubelet-client` or `kubelet-server`.
     pub store: FileStore,
     /// The node.
     pub node: String,
+    /// Which certificate.
+    pub role: Role,
 }
 
-impl ClientRotation {
-    /// Renews the certificate until it has expired without a renewal (then
-    /// it returns and the kubelet exits, as upstream's).
+impl Rotation {
+    fn template(&self) -> Option<Subject> {
+        match &self.role {
+            Role::Client => Some(Subject::node_client(&self.node)),
+            Role::Serving(s) => s.clone(),
+        }
+    }
+
+    fn signer(&self) -> &'static str {
+        match self.role {
+            Role::Client => csr::CLIENT_SIGNER,
+            Role::Serving(_) => csr::SERVING_SIGNER,
+        }
+    }
+
+    /// Keeps the certificate renewed. Returns only for the client role,
+    /// once its certificate has expired without a renewal.
     pub async fn run(self) {
+        let signer = self.signer();
+        let Some(template) = self.template() else {
+            // Upstream's getTemplate returns nil: no request is ever made.
+            tracing::warn!(logger = signer, node = %self.node, "no IP address for the node: no serving certificate is requested");
+            return std::future::pending().await;
+        };
         let mut backoff = Duration::from_secs(2);
         loop {
-            let validity = self.store.current().ok().and_then(|p| p.validity());
-            let Some((not_before, not_after)) = validity else {
-                tracing::error!(store = %self.store.current_path().display(), "no client certificate to rotate");
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                continue;
+            let pair = self.store.current().ok();
+            let validity = pair.as_ref().and_then(|p| p.validity());
+            let now = super::now_secs();
+            let at = match (&self.role, validity) {
+                (Role::Client, None) => {
+                    tracing::error!(store = %self.store.current_path().display(), "no client certificate to rotate");
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    continue;
+                }
+                (Role::Client, Some((_, not_after))) if now >= not_after => {
+                    tracing::error!(
+                        expiration = %rfc3339(not_after),
+                        "The currently active client certificate has expired, exiting"
+                    );
+                    return;
+                }
+                (_, Some((not_before, not_after)))
+                    if pair.as_ref().is_some_and(|p| p.satisfies(&template)) =>
+                {
+                    let at = deadline(not_before, not_after, jitter());
+                    tracing::info!(
+                        logger = signer,
+                        expiration = %rfc3339(not_after),
+                        rotation_deadline = %rfc3339(at),
+                        "Certificate expiration is"
+                    );
+                    at
+                }
+                (_, Some(_)) => {
+                    tracing::info!(
+                        logger = signer,
+                        "Current certificate does not name the node as requested: rotating it now"
+                    );
+                    now
+                }
+                (Role::Serving(_), None) => now,
             };
-            if super::now_secs() >= not_after {
-                // Upstream exits too, so that a restart bootstraps again.
-                tracing::error!(
-                    expiration = %rfc3339(not_after),
-                    "The currently active client certificate has expired, exiting"
-                );
-                return;
-            }
-            let at = deadline(not_before, not_after, jitter());
-            tracing::info!(
-                expiration = %rfc3339(not_after),
-                rotation_deadline = %rfc3339(at),
-                "Certificate expiration is"
-            );
-            let wait = at.saturating_sub(super::now_secs());
+            let wait = at.saturating_sub(now);
             if wait > 0 {
-                tracing::info!(duration = ?Duration::from_secs(wait as u64), "Waiting for next certificate rotation");
+                tracing::info!(logger = signer, duration = ?Duration::from_secs(wait as u64), "Waiting for next certificate rotation");
                 tokio::time::sleep(Duration::from_secs(wait as u64)).await;
             }
-            tracing::info!("Rotating certificates");
-            match self.rotate().await {
+            tracing::info!(logger = signer, "Rotating certificates");
+            match self.rotate(&template).await {
                 Ok(path) => {
-                    tracing::info!(path = %path.display(), "Rotated the client certificate");
+                    tracing::info!(logger = signer, path = %path.display(), "Rotated the certificate");
                     backoff = Duration::from_secs(2);
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "Failed while requesting a signed certificate from the control plane");
+                    tracing::error!(logger = signer, error = %e, "Failed while requesting a signed certificate from the control plane");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
@@ -95,20 +149,18 @@ impl ClientRotation {
         }
     }
 
-    async fn rotate(&self) -> Result<std::path::PathBuf, String> {
+    async fn rotate(&self, template: &Subject) -> Result<std::path::PathBuf, String> {
         let key = csr::generate_key()?;
-        let usages = ["digital signature", "client auth"];
-        let (request, _) = csr::make_request(&key, &Subject::node_client(&self.node), &usages)?;
-        let cert = csr::request_certificate(
-            &self.client,
-            &request,
-            None,
-            csr::CLIENT_SIGNER,
-            &usages,
-            WAIT,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        // An ECDSA key: no key encipherment (upstream's usages for it).
+        let usages: &[&str] = match self.role {
+            Role::Client => &["digital signature", "client auth"],
+            Role::Serving(_) => &["digital signature", "server auth"],
+        };
+        let (request, _) = csr::make_request(&key, template, usages)?;
+        let cert =
+            csr::request_certificate(&self.client, &request, None, self.signer(), usages, WAIT)
+                .await
+                .map_err(|e| e.to_string())?;
         self.store.update(&cert, &key, &store::timestamp())
     }
 }

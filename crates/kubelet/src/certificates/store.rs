@@ -35,6 +35,57 @@ impl Pair {
     }
 }
 
+impl Pair {
+    /// Upstream's `certSatisfiesTemplate`: the leaf has the subject's
+    /// common name and at least its organizations, DNS names and IPs.
+    pub fn satisfies(&self, subject: &super::csr::Subject) -> bool {
+        use x509_parser::extensions::GeneralName;
+        let Some(Ok((_, c))) = self
+            .certs
+            .first()
+            .map(|d| x509_parser::parse_x509_certificate(d))
+        else {
+            return false;
+        };
+        let cn: Vec<&str> = c
+            .subject()
+            .iter_common_name()
+            .filter_map(|a| a.as_str().ok())
+            .collect();
+        if cn != [subject.common_name.as_str()] {
+            return false;
+        }
+        let orgs: Vec<&str> = c
+            .subject()
+            .iter_organization()
+            .filter_map(|a| a.as_str().ok())
+            .collect();
+        let (mut dns, mut ips) = (Vec::new(), Vec::new());
+        if let Ok(Some(san)) = c.subject_alternative_name() {
+            for n in &san.value.general_names {
+                match n {
+                    GeneralName::DNSName(d) => dns.push(d.to_string()),
+                    GeneralName::IPAddress(b) => {
+                        let ip = match b.len() {
+                            4 => <[u8; 4]>::try_from(*b).ok().map(std::net::IpAddr::from),
+                            16 => <[u8; 16]>::try_from(*b).ok().map(std::net::IpAddr::from),
+                            _ => None,
+                        };
+                        ips.extend(ip);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        subject
+            .organizations
+            .iter()
+            .all(|o| orgs.contains(&o.as_str()))
+            && subject.dns_names.iter().all(|d| dns.contains(d))
+            && subject.ips.iter().all(|i| ips.contains(i))
+    }
+}
+
 fn pem_of(label: &str, der: &[u8]) -> String {
     pem::encode_config(
         &pem::Pem::new(label, der.to_vec()),
@@ -88,6 +139,20 @@ impl FileStore {
         let text = rkube_util::file::read_text(&path, 1 << 20)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         parse_pair(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Upstream's store given `tlsCertFile`/`tlsPrivateKeyFile`: with no
+    /// current pair yet, that pair is the current one (copied in, so that
+    /// it is served and rotated as an issued one would be).
+    pub fn adopt(&self, cert: &Path, key: &Path) -> Result<(), String> {
+        if self.current().is_ok() {
+            return Ok(());
+        }
+        let read = |p: &Path| {
+            rkube_util::file::read_text(p, 1 << 20).map_err(|e| format!("{}: {e}", p.display()))
+        };
+        self.update(&read(cert)?, &read(key)?, &timestamp())
+            .map(|_| ())
     }
 
     /// Writes a new pair (the certificates of `cert_pem`, the key block of
@@ -240,6 +305,79 @@ mod tests {
             .update(&cert, &key, "2026-12-05-13-00-00")
             .unwrap_err();
         assert!(e.contains("to be a symlink but it is a file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn signed_for(names: Vec<rcgen::SanType>, cn: &str, orgs: &[&str]) -> Pair {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::default();
+        p.subject_alt_names = names;
+        let mut dn = rcgen::DistinguishedName::new();
+        for o in orgs {
+            dn.push(rcgen::DnType::OrganizationName, *o);
+        }
+        dn.push(rcgen::DnType::CommonName, cn);
+        p.distinguished_name = dn;
+        let cert = p.self_signed(&key).unwrap();
+        parse_pair(&format!("{}{}", cert.pem(), key.serialize_pem())).unwrap()
+    }
+
+    #[test]
+    fn a_pair_satisfies_the_names_it_carries_as_upstream() {
+        use super::super::csr::Subject;
+        let want =
+            Subject::node_serving("n", &[("InternalIP", "10.0.0.1"), ("Hostname", "n")]).unwrap();
+        let dns = |d: &str| rcgen::SanType::DnsName(d.try_into().unwrap());
+        let ip = |i: &str| rcgen::SanType::IpAddress(i.parse().unwrap());
+        let full = signed_for(
+            vec![dns("n"), dns("extra"), ip("10.0.0.1")],
+            "system:node:n",
+            &["system:nodes"],
+        );
+        assert!(full.satisfies(&want), "a superset satisfies");
+        let no_ip = signed_for(vec![dns("n")], "system:node:n", &["system:nodes"]);
+        assert!(!no_ip.satisfies(&want));
+        let moved = signed_for(
+            vec![dns("n"), ip("10.0.0.2")],
+            "system:node:n",
+            &["system:nodes"],
+        );
+        assert!(!moved.satisfies(&want), "the node's address changed");
+        let other = signed_for(
+            vec![dns("n"), ip("10.0.0.1")],
+            "system:node:m",
+            &["system:nodes"],
+        );
+        assert!(!other.satisfies(&want));
+        let no_org = signed_for(vec![dns("n"), ip("10.0.0.1")], "system:node:n", &[]);
+        assert!(!no_org.satisfies(&want));
+        assert!(no_org.satisfies(&Subject {
+            organizations: vec![],
+            ..want.clone()
+        }));
+    }
+
+    #[test]
+    fn given_files_become_the_first_current_pair() {
+        let dir = std::env::temp_dir().join(format!("rkube-certadopt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = self_signed();
+        let (c, k) = (dir.join("given.crt"), dir.join("given.key"));
+        std::fs::write(&c, &cert).unwrap();
+        std::fs::write(&k, &key).unwrap();
+        let store = FileStore::new(&dir, "kubelet-server");
+        store.adopt(&c, &k).unwrap();
+        let first = std::fs::read_link(store.current_path()).unwrap();
+        // Once there is a current pair, the files are not taken again.
+        let (cert2, key2) = self_signed();
+        std::fs::write(&c, &cert2).unwrap();
+        std::fs::write(&k, &key2).unwrap();
+        store.adopt(&c, &k).unwrap();
+        assert_eq!(std::fs::read_link(store.current_path()).unwrap(), first);
+        assert!(store.adopt(&dir.join("none"), &k).is_err() || store.current().is_ok());
+        let fresh = FileStore::new(&dir.join("sub"), "kubelet-server");
+        assert!(fresh.adopt(&dir.join("none"), &k).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -49,6 +49,7 @@ pub fn document(c: &KubeletConfiguration) -> Value {
         "containerLogMaxWorkers": c.container_log_max_workers,
         "containerLogMonitorInterval": go_duration(c.container_log_monitor_interval),
         "rotateCertificates": c.rotate_certificates,
+        "serverTLSBootstrap": c.server_tls_bootstrap,
         "evictionMaxPodGracePeriod": c.eviction_max_pod_grace_period,
     });
     let obj = cfg.as_object_mut();

@@ -137,20 +137,58 @@ impl ApiSettings {
     }
 }
 
+/// Where the kubelet API's serving certificate comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Serving<'a> {
+    /// `tlsCertFile`/`tlsPrivateKeyFile`, re-read when they change when
+    /// `reload` (`ReloadKubeletServerCertificateFile`), or self-signed.
+    Files {
+        /// Re-read the given files when they change.
+        reload: bool,
+    },
+    /// The certificate manager's store (`serverTLSBootstrap`): its
+    /// `kubelet-server-current.pem`, served once issued.
+    Store(&'a Path),
+}
+
 /// The serving certificate (given, or self-signed for `names`, localhost
-/// and 127.0.0.1 and kept in `pki_dir/kubelet.{crt,key}`) and the client
-/// CA (optional client certificates, so token users can connect too).
-pub fn tls_config(settings: &ApiSettings, pki_dir: &Path, names: &[String]) -> Result<ServingTls> {
-    let tls = ServingTls::load_or_self_sign(
+/// and 127.0.0.1 and kept in `pki_dir/kubelet.{crt,key}`, or the rotated
+/// one of `serving`) and the client CA (optional client certificates, so
+/// token users can connect too).
+pub fn tls_config(
+    settings: &ApiSettings,
+    pki_dir: &Path,
+    names: &[String],
+    serving: Serving<'_>,
+) -> Result<ServingTls> {
+    let files = (
         settings.tls_cert_file.as_deref(),
         settings.tls_private_key_file.as_deref(),
-        SelfSigned {
-            dir: Some(pki_dir),
-            stem: "kubelet",
-            hosts: names,
-        },
-    )
-    .context("the kubelet API's certificate (tlsCertFile, tlsPrivateKeyFile)")?
+    );
+    let tls = match (serving, files) {
+        (Serving::Store(current), _) => ServingTls::from_resolver(
+            rkube_daemon::serving_cert::ReloadingServingCert::new(current, current),
+        ),
+        (Serving::Files { reload: true }, (Some(c), Some(k))) => {
+            // A pair that does not load stops the start, as upstream's.
+            rkube_daemon::client_cert::load(c, k).map_err(|e| {
+                anyhow::anyhow!(
+                    "the kubelet API's certificate (tlsCertFile, tlsPrivateKeyFile): {e}"
+                )
+            })?;
+            ServingTls::from_resolver(rkube_daemon::serving_cert::ReloadingServingCert::new(c, k))
+        }
+        (Serving::Files { .. }, (c, k)) => ServingTls::load_or_self_sign(
+            c,
+            k,
+            SelfSigned {
+                dir: Some(pki_dir),
+                stem: "kubelet",
+                hosts: names,
+            },
+        )
+        .context("the kubelet API's certificate (tlsCertFile, tlsPrivateKeyFile)")?,
+    }
     .with_client_ca(settings.client_ca_file.as_deref())
     .context("authentication.x509.clientCAFile")?;
     tls.server_config(true)
@@ -638,7 +676,13 @@ mod tests {
             auth: auth.clone(),
             ..Default::default()
         };
-        let tls = tls_config(&settings, &dir, &["n".into()]).unwrap();
+        let tls = tls_config(
+            &settings,
+            &dir,
+            &["n".into()],
+            Serving::Files { reload: false },
+        )
+        .unwrap();
         assert!(tls.has_client_ca());
         let client =
             Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap();
@@ -787,10 +831,21 @@ mod tests {
     fn self_signed_certificates_are_kept() {
         let dir = std::env::temp_dir().join(format!("rkube-kubelet-pki-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let a = tls_config(&ApiSettings::default(), &dir, &["node-a".into()]);
+        let a = tls_config(
+            &ApiSettings::default(),
+            &dir,
+            &["node-a".into()],
+            Serving::Files { reload: false },
+        );
         assert!(a.is_ok());
         let first = std::fs::read(dir.join("kubelet.crt")).unwrap();
-        tls_config(&ApiSettings::default(), &dir, &["node-a".into()]).unwrap();
+        tls_config(
+            &ApiSettings::default(),
+            &dir,
+            &["node-a".into()],
+            Serving::Files { reload: false },
+        )
+        .unwrap();
         assert_eq!(std::fs::read(dir.join("kubelet.crt")).unwrap(), first);
         let _ = std::fs::remove_dir_all(&dir);
     }
