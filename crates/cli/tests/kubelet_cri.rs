@@ -1890,3 +1890,308 @@ fn swap_on_refuses_to_start() {
     drop(swap);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A private system bus with the machine's systemd-logind (hack/logind).
+struct LogindBus {
+    dir: PathBuf,
+    address: String,
+}
+
+impl LogindBus {
+    fn up(dir: &Path) -> LogindBus {
+        let out = Command::new(script("logind"))
+            .args(["up", "--dir"])
+            .arg(dir)
+            .output()
+            .expect("run hack/logind");
+        assert!(
+            out.status.success(),
+            "hack/logind up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let address = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .strip_prefix("export DBUS_SYSTEM_BUS_ADDRESS=")
+            .expect("export line")
+            .to_string();
+        LogindBus {
+            dir: dir.to_path_buf(),
+            address,
+        }
+    }
+
+    /// `(who, what, mode)` of logind's inhibitor locks.
+    fn inhibitors(&self) -> String {
+        let out = Command::new("busctl")
+            .arg(format!("--address={}", self.address))
+            .args([
+                "call",
+                "org.freedesktop.login1",
+                "/org/freedesktop/login1",
+                "org.freedesktop.login1.Manager",
+                "ListInhibitors",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Announces a shutdown (`true`) or its cancellation, as logind does.
+    fn prepare_for_shutdown(&self, now: bool) {
+        let st = Command::new("dbus-send")
+            .arg(format!("--bus={}", self.address))
+            .args([
+                "--type=signal",
+                "/org/freedesktop/login1",
+                "org.freedesktop.login1.Manager.PrepareForShutdown",
+                &format!("boolean:{now}"),
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+
+impl Drop for LogindBus {
+    fn drop(&mut self) {
+        let _ = Command::new(script("logind"))
+            .args(["down", "--dir"])
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+fn node_ready(n: &Node) -> Option<(String, String)> {
+    let c = n
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    Some((c.status.clone(), c.message.clone().unwrap_or_default()))
+}
+
+fn finished_at(p: &Pod) -> Option<k8s_openapi::jiff::Timestamp> {
+    let st = p.status.as_ref()?.container_statuses.as_ref()?.first()?;
+    Some(
+        st.state
+            .as_ref()?
+            .terminated
+            .as_ref()?
+            .finished_at
+            .as_ref()?
+            .0,
+    )
+}
+
+/// Graceful node shutdown against the machine's systemd-logind on a
+/// private bus (hack/logind) and a real containerd: without logind the
+/// kubelet refuses to start; with it, the kubelet holds a `delay` lock;
+/// on `PrepareForShutdown(true)` the node turns NotReady ("node is
+/// shutting down"), new pods are refused (`NodeShutdown`), the ordinary
+/// pod (which takes 5 s to stop) is terminated first and the critical one
+/// only after it, both `Failed`/`Terminated` with upstream's message and a
+/// `DisruptionTarget` condition, and the lock is released; a cancellation
+/// takes the lock again and the node is Ready.
+#[test]
+#[ignore = "needs root, containerd (hack/containerd), systemd-logind (hack/logind); run by hack/test"]
+fn graceful_node_shutdown_on_containerd() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,rkube_kubelet::shutdown=info")
+        .with_test_writer()
+        .with_ansi(false)
+        .try_init();
+    let cp = ControlPlane::start().expect("control plane starts");
+    let ctrd = Containerd::up();
+    let node = node_name();
+    let work = cp.dir().join("shutdown");
+    std::fs::create_dir_all(&work).unwrap();
+    let port = free_port();
+    let cfg = work.join("kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             address: 127.0.0.1\nport: {port}\nhealthzPort: 0\n\
+             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
+             imageGCHighThresholdPercent: 100\n\
+             containerRuntimeEndpoint: {}\n\
+             shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
+            ctrd.endpoint
+        ),
+    )
+    .unwrap();
+    let node_kc = cp.node_kubeconfig(&node).unwrap();
+    let args: Vec<String> = vec![
+        "--runtime=cri".into(),
+        format!("--kubeconfig={}", node_kc.display()),
+        format!("--hostname-override={node}"),
+        "--node-ip=127.0.0.1".into(),
+        format!("--root-dir={}", work.join("root").display()),
+        format!("--config={}", cfg.display()),
+    ];
+    // No logind on the bus: refused, not ignored.
+    let refused = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .arg("kubelet")
+        .args(&args)
+        .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("failed to start node shutdown manager"),
+        "{stderr}"
+    );
+
+    let bus = LogindBus::up(&work.join("logind"));
+    std::env::set_var("DBUS_SYSTEM_BUS_ADDRESS", &bus.address);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let admin = client(cp.kubeconfig()).await;
+        let agent = Agent::start(&args);
+        let nodes: Api<Node> = Api::all(admin.clone());
+        wait_for("the node Ready", Duration::from_secs(60), || async {
+            let n = nodes.get(&node).await.ok()?;
+            (node_ready(&n)?.0 == "True").then_some(())
+        })
+        .await;
+        let locks = bus.inhibitors();
+        assert!(
+            locks.contains(
+                "\"shutdown\" \"kubelet\" \"Kubelet needs time to handle node shutdown\" \"delay\""
+            ),
+            "{locks}"
+        );
+        // An ordinary pod that needs 5 s to stop, and a critical one.
+        let stopper = "trap 'sleep 5; exit 0' TERM; while true; do sleep 1; done";
+        let pod = |ns: &str, name: &str, class: Option<&str>| -> Pod {
+            let mut spec = serde_json::json!({
+                "nodeName": node, "automountServiceAccountToken": false,
+                "terminationGracePeriodSeconds": 30,
+                "containers": [{"name": "app", "image": "rkube.local/busybox:1",
+                                "command": ["sh", "-c", stopper]}],
+            });
+            if let Some(c) = class {
+                spec["priorityClassName"] = c.into();
+            }
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns}, "spec": spec,
+            }))
+            .unwrap()
+        };
+        let default: Api<Pod> = Api::namespaced(admin.clone(), "default");
+        let system: Api<Pod> = Api::namespaced(admin.clone(), "kube-system");
+        let pp = kube::api::PostParams::default();
+        default
+            .create(&pp, &pod("default", "ordinary", None))
+            .await
+            .unwrap();
+        system
+            .create(
+                &pp,
+                &pod("kube-system", "critical", Some("system-node-critical")),
+            )
+            .await
+            .unwrap();
+        for (api, name) in [(&default, "ordinary"), (&system, "critical")] {
+            wait_for(
+                &format!("{name} Running"),
+                Duration::from_secs(60),
+                || async { (phase(&api.get(name).await.ok()?) == "Running").then_some(()) },
+            )
+            .await;
+        }
+
+        let announced = k8s_openapi::jiff::Timestamp::now();
+        bus.prepare_for_shutdown(true);
+        wait_for(
+            "the node NotReady, shutting down",
+            Duration::from_secs(30),
+            || async {
+                let (status, message) = node_ready(&nodes.get(&node).await.ok()?)?;
+                (status == "False" && message.contains("node is shutting down")).then_some(())
+            },
+        )
+        .await;
+        // New pods are refused.
+        default
+            .create(&pp, &pod("default", "late", None))
+            .await
+            .unwrap();
+        let late = wait_for("the late pod refused", Duration::from_secs(30), || async {
+            let p = default.get("late").await.ok()?;
+            (phase(&p) == "Failed").then_some(p)
+        })
+        .await;
+        let st = late.status.unwrap();
+        assert_eq!(st.reason.as_deref(), Some("NodeShutdown"));
+        assert_eq!(
+            st.message.as_deref(),
+            Some("Pod was rejected: Pod was rejected as the node is shutting down.")
+        );
+        let mut ended = Vec::new();
+        for (api, name) in [(&default, "ordinary"), (&system, "critical")] {
+            let p = wait_for(
+                &format!("{name} terminated by the shutdown"),
+                Duration::from_secs(60),
+                || async {
+                    let p = api.get(name).await.ok()?;
+                    (phase(&p) == "Failed" && finished_at(&p).is_some()).then_some(p)
+                },
+            )
+            .await;
+            let st = p.status.as_ref().unwrap();
+            assert_eq!(st.reason.as_deref(), Some("Terminated"), "{name}");
+            assert_eq!(
+                st.message.as_deref(),
+                Some("Pod was terminated in response to imminent node shutdown."),
+                "{name}"
+            );
+            let target = st
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "DisruptionTarget")
+                .unwrap_or_else(|| panic!("{name}: no DisruptionTarget"));
+            assert_eq!(
+                (target.status.as_str(), target.reason.as_deref()),
+                ("True", Some("TerminationByKubelet"))
+            );
+            ended.push(finished_at(&p).unwrap());
+        }
+        // The ordinary pod stopped by itself (its 5 s TERM handler, within
+        // its class's 20 s); the critical one only after it.
+        let took = ended[0].duration_since(announced).as_secs();
+        assert!(
+            (4..20).contains(&took),
+            "ordinary pod stopped after {took} s"
+        );
+        assert!(ended[1] >= ended[0], "critical pod ended first: {ended:?}");
+        eprintln!("ordinary pod stopped {took} s after the announcement; ended at {ended:?}");
+        wait_for("the lock released", Duration::from_secs(30), || async {
+            (!bus.inhibitors().contains("\"kubelet\"")).then_some(())
+        })
+        .await;
+
+        // Cancelled: the lock again, the node Ready again.
+        bus.prepare_for_shutdown(false);
+        wait_for("the lock taken again", Duration::from_secs(30), || async {
+            bus.inhibitors().contains("\"kubelet\"").then_some(())
+        })
+        .await;
+        wait_for("the node Ready again", Duration::from_secs(30), || async {
+            let n = nodes.get(&node).await.ok()?;
+            (node_ready(&n)?.0 == "True").then_some(())
+        })
+        .await;
+        agent.stop().await;
+    });
+    std::env::remove_var("DBUS_SYSTEM_BUS_ADDRESS");
+}

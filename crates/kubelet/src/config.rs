@@ -136,14 +136,37 @@ pub struct KubeletConfiguration {
     pub eviction_minimum_reclaim: BTreeMap<String, String>,
     /// `featureGates`, checked against upstream's gates ([`GATES_HONOURED`]).
     pub feature_gates: rkube_util::feature_gates::FeatureGates,
+    /// `shutdownGracePeriod`: how long a node shutdown is delayed for the
+    /// pods to terminate (0: no graceful node shutdown).
+    pub shutdown_grace_period: Duration,
+    /// `shutdownGracePeriodCriticalPods`: the part of it kept for critical
+    /// pods.
+    pub shutdown_grace_period_critical_pods: Duration,
+    /// `shutdownGracePeriodByPodPriority`: (priority, seconds) per class.
+    pub shutdown_grace_period_by_pod_priority: Vec<ShutdownGracePeriodByPodPriority>,
+}
+
+/// One `shutdownGracePeriodByPodPriority` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShutdownGracePeriodByPodPriority {
+    /// Pods with this priority or more (up to the next entry's).
+    pub priority: i32,
+    /// Their grace period, seconds.
+    pub shutdown_grace_period_seconds: i64,
 }
 
 /// The gates rkube kubelet honours away from their default: `MemoryQoS`
 /// (`memory.min`/`memory.low`/`memory.high` on cgroup v2),
 /// `RotateKubeletServerCertificate` (off: `serverTLSBootstrap` has no
 /// effect) and `ReloadKubeletServerCertificateFile` (off: `tlsCertFile` is
-/// read once). Every other gate is accepted only at its default.
+/// read once), `GracefulNodeShutdown` and
+/// `GracefulNodeShutdownBasedOnPodPriority` (off: their settings refused,
+/// as upstream's validation). Every other gate is accepted only at its
+/// default.
 pub const GATES_HONOURED: &[&str] = &[
+    "GracefulNodeShutdown",
+    "GracefulNodeShutdownBasedOnPodPriority",
     "MemoryQoS",
     "RotateKubeletServerCertificate",
     "ReloadKubeletServerCertificateFile",
@@ -208,6 +231,9 @@ impl Default for KubeletConfiguration {
             eviction_max_pod_grace_period: 0,
             eviction_minimum_reclaim: BTreeMap::new(),
             feature_gates: Default::default(),
+            shutdown_grace_period: Duration::ZERO,
+            shutdown_grace_period_critical_pods: Duration::ZERO,
+            shutdown_grace_period_by_pod_priority: Vec::new(),
         }
     }
 }
@@ -282,9 +308,6 @@ const IGNORED: &[&str] = &[
     "logging",
     "enableSystemLogHandler",
     "enableSystemLogQuery",
-    "shutdownGracePeriod",
-    "shutdownGracePeriodCriticalPods",
-    "shutdownGracePeriodByPodPriority",
     "crashLoopBackOff",
     "reservedMemory",
     "enableProfilingHandler",
@@ -478,6 +501,13 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
             "rotateCertificates" => c.rotate_certificates = field(file, key, v)?,
             "serverTLSBootstrap" => c.server_tls_bootstrap = field(file, key, v)?,
+            "shutdownGracePeriod" => c.shutdown_grace_period = duration(file, key, v)?,
+            "shutdownGracePeriodCriticalPods" => {
+                c.shutdown_grace_period_critical_pods = duration(file, key, v)?;
+            }
+            "shutdownGracePeriodByPodPriority" => {
+                c.shutdown_grace_period_by_pod_priority = field(file, key, v)?;
+            }
             "evictionSoft" => c.eviction_soft = field(file, key, v)?,
             "evictionSoftGracePeriod" => c.eviction_soft_grace_period = field(file, key, v)?,
             "evictionMaxPodGracePeriod" => c.eviction_max_pod_grace_period = field(file, key, v)?,
@@ -631,6 +661,39 @@ impl Threshold {
 
 fn validate(c: &KubeletConfiguration) -> Result<(), String> {
     let mut errs = Vec::new();
+    // Graceful node shutdown, as upstream validates it.
+    let (period, critical) = (
+        c.shutdown_grace_period,
+        c.shutdown_grace_period_critical_pods,
+    );
+    let gates = &c.feature_gates;
+    if gates.enabled("GracefulNodeShutdown") {
+        if critical > period {
+            errs.push(format!("invalid configuration: shutdownGracePeriodCriticalPods {critical:?} must be <= shutdownGracePeriod {period:?}"));
+        }
+        if !period.is_zero() && period < Duration::from_secs(1) {
+            errs.push(format!("invalid configuration: shutdownGracePeriod {period:?} must be either zero or otherwise >= 1 sec"));
+        }
+        if !critical.is_zero() && critical < Duration::from_secs(1) {
+            errs.push(format!("invalid configuration: shutdownGracePeriodCriticalPods {critical:?} must be either zero or otherwise >= 1 sec"));
+        }
+    } else if !period.is_zero() || !critical.is_zero() {
+        errs.push("invalid configuration: specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods requires feature gate GracefulNodeShutdown".into());
+    }
+    let by_priority = !c.shutdown_grace_period_by_pod_priority.is_empty();
+    if gates.enabled("GracefulNodeShutdownBasedOnPodPriority") {
+        if by_priority && (!period.is_zero() || !critical.is_zero()) {
+            errs.push("invalid configuration: Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time".into());
+        }
+    } else if by_priority {
+        errs.push("invalid configuration: Specifying shutdownGracePeriodByPodPriority requires feature gate GracefulNodeShutdownBasedOnPodPriority".into());
+    }
+    if c.shutdown_grace_period_by_pod_priority
+        .iter()
+        .any(|p| p.shutdown_grace_period_seconds < 0)
+    {
+        errs.push("invalid configuration: shutdownGracePeriodByPodPriority: shutdownGracePeriodSeconds must not be negative".into());
+    }
     if c.node_lease_duration_seconds <= 0 {
         errs.push(
             "invalid configuration: nodeLeaseDurationSeconds must be greater than 0".to_string(),
@@ -825,6 +888,66 @@ mod tests {
     use super::*;
 
     const HEAD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+
+    #[test]
+    fn graceful_shutdown_settings_validated_as_upstream() {
+        let c = load("shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n")
+            .unwrap()
+            .config;
+        assert_eq!(c.shutdown_grace_period, Duration::from_secs(30));
+        assert_eq!(
+            c.shutdown_grace_period_critical_pods,
+            Duration::from_secs(10)
+        );
+        let e =
+            load("shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 30s\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("shutdownGracePeriodCriticalPods 30s must be <= shutdownGracePeriod 10s"),
+            "{e}"
+        );
+        let e = load("shutdownGracePeriod: 500ms\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("must be either zero or otherwise >= 1 sec"),
+            "{e}"
+        );
+        let by = "shutdownGracePeriodByPodPriority: [{priority: 0, shutdownGracePeriodSeconds: 10}, {priority: 100000, shutdownGracePeriodSeconds: 5}]\n";
+        let c = load(by).unwrap().config;
+        assert_eq!(c.shutdown_grace_period_by_pod_priority.len(), 2);
+        let e = load(&format!("{by}shutdownGracePeriod: 30s\n")).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod"
+            ),
+            "{e}"
+        );
+        let e = load(&format!(
+            "{by}featureGates: {{GracefulNodeShutdownBasedOnPodPriority: false}}\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("requires feature gate GracefulNodeShutdownBasedOnPodPriority"),
+            "{e}"
+        );
+        let e = load("shutdownGracePeriod: 30s\nfeatureGates: {GracefulNodeShutdown: false}\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("requires feature gate GracefulNodeShutdown"),
+            "{e}"
+        );
+        let e = load("shutdownGracePeriodByPodPriority: [{priority: 0, bogus: 1}]\n").unwrap_err();
+        assert!(
+            e.to_string().contains("shutdownGracePeriodByPodPriority"),
+            "{e}"
+        );
+        assert!(load(
+            "shutdownGracePeriodByPodPriority: [{priority: 0, shutdownGracePeriodSeconds: -1}]\n"
+        )
+        .is_err());
+    }
 
     fn load(body: &str) -> Result<Loaded, ConfigError> {
         load_str("k.yaml", &format!("{HEAD}{body}"))

@@ -57,6 +57,7 @@ pub mod runtime;
 #[cfg(test)]
 pub(crate) mod scratch;
 pub mod server;
+pub mod shutdown;
 pub mod stats;
 pub mod volumes;
 
@@ -579,6 +580,32 @@ pub async fn run_with_metrics(
             .run(),
         );
     }
+    // Graceful node shutdown: logind's lock taken before any pod runs; a
+    // node that asks for it and cannot have it does not start.
+    let classes = shutdown::groups::classes(
+        &cfg.shutdown_grace_period_by_pod_priority,
+        cfg.shutdown_grace_period,
+        cfg.shutdown_grace_period_critical_pods,
+        cfg.feature_gates
+            .enabled("GracefulNodeShutdownBasedOnPodPriority"),
+    );
+    if !classes.is_empty() && cfg.feature_gates.enabled("GracefulNodeShutdown") {
+        let [desc] = descs.as_slice() else {
+            bail!("shutdownGracePeriod: graceful node shutdown is for one node; it cannot be used with --nodes");
+        };
+        let manager = shutdown::ShutdownManager {
+            node: desc.name.clone(),
+            classes,
+            active: active.clone(),
+            board: pressure.clone(),
+            events: cri.as_ref().and_then(|c| c.events().cloned()),
+            logind_conf_dir: shutdown::logind::LOGIND_CONF_DIR.into(),
+        };
+        let session = manager.start().await.context(
+            "failed to start node shutdown manager (shutdownGracePeriod needs systemd-logind on the system bus)",
+        )?;
+        tasks.spawn(manager.run(session));
+    }
     let host_ips: HashMap<String, String> = descs
         .iter()
         .map(|d| (d.name.clone(), d.ip.clone()))
@@ -609,14 +636,15 @@ pub async fn run_with_metrics(
             config: cfg.clone(),
             metrics: metrics.clone(),
             health,
-            pressure,
+            pressure: pressure.clone(),
             nodes: node_board.clone(),
             images,
             concurrency: opts.api_concurrency,
         }
         .run(states),
     );
-    let admission = pods::admission::Admission::new(client.clone(), node_board, &descs);
+    let admission =
+        pods::admission::Admission::new(client.clone(), node_board, pressure.clone(), &descs);
     let ctx = Arc::new(pods::worker::WorkerContext {
         client: client.clone(),
         runtime,

@@ -52,7 +52,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
             &["pods", "node", "gc"],
             // What watches pods and the node from outside: eviction, and the
             // kubelet's HTTP(S) server (the kubelet API, /healthz).
-            &["eviction", "server"],
+            &["eviction", "server", "shutdown"],
         ],
     ),
     (

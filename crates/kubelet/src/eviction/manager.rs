@@ -20,7 +20,7 @@ use crate::config::KubeletConfiguration;
 use crate::node::pressure::PressureBoard;
 use crate::node::NodeDesc;
 use crate::pod::is_critical;
-use crate::pods::worker::{ActivePod, ActivePods, EvictRequest};
+use crate::pods::worker::{ActivePod, ActivePods, Disruption, EvictRequest};
 
 /// How often signals are observed (upstream's `evictionMonitoringPeriod`).
 pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
@@ -220,6 +220,7 @@ impl EvictionManager {
                 soft_grace(&a.pod, self.config.eviction_max_pod_grace_period)
             };
             let req = EvictRequest {
+                reason: Disruption::Evicted,
                 message: msg,
                 grace,
                 done: tx,

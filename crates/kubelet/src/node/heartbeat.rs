@@ -249,6 +249,7 @@ impl Heartbeat {
                         health.memory_pressure |= p.memory;
                         health.disk_pressure |= p.disk;
                         health.pid_pressure |= p.pid;
+                        health.shutdown_error = self.pressure.shutdown_error();
                         let mut status = n.base.clone();
                         status.conditions =
                             Some(conditions(&n.conditions, &health, Timestamp::now()));

@@ -16,13 +16,30 @@ pub struct Pressure {
     pub pid: bool,
 }
 
-/// The pressure of every node, read by the heartbeat.
+/// The pressure of every node, read by the heartbeat; and whether the
+/// node is shutting down (set by the shutdown manager: the Ready condition
+/// turns False, new pods are refused).
 #[derive(Debug, Default)]
 pub struct PressureBoard {
     nodes: RwLock<HashMap<String, Pressure>>,
+    shutting_down: std::sync::atomic::AtomicBool,
 }
 
 impl PressureBoard {
+    /// Upstream's `ShutdownStatus`: `Some("node is shutting down")` while
+    /// the node shuts down.
+    pub fn shutdown_error(&self) -> Option<String> {
+        self.shutting_down
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| "node is shutting down".to_string())
+    }
+
+    /// Sets whether the node is shutting down.
+    pub fn set_shutting_down(&self, now: bool) {
+        self.shutting_down
+            .store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The pressure of `node` (none if never observed).
     pub fn get(&self, node: &str) -> Pressure {
         self.nodes

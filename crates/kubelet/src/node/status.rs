@@ -86,6 +86,8 @@ pub struct Health {
     /// `Some(error)` when the runtime's network is not ready (no CNI
     /// configuration yet).
     pub network_error: Option<String>,
+    /// `Some("node is shutting down")` during a graceful node shutdown.
+    pub shutdown_error: Option<String>,
     /// memory.available below its hard threshold.
     pub memory_pressure: bool,
     /// nodefs/imagefs below their hard thresholds.
@@ -172,10 +174,14 @@ pub fn conditions(previous: &[NodeCondition], h: &Health, now: Timestamp) -> Vec
             "kubelet has sufficient PID available",
         )
     };
-    let errors: Vec<String> = [h.runtime_error.clone(), h.network_error.clone()]
-        .into_iter()
-        .flatten()
-        .collect();
+    let errors: Vec<String> = [
+        h.runtime_error.clone(),
+        h.network_error.clone(),
+        h.shutdown_error.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let ready = match errors.as_slice() {
         [] => condition(
             previous,

@@ -29,6 +29,7 @@ use rkube_model::objects::{Node as MNode, Pod as MPod, TaintEffect};
 use rkube_model::resources::{is_extended_resource_name, Resources};
 
 use crate::node::capacity::NodeBoard;
+use crate::node::pressure::PressureBoard;
 use crate::node::NodeDesc;
 use crate::pod::{is_critical, is_static};
 use crate::runtime::Rejection;
@@ -214,6 +215,9 @@ pub fn general_filter(
 pub struct Admission {
     client: Client,
     board: Arc<NodeBoard>,
+    /// Whether the node is shutting down (the shutdown manager's admit
+    /// handler, after the resource checks as upstream orders them).
+    pressure: Arc<PressureBoard>,
     descs: HashMap<String, Arc<NodeDesc>>,
     /// Node → uid → the admitted pod.
     admitted: Mutex<HashMap<String, HashMap<String, MPod>>>,
@@ -232,10 +236,16 @@ impl Admission {
     /// Admission for the nodes `descs`, reading their Nodes from `board`
     /// (and once more from the API server through `client` before an
     /// affinity refusal).
-    pub fn new(client: Client, board: Arc<NodeBoard>, descs: &[Arc<NodeDesc>]) -> Admission {
+    pub fn new(
+        client: Client,
+        board: Arc<NodeBoard>,
+        pressure: Arc<PressureBoard>,
+        descs: &[Arc<NodeDesc>],
+    ) -> Admission {
         Admission {
             client,
             board,
+            pressure,
             descs: descs.iter().map(|d| (d.name.clone(), d.clone())).collect(),
             admitted: Mutex::new(HashMap::new()),
             gate: tokio::sync::Mutex::new(()),
@@ -287,6 +297,10 @@ impl Admission {
         }
         match failures.first() {
             Some(f) => Err(f.rejection()),
+            None if self.pressure.shutdown_error().is_some() => Err(Rejection {
+                reason: "NodeShutdown".into(),
+                message: "Pod was rejected as the node is shutting down.".into(),
+            }),
             None => {
                 self.lock()
                     .entry(name)

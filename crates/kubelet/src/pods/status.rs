@@ -509,21 +509,43 @@ pub const RESIZE_PENDING: &str = "PodResizePending";
 /// See [`RESIZE_PENDING`].
 pub const RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
 
-/// The status of a pod the eviction manager killed: what `obs` shows
-/// (containers terminated), phase `Failed`, reason `Evicted`, `message`,
-/// and the condition `DisruptionTarget=True` (reason
-/// `TerminationByKubelet`, same message), as upstream's `evictPod`.
+/// Why the kubelet itself ends a pod (the status reason it reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disruption {
+    /// The eviction manager: `Failed`, reason `Evicted`.
+    Evicted,
+    /// Graceful node shutdown: reason `Terminated`, `Failed` unless the
+    /// pod had succeeded.
+    NodeShutdown,
+}
+
+/// The status of a pod the eviction or shutdown manager killed: what `obs`
+/// shows (containers terminated), phase `Failed` (a succeeded pod stays
+/// `Succeeded` at a node shutdown), reason `Evicted` or `Terminated`,
+/// `message`, and the condition `DisruptionTarget=True` (reason
+/// `TerminationByKubelet`, same message), as upstream's `evictPod` and
+/// node shutdown manager.
 pub fn evicted_status(
     pod: &Pod,
     previous: Option<&PodStatus>,
     obs: &PodObservation,
     host_ip: &str,
+    why: Disruption,
     message: &str,
     now: Timestamp,
 ) -> PodStatus {
     let mut s = pod_status(pod, previous, obs, host_ip, now);
-    s.phase = Some("Failed".into());
-    s.reason = Some("Evicted".into());
+    let succeeded = s.phase.as_deref() == Some("Succeeded");
+    if why == Disruption::Evicted || !succeeded {
+        s.phase = Some("Failed".into());
+    }
+    s.reason = Some(
+        match why {
+            Disruption::Evicted => "Evicted",
+            Disruption::NodeShutdown => "Terminated",
+        }
+        .into(),
+    );
     s.message = Some(message.into());
     let mut target = condition(
         previous,
@@ -1001,6 +1023,7 @@ mod tests {
             None,
             &obs(vec![c("a", exited(137)), c("b", exited(137))]),
             "1.2.3.4",
+            Disruption::Evicted,
             msg,
             Timestamp::now(),
         );
@@ -1018,5 +1041,49 @@ mod tests {
         assert_eq!(d.reason.as_deref(), Some("TerminationByKubelet"));
         assert_eq!(d.message.as_deref(), Some(msg));
         assert!(is_terminal(s.phase.as_deref()));
+    }
+
+    #[test]
+    fn terminated_by_node_shutdown() {
+        let msg = "Pod was terminated in response to imminent node shutdown.";
+        let killed = evicted_status(
+            &pod("Always"),
+            None,
+            &obs(vec![c("a", exited(137)), c("b", exited(137))]),
+            "1.2.3.4",
+            Disruption::NodeShutdown,
+            msg,
+            Timestamp::now(),
+        );
+        assert_eq!(killed.phase.as_deref(), Some("Failed"));
+        assert_eq!(killed.reason.as_deref(), Some("Terminated"));
+        assert_eq!(killed.message.as_deref(), Some(msg));
+        let d = killed.conditions.as_ref().unwrap();
+        assert!(d.iter().any(|c| c.type_ == "DisruptionTarget"
+            && c.reason.as_deref() == Some("TerminationByKubelet")));
+        // A pod that had already succeeded stays Succeeded (upstream keeps
+        // PodSucceeded); eviction makes it Failed.
+        let done = obs(vec![c("a", exited(0)), c("b", exited(0))]);
+        let s = evicted_status(
+            &pod("Never"),
+            None,
+            &done,
+            "1.2.3.4",
+            Disruption::NodeShutdown,
+            msg,
+            Timestamp::now(),
+        );
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        assert_eq!(s.reason.as_deref(), Some("Terminated"));
+        let e = evicted_status(
+            &pod("Never"),
+            None,
+            &done,
+            "1.2.3.4",
+            Disruption::Evicted,
+            msg,
+            Timestamp::now(),
+        );
+        assert_eq!(e.phase.as_deref(), Some("Failed"));
     }
 }

@@ -80,10 +80,14 @@ impl PodStates {
     }
 }
 
-/// A request of the eviction manager to a pod worker: kill the pod within
-/// `grace`, then report it `Failed`/`Evicted` with `message`.
+pub use super::status::Disruption;
+
+/// A request of the eviction or shutdown manager to a pod worker: kill the
+/// pod within `grace`, then report it ended with `message`.
 #[derive(Debug)]
 pub struct EvictRequest {
+    /// Which manager asks.
+    pub reason: Disruption,
     /// The status message (upstream's "The node was low on resource: ...").
     pub message: String,
     /// Grace period for the kill (1 s for hard thresholds, as upstream).
@@ -411,9 +415,9 @@ fn with_allocation(pod: &Pod, allocated: &Pod) -> Pod {
     out
 }
 
-/// Kills the pod for the eviction manager and queues its final status:
-/// phase `Failed`, reason `Evicted`, the message, and a `DisruptionTarget`
-/// condition (`TerminationByKubelet`), as upstream's `evictPod`.
+/// Kills the pod for the eviction or shutdown manager and queues its final
+/// status: [`evicted_status`], as upstream's `evictPod` and node shutdown
+/// manager.
 async fn evict(
     ctx: &WorkerContext,
     pod: &Pod,
@@ -433,11 +437,14 @@ async fn evict(
         last.as_ref(),
         &obs,
         &node_ip(ctx, pod),
+        req.reason,
         &req.message,
         Timestamp::now(),
     );
     push_status(ctx, pod, &status);
-    ctx.metrics.pods_evicted.fetch_add(1, Ordering::Relaxed);
+    if req.reason == Disruption::Evicted {
+        ctx.metrics.pods_evicted.fetch_add(1, Ordering::Relaxed);
+    }
     *last = Some(status);
     true
 }
