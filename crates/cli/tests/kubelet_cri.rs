@@ -31,7 +31,7 @@
 //!     refused the image the first one pulled (`ErrImagePull`, and
 //!     `ErrImageNeverPull` with `imagePullPolicy: Never`), as upstream's
 //!     KubeletEnsureSecretPulledImages.
-//! (k) `serverTLSBootstrap`: the kubelet API serves nothing until its
+//! (k) (before (j)) `serverTLSBootstrap`: the kubelet API serves nothing until its
 //!     `kubernetes.io/kubelet-serving` request is approved (`kubectl
 //!     certificate approve`), then a certificate for the node's name and
 //!     address that verifies against the cluster CA; with two-minute
@@ -686,25 +686,6 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     private_images(cp, &work, &pods, ctrd).await;
     eprintln!("(i) private images: {:?}", started.elapsed());
 
-    // (j) disk pressure: restarted with an imagefs threshold the disk
-    // always meets, the kubelet reports DiskPressure and frees unused images
-    // (the sandbox image containerd 1.6 does not pin) before it evicts;
-    // an image a container uses stays.
-    agent.stop().await;
-    let pressured = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("imagefs.available: 1Gi", "imagefs.available: 99%")
-        // The periodic image GC stays off: only the eviction manager's
-        // reclaim can remove the image.
-        .replace(
-            "imageGCHighThresholdPercent: 100\n",
-            "imageGCHighThresholdPercent: 100\nimageMinimumGCAge: 1s\n",
-        );
-    std::fs::write(&cfg, pressured).unwrap();
-    let agent = Agent::start(&args);
-    disk_pressure(cp, &cri, &node).await;
-    eprintln!("(j) disk pressure: {:?}", started.elapsed());
-
     // (k) the serving certificate: bootstrapped, served only once
     // approved, verified against the cluster CA under the node's name, and
     // rotated twice without a restart (each pair served as soon as it is
@@ -736,6 +717,25 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
         "(k) serving certificate bootstrapped and rotated ({served} served): {:?}",
         started.elapsed()
     );
+
+    // (j) disk pressure: restarted with an imagefs threshold the disk
+    // always meets, the kubelet reports DiskPressure and frees unused images
+    // (the sandbox image containerd 1.6 does not pin) before it evicts;
+    // an image a container uses stays.
+    agent.stop().await;
+    let pressured = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("imagefs.available: 1Gi", "imagefs.available: 99%")
+        // The periodic image GC stays off: only the eviction manager's
+        // reclaim can remove the image.
+        .replace(
+            "imageGCHighThresholdPercent: 100\n",
+            "imageGCHighThresholdPercent: 100\nimageMinimumGCAge: 1s\n",
+        );
+    std::fs::write(&cfg, pressured).unwrap();
+    let agent = Agent::start(&args);
+    disk_pressure(cp, &cri, &node).await;
+    eprintln!("(j) disk pressure: {:?}", started.elapsed());
 
     agent.stop().await;
     let _ = sched_stop.send(());
@@ -1891,6 +1891,99 @@ fn swap_on_refuses_to_start() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The checks of the node's cgroups (see
+/// [`node_cgroups_and_graceful_shutdown_on_containerd`]).
+async fn node_cgroups(cg: &CgroupRoot, node: &Node, admin: &kube::Client) {
+    let capacity = node.status.as_ref().unwrap().capacity.clone().unwrap();
+    let q = |k: &str| rkube_model::Quantity::parse(&capacity[k].0).unwrap();
+    let mem = q("memory").value() - (256 << 20);
+    assert_eq!(
+        cg.read("memory", "kubepods", "memory.limit_in_bytes"),
+        Some(mem.to_string()),
+        "kubepods limited to capacity - kubeReserved"
+    );
+    let shares = (q("cpu").milli_value() - 100) * 1024 / 1000;
+    assert_eq!(
+        cg.read("cpu", "kubepods", "cpu.shares"),
+        Some(shares.to_string())
+    );
+    let pid_max: i64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let threads: i64 = std::fs::read_to_string("/proc/sys/kernel/threads-max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        cg.read("pids", "kubepods", "pids.max"),
+        Some((pid_max.min(threads) - 1000).to_string())
+    );
+    assert_eq!(
+        cg.read("cpu", "kubepods/besteffort", "cpu.shares"),
+        Some("2".into())
+    );
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "burst", "namespace": "default"},
+        "spec": {"nodeName": node.metadata.name, "automountServiceAccountToken": false,
+                 "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "app", "image": "rkube.local/busybox:1",
+                                 "command": ["sleep", "3600"],
+                                 "resources": {"requests": {"cpu": "250m", "memory": "32Mi"},
+                                               "limits": {"memory": "64Mi"}}}]},
+    }))
+    .unwrap();
+    let uid = pods
+        .create(&Default::default(), &pod)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    wait_for("burst Running", Duration::from_secs(60), || async {
+        (phase(&pods.get("burst").await.ok()?) == "Running").then_some(())
+    })
+    .await;
+    let dir = format!("kubepods/burstable/pod{uid}");
+    assert_eq!(
+        cg.read("memory", &dir, "memory.limit_in_bytes"),
+        Some((64u64 << 20).to_string()),
+        "the pod's cgroup carries its memory limit"
+    );
+    assert_eq!(cg.read("cpu", &dir, "cpu.shares"), Some("256".into()));
+    assert_eq!(
+        cg.read("cpu", "kubepods/burstable", "cpu.shares"),
+        Some("256".into())
+    );
+    // The container's processes are in the pod's cgroup.
+    let procs = std::fs::read_dir(format!("/sys/fs/cgroup/memory/{}/{dir}", cg.0))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| std::fs::read_to_string(e.path().join("cgroup.procs")).ok())
+        .filter(|p| !p.trim().is_empty())
+        .count();
+    assert!(procs >= 1, "the container runs under the pod's cgroup");
+    pods.delete("burst", &Default::default()).await.unwrap();
+    wait_for(
+        "burst gone with its cgroup",
+        Duration::from_secs(60),
+        || async {
+            let gone = pods.get_opt("burst").await.ok()?.is_none();
+            (gone && cg.read("memory", &dir, "memory.limit_in_bytes").is_none()).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        cg.read("cpu", "kubepods/burstable", "cpu.shares"),
+        Some("2".into())
+    );
+}
+
 /// A private system bus with the machine's systemd-logind (hack/logind).
 struct LogindBus {
     dir: PathBuf,
@@ -1985,6 +2078,48 @@ fn finished_at(p: &Pod) -> Option<k8s_openapi::jiff::Timestamp> {
     )
 }
 
+/// A cgroup root (`cgroupRoot`) in every v1 hierarchy, removed (empty
+/// cgroups, deepest first) on drop.
+struct CgroupRoot(String);
+
+impl CgroupRoot {
+    fn make(name: &str) -> CgroupRoot {
+        for h in ["cpu", "memory", "pids"] {
+            std::fs::create_dir_all(format!("/sys/fs/cgroup/{h}/{name}")).unwrap();
+        }
+        CgroupRoot(name.to_string())
+    }
+
+    fn read(&self, controller: &str, rel: &str, file: &str) -> Option<String> {
+        std::fs::read_to_string(format!(
+            "/sys/fs/cgroup/{controller}/{}/{rel}/{file}",
+            self.0
+        ))
+        .ok()
+        .map(|s| s.trim().to_string())
+    }
+}
+
+impl Drop for CgroupRoot {
+    fn drop(&mut self) {
+        for h in ["cpu", "memory", "pids"] {
+            let _ = Command::new("find")
+                .arg(format!("/sys/fs/cgroup/{h}/{}", self.0))
+                .args(["-depth", "-type", "d", "-exec", "rmdir", "{}", ";"])
+                .status();
+        }
+    }
+}
+
+/// The node's cgroups and graceful node shutdown, on a real containerd.
+///
+/// Cgroups (`cgroupRoot` of the test's own, `kubeReserved`, the default
+/// `enforceNodeAllocatable: [pods]`): `<root>/kubepods` is limited to
+/// capacity − kubeReserved (memory, CPU shares, PIDs); a Burstable pod's
+/// cgroup carries its memory limit and the Burstable QoS cgroup its CPU
+/// request as shares, BestEffort 2; the pod's containers run in it; it is
+/// gone once the pod is deleted.
+///
 /// Graceful node shutdown against the machine's systemd-logind on a
 /// private bus (hack/logind) and a real containerd: without logind the
 /// kubelet refuses to start; with it, the kubelet holds a `delay` lock;
@@ -1996,7 +2131,7 @@ fn finished_at(p: &Pod) -> Option<k8s_openapi::jiff::Timestamp> {
 /// takes the lock again and the node is Ready.
 #[test]
 #[ignore = "needs root, containerd (hack/containerd), systemd-logind (hack/logind); run by hack/test"]
-fn graceful_node_shutdown_on_containerd() {
+fn node_cgroups_and_graceful_shutdown_on_containerd() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter("warn,rkube_kubelet::shutdown=info")
         .with_test_writer()
@@ -2007,6 +2142,7 @@ fn graceful_node_shutdown_on_containerd() {
     let node = node_name();
     let work = cp.dir().join("shutdown");
     std::fs::create_dir_all(&work).unwrap();
+    let cgroups = CgroupRoot::make(&format!("rk-test-{}", std::process::id()));
     let port = free_port();
     let cfg = work.join("kubelet.yaml");
     std::fs::write(
@@ -2017,8 +2153,9 @@ fn graceful_node_shutdown_on_containerd() {
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
              imageGCHighThresholdPercent: 100\n\
              containerRuntimeEndpoint: {}\n\
+             cgroupRoot: /{}\nkubeReserved: {{cpu: 100m, memory: 256Mi, pid: \"1000\"}}\n\
              shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
-            ctrd.endpoint
+            ctrd.endpoint, cgroups.0
         ),
     )
     .unwrap();
@@ -2061,6 +2198,7 @@ fn graceful_node_shutdown_on_containerd() {
             (node_ready(&n)?.0 == "True").then_some(())
         })
         .await;
+        node_cgroups(&cgroups, &nodes.get(&node).await.unwrap(), &admin).await;
         let locks = bus.inhibitors();
         assert!(
             locks.contains(

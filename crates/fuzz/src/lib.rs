@@ -667,6 +667,31 @@ fn check_kubelet_config(r: &mut Rng) -> Result<(), String> {
             json!(r.pick(&["unix:///run/containerd/containerd.sock", "tcp://x", ""]))
         }),
         ("cgroupDriver", &|r| json!(r.pick(&["systemd", "cgroupfs"]))),
+        ("enforceNodeAllocatable", &|r| {
+            json!([r.pick(&[
+                "pods",
+                "none",
+                "system-reserved",
+                "kube-reserved-compressible",
+                "x"
+            ])])
+        }),
+        ("shutdownGracePeriod", &|r| json!(r.pick(&DURATIONS))),
+        (
+            "shutdownGracePeriodByPodPriority",
+            &|r| json!([{"priority": *r.pick(&[0i64, -1, i32::MAX as i64, i64::MAX]), "shutdownGracePeriodSeconds": *r.pick(&[0i64, -5, 30, i64::MAX])}]),
+        ),
+        ("cpuCFSQuotaPeriod", &|r| json!(r.pick(&DURATIONS))),
+        ("memoryThrottlingFactor", &|r| {
+            json!(*r.pick(&[0.0f64, 0.9, 1.5, -1.0, f64::MAX]))
+        }),
+        (
+            "userNamespaces",
+            &|r| json!({"idsPerPod": *r.pick(&[65536i64, 0, -1, i64::MAX])}),
+        ),
+        ("oomScoreAdj", &|r| {
+            json!(*r.pick(&[-999i64, 5000, i64::MIN]))
+        }),
         ("bogusField", &|_| json!(1)),
     ];
     for _ in 0..r.below(8) {

@@ -136,6 +136,30 @@ pub struct KubeletConfiguration {
     pub eviction_minimum_reclaim: BTreeMap<String, String>,
     /// `featureGates`, checked against upstream's gates ([`GATES_HONOURED`]).
     pub feature_gates: rkube_util::feature_gates::FeatureGates,
+    /// `cpuCFSQuota`: containers' CPU limits enforced with CFS quota.
+    pub cpu_cfs_quota: bool,
+    /// `cpuCFSQuotaPeriod` (100ms).
+    pub cpu_cfs_quota_period: Duration,
+    /// `singleProcessOOMKill` (unset: true on cgroup v1, false on v2).
+    pub single_process_oom_kill: Option<bool>,
+    /// `memoryThrottlingFactor` (unset: no `memory.high`).
+    pub memory_throttling_factor: Option<f64>,
+    /// `memoryReservationPolicy`: `None` or `TieredReservation`.
+    pub memory_reservation_policy: String,
+    /// `allowedUnsafeSysctls`: names or `prefix*` patterns.
+    pub allowed_unsafe_sysctls: Vec<String>,
+    /// `oomScoreAdj`: the kubelet's own OOM score adjustment (-999).
+    pub oom_score_adj: i32,
+    /// `maxOpenFiles`: the kubelet's open file limit (1000000).
+    pub max_open_files: i64,
+    /// `cgroupRoot`: where the pods' cgroups go (`/`).
+    pub cgroup_root: String,
+    /// `enforceNodeAllocatable` (`[pods]`).
+    pub enforce_node_allocatable: Vec<String>,
+    /// `systemReservedCgroup`.
+    pub system_reserved_cgroup: String,
+    /// `kubeReservedCgroup`.
+    pub kube_reserved_cgroup: String,
     /// `shutdownGracePeriod`: how long a node shutdown is delayed for the
     /// pods to terminate (0: no graceful node shutdown).
     pub shutdown_grace_period: Duration,
@@ -231,6 +255,18 @@ impl Default for KubeletConfiguration {
             eviction_max_pod_grace_period: 0,
             eviction_minimum_reclaim: BTreeMap::new(),
             feature_gates: Default::default(),
+            cpu_cfs_quota: true,
+            cpu_cfs_quota_period: Duration::from_millis(100),
+            single_process_oom_kill: None,
+            memory_throttling_factor: None,
+            memory_reservation_policy: "None".into(),
+            allowed_unsafe_sysctls: Vec::new(),
+            oom_score_adj: -999,
+            max_open_files: 1_000_000,
+            cgroup_root: "/".into(),
+            enforce_node_allocatable: vec!["pods".into()],
+            system_reserved_cgroup: String::new(),
+            kube_reserved_cgroup: String::new(),
             shutdown_grace_period: Duration::ZERO,
             shutdown_grace_period_critical_pods: Duration::ZERO,
             shutdown_grace_period_by_pod_priority: Vec::new(),
@@ -248,78 +284,141 @@ pub struct ConfigError {
     pub message: String,
 }
 
-/// Upstream v1beta1 fields rkube accepts and ignores (with a warning): none
-/// of them makes the node less safe when ignored. Security-relevant fields
-/// rkube cannot honour are in [`security_setting`] and refused instead.
-const IGNORED: &[&str] = &[
-    "podLogsDir",
-    "syncFrequency",
-    "fileCheckFrequency",
-    "httpCheckFrequency",
+/// Upstream v1beta1 fields rkube accepts and ignores (with a warning), each
+/// with why ignoring it changes nothing a pod or an operator relies on on
+/// Linux. Fields whose other values rkube cannot honour are refused
+/// ([`security_setting`], [`default_only`]).
+const IGNORED: &[(&str, &str)] = &[
+    // Where container logs go: rkube keeps them under --root-dir/pod-logs.
+    ("podLogsDir", "container logs are kept under --root-dir (pod-logs/)"),
+    // Timing of work rkube does on events and watches instead.
+    ("syncFrequency", "pods are synced on their own events and timers"),
+    ("fileCheckFrequency", "static pod files are watched"),
+    ("httpCheckFrequency", "only with staticPodURL, which is refused"),
+    ("staticPodURLHeader", "only with staticPodURL, which is refused"),
+    // Client-side rate limits and transport details.
+    ("registryPullQPS", "image pulls are not rate-limited"),
+    ("registryBurst", "image pulls are not rate-limited"),
+    ("eventRecordQPS", "Events are queued and sent as fast as the API server takes them"),
+    ("eventBurst", "Events are queued and sent as fast as the API server takes them"),
+    ("kubeAPIQPS", "API requests are not rate-limited on the client side"),
+    ("kubeAPIBurst", "API requests are not rate-limited on the client side"),
+    ("contentType", "the API is spoken in JSON"),
+    ("preloadedImagesVerificationAllowlist", "only with imagePullCredentialsVerificationPolicy NeverVerifyAllowlistedImages, which is refused"),
+    ("streamingConnectionIdleTimeout", "idle streams are not timed out"),
+    ("volumeStatsAggPeriod", "volume usage is measured at most once a minute, upstream's default"),
+    // Go-runtime and debugging facilities rkube does not have.
+    ("enableContentionProfiling", "no Go profiler"),
+    ("enableProfilingHandler", "no /debug/pprof endpoints"),
+    ("enableDebugFlagsHandler", "no /debug/flags endpoints"),
+    ("enableSystemLogHandler", "no /logs endpoint"),
+    ("enableSystemLogQuery", "no /logs endpoint"),
+    ("showHiddenMetricsForVersion", "no hidden metrics"),
+    ("tracing", "no OpenTelemetry traces"),
+    ("logging", "rkube logs through its own RUST_LOG-filtered logger"),
+    // No effect with the managers and plugins rkube has.
+    ("cpuManagerReconcilePeriod", "only with cpuManagerPolicy static, which is refused"),
+    ("topologyManagerScope", "only with a topologyManagerPolicy other than none, which is refused"),
+    ("hairpinMode", "hairpin traffic is the CNI plugin's (no kubenet)"),
+    ("makeIPTablesUtilChains", "kube-proxy owns the iptables chains"),
+    ("iptablesMasqueradeBit", "kube-proxy owns the iptables chains"),
+    ("iptablesDropBit", "kube-proxy owns the iptables chains"),
+    ("volumePluginDir", "FlexVolume drivers are refused"),
+    ("defaultPodSysctls", "no sysctls are added to pods"),
+    ("failCgroupV1", "rkube runs on cgroup v1 and v2 alike"),
+];
+
+/// Upstream fields rkube honours only at upstream's default (or at a value
+/// that asks for nothing): another value is refused ([`default_only`]).
+const DEFAULT_ONLY: &[&str] = &[
     "staticPodURL",
-    "staticPodURLHeader",
     "readOnlyPort",
-    "registryPullQPS",
-    "registryBurst",
-    "preloadedImagesVerificationAllowlist",
-    "eventRecordQPS",
-    "eventBurst",
-    "enableContentionProfiling",
-    "oomScoreAdj",
-    "streamingConnectionIdleTimeout",
-    "volumeStatsAggPeriod",
     "kubeletCgroups",
     "systemCgroups",
-    "cgroupRoot",
-    "cgroupsPerQOS",
-    "cgroupDriver",
     "cpuManagerPolicy",
-    "singleProcessOOMKill",
     "cpuManagerPolicyOptions",
-    "cpuManagerReconcilePeriod",
     "memoryManagerPolicy",
     "topologyManagerPolicy",
-    "topologyManagerScope",
     "topologyManagerPolicyOptions",
-    "qosReserved",
-    "runtimeRequestTimeout",
-    "hairpinMode",
-    "runOnce",
-    "cpuCFSQuota",
-    "cpuCFSQuotaPeriod",
-    "maxOpenFiles",
-    "contentType",
-    "kubeAPIQPS",
-    "kubeAPIBurst",
-    "maxParallelImagePulls",
-    "enableControllerAttachDetach",
-    "makeIPTablesUtilChains",
-    "iptablesMasqueradeBit",
-    "iptablesDropBit",
     "reservedSystemCPUs",
-    "showHiddenMetricsForVersion",
-    "systemReservedCgroup",
-    "kubeReservedCgroup",
-    "enforceNodeAllocatable",
-    "allowedUnsafeSysctls",
-    "defaultPodSysctls",
-    "volumePluginDir",
-    "kernelMemcgNotification",
-    "logging",
-    "enableSystemLogHandler",
-    "enableSystemLogQuery",
-    "crashLoopBackOff",
     "reservedMemory",
-    "enableProfilingHandler",
-    "enableDebugFlagsHandler",
-    "memoryThrottlingFactor",
-    "memoryReservationPolicy",
-    "tracing",
+    "qosReserved",
+    "runOnce",
+    "enableControllerAttachDetach",
     "localStorageCapacityIsolation",
     "imageServiceEndpoint",
-    "failCgroupV1",
+    "maxParallelImagePulls",
+    "crashLoopBackOff",
     "userNamespaces",
+    "kernelMemcgNotification",
+    "runtimeRequestTimeout",
 ];
+
+/// `Some(reason)` when a [`DEFAULT_ONLY`] field asks for what rkube does
+/// not do.
+fn default_only(file: &str, key: &str, v: &Value) -> Result<Option<String>, ConfigError> {
+    let text = |v: &Value| -> Result<String, ConfigError> {
+        Ok(if v.is_null() {
+            String::new()
+        } else {
+            field(file, key, v)?
+        })
+    };
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::Sequence(s) => s.is_empty(),
+        Value::Mapping(m) => m.is_empty(),
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    };
+    let not_impl = |what: &str| Some(format!("{what} is not implemented"));
+    Ok(match key {
+        "staticPodURL" => (!empty(v)).then(|| "static pods from a URL are not implemented".into()),
+        "readOnlyPort" => (field::<i64>(file, key, v)? != 0)
+            .then(|| "the unauthenticated read-only port is not served".into()),
+        "kubeletCgroups" | "systemCgroups" => {
+            (!empty(v)).then(|| "moving processes into that cgroup is not implemented".into())
+        }
+        "cpuManagerPolicy" => match text(v)?.as_str() {
+            "" | "none" => None,
+            _ => not_impl("the static CPU manager"),
+        },
+        "memoryManagerPolicy" => match text(v)?.as_str() {
+            "" | "None" => None,
+            _ => not_impl("the Static memory manager"),
+        },
+        "topologyManagerPolicy" => match text(v)?.as_str() {
+            "" | "none" => None,
+            _ => not_impl("the topology manager"),
+        },
+        "cpuManagerPolicyOptions" | "topologyManagerPolicyOptions" | "reservedMemory"
+        | "qosReserved" | "crashLoopBackOff" => (!empty(v)).then(|| "a non-empty value is not implemented".into()),
+        "reservedSystemCPUs" => (!empty(v)).then(|| "reserving CPUs is not implemented".into()),
+        "runOnce" => field::<bool>(file, key, v)?.then(|| "run-once mode is not implemented".into()),
+        "enableControllerAttachDetach" => (!field::<bool>(file, key, v)?)
+            .then(|| "false (volumes attached by the kubelet) is not implemented".into()),
+        "localStorageCapacityIsolation" => (!field::<bool>(file, key, v)?)
+            .then(|| "false (no ephemeral-storage accounting) is not implemented".into()),
+        "imageServiceEndpoint" => (!empty(v))
+            .then(|| "a separate image service is not implemented (images go through containerRuntimeEndpoint)".into()),
+        "maxParallelImagePulls" => (!v.is_null())
+            .then(|| "a limit on parallel image pulls is not implemented".into()),
+        "userNamespaces" => {
+            let m: BTreeMap<String, i64> = if v.is_null() { BTreeMap::new() } else { field(file, key, v)? };
+            m.iter()
+                .any(|(k, n)| k != "idsPerPod" || *n != 65536)
+                .then(|| "userNamespaces other than idsPerPod 65536 is not implemented".into())
+        }
+        "kernelMemcgNotification" => field::<bool>(file, key, v)?
+            .then(|| "true (memory cgroup notifications for eviction) is not implemented".into()),
+        "runtimeRequestTimeout" => {
+            let d = duration(file, key, v)?;
+            (!d.is_zero() && d != Duration::from_secs(120))
+                .then(|| "a runtime request timeout other than upstream's 2m0s is not implemented".into())
+        }
+        _ => None,
+    })
+}
 
 /// Upstream fields that make a node less safe when ignored: each value
 /// rkube does not honour is refused ([`security_setting`]).
@@ -502,6 +601,57 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "rotateCertificates" => c.rotate_certificates = field(file, key, v)?,
             "serverTLSBootstrap" => c.server_tls_bootstrap = field(file, key, v)?,
             "shutdownGracePeriod" => c.shutdown_grace_period = duration(file, key, v)?,
+            "cpuCFSQuota" => c.cpu_cfs_quota = field(file, key, v)?,
+            "cpuCFSQuotaPeriod" => c.cpu_cfs_quota_period = duration(file, key, v)?,
+            "singleProcessOOMKill" => c.single_process_oom_kill = field(file, key, v)?,
+            "memoryThrottlingFactor" => c.memory_throttling_factor = field(file, key, v)?,
+            "memoryReservationPolicy" => {
+                let p: String = field(file, key, v)?;
+                if !p.is_empty() {
+                    c.memory_reservation_policy = p;
+                }
+            }
+            "allowedUnsafeSysctls" => c.allowed_unsafe_sysctls = field(file, key, v)?,
+            "oomScoreAdj" => c.oom_score_adj = field(file, key, v)?,
+            "maxOpenFiles" => {
+                let n: i64 = field(file, key, v)?;
+                // 0: upstream's default.
+                if n != 0 {
+                    c.max_open_files = n;
+                }
+            }
+            "cgroupRoot" => {
+                let r: String = field(file, key, v)?;
+                c.cgroup_root = if r.is_empty() { "/".into() } else { r };
+            }
+            // rkube's pods are always in QoS cgroups.
+            "cgroupsPerQOS" => {
+                if !field::<bool>(file, key, v)? {
+                    return Err(err(format!(
+                        "field {key}: false (pods without QoS cgroups) is not implemented by rkube"
+                    )));
+                }
+            }
+            "cgroupDriver" => {
+                let d: String = field(file, key, v)?;
+                match d.as_str() {
+                    "cgroupfs" => {}
+                    "systemd" => {
+                        return Err(err(format!(
+                            "field {key}: systemd is not implemented by rkube (its cgroups are cgroupfs paths; set cgroupDriver: cgroupfs, and SystemdCgroup = false in containerd's runc options)"
+                        )))
+                    }
+                    other => {
+                        return Err(err(format!(
+                            "field {key}: invalid cgroup driver {}: want cgroupfs or systemd",
+                            rkube_util::quote(other)
+                        )))
+                    }
+                }
+            }
+            "enforceNodeAllocatable" => c.enforce_node_allocatable = field(file, key, v)?,
+            "systemReservedCgroup" => c.system_reserved_cgroup = field(file, key, v)?,
+            "kubeReservedCgroup" => c.kube_reserved_cgroup = field(file, key, v)?,
             "shutdownGracePeriodCriticalPods" => {
                 c.shutdown_grace_period_critical_pods = duration(file, key, v)?;
             }
@@ -569,8 +719,20 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
                     )));
                 }
             }
-            k if IGNORED.contains(&k) => warnings.push(format!(
-                "{file}: field {k} is not implemented by rkube kubelet and is ignored"
+            k if DEFAULT_ONLY.contains(&k) => {
+                if let Some(why) = default_only(file, k, v)? {
+                    return Err(err(format!(
+                        "field {k}: {why}; rkube kubelet refuses to start rather than run without it (remove the field to run with upstream's default)"
+                    )));
+                }
+            }
+            k if IGNORED.iter().any(|(f, _)| *f == k) => warnings.push(format!(
+                "{file}: field {k} is accepted and has no effect on rkube kubelet ({})",
+                IGNORED
+                    .iter()
+                    .find(|(f, _)| *f == k)
+                    .map(|(_, w)| *w)
+                    .unwrap_or("")
             )),
             k => return Err(err(format!("unknown field \"{k}\""))),
         }
@@ -661,12 +823,68 @@ impl Threshold {
 
 fn validate(c: &KubeletConfiguration) -> Result<(), String> {
     let mut errs = Vec::new();
+    let gates = &c.feature_gates;
+    let period = c.cpu_cfs_quota_period;
+    if !gates.enabled("CustomCPUCFSQuotaPeriod") && period != Duration::from_millis(100) {
+        errs.push(format!("invalid configuration: cpuCFSQuotaPeriod (--cpu-cfs-quota-period) {period:?} requires feature gate CustomCPUCFSQuotaPeriod"));
+    }
+    if gates.enabled("CustomCPUCFSQuotaPeriod")
+        && !(Duration::from_millis(1)..=Duration::from_secs(1)).contains(&period)
+    {
+        errs.push(format!("invalid configuration: cpuCFSQuotaPeriod (--cpu-cfs-quota-period) {period:?} must be between 1ms and 1sec, inclusive"));
+    }
+    if let Some(f) = c.memory_throttling_factor {
+        if !gates.enabled("MemoryQoS") && f != 0.9 {
+            errs.push("invalid configuration: memoryThrottlingFactor must not be set when MemoryQoS feature gate is disabled".into());
+        }
+        if f <= 0.0 || f > 1.0 || f.is_nan() {
+            errs.push(format!("invalid configuration: memoryThrottlingFactor {f} must be greater than 0 and less than or equal to 1.0"));
+        }
+    }
+    match c.memory_reservation_policy.as_str() {
+        "None" => {}
+        "TieredReservation" if !gates.enabled("MemoryQoS") => errs.push("invalid configuration: memoryReservationPolicy \"TieredReservation\" requires MemoryQoS feature gate to be enabled".into()),
+        "TieredReservation" => {}
+        other => errs.push(format!("invalid configuration: option {other:?} specified for memoryReservationPolicy. Valid options are \"None\" or \"TieredReservation\"")),
+    }
+    if !(-1000..=1000).contains(&c.oom_score_adj) {
+        errs.push(format!("invalid configuration: oomScoreAdj (--oom-score-adj) {} must be between -1000 and 1000, inclusive", c.oom_score_adj));
+    }
+    if c.max_open_files < 0 {
+        errs.push(format!("invalid configuration: maxOpenFiles (--max-open-files) {} must not be a negative number", c.max_open_files));
+    }
+    // enforceNodeAllocatable, as upstream validates it.
+    let mut seen = std::collections::BTreeSet::new();
+    for val in &c.enforce_node_allocatable {
+        if !seen.insert(val.as_str()) {
+            errs.push(format!("invalid configuration: duplicated enforcements {val:?} in enforceNodeAllocatable (--enforce-node-allocatable)"));
+            continue;
+        }
+        match val.as_str() {
+            "pods" => {}
+            "system-reserved" | "system-reserved-compressible" => {
+                if c.system_reserved_cgroup.is_empty() {
+                    errs.push("invalid configuration: systemReservedCgroup (--system-reserved-cgroup) must be specified when \"system-reserved\" or \"system-reserved-compressible\" included in enforceNodeAllocatable (--enforce-node-allocatable)".into());
+                }
+            }
+            "kube-reserved" | "kube-reserved-compressible" => {
+                if c.kube_reserved_cgroup.is_empty() {
+                    errs.push("invalid configuration: kubeReservedCgroup (--kube-reserved-cgroup) must be specified when \"kube-reserved\" or \"kube-reserved-compressible\" included in enforceNodeAllocatable (--enforce-node-allocatable)".into());
+                }
+            }
+            "none" => {
+                if c.enforce_node_allocatable.len() > 1 {
+                    errs.push("invalid configuration: enforceNodeAllocatable (--enforce-node-allocatable) may not contain additional enforcements when \"none\" is specified".into());
+                }
+            }
+            other => errs.push(format!("invalid configuration: option {other:?} specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are \"pods\", \"system-reserved\", \"system-reserved-compressible\", \"kube-reserved\", \"kube-reserved-compressible\" or \"none\"")),
+        }
+    }
     // Graceful node shutdown, as upstream validates it.
     let (period, critical) = (
         c.shutdown_grace_period,
         c.shutdown_grace_period_critical_pods,
     );
-    let gates = &c.feature_gates;
     if gates.enabled("GracefulNodeShutdown") {
         if critical > period {
             errs.push(format!("invalid configuration: shutdownGracePeriodCriticalPods {critical:?} must be <= shutdownGracePeriod {period:?}"));
@@ -890,6 +1108,117 @@ mod tests {
     const HEAD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
 
     #[test]
+    fn cgroup_settings_honoured_or_refused() {
+        let c = load("cgroupRoot: /rk\ncgroupDriver: cgroupfs\ncgroupsPerQOS: true\n\
+             enforceNodeAllocatable: [pods, system-reserved]\nsystemReservedCgroup: /system.slice\n")
+            .unwrap()
+            .config;
+        assert_eq!(c.cgroup_root, "/rk");
+        assert_eq!(c.enforce_node_allocatable, ["pods", "system-reserved"]);
+        assert_eq!(c.system_reserved_cgroup, "/system.slice");
+        assert_eq!(load("").unwrap().config.enforce_node_allocatable, ["pods"]);
+        for (body, needle) in [
+            (
+                "cgroupDriver: systemd\n",
+                "systemd is not implemented by rkube",
+            ),
+            ("cgroupDriver: nope\n", "invalid cgroup driver"),
+            ("cgroupsPerQOS: false\n", "cgroupsPerQOS: false"),
+            (
+                "enforceNodeAllocatable: [kube-reserved]\n",
+                "kubeReservedCgroup (--kube-reserved-cgroup) must be specified",
+            ),
+            (
+                "enforceNodeAllocatable: [none, pods]\n",
+                "may not contain additional enforcements",
+            ),
+            (
+                "enforceNodeAllocatable: [pods, pods]\n",
+                "duplicated enforcements",
+            ),
+            (
+                "enforceNodeAllocatable: [bogus]\n",
+                "option \"bogus\" specified",
+            ),
+        ] {
+            let e = load(body).unwrap_err().to_string();
+            assert!(
+                e.contains(needle) || e.contains("field cgroupsPerQOS"),
+                "{body}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn fields_honoured_only_at_their_default() {
+        // Upstream's defaults (and values asking for nothing) are accepted
+        // without a warning.
+        let ok = "readOnlyPort: 0\ncpuManagerPolicy: none\nmemoryManagerPolicy: None\n\
+             topologyManagerPolicy: none\nreservedSystemCPUs: \"\"\nqosReserved: {}\nrunOnce: false\n\
+             enableControllerAttachDetach: true\nlocalStorageCapacityIsolation: true\n\
+             runtimeRequestTimeout: 0s\nkernelMemcgNotification: false\nstaticPodURL: \"\"\n\
+             userNamespaces: {idsPerPod: 65536}\nmaxParallelImagePulls: null\n";
+        let l = load(ok).unwrap();
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        for body in [
+            "readOnlyPort: 10255\n",
+            "kubeletCgroups: /kubelet\n",
+            "systemCgroups: /system\n",
+            "cpuManagerPolicy: static\n",
+            "cpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\n",
+            "memoryManagerPolicy: Static\n",
+            "topologyManagerPolicy: single-numa-node\n",
+            "reservedSystemCPUs: \"0-1\"\n",
+            "reservedMemory: [{numaNode: 0, limits: {memory: 1Gi}}]\n",
+            "qosReserved: {memory: 50%}\n",
+            "runOnce: true\n",
+            "enableControllerAttachDetach: false\n",
+            "localStorageCapacityIsolation: false\n",
+            "imageServiceEndpoint: unix:///run/other.sock\n",
+            "maxParallelImagePulls: 2\n",
+            "crashLoopBackOff: {maxContainerRestartPeriod: 30s}\n",
+            "userNamespaces: {idsPerPod: 131072}\n",
+            "kernelMemcgNotification: true\n",
+            "runtimeRequestTimeout: 5m\n",
+            "staticPodURL: http://x/pods\n",
+        ] {
+            let e = load(body).unwrap_err().to_string();
+            let key = body.split(':').next().unwrap();
+            assert!(
+                e.contains(&format!("field {key}:")) && e.contains("refuses to start"),
+                "{body}: {e}"
+            );
+        }
+        // Honoured now: read into the configuration.
+        let c = load("cpuCFSQuota: false\ncpuCFSQuotaPeriod: 50ms\noomScoreAdj: -500\nmaxOpenFiles: 4096\n\
+             allowedUnsafeSysctls: [net.core.somaxconn]\nmemoryThrottlingFactor: 0.8\nmemoryReservationPolicy: TieredReservation\n")
+            .unwrap()
+            .config;
+        assert!(!c.cpu_cfs_quota);
+        assert_eq!(c.cpu_cfs_quota_period, Duration::from_millis(50));
+        assert_eq!((c.oom_score_adj, c.max_open_files), (-500, 4096));
+        assert_eq!(c.allowed_unsafe_sysctls, ["net.core.somaxconn"]);
+        assert_eq!(c.memory_throttling_factor, Some(0.8));
+        assert_eq!(c.memory_reservation_policy, "TieredReservation");
+        for (body, needle) in [
+            ("cpuCFSQuotaPeriod: 2s\n", "must be between 1ms and 1sec"),
+            (
+                "memoryThrottlingFactor: 1.5\n",
+                "must be greater than 0 and less than or equal to 1.0",
+            ),
+            (
+                "memoryReservationPolicy: Some\n",
+                "option \"Some\" specified for memoryReservationPolicy",
+            ),
+            ("oomScoreAdj: -1001\n", "must be between -1000 and 1000"),
+            ("maxOpenFiles: -1\n", "must not be a negative number"),
+        ] {
+            let e = load(body).unwrap_err().to_string();
+            assert!(e.contains(needle), "{body}: {e}");
+        }
+    }
+
+    #[test]
     fn graceful_shutdown_settings_validated_as_upstream() {
         let c = load("shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n")
             .unwrap()
@@ -1063,7 +1392,7 @@ mod tests {
             "nodeStatusUpdateFrequency: 4s\nmaxPods: 50\nhealthzPort: 0\n\
              evictionHard: {memory.available: 1Gi}\nsystemReserved: {cpu: 500m, memory: 1Gi}\n\
              registerWithTaints: [{key: a, value: b, effect: NoSchedule}]\n\
-             cgroupDriver: systemd\nclusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n",
+             hairpinMode: promiscuous-bridge\nclusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n",
         )
         .unwrap();
         let c = &l.config;
@@ -1083,7 +1412,7 @@ mod tests {
         assert_eq!(c.cluster_domain, "cluster.local");
         assert_eq!(c.resolv_conf, "/etc/resolv.conf");
         assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
-        assert!(l.warnings[0].contains("cgroupDriver"));
+        assert!(l.warnings[0].contains("hairpinMode"));
         let e = load("clusterDNS: [10.96.0.10, not-an-ip]\n").unwrap_err();
         assert!(
             e.message

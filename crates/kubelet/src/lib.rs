@@ -37,6 +37,7 @@
 
 pub mod backoff;
 pub mod certificates;
+pub mod cm;
 pub mod config;
 pub mod events;
 pub mod eviction;
@@ -160,6 +161,21 @@ async fn make_cri(
     client: &Client,
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> Result<Arc<CriRuntime>> {
+    runtime::cri::spec::security::validate_allowed_unsafe_sysctls(&cfg.allowed_unsafe_sysctls)
+        .map_err(|e| anyhow::anyhow!("allowedUnsafeSysctls: {e}"))?;
+    if cfg.single_process_oom_kill == Some(false)
+        && !runtime::cri::spec::resources::detect_cgroup_v2()
+    {
+        bail!("invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1");
+    }
+    // The kubelet process itself, as upstream's: last to be OOM-killed,
+    // and its open file limit (failures are logged, as upstream's).
+    if let Err(e) = node::machine::set_oom_score_adj(cfg.oom_score_adj) {
+        tracing::warn!(error = %e, value = cfg.oom_score_adj, "Failed to ApplyOOMScoreAdj");
+    }
+    if let Err(e) = node::machine::set_max_open_files(cfg.max_open_files as u64) {
+        tracing::warn!(error = %e, "Failed to set rlimit on max file handles");
+    }
     let dirs = pod::Dirs::under(&opts.root_dir);
     let pulls = images::pull_records::PullRecords::open(
         &opts.root_dir,
@@ -186,13 +202,142 @@ async fn make_cri(
                 node_ips: desc.ip.parse().ok().into_iter().collect(),
             },
             limited_swap: cfg.memory_swap_behavior == "LimitedSwap",
+            cgroup_root: cfg.cgroup_root.clone(),
+            cpu_cfs_quota: cfg.cpu_cfs_quota,
+            cpu_cfs_quota_period_us: cfg.cpu_cfs_quota_period.as_micros() as i64,
+            single_process_oom_kill: cfg.single_process_oom_kill,
+            memory_throttling_factor: cfg.memory_throttling_factor,
+            tiered_memory_reservation: cfg.memory_reservation_policy == "TieredReservation",
+            allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),
             memory_qos: cfg.feature_gates.enabled("MemoryQoS"),
         },
         pulls,
+        cgroups: Some(container_manager(cfg, desc, &recorder, tasks)?),
         events: Some(recorder),
         volumes: Some(volumes),
     };
-    Ok(Arc::new(CriRuntime::new(cri, parts)?))
+    let cri = Arc::new(CriRuntime::new(cri, parts)?);
+    // The QoS cgroups brought up to date every minute, as upstream.
+    let qos = Arc::downgrade(&cri);
+    tasks.spawn(async move {
+        loop {
+            tokio::time::sleep(cm::QOS_UPDATE_PERIOD).await;
+            match qos.upgrade() {
+                Some(c) => c.update_qos_cgroups(),
+                None => return std::future::pending().await,
+            }
+        }
+    });
+    Ok(cri)
+}
+
+/// The node's cgroups set up as upstream's container manager sets them:
+/// `<cgroupRoot>/kubepods` (limited to node allocatable with
+/// `enforceNodeAllocatable: [pods]`), the QoS cgroups, and the system and
+/// kube reservations on their cgroups when asked.
+fn container_manager(
+    cfg: &KubeletConfiguration,
+    desc: &NodeDesc,
+    events: &events::Recorder,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> Result<Arc<cm::ContainerManager>> {
+    use rkube_model::Quantity;
+    let manager = cm::ContainerManager::new(cm::Cgroups::detect(), &cfg.cgroup_root)
+        .map_err(anyhow::Error::msg)?;
+    let parse = |m: &std::collections::BTreeMap<String, String>, field: &str| {
+        m.iter()
+            .map(|(k, v)| {
+                Quantity::parse(v)
+                    .map(|q| (k.clone(), q))
+                    .map_err(|e| anyhow::anyhow!("{field}[{k}]: {e}"))
+            })
+            .collect::<Result<std::collections::BTreeMap<_, _>>>()
+    };
+    let system = parse(&cfg.system_reserved, "systemReserved")?;
+    let kube = parse(&cfg.kube_reserved, "kubeReserved")?;
+    // Upstream's internal capacity: the node's, and its PIDs.
+    let mut capacity = desc.capacity.clone();
+    if let Some((max, _)) = stats::procfs::rlimit() {
+        capacity.insert("pid".into(), Quantity::from_units(max));
+    }
+    let enforce = cm::Enforcement::of(&cfg.enforce_node_allocatable);
+    let limits = if enforce.pods {
+        cm::allocatable_absolute(&capacity, &system, &kube)
+    } else {
+        capacity
+    };
+    let kubepods = cm::cgroup_config(&limits, false);
+    manager
+        .setup_node(&kubepods)
+        .map_err(|e| anyhow::anyhow!("Failed to start ContainerManager: {e}"))?;
+    let manager = Arc::new(manager);
+    // Enforced now, or retried every minute with a Warning, as upstream's.
+    let (m, ev, node) = (manager.clone(), events.clone(), desc.name.clone());
+    let apply = move || match m.enforce_node_allocatable(&kubepods) {
+        Ok(()) => {
+            ev.record_node(
+                &node,
+                false,
+                "NodeAllocatableEnforced",
+                "Updated Node Allocatable limit across pods",
+            );
+            true
+        }
+        Err(e) => {
+            let msg = format!(
+                "Failed to update Node Allocatable Limits {:?}: {e}",
+                m.kubepods()
+            );
+            tracing::warn!("{msg}");
+            ev.record_node(&node, true, "FailedNodeAllocatableEnforcement", msg);
+            false
+        }
+    };
+    if !apply() {
+        tasks.spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                if apply() {
+                    return std::future::pending().await;
+                }
+            }
+        });
+    }
+    for (what, compressible, cgroup, reserved) in [
+        (
+            "System",
+            enforce.system_reserved,
+            &cfg.system_reserved_cgroup,
+            &system,
+        ),
+        (
+            "Kube",
+            enforce.kube_reserved,
+            &cfg.kube_reserved_cgroup,
+            &kube,
+        ),
+    ] {
+        let Some(compressible) = compressible else {
+            continue;
+        };
+        manager
+            .enforce_existing(cgroup, &cm::cgroup_config(reserved, compressible))
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "Failed to enforce {what} Reserved Cgroup Limits on {cgroup:?}: {e}"
+                )
+            })?;
+        events.record_node(
+            &desc.name,
+            false,
+            "NodeAllocatableEnforced",
+            format!(
+                "Updated limits on {} reserved cgroup {cgroup}",
+                what.to_lowercase()
+            ),
+        );
+    }
+    Ok(manager)
 }
 
 /// Refreshes node health every `every`: is the runtime up, is its network
@@ -392,7 +537,7 @@ pub async fn run_with_metrics(
             c.client().clone(),
             c.dirs().clone(),
             &desc.name,
-            "",
+            &cfg.cgroup_root,
         ))),
         _ => None,
     };
@@ -756,7 +901,7 @@ mod tests {
         let cfg = dir.join("c.yaml");
         std::fs::write(
             &cfg,
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\ncgroupDriver: systemd\n",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\nhairpinMode: hairpin-veth\n",
         )
         .unwrap();
         let opts =

@@ -44,14 +44,16 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "network",
                 "stats",
                 "podresources",
+                "cm",
             ],
             // The runtime: the trait, the sim, CRI (plan, execution, specs).
             &["runtime"],
             // Pods (dispatcher, workers, status), the node (status,
             // heartbeat, lease) and the garbage collector of what they leave.
             &["pods", "node", "gc"],
-            // What watches pods and the node from outside: eviction, and the
-            // kubelet's HTTP(S) server (the kubelet API, /healthz).
+            // What watches pods and the node from outside: eviction, the
+            // kubelet's HTTP(S) server (the kubelet API, /healthz), graceful
+            // node shutdown.
             &["eviction", "server", "shutdown"],
         ],
     ),

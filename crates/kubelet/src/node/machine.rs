@@ -157,3 +157,26 @@ mod swap_tests {
         ));
     }
 }
+
+/// Upstream's `oomScoreAdj` for the kubelet's own process (-999 by
+/// default: the kernel kills it last).
+pub fn set_oom_score_adj(value: i32) -> std::io::Result<()> {
+    std::fs::write("/proc/self/oom_score_adj", value.to_string())
+}
+
+/// Upstream's `maxOpenFiles`: the process's soft and hard `RLIMIT_NOFILE`.
+#[allow(unsafe_code)]
+pub fn set_max_open_files(n: u64) -> std::io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: n as libc::rlim_t,
+        rlim_max: n as libc::rlim_t,
+    };
+    // SAFETY: setrlimit(2) reads the one struct passed by reference, which
+    // lives across the call.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

@@ -46,6 +46,7 @@ pub mod hooks;
 mod kill;
 mod observe;
 pub mod plan;
+mod pod_cgroups;
 pub mod spec;
 mod sync;
 pub mod termination;
@@ -146,6 +147,10 @@ pub struct CriRuntime {
     /// container by `UpdateContainerResources` (at creation they are in
     /// its annotation).
     actuated: Mutex<HashMap<String, HashMap<String, spec::resize::Actuated>>>,
+    /// The node's cgroups (none: the runtime makes no pod cgroups).
+    cgroups: Option<Arc<crate::cm::ContainerManager>>,
+    /// The pods' cgroups, by uid.
+    pod_cgroups: Mutex<pod_cgroups::PodCgroups>,
 }
 
 /// What containers are made against from the node: its IP (the pod IP of
@@ -163,6 +168,20 @@ pub struct NodeFacts {
     pub dns: crate::network::dns::Settings,
     /// `memorySwap.swapBehavior: LimitedSwap`.
     pub limited_swap: bool,
+    /// `cgroupRoot`.
+    pub cgroup_root: String,
+    /// `cpuCFSQuota`.
+    pub cpu_cfs_quota: bool,
+    /// `cpuCFSQuotaPeriod`, µs.
+    pub cpu_cfs_quota_period_us: i64,
+    /// `singleProcessOOMKill`.
+    pub single_process_oom_kill: Option<bool>,
+    /// `memoryThrottlingFactor`.
+    pub memory_throttling_factor: Option<f64>,
+    /// `memoryReservationPolicy: TieredReservation`.
+    pub tiered_memory_reservation: bool,
+    /// `allowedUnsafeSysctls`.
+    pub allowed_unsafe_sysctls: Vec<String>,
     /// The MemoryQoS feature gate.
     pub memory_qos: bool,
 }
@@ -175,6 +194,13 @@ impl Default for NodeFacts {
             allocatable: BTreeMap::new(),
             dns: Default::default(),
             limited_swap: false,
+            cgroup_root: "/".into(),
+            cpu_cfs_quota: true,
+            cpu_cfs_quota_period_us: 100_000,
+            single_process_oom_kill: None,
+            memory_throttling_factor: None,
+            tiered_memory_reservation: false,
+            allowed_unsafe_sysctls: Vec::new(),
             // Upstream's default: MemoryQoS is on in v1.37.
             memory_qos: true,
         }
@@ -195,6 +221,9 @@ pub struct CriParts {
     /// volumes (without one, pods using them fail to start: static pods
     /// with no API server).
     pub volumes: Option<Arc<VolumeManager>>,
+    /// The node's cgroups: pods get cgroups of their own with their limits
+    /// (none: the runtime leaves them to the container runtime).
+    pub cgroups: Option<Arc<crate::cm::ContainerManager>>,
 }
 
 impl CriParts {
@@ -207,6 +236,7 @@ impl CriParts {
             pulls: PullRecords::in_memory(VerifyPolicy::default()),
             events: None,
             volumes: None,
+            cgroups: None,
         }
     }
 }
@@ -220,6 +250,12 @@ fn node_resources(
     use self::spec::resources;
     let mut r = ResourceOptions::new(capacity_memory.max(1));
     r.limited_swap = node.limited_swap;
+    r.cgroup_root = node.cgroup_root.clone();
+    r.cpu_cfs_quota = node.cpu_cfs_quota;
+    r.cpu_cfs_quota_period_us = node.cpu_cfs_quota_period_us;
+    r.single_process_oom_kill = node.single_process_oom_kill;
+    r.memory_throttling_factor = node.memory_throttling_factor;
+    r.tiered_memory_reservation = node.tiered_memory_reservation;
     r.memory_qos = node.memory_qos;
     r.swap_capacity = std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -343,6 +379,7 @@ impl CriRuntime {
             pulls,
             events,
             volumes,
+            cgroups,
         } = parts;
         std::fs::create_dir_all(&dirs.logs)
             .map_err(|e| err(format!("creating {}: {e}", dirs.logs.display())))?;
@@ -350,6 +387,7 @@ impl CriRuntime {
         security.apparmor_enabled = spec::security::detect_apparmor();
         security.selinux_enabled = spec::security::detect_selinux();
         security.thermal_throttle_paths = spec::security::host_thermal_throttle_paths();
+        security.allowed_unsafe_sysctls = node.allowed_unsafe_sysctls.clone();
         let mem = |m: &BTreeMap<String, Quantity>| m.get("memory").map(|q| q.value()).unwrap_or(0);
         let resources = node_resources(&node, mem(&node.capacity), mem(&node.allocatable));
         let images = ImageManager::new(cri.clone(), pulls, events.clone(), volumes.clone());
@@ -365,6 +403,8 @@ impl CriRuntime {
             cri,
             events,
             actuated: Mutex::new(HashMap::new()),
+            cgroups,
+            pod_cgroups: Mutex::new(HashMap::new()),
         })
     }
 
@@ -760,6 +800,8 @@ impl Runtime for CriRuntime {
                 let sb = self.current_sandbox(&p, true).await?;
                 return self.observe(&p, &HashMap::new(), sb.as_ref(), None).await;
             }
+            // A terminated pod's requests no longer count for its QoS class.
+            self.untrack_pod_cgroup(&pod.uid().unwrap_or_default());
             self.kill(pod, grace).await
         })
     }
@@ -768,7 +810,9 @@ impl Runtime for CriRuntime {
         Box::pin(async move {
             // A mirror pod's uid labels nothing: removing it is a no-op.
             lock(&self.actuated).remove(uid);
-            self.remove(uid).await
+            self.remove(uid).await?;
+            self.remove_pod_cgroup(uid);
+            Ok(())
         })
     }
 

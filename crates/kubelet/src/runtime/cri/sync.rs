@@ -159,10 +159,16 @@ impl CriRuntime {
     /// (an in-place resize).
     async fn update_resources(&self, pod: &Pod, c: &Container, id: &str) -> Result<(), String> {
         let linux = spec::resources::container_resources(pod, c, &self.resources);
-        self.cri
+        // The pod's cgroup holds the old and the new limits while the
+        // container changes, then gets the new ones.
+        self.resize_pod_cgroup(pod, true);
+        let updated = self
+            .cri
             .update_container_resources(id, linux)
             .await
-            .map_err(|e| format!("resizing container {}: {e}", c.name))?;
+            .map_err(|e| format!("resizing container {}: {e}", c.name));
+        self.resize_pod_cgroup(pod, false);
+        updated?;
         let uid = pod.uid().unwrap_or_default();
         lock(&self.actuated)
             .entry(uid)
@@ -200,6 +206,7 @@ impl CriRuntime {
     /// [`MAX_ROUNDS`] plans in all), and never tries a container twice in
     /// one sync.
     pub(super) async fn sync(&self, pod: &Pod) -> Result<PodObservation, RuntimeError> {
+        self.track_pod_cgroup(pod);
         let is_static = crate::pod::is_static(pod);
         let spec = pod.spec.clone().unwrap_or_default();
         let inits = spec.init_containers.as_ref().map_or(0, Vec::len);
@@ -423,7 +430,14 @@ impl CriRuntime {
         is_static: bool,
     ) -> Result<v1::PodSandboxConfig, String> {
         let domain = &self.node.dns.cluster_domain;
-        spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security, domain)
+        let mut config =
+            spec::sandbox_config(pod, &self.dirs, attempt, is_static, &self.security, domain)?;
+        // Under `cgroupRoot`.
+        if let Some(linux) = config.linux.as_mut() {
+            linux.cgroup_parent =
+                spec::resources::pod_cgroup_parent(pod, &self.resources.cgroup_root);
+        }
+        Ok(config)
     }
 
     /// The pod's resolver configuration; its warnings become Events.
@@ -478,6 +492,7 @@ impl CriRuntime {
         }
         let mut config = self.sandbox_config(pod, attempt, is_static).map_err(err)?;
         config.dns_config = Some(self.dns_config(pod).map_err(err)?);
+        self.ensure_pod_cgroup(pod)?;
         std::fs::create_dir_all(&config.log_directory)
             .map_err(|e| err(format!("creating {}: {e}", config.log_directory)))?;
         let id = self

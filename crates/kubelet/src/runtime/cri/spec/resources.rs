@@ -809,6 +809,13 @@ pub fn pod_cgroup_config(pod: &Pod, opts: &ResourceOptions) -> PodCgroupConfig {
     out
 }
 
+/// The pod's CPU request in millicores (upstream's `PodRequests`: the
+/// larger of the init containers' and the sum of the others', plus
+/// overhead; the pod level when set).
+pub fn pod_cpu_request_milli(pod: &Pod) -> i64 {
+    milli(&pod_requests(pod), "cpu")
+}
+
 /// The pod's cgroup under the cgroupfs driver, which is the sandbox's
 /// `cgroup_parent`: `<cgroupRoot>/kubepods/pod<uid>` for Guaranteed pods,
 /// `…/kubepods/burstable/pod<uid>` and `…/kubepods/besteffort/pod<uid>`
