@@ -2181,6 +2181,32 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
         stderr.contains("failed to start node shutdown manager"),
         "{stderr}"
     );
+    // containerd 1.6 does not report its cgroup driver: the configuration's
+    // is used, and systemd is refused.
+    let systemd_cfg = work.join("systemd.yaml");
+    std::fs::write(
+        &systemd_cfg,
+        std::fs::read_to_string(&cfg).unwrap() + "cgroupDriver: systemd\n",
+    )
+    .unwrap();
+    let systemd_args: Vec<String> = args
+        .iter()
+        .map(|a| match a.starts_with("--config=") {
+            true => format!("--config={}", systemd_cfg.display()),
+            false => a.clone(),
+        })
+        .collect();
+    let refused = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .arg("kubelet")
+        .args(&systemd_args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cgroup driver systemd: rkube kubelet implements the cgroupfs driver only"),
+        "{stderr}"
+    );
 
     let bus = LogindBus::up(&work.join("logind"));
     std::env::set_var("DBUS_SYSTEM_BUS_ADDRESS", &bus.address);

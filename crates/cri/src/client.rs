@@ -281,6 +281,24 @@ impl CriClient {
             .ok_or_else(|| missing("Status", "status"))
     }
 
+    /// `RuntimeConfig`: the runtime's cgroup driver (`None` when the
+    /// runtime does not implement the call, as containerd before 2.0).
+    pub async fn cgroup_driver(&self) -> Result<Option<v1::CgroupDriver>> {
+        match self
+            .runtime
+            .clone()
+            .runtime_config(v1::RuntimeConfigRequest {})
+            .await
+        {
+            Ok(r) => Ok(r
+                .into_inner()
+                .linux
+                .and_then(|l| v1::CgroupDriver::try_from(l.cgroup_driver).ok())),
+            Err(s) if s.code() == tonic::Code::Unimplemented => Ok(None),
+            Err(s) => Err(status("RuntimeConfig")(s)),
+        }
+    }
+
     /// `UpdateRuntimeConfig` with the node's pod CIDRs (comma-separated), as
     /// the kubelet hands them to the runtime once the Node has them.
     pub async fn update_pod_cidr(&self, pod_cidr: &str) -> Result<()> {

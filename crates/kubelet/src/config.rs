@@ -152,6 +152,11 @@ pub struct KubeletConfiguration {
     pub oom_score_adj: i32,
     /// `maxOpenFiles`: the kubelet's open file limit (1000000).
     pub max_open_files: i64,
+    /// `podLogsDir`: where container logs go; unset, rkube keeps them
+    /// under `--root-dir` (`pod-logs/`).
+    pub pod_logs_dir: Option<std::path::PathBuf>,
+    /// `cgroupDriver` (`cgroupfs`), used when the runtime does not say.
+    pub cgroup_driver: String,
     /// `cgroupRoot`: where the pods' cgroups go (`/`).
     pub cgroup_root: String,
     /// `enforceNodeAllocatable` (`[pods]`).
@@ -255,6 +260,8 @@ impl Default for KubeletConfiguration {
             eviction_max_pod_grace_period: 0,
             eviction_minimum_reclaim: BTreeMap::new(),
             feature_gates: Default::default(),
+            pod_logs_dir: None,
+            cgroup_driver: "cgroupfs".into(),
             cpu_cfs_quota: true,
             cpu_cfs_quota_period: Duration::from_millis(100),
             single_process_oom_kill: None,
@@ -289,8 +296,6 @@ pub struct ConfigError {
 /// Linux. Fields whose other values rkube cannot honour are refused
 /// ([`security_setting`], [`default_only`]).
 const IGNORED: &[(&str, &str)] = &[
-    // Where container logs go: rkube keeps them under --root-dir/pod-logs.
-    ("podLogsDir", "container logs are kept under --root-dir (pod-logs/)"),
     // Timing of work rkube does on events and watches instead.
     ("syncFrequency", "pods are synced on their own events and timers"),
     ("fileCheckFrequency", "static pod files are watched"),
@@ -601,6 +606,29 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "rotateCertificates" => c.rotate_certificates = field(file, key, v)?,
             "serverTLSBootstrap" => c.server_tls_bootstrap = field(file, key, v)?,
             "shutdownGracePeriod" => c.shutdown_grace_period = duration(file, key, v)?,
+            "podLogsDir" => {
+                let d: String = field(file, key, v)?;
+                let clean = std::path::Path::new(&d)
+                    .components()
+                    .collect::<std::path::PathBuf>();
+                let problem = if d.is_empty() {
+                    Some("podLogsDir was not specified".to_string())
+                } else if !d.starts_with('/') {
+                    Some(format!("pod logs path {d:?} must be absolute path"))
+                } else if clean.as_os_str() != d.as_str() || d.split('/').any(|p| p == "..") {
+                    Some(format!("pod logs path {d:?} must be normalized"))
+                } else if !d.is_ascii() {
+                    Some(format!(
+                        "pod logs path {d:?} mut contains ASCII characters only"
+                    ))
+                } else {
+                    None
+                };
+                if let Some(p) = problem {
+                    return Err(err(format!("invalid configuration: {p}")));
+                }
+                c.pod_logs_dir = Some(clean);
+            }
             "cpuCFSQuota" => c.cpu_cfs_quota = field(file, key, v)?,
             "cpuCFSQuotaPeriod" => c.cpu_cfs_quota_period = duration(file, key, v)?,
             "singleProcessOOMKill" => c.single_process_oom_kill = field(file, key, v)?,
@@ -632,15 +660,12 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
                     )));
                 }
             }
+            // The runtime's own driver wins when it reports one (CRI
+            // RuntimeConfig), as upstream's; systemd is refused at start.
             "cgroupDriver" => {
                 let d: String = field(file, key, v)?;
                 match d.as_str() {
-                    "cgroupfs" => {}
-                    "systemd" => {
-                        return Err(err(format!(
-                            "field {key}: systemd is not implemented by rkube (its cgroups are cgroupfs paths; set cgroupDriver: cgroupfs, and SystemdCgroup = false in containerd's runc options)"
-                        )))
-                    }
+                    "cgroupfs" | "systemd" => c.cgroup_driver = d,
                     other => {
                         return Err(err(format!(
                             "field {key}: invalid cgroup driver {}: want cgroupfs or systemd",
@@ -1117,11 +1142,14 @@ mod tests {
         assert_eq!(c.enforce_node_allocatable, ["pods", "system-reserved"]);
         assert_eq!(c.system_reserved_cgroup, "/system.slice");
         assert_eq!(load("").unwrap().config.enforce_node_allocatable, ["pods"]);
+        assert_eq!(
+            load("cgroupDriver: systemd\n")
+                .unwrap()
+                .config
+                .cgroup_driver,
+            "systemd"
+        );
         for (body, needle) in [
-            (
-                "cgroupDriver: systemd\n",
-                "systemd is not implemented by rkube",
-            ),
             ("cgroupDriver: nope\n", "invalid cgroup driver"),
             ("cgroupsPerQOS: false\n", "cgroupsPerQOS: false"),
             (
@@ -1188,6 +1216,23 @@ mod tests {
                 e.contains(&format!("field {key}:")) && e.contains("refuses to start"),
                 "{body}: {e}"
             );
+        }
+        assert_eq!(
+            load("podLogsDir: /var/log/pods\n")
+                .unwrap()
+                .config
+                .pod_logs_dir,
+            Some("/var/log/pods".into())
+        );
+        for (body, needle) in [
+            ("podLogsDir: var/log\n", "must be absolute path"),
+            ("podLogsDir: /var/log/\n", "must be normalized"),
+            ("podLogsDir: /var/../log\n", "must be normalized"),
+            ("podLogsDir: \"\"\n", "was not specified"),
+            ("podLogsDir: /var/lög\n", "ASCII"),
+        ] {
+            let e = load(body).unwrap_err().to_string();
+            assert!(e.contains(needle), "{body}: {e}");
         }
         // Honoured now: read into the configuration.
         let c = load("cpuCFSQuota: false\ncpuCFSQuotaPeriod: 50ms\noomScoreAdj: -500\nmaxOpenFiles: 4096\n\

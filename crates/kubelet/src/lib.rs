@@ -161,6 +161,21 @@ async fn make_cri(
     client: &Client,
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> Result<Arc<CriRuntime>> {
+    // The runtime's cgroup driver when it says (upstream's
+    // KubeletCgroupDriverFromCRI), else the configuration's.
+    let driver = match cri.cgroup_driver().await {
+        Ok(Some(d)) => d.as_str_name().to_lowercase(),
+        Ok(None) => {
+            tracing::info!(driver = %cfg.cgroup_driver, "the runtime does not report its cgroup driver (no RuntimeConfig); using cgroupDriver from the configuration");
+            cfg.cgroup_driver.clone()
+        }
+        Err(e) => bail!("getting the cgroup driver from the runtime: {e}"),
+    };
+    if driver != "cgroupfs" {
+        bail!(
+            "cgroup driver {driver}: rkube kubelet implements the cgroupfs driver only (set cgroupDriver: cgroupfs, and SystemdCgroup = false in containerd's runc options)"
+        );
+    }
     runtime::cri::spec::security::validate_allowed_unsafe_sysctls(&cfg.allowed_unsafe_sysctls)
         .map_err(|e| anyhow::anyhow!("allowedUnsafeSysctls: {e}"))?;
     if cfg.single_process_oom_kill == Some(false)
@@ -176,7 +191,10 @@ async fn make_cri(
     if let Err(e) = node::machine::set_max_open_files(cfg.max_open_files as u64) {
         tracing::warn!(error = %e, "Failed to set rlimit on max file handles");
     }
-    let dirs = pod::Dirs::under(&opts.root_dir);
+    let mut dirs = pod::Dirs::under(&opts.root_dir);
+    if let Some(logs) = &cfg.pod_logs_dir {
+        dirs.logs = logs.clone();
+    }
     let pulls = images::pull_records::PullRecords::open(
         &opts.root_dir,
         cfg.image_pull_credentials_verification_policy,
