@@ -72,6 +72,12 @@ fn script(name: &str) -> PathBuf {
 impl Containerd {
     fn up() -> Containerd {
         let dir = std::env::temp_dir().join(format!("rk-kl-{}", std::process::id()));
+        Containerd::up_in(&dir)
+    }
+
+    /// A private containerd whose root, state and socket are under `dir`.
+    fn up_in(dir: &Path) -> Containerd {
+        let dir = dir.to_path_buf();
         let _ = std::fs::remove_dir_all(&dir);
         let out = Command::new(script("containerd"))
             .args(["up", "--dir"])
@@ -2358,4 +2364,239 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
         agent.stop().await;
     });
     std::env::remove_var("DBUS_SYSTEM_BUS_ADDRESS");
+}
+
+/// An ext4 filesystem of `mib` MiB in a file, loop-mounted; unmounted and
+/// removed on drop.
+struct LoopFs {
+    dir: PathBuf,
+    mnt: PathBuf,
+}
+
+impl LoopFs {
+    fn mount(dir: &Path, mib: u64) -> LoopFs {
+        let _ = Command::new("umount").arg(dir.join("mnt")).status();
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir.join("mnt")).unwrap();
+        let img = dir.join("fs.img");
+        let run = |cmd: &mut Command| {
+            let out = cmd.output().unwrap();
+            assert!(
+                out.status.success(),
+                "{cmd:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(Command::new("truncate").arg(format!("-s{mib}M")).arg(&img));
+        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img));
+        run(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(dir.join("mnt")));
+        LoopFs {
+            dir: dir.to_path_buf(),
+            mnt: dir.join("mnt"),
+        }
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Builds `n` images `rkube.local/filler-<i>:1`, each one layer holding
+/// `mib` MiB of random bytes, as one OCI archive at `out`.
+fn filler_images(out: &Path, n: u32, mib: u32) {
+    let script = r#"
+set -euo pipefail
+out="$1" n="$2" mib="$3"
+L="$(mktemp -d)"; mkdir -p "$L/blobs/sha256"
+blob() { local d; d="$(sha256sum "$1" | cut -d' ' -f1)"; mv "$1" "$L/blobs/sha256/$d"; echo "$d"; }
+manifests='[]'
+for i in $(seq 1 "$n"); do
+  r="$(mktemp -d)"; head -c "${mib}M" /dev/urandom > "$r/filler"
+  tar --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$r" -cf "$L/layer.tar" filler; rm -rf "$r"
+  ls_="$(stat -c %s "$L/layer.tar")"; ld="$(blob "$L/layer.tar")"
+  jq -cn --arg d "sha256:$ld" '{architecture: "amd64", os: "linux", config: {Cmd: ["/filler"]},
+    rootfs: {type: "layers", diff_ids: [$d]}}' > "$L/c.json"
+  cs="$(stat -c %s "$L/c.json")"; cd_="$(blob "$L/c.json")"
+  jq -cn --arg c "sha256:$cd_" --argjson cs "$cs" --arg l "sha256:$ld" --argjson ls "$ls_" '{schemaVersion: 2,
+    mediaType: "application/vnd.oci.image.manifest.v1+json",
+    config: {mediaType: "application/vnd.oci.image.config.v1+json", digest: $c, size: $cs},
+    layers: [{mediaType: "application/vnd.oci.image.layer.v1.tar", digest: $l, size: $ls}]}' > "$L/m.json"
+  ms="$(stat -c %s "$L/m.json")"; md="$(blob "$L/m.json")"
+  manifests="$(jq -c --arg d "sha256:$md" --argjson s "$ms" --arg r "rkube.local/filler-$i:1"     '. + [{mediaType: "application/vnd.oci.image.manifest.v1+json", digest: $d, size: $s,
+      platform: {architecture: "amd64", os: "linux"},
+      annotations: {"io.containerd.image.name": $r, "org.opencontainers.image.ref.name": "1"}}]' <<<"$manifests")"
+done
+echo '{"imageLayoutVersion":"1.0.0"}' > "$L/oci-layout"
+jq -n --argjson m "$manifests" '{schemaVersion: 2, manifests: $m}' > "$L/index.json"
+tar -C "$L" -cf "$out" oci-layout index.json blobs
+rm -rf "$L"
+"#;
+    let out_ = Command::new("bash")
+        .args(["-c", script, "filler"])
+        .arg(out)
+        .args([n.to_string(), mib.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out_.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out_.stderr)
+    );
+}
+
+/// Image garbage collection on a small image filesystem (upstream's
+/// `image_gc_manager.go` against a real containerd whose root is a 512 MiB
+/// loop-mounted ext4): four 40 MiB images fill it past the high threshold;
+/// the collector frees down to the low threshold, least recently used
+/// first — the never-used images, then the one used first — and keeps the
+/// one used last (the sandbox image stays only if the runtime pins it). The
+/// thresholds are set from the filesystem's measured usage so that exactly
+/// three of the four images must go.
+#[test]
+#[ignore = "needs root, containerd (hack/containerd), loop devices; run by hack/test"]
+fn image_gc_on_a_small_image_filesystem() {
+    let base = std::env::temp_dir().join(format!("rk-imgfs-{}", std::process::id()));
+    let fs = LoopFs::mount(&base.join("fs"), 512);
+    let ctrd = Containerd::up_in(&fs.mnt.join("c"));
+    let archive = base.join("fillers.tar");
+    filler_images(&archive, 4, 40);
+    let sock = ctrd.endpoint.trim_start_matches("unix://").to_string();
+    let out = Command::new("ctr")
+        .args([
+            "--address",
+            &sock,
+            "--namespace",
+            "k8s.io",
+            "images",
+            "import",
+        ])
+        .args(["--snapshotter", "overlayfs"])
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_file(&archive);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use rkube_kubelet::gc;
+        let cri = CriClient::connect(&ctrd.endpoint).await.unwrap();
+        let images = cri.list_images(None).await.unwrap();
+        let filler = |i: u32| {
+            images
+                .iter()
+                .find(|im| im.repo_tags.iter().any(|t| t.ends_with(&format!("filler-{i}:1"))))
+                .map(|im| (im.id.clone(), im.size))
+                .unwrap_or_else(|| panic!("filler-{i} imported"))
+        };
+        let size = filler(1).1;
+        assert!(size >= 40 << 20, "{size}");
+        let root = base.join("root");
+        let logs = root.join("pod-logs/default_gc_uid-imgfs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let sb_config = gc_sandbox_config("uid-imgfs", 0, &logs);
+        let sandbox = cri.run_pod_sandbox(sb_config.clone(), "").await.unwrap();
+        let stats = std::sync::Arc::new(rkube_kubelet::stats::StatsProvider::new(
+            cri.clone(),
+            rkube_kubelet::pod::Dirs::under(&root),
+            "imgfs-node",
+            "",
+        ));
+        let image_fs = |s: &rkube_kubelet::stats::summary::Summary| {
+            let fs = s.node.runtime.as_ref().unwrap().image_fs.as_ref().unwrap();
+            (fs.capacity_bytes.unwrap(), fs.available_bytes.unwrap())
+        };
+        let (capacity, available) = image_fs(&stats.summary_for_eviction().await.unwrap());
+        let used_percent = 100 - available * 100 / capacity;
+        // Low threshold: 2.5 images' worth to free (the GC counts the
+        // images' own sizes), so exactly three must go.
+        let target_available = available + size * 5 / 2;
+        let low = 100 - (target_available * 100 / capacity);
+        let high = used_percent;
+        assert!(
+            low >= 1 && high > low + 10,
+            "the fillers use too little of the filesystem: {used_percent} % used, low {low}"
+        );
+        let collector = gc::GarbageCollector::new(
+            cri.clone(),
+            stats.clone(),
+            "imgfs-node".into(),
+            None,
+            gc::containers::DEFAULT_POLICY,
+            gc::images::Policy {
+                high_threshold_percent: high as i32,
+                low_threshold_percent: low as i32,
+                min_age: Duration::from_secs(6),
+                max_age: Duration::ZERO,
+            },
+            std::sync::Arc::new(rkube_kubelet::pods::worker::PodStates::default()),
+        );
+        // filler-3 used now, filler-4 a little later; 1 and 2 never.
+        let use_image = |i: u32| {
+            let config = v1::ContainerConfig {
+                metadata: Some(v1::ContainerMetadata {
+                    name: format!("use-{i}"),
+                    attempt: 0,
+                }),
+                image: Some(v1::ImageSpec {
+                    image: format!("rkube.local/filler-{i}:1"),
+                    ..Default::default()
+                }),
+                command: vec!["/filler".into()],
+                labels: [("io.kubernetes.pod.uid".to_string(), "uid-imgfs".to_string())].into(),
+                log_path: format!("use-{i}.log"),
+                ..Default::default()
+            };
+            cri.create_container(&sandbox, config, sb_config.clone())
+        };
+        let c3 = use_image(3).await.unwrap();
+        // Too young to go: nothing is removed yet, and the collector says
+        // it could not free enough.
+        let err = collector.collect_images().await.unwrap_err();
+        assert!(err.contains("freed 0 bytes"), "{err}");
+        cri.remove_container(&c3).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let c4 = use_image(4).await.unwrap();
+        let err = collector.collect_images().await.unwrap_err();
+        assert!(err.contains("freed 0 bytes"), "{err}");
+        cri.remove_container(&c4).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        collector.collect_images().await.unwrap();
+        let now = image_ids(&cri).await;
+        for i in 1..=3 {
+            assert!(!now.contains(&filler(i).0), "filler-{i} goes (least recently used)");
+        }
+        assert!(now.contains(&filler(4).0), "filler-4, used last, stays");
+        // The sandbox image is the runtime's to pin (containerd 1.7+ does,
+        // 1.6 does not), as upstream leaves it.
+        let pause = images
+            .iter()
+            .find(|im| im.repo_tags.iter().any(|t| t.ends_with("pause:1")))
+            .unwrap();
+        assert_eq!(now.contains(&pause.id), pause.pinned, "the sandbox image goes unless pinned");
+        // A fresh read (the provider reuses one for a second).
+        tokio::time::sleep(rkube_kubelet::stats::REUSE + Duration::from_millis(200)).await;
+        let (capacity, available) = image_fs(&stats.summary_for_eviction().await.unwrap());
+        let used = 100 - available * 100 / capacity;
+        eprintln!("image filesystem {used_percent} % used before, {used} % after (high {high}, low {low})");
+        assert!(used <= low, "down to the low threshold: {used} % > {low} %");
+        let _ = cri.stop_pod_sandbox(&sandbox).await;
+        let _ = cri.remove_pod_sandbox(&sandbox).await;
+    });
+    drop(ctrd);
+    drop(fs);
+    let _ = std::fs::remove_dir_all(&base);
 }
