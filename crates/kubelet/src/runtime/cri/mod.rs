@@ -64,7 +64,7 @@ use rkube_model::Quantity;
 use self::hooks::{Hook, HookTarget};
 use self::spec::resources::ResourceOptions;
 use self::spec::security::{ImageUser, SecurityOptions};
-use self::spec::{ContainerInputs, LABEL_MANAGED, LABEL_POD_UID, LABEL_STATIC};
+use self::spec::{ContainerInputs, LABEL_POD_UID, LABEL_STATIC};
 use super::{BoxFuture, ContainerState, PodObservation, Runtime, RuntimeError, RuntimeVersion};
 use crate::backoff::Backoff;
 use crate::events::Recorder;
@@ -662,16 +662,22 @@ impl CriRuntime {
     }
 
     async fn uids(&self, want_static: bool) -> Result<Vec<String>, RuntimeError> {
+        // Every kubelet's sandboxes (rkube's, and upstream's on a node it
+        // took over): the pod uid label; static pods by rkube's label or
+        // upstream's `kubernetes.io/config.source: file` annotation.
         let mut uids: Vec<String> = self
             .cri
-            .list_pod_sandboxes(Some(v1::PodSandboxFilter {
-                label_selector: [(LABEL_MANAGED.to_string(), "true".to_string())].into(),
-                ..Default::default()
-            }))
+            .list_pod_sandboxes(None)
             .await
             .map_err(err)?
             .into_iter()
-            .filter(|s| s.labels.contains_key(LABEL_STATIC) == want_static)
+            .filter(|s| {
+                let is_static = s.labels.contains_key(LABEL_STATIC)
+                    || s.annotations
+                        .get(crate::pod::CONFIG_SOURCE_ANNOTATION)
+                        .is_some_and(|v| v == "file");
+                is_static == want_static
+            })
             .filter_map(|s| s.labels.get(LABEL_POD_UID).cloned())
             .collect();
         uids.sort();

@@ -16,6 +16,8 @@
 //! running without its volume.
 
 pub mod etc_hosts;
+pub mod go_json;
+pub mod hash;
 pub mod ports;
 pub mod resize;
 pub mod resources;
@@ -103,21 +105,14 @@ pub fn sandbox_config(
         host_network: host_network(pod),
         cgroup_parent: resources::pod_cgroup_parent(pod, ""),
         labels: sandbox_labels(pod, is_static),
-        ..Default::default()
+        // Upstream's newPodAnnotations: the pod's own.
+        annotations: pod
+            .annotations()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     }
     .to_config();
-    if pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.resources.as_ref())
-        .and_then(|r| r.limits.as_ref())
-        .is_some_and(|l| !l.is_empty())
-    {
-        return Err(
-            "pod-level resource limits (spec.resources.limits) are not enforced by rkube; set them on the containers"
-                .into(),
-        );
-    }
     config.port_mappings = ports::port_mappings(pod);
     let (sc, sysctls) = security::sandbox_security(pod, security)?;
     if let Some(linux) = config.linux.as_mut() {
@@ -481,16 +476,7 @@ pub fn container_config(
         env,
         log_path: log_path(&c.name, attempt),
         labels,
-        annotations: HashMap::from([
-            (
-                ANNOTATION_IMAGE.to_string(),
-                c.image.clone().unwrap_or_default(),
-            ),
-            (
-                resize::ANNOTATION_RESOURCES.to_string(),
-                resize::Actuated::of(c).annotation(),
-            ),
-        ]),
+        annotations: container_annotations(pod, c, attempt),
     }
     .to_config();
     config.mounts = mounts;
@@ -504,9 +490,77 @@ pub fn container_config(
     Ok(config)
 }
 
-/// Whether the spec asks `c` to run another image than the instance
-/// `running` was made for (instances without the annotation never differ).
+/// Upstream's `io.kubernetes.container.hash`.
+pub const ANNOTATION_HASH: &str = "io.kubernetes.container.hash";
+/// Upstream's `io.kubernetes.container.restartCount`.
+pub const ANNOTATION_RESTART_COUNT: &str = "io.kubernetes.container.restartCount";
+
+/// The annotations of a container, upstream's (`newContainerAnnotations`:
+/// hash, restart count, termination message path and policy, the pod's
+/// grace periods, the preStop handler and ports as Go's JSON writes them)
+/// and rkube's own (the resources it was given, for in-place resizes; the
+/// image, read by rkube before the hash).
+pub fn container_annotations(pod: &Pod, c: &Container, attempt: u32) -> HashMap<String, String> {
+    let mut a = HashMap::from([
+        (ANNOTATION_HASH.to_string(), hash::container_hash_hex(c)),
+        (ANNOTATION_RESTART_COUNT.to_string(), attempt.to_string()),
+        (
+            "io.kubernetes.container.terminationMessagePath".to_string(),
+            c.termination_message_path.clone().unwrap_or_default(),
+        ),
+        (
+            "io.kubernetes.container.terminationMessagePolicy".to_string(),
+            c.termination_message_policy.clone().unwrap_or_default(),
+        ),
+        (
+            ANNOTATION_IMAGE.to_string(),
+            c.image.clone().unwrap_or_default(),
+        ),
+        (
+            resize::ANNOTATION_RESOURCES.to_string(),
+            resize::Actuated::of(c).annotation(),
+        ),
+    ]);
+    if let Some(g) = pod.metadata.deletion_grace_period_seconds {
+        a.insert(
+            "io.kubernetes.pod.deletionGracePeriod".into(),
+            g.to_string(),
+        );
+    }
+    if let Some(g) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+    {
+        a.insert(
+            "io.kubernetes.pod.terminationGracePeriod".into(),
+            g.to_string(),
+        );
+    }
+    if let Some(pre_stop) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
+        a.insert(
+            "io.kubernetes.container.preStopHandler".into(),
+            go_json::lifecycle_handler(pre_stop),
+        );
+    }
+    if let Some(ports) = c.ports.as_ref().filter(|p| !p.is_empty()) {
+        a.insert(
+            "io.kubernetes.container.ports".into(),
+            go_json::container_ports(ports),
+        );
+    }
+    a
+}
+
+/// Whether the spec asks `c` to run another definition than the instance
+/// `running` was made for: upstream's container hash against the one it
+/// carries (`io.kubernetes.container.hash`, written by either kubelet);
+/// instances with neither the hash nor rkube's image annotation never
+/// differ.
 pub fn definition_changed(c: &Container, running: &v1::Container) -> bool {
+    if let Some(h) = running.annotations.get(ANNOTATION_HASH) {
+        return *h != hash::container_hash_hex(c);
+    }
     running
         .annotations
         .get(ANNOTATION_IMAGE)
@@ -558,6 +612,69 @@ mod tests {
         assert!(expand_sub_path_expr("$(X)", &big)
             .unwrap_err()
             .contains("more than 4096 bytes"));
+    }
+
+    #[test]
+    fn containers_carry_upstreams_annotations() {
+        let tmp = crate::scratch::Scratch::new("cri-spec-annotations");
+        let dirs = Dirs::under(tmp.path());
+        let mut p = pod();
+        p.metadata.deletion_grace_period_seconds = Some(7);
+        p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(30);
+        let c = &mut p.spec.as_mut().unwrap().containers[0];
+        c.termination_message_path = Some("/dev/termination-log".into());
+        c.termination_message_policy = Some("File".into());
+        c.ports = Some(vec![serde_json::from_value(
+            json!({"containerPort": 80, "protocol": "TCP"}),
+        )
+        .unwrap()]);
+        c.lifecycle =
+            Some(serde_json::from_value(json!({"preStop": {"sleep": {"seconds": 3}}})).unwrap());
+        let c = c.clone();
+        let a = container_annotations(&p, &c, 2);
+        assert_eq!(a[ANNOTATION_HASH], hash::container_hash_hex(&c));
+        assert_eq!(a[ANNOTATION_RESTART_COUNT], "2");
+        assert_eq!(
+            a["io.kubernetes.container.terminationMessagePath"],
+            "/dev/termination-log"
+        );
+        assert_eq!(
+            a["io.kubernetes.container.terminationMessagePolicy"],
+            "File"
+        );
+        assert_eq!(a["io.kubernetes.pod.deletionGracePeriod"], "7");
+        assert_eq!(a["io.kubernetes.pod.terminationGracePeriod"], "30");
+        assert_eq!(
+            a["io.kubernetes.container.preStopHandler"],
+            r#"{"sleep":{"seconds":3}}"#
+        );
+        assert_eq!(
+            a["io.kubernetes.container.ports"],
+            r#"[{"containerPort":80,"protocol":"TCP"}]"#
+        );
+        // A container upstream's kubelet made: only its hash decides.
+        let upstream = v1::Container {
+            annotations: [(ANNOTATION_HASH.to_string(), hash::container_hash_hex(&c))].into(),
+            ..Default::default()
+        };
+        assert!(!definition_changed(&c, &upstream));
+        let mut moved = c.clone();
+        moved.image = Some("busybox:2".into());
+        assert!(definition_changed(&moved, &upstream));
+        let mut other = c.clone();
+        other.command = Some(vec!["true".into()]);
+        assert!(!definition_changed(&other, &upstream), "not a hashed field");
+        // The sandbox carries the pod's annotations, as upstream's.
+        let sb = sandbox_config(
+            &p,
+            &dirs,
+            0,
+            false,
+            &SecurityOptions::for_root(tmp.path()),
+            "",
+        )
+        .unwrap();
+        assert_eq!(sb.annotations.get("a").map(String::as_str), Some("b"));
     }
 
     #[test]
@@ -812,13 +929,11 @@ mod tests {
         let e =
             sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp), "").unwrap_err();
         assert!(e.contains("kernel.msgmax"), "{e}");
-        // Pod-level limits would need the pod cgroup written.
+        // Pod-level limits are the pod cgroup's (crate::cm): accepted.
         let mut p = pod();
         p.spec.as_mut().unwrap().resources =
             Some(serde_json::from_value(json!({"limits": {"memory": "1Gi"}})).unwrap());
-        let e =
-            sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp), "").unwrap_err();
-        assert!(e.contains("spec.resources.limits"), "{e}");
+        assert!(sandbox_config(&p, &dirs, 0, false, &SecurityOptions::for_root(&tmp), "").is_ok());
         // A recursive read-only mount rkube cannot make is refused;
         // IfPossible falls back to a plain read-only mount.
         for (rro, refused) in [
