@@ -2131,8 +2131,8 @@ impl Drop for CgroupRoot {
 /// kubelet refuses to start; with it, the kubelet holds a `delay` lock;
 /// on `PrepareForShutdown(true)` the node turns NotReady ("node is
 /// shutting down"), new pods are refused (`NodeShutdown`), the ordinary
-/// pod (which takes 5 s to stop) is terminated first and the critical one
-/// only after it, both `Failed`/`Terminated` with upstream's message and a
+/// pod (which ignores SIGTERM) is killed at its class's 20 s and the
+/// critical one only after it, at its class's 10 s, both `Failed`/`Terminated` with upstream's message and a
 /// `DisruptionTarget` condition, and the lock is released; a cancellation
 /// takes the lock again and the node is Ready.
 #[test]
@@ -2238,8 +2238,9 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
             ),
             "{locks}"
         );
-        // An ordinary pod that needs 5 s to stop, and a critical one.
-        let stopper = "trap 'sleep 5; exit 0' TERM; while true; do sleep 1; done";
+        // Pods that ignore SIGTERM (a minute to stop, 30 s of grace): the
+        // class's period (20 s ordinary, 10 s critical) is what they get.
+        let stopper = "trap 'sleep 60' TERM; while true; do sleep 1; done";
         let pod = |ns: &str, name: &str, class: Option<&str>| -> Pod {
             let mut spec = serde_json::json!({
                 "nodeName": node, "automountServiceAccountToken": false,
@@ -2336,14 +2337,18 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
             );
             ended.push(finished_at(&p).unwrap());
         }
-        // The ordinary pod stopped by itself (its 5 s TERM handler, within
-        // its class's 20 s); the critical one only after it.
+        // The ordinary pod was killed at its class's 20 s (not its own
+        // 30 s); the critical one only after it, at its class's 10 s.
         let took = ended[0].duration_since(announced).as_secs();
         assert!(
-            (4..20).contains(&took),
+            (18..=25).contains(&took),
             "ordinary pod stopped after {took} s"
         );
-        assert!(ended[1] >= ended[0], "critical pod ended first: {ended:?}");
+        let after = ended[1].duration_since(ended[0]).as_secs();
+        assert!(
+            (8..=14).contains(&after),
+            "critical pod stopped {after} s after the ordinary one"
+        );
         eprintln!("ordinary pod stopped {took} s after the announcement; ended at {ended:?}");
         wait_for("the lock released", Duration::from_secs(30), || async {
             (!bus.inhibitors().contains("\"kubelet\"")).then_some(())
@@ -2599,4 +2604,293 @@ fn image_gc_on_a_small_image_filesystem() {
     drop(ctrd);
     drop(fs);
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The host's own IPv4 address (upstream's kubelet refuses a loopback
+/// node IP).
+fn host_ip() -> String {
+    let out = Command::new("ip")
+        .args(["-4", "route", "get", "1.1.1.1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|w| *w != "src")
+        .nth(1)
+        .expect("a source address")
+        .to_string()
+}
+
+/// A kubelet running as a child process; killed on drop.
+struct KubeletProcess(std::process::Child);
+
+impl KubeletProcess {
+    fn start(bin: &str, args: &[String], log: &Path) -> KubeletProcess {
+        let f = std::fs::File::create(log).unwrap();
+        let child = Command::new(bin)
+            .args(args)
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap();
+        KubeletProcess(child)
+    }
+}
+
+impl Drop for KubeletProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What a pod runs, as the API reports it: (container name, container id,
+/// restart count) of every container and init container, and Ready.
+type PodRun = (Vec<(String, String, i32)>, bool);
+
+/// Every pod's [`PodRun`], by name.
+type NodeRun = Vec<(String, PodRun)>;
+
+fn pod_state(p: &Pod) -> PodRun {
+    let st = p.status.as_ref().unwrap();
+    let mut v: Vec<(String, String, i32)> = st
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(st.container_statuses.iter().flatten())
+        .map(|c| {
+            (
+                c.name.clone(),
+                c.container_id.clone().unwrap_or_default(),
+                c.restart_count,
+            )
+        })
+        .collect();
+    v.sort();
+    (v, condition(p, "Ready").as_deref() == Some("True"))
+}
+
+/// Upstream's kubelet v1.37 and rkube's replace each other on a running
+/// node (same root directory, configuration and containerd): 12 pods, each
+/// with an init container and two containers (one of them restarted once),
+/// run under upstream's kubelet; rkube's takes over — no container
+/// restarted, every container id and restart count unchanged, every pod
+/// still Ready, no extra sandbox, `kubectl logs` and `exec` work — and
+/// upstream's takes the node back, likewise. A pod whose image is changed
+/// through the API restarts that container only, under either kubelet.
+#[test]
+#[ignore = "needs root, containerd (hack/containerd), upstream's kubelet (hack/cluster node-bin); run by hack/test"]
+fn handover_between_upstream_and_rkube_kubelets() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn")
+        .with_test_writer()
+        .with_ansi(false)
+        .try_init();
+    let upstream_bin = {
+        let out = Command::new(script("cluster"))
+            .args(["node-bin", "kubelet"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let cp = ControlPlane::start().expect("control plane starts");
+    let ctrd = Containerd::up();
+    let node = node_name();
+    let work = cp.dir().join("handover");
+    std::fs::create_dir_all(work.join("pod-logs")).unwrap();
+    let port = free_port();
+    let cfg = work.join("kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             address: 0.0.0.0\nport: {port}\nhealthzPort: 0\nreadOnlyPort: 0\n\
+             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
+             imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n\
+             cgroupDriver: cgroupfs\nfailCgroupV1: false\nfailSwapOn: false\n\
+             podLogsDir: {}\ncontainerRuntimeEndpoint: {}\n\
+             authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
+             authorization: {{mode: Webhook}}\n",
+            work.join("pod-logs").display(),
+            ctrd.endpoint,
+            cp.dir().join("pki/ca.crt").display()
+        ),
+    )
+    .unwrap();
+    let node_kc = cp.node_kubeconfig(&node).unwrap();
+    let root = work.join("root");
+    let common = [
+        format!("--kubeconfig={}", node_kc.display()),
+        format!("--hostname-override={node}"),
+        format!("--node-ip={}", host_ip()),
+        format!("--root-dir={}", root.display()),
+        format!("--config={}", cfg.display()),
+    ];
+    let upstream_args: Vec<String> = common
+        .iter()
+        .cloned()
+        .chain([
+            format!("--cert-dir={}", root.join("pki").display()),
+            "--v=2".into(),
+        ])
+        .collect();
+    let rkube_args: Vec<String> = ["kubelet".to_string(), "--runtime=cri".into()]
+        .into_iter()
+        .chain(common.iter().cloned())
+        .collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let admin = client(cp.kubeconfig()).await;
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+        let nodes: Api<Node> = Api::all(admin.clone());
+        let cri = CriClient::connect(&ctrd.endpoint).await.unwrap();
+        let ready_node = || async {
+            wait_for("the node Ready", Duration::from_secs(90), || async {
+                let n = nodes.get(&node).await.ok()?;
+                (node_ready(&n)?.0 == "True").then_some(())
+            })
+            .await
+        };
+        let upstream = KubeletProcess::start(&upstream_bin, &upstream_args, &work.join("upstream-1.log"));
+        ready_node().await;
+        const N: usize = 12;
+        for i in 0..N {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("h-{i}"), "labels": {"app": "handover"}},
+                "spec": {"nodeName": node, "terminationGracePeriodSeconds": 2,
+                         "volumes": [{"name": "d", "emptyDir": {}}],
+                         "initContainers": [{"name": "init", "image": "rkube.local/busybox:1",
+                                             "command": ["sh", "-c", "echo init > /d/init"],
+                                             "volumeMounts": [{"name": "d", "mountPath": "/d"}]}],
+                         "containers": [
+                            {"name": "app", "image": "rkube.local/busybox:1",
+                             "command": ["sh", "-c", "echo hello-$HOSTNAME; exec sleep 3600"]},
+                            {"name": "once", "image": "rkube.local/busybox:1",
+                             "command": ["sh", "-c", "test -f /d/once || { touch /d/once; exit 1; }; exec sleep 3600"],
+                             "volumeMounts": [{"name": "d", "mountPath": "/d"}]}]},
+            }))
+            .unwrap();
+            pods.create(&Default::default(), &pod).await.unwrap();
+        }
+        let settled = || async {
+            wait_for("every pod Ready, each 'once' restarted once", Duration::from_secs(120), || async {
+                let l = pods.list(&ListParams::default().labels("app=handover")).await.ok()?;
+                let ok = l.items.len() == N
+                    && l.items.iter().all(|p| {
+                        let (cs, ready) = pod_state(p);
+                        ready && cs.iter().any(|(n, _, r)| n == "once" && *r == 1)
+                    });
+                ok.then(|| {
+                    let mut m: NodeRun =
+                        l.items.iter().map(|p| (p.name_any(), pod_state(p))).collect();
+                    m.sort();
+                    m
+                })
+            })
+            .await
+        };
+        let sandboxes = || async {
+            let mut v: Vec<String> = cri
+                .list_pod_sandboxes(None)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|s| s.id)
+                .collect();
+            v.sort();
+            v
+        };
+        let before = settled().await;
+        let sandboxes_before = sandboxes().await;
+        assert_eq!(sandboxes_before.len(), N, "one sandbox a pod");
+
+        // Each handover: the new kubelet syncs every pod (a few periods),
+        // then nothing has changed.
+        let check = |phase: &'static str| {
+            let (pods, before, sandboxes_before, cp) =
+                (pods.clone(), before.clone(), sandboxes_before.clone(), &cp);
+            let sandboxes = &sandboxes;
+            async move {
+                tokio::time::sleep(Duration::from_secs(25)).await;
+                let l = pods.list(&ListParams::default().labels("app=handover")).await.unwrap();
+                let mut now: NodeRun =
+                    l.items.iter().map(|p| (p.name_any(), pod_state(p))).collect();
+                now.sort();
+                assert_eq!(now, before, "{phase}: container ids, restart counts and readiness unchanged");
+                assert_eq!(sandboxes().await, sandboxes_before, "{phase}: no sandbox made or removed");
+                let logs = kubectl(cp, &["logs", "h-3", "-c", "app"]);
+                assert!(logs.contains("hello-h-3"), "{phase}: kubectl logs: {logs}");
+                let out = kubectl(cp, &["exec", "h-3", "-c", "app", "--", "cat", "/proc/1/cmdline"]);
+                assert!(out.contains("sleep"), "{phase}: kubectl exec: {out}");
+            }
+        };
+        drop(upstream);
+        let rkube = KubeletProcess::start(env!("CARGO_BIN_EXE_rkube"), &rkube_args, &work.join("rkube.log"));
+        ready_node().await;
+        check("upstream → rkube").await;
+        image_change(&pods, "h-0", &cp).await;
+        drop(rkube);
+        let _upstream = KubeletProcess::start(&upstream_bin, &upstream_args, &work.join("upstream-2.log"));
+        ready_node().await;
+        // h-0 changed under rkube: compare the others.
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        let l = pods.list(&ListParams::default().labels("app=handover")).await.unwrap();
+        let mut now: NodeRun = l
+            .items
+            .iter()
+            .filter(|p| p.name_any() != "h-0")
+            .map(|p| (p.name_any(), pod_state(p)))
+            .collect();
+        now.sort();
+        let expected: Vec<_> = before.iter().filter(|(n, _)| n != "h-0").cloned().collect();
+        assert_eq!(now, expected, "rkube → upstream: container ids, restart counts and readiness unchanged");
+        assert_eq!(sandboxes().await, sandboxes_before, "rkube → upstream: no sandbox made or removed");
+        let logs = kubectl(&cp, &["logs", "h-3", "-c", "app"]);
+        assert!(logs.contains("hello-h-3"), "rkube → upstream: kubectl logs: {logs}");
+        image_change(&pods, "h-1", &cp).await;
+    });
+}
+
+/// Changes container `app` of `name` to another image through the API:
+/// only that container restarts (a new id, one more restart), the pod's
+/// other containers keep theirs.
+async fn image_change(pods: &Api<Pod>, name: &str, _cp: &ControlPlane) {
+    let before = pod_state(&pods.get(name).await.unwrap()).0;
+    let patch = serde_json::json!({"spec": {"containers": [{"name": "app", "image": "rkube.local/pause:1"}]}});
+    pods.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Strategic(patch),
+    )
+    .await
+    .unwrap();
+    let after = wait_for(
+        &format!("{name}'s app restarted with the new image"),
+        Duration::from_secs(90),
+        || async {
+            let p = pods.get(name).await.ok()?;
+            let (cs, ready) = pod_state(&p);
+            let app = cs.iter().find(|(n, _, _)| n == "app")?;
+            let old = before.iter().find(|(n, _, _)| n == "app")?;
+            (ready && app.1 != old.1 && !app.1.is_empty()).then_some(cs)
+        },
+    )
+    .await;
+    for (b, a) in before.iter().zip(&after) {
+        if b.0 == "app" {
+            assert_eq!(a.2, b.2 + 1, "app restarted once");
+        } else {
+            assert_eq!(a, b, "{name}: {} untouched", b.0);
+        }
+    }
 }

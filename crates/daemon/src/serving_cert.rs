@@ -34,6 +34,9 @@ struct State {
 pub struct ReloadingServingCert {
     cert: PathBuf,
     key: PathBuf,
+    /// An expired pair is not served (a certificate manager's pair); a
+    /// given file's is, as upstream's dynamic file manager serves it.
+    refuse_expired: bool,
     state: Mutex<State>,
 }
 
@@ -51,11 +54,13 @@ fn now_secs() -> i64 {
 }
 
 impl ReloadingServingCert {
-    /// Serves the pair in `cert` and `key` whenever it loads.
-    pub fn new(cert: &Path, key: &Path) -> Arc<ReloadingServingCert> {
+    /// Serves the pair in `cert` and `key` whenever it loads (and, with
+    /// `refuse_expired`, has not expired).
+    pub fn new(cert: &Path, key: &Path, refuse_expired: bool) -> Arc<ReloadingServingCert> {
         let me = Arc::new(ReloadingServingCert {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
+            refuse_expired,
             state: Mutex::new(State::default()),
         });
         me.check(true);
@@ -101,7 +106,7 @@ impl ReloadingServingCert {
         let served = st
             .current
             .as_ref()
-            .filter(|(_, expires)| now_secs() < *expires)
+            .filter(|(_, expires)| !self.refuse_expired || now_secs() < *expires)
             .map(|(ck, _)| ck.clone());
         if served.is_none() && !st.warned {
             st.warned = true;
@@ -135,7 +140,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("kubelet-server-current.pem");
-        let s = ReloadingServingCert::new(&file, &file);
+        let s = ReloadingServingCert::new(&file, &file, true);
         assert!(s.current().is_none(), "no pair yet");
         let (c, k) = pair("a");
         std::fs::write(&file, format!("{c}{k}")).unwrap();
@@ -168,7 +173,13 @@ mod tests {
         let cert = params.self_signed(&key).unwrap();
         let file = dir.join("old.pem");
         std::fs::write(&file, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
-        assert!(ReloadingServingCert::new(&file, &file).current().is_none());
+        assert!(ReloadingServingCert::new(&file, &file, true)
+            .current()
+            .is_none());
+        // A given file is served expired, as upstream serves it.
+        assert!(ReloadingServingCert::new(&file, &file, false)
+            .current()
+            .is_some());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -869,7 +869,9 @@ fn validate(c: &KubeletConfiguration) -> Result<(), String> {
     match c.memory_reservation_policy.as_str() {
         "None" => {}
         "TieredReservation" if !gates.enabled("MemoryQoS") => errs.push("invalid configuration: memoryReservationPolicy \"TieredReservation\" requires MemoryQoS feature gate to be enabled".into()),
-        "TieredReservation" => {}
+        // The containers' memory.min/low are written, but not the QoS
+        // cgroups' upstream keeps in step with them.
+        "TieredReservation" => errs.push("invalid configuration: memoryReservationPolicy \"TieredReservation\" is not implemented by rkube kubelet (the QoS cgroups' memory protection)".into()),
         other => errs.push(format!("invalid configuration: option {other:?} specified for memoryReservationPolicy. Valid options are \"None\" or \"TieredReservation\"")),
     }
     if !(-1000..=1000).contains(&c.oom_score_adj) {
@@ -879,6 +881,15 @@ fn validate(c: &KubeletConfiguration) -> Result<(), String> {
         errs.push(format!("invalid configuration: maxOpenFiles (--max-open-files) {} must not be a negative number", c.max_open_files));
     }
     // enforceNodeAllocatable, as upstream validates it.
+    for (full, compressible) in [
+        ("system-reserved", "system-reserved-compressible"),
+        ("kube-reserved", "kube-reserved-compressible"),
+    ] {
+        let has = |k: &str| c.enforce_node_allocatable.iter().any(|v| v == k);
+        if has(full) && has(compressible) {
+            errs.push(format!("invalid configuration: both {full:?} and {compressible:?} cannot be specified together in enforceNodeAllocatable (--enforce-node-allocatable)"));
+        }
+    }
     let mut seen = std::collections::BTreeSet::new();
     for val in &c.enforce_node_allocatable {
         if !seen.insert(val.as_str()) {
@@ -1168,12 +1179,13 @@ mod tests {
                 "enforceNodeAllocatable: [bogus]\n",
                 "option \"bogus\" specified",
             ),
+            (
+                "enforceNodeAllocatable: [system-reserved, system-reserved-compressible]\nsystemReservedCgroup: /s\n",
+                "cannot be specified together",
+            ),
         ] {
             let e = load(body).unwrap_err().to_string();
-            assert!(
-                e.contains(needle) || e.contains("field cgroupsPerQOS"),
-                "{body}: {e}"
-            );
+            assert!(e.contains(needle), "{body}: {e}");
         }
     }
 
@@ -1236,7 +1248,7 @@ mod tests {
         }
         // Honoured now: read into the configuration.
         let c = load("cpuCFSQuota: false\ncpuCFSQuotaPeriod: 50ms\noomScoreAdj: -500\nmaxOpenFiles: 4096\n\
-             allowedUnsafeSysctls: [net.core.somaxconn]\nmemoryThrottlingFactor: 0.8\nmemoryReservationPolicy: TieredReservation\n")
+             allowedUnsafeSysctls: [net.core.somaxconn]\nmemoryThrottlingFactor: 0.8\nmemoryReservationPolicy: None\n")
             .unwrap()
             .config;
         assert!(!c.cpu_cfs_quota);
@@ -1244,9 +1256,13 @@ mod tests {
         assert_eq!((c.oom_score_adj, c.max_open_files), (-500, 4096));
         assert_eq!(c.allowed_unsafe_sysctls, ["net.core.somaxconn"]);
         assert_eq!(c.memory_throttling_factor, Some(0.8));
-        assert_eq!(c.memory_reservation_policy, "TieredReservation");
+        assert_eq!(c.memory_reservation_policy, "None");
         for (body, needle) in [
             ("cpuCFSQuotaPeriod: 2s\n", "must be between 1ms and 1sec"),
+            (
+                "memoryReservationPolicy: TieredReservation\n",
+                "is not implemented by rkube kubelet",
+            ),
             (
                 "memoryThrottlingFactor: 1.5\n",
                 "must be greater than 0 and less than or equal to 1.0",

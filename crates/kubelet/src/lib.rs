@@ -260,6 +260,7 @@ fn container_manager(
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> Result<Arc<cm::ContainerManager>> {
     use rkube_model::Quantity;
+    node::status::validate_allocatable(&desc.capacity, cfg).map_err(anyhow::Error::msg)?;
     let manager = cm::ContainerManager::new(cm::Cgroups::detect(), &cfg.cgroup_root)
         .map_err(anyhow::Error::msg)?;
     let parse = |m: &std::collections::BTreeMap<String, String>, field: &str| {

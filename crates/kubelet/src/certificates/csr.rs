@@ -75,7 +75,8 @@ fn hostnames_and_ips(addresses: &[(&str, &str)]) -> (Vec<String>, Vec<std::net::
                 ("Hostname" | "ExternalIP" | "InternalIP", Some(ip)) => {
                     ips.insert(ip.to_string(), ip);
                 }
-                ("Hostname" | "ExternalDNS" | "InternalDNS", None) => {
+                // DNS addresses are names, even when they read as IPs.
+                ("Hostname", None) | ("ExternalDNS" | "InternalDNS", _) => {
                     dns.insert(address.to_string());
                 }
                 _ => {}

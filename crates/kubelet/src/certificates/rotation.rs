@@ -182,9 +182,7 @@ mod tests {
         }
         // Nonsense validity: rotate at once, never panic.
         assert_eq!(deadline(2000, 1000, 0.5), 2000);
-        assert_eq!(
-            deadline(i64::MIN, i64::MAX, 0.5),
-            deadline(i64::MIN, i64::MAX, 0.5)
-        );
+        let d = deadline(i64::MIN, i64::MAX, 0.5);
+        assert!(d > i64::MIN, "{d}");
     }
 }

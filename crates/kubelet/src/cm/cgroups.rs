@@ -180,7 +180,9 @@ impl Cgroups {
         for (controller, dir) in self.dirs(name)? {
             for (file, value) in files(controller, config) {
                 let path = dir.join(&file);
-                if controller == "hugetlb" && !path.exists() {
+                // Huge page sizes (and, on v2, the controller) the host
+                // lacks: nothing to limit.
+                if file.starts_with("hugetlb.") && !path.exists() {
                     continue;
                 }
                 write(&path, &value)?;
@@ -189,11 +191,31 @@ impl Cgroups {
         Ok(())
     }
 
+    /// `name` in every hierarchy mounted (on v1 the runtime makes a pod's
+    /// cgroup in each, not only in those rkube limits).
+    fn all_dirs(&self, name: &str) -> Result<Vec<PathBuf>, CgroupError> {
+        let rel = Self::relative(name)?;
+        if self.v2 {
+            return Ok(vec![self.mount.join(rel)]);
+        }
+        let mut out = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(&self.mount) {
+            for e in rd.flatten() {
+                // Real hierarchies only, not the cpu -> cpu,cpuacct links.
+                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir && e.path().join("cgroup.procs").exists() {
+                    out.push(e.path().join(&rel));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The processes in `name` and below.
     pub fn pids(&self, name: &str) -> Vec<i32> {
         let mut out = Vec::new();
-        if let Ok(dirs) = self.dirs(name) {
-            for (_, dir) in dirs {
+        if let Ok(dirs) = self.all_dirs(name) {
+            for dir in dirs {
                 collect_pids(&dir, &mut out, 0);
             }
         }
@@ -215,7 +237,7 @@ impl Cgroups {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        for (_, dir) in self.dirs(name)? {
+        for dir in self.all_dirs(name)? {
             remove_tree(&dir)?;
         }
         Ok(())

@@ -77,8 +77,9 @@ pub fn cgroup_config(list: &BTreeMap<String, Quantity>, compressible_only: bool)
         ..Default::default()
     };
     if !compressible_only {
-        rc.memory = list.get("memory").map(Quantity::value);
-        rc.pids_limit = list.get("pid").map(Quantity::value);
+        // Zero is "unset" to upstream's cgroup library, never a limit.
+        rc.memory = list.get("memory").map(Quantity::value).filter(|v| *v > 0);
+        rc.pids_limit = list.get("pid").map(Quantity::value).filter(|v| *v > 0);
         for (k, q) in list {
             if let Some(size) = k
                 .strip_prefix("hugepages-")
@@ -280,6 +281,11 @@ mod tests {
             &BTreeMap::new(),
         );
         assert_eq!(none["memory"].value(), 0);
+        assert_eq!(
+            cgroup_config(&none, false).memory,
+            None,
+            "0 is unset, never a limit"
+        );
         let huge = cgroup_config(&list(&[("hugepages-2Mi", "4Mi")]), false);
         assert_eq!(huge.hugepage_limits, [(2 << 20, 4 << 20)].into());
     }

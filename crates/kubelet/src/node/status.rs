@@ -20,6 +20,77 @@ fn is_bytes(resource: &str) -> bool {
     matches!(resource, "memory" | "ephemeral-storage") || resource.starts_with("hugepages-")
 }
 
+/// What is reserved of resource `name` (of capacity `cap`, in its unit:
+/// millicores for CPU): systemReserved + kubeReserved + the hard eviction
+/// threshold (memory.available for memory, nodefs.available for
+/// ephemeral-storage).
+fn reserved(name: &str, cap: i64, cfg: &KubeletConfiguration) -> i64 {
+    let amount = |q: &Quantity| {
+        if name == "cpu" {
+            q.milli_value()
+        } else {
+            q.value()
+        }
+    };
+    let mut reserved: i64 = 0;
+    for r in [&cfg.system_reserved, &cfg.kube_reserved] {
+        if let Some(q) = r.get(name).and_then(|v| Quantity::parse(v).ok()) {
+            reserved = reserved.saturating_add(amount(&q));
+        }
+    }
+    let signal = match name {
+        "memory" => Some("memory.available"),
+        "ephemeral-storage" => Some("nodefs.available"),
+        _ => None,
+    };
+    if let Some(t) = signal
+        .and_then(|s| cfg.eviction_hard.get(s))
+        .and_then(|v| parse_threshold(v))
+    {
+        reserved = reserved.saturating_add(t.amount(cap));
+    }
+    reserved
+}
+
+/// Upstream's `validateNodeAllocatable`: no resource may have more
+/// reserved (systemReserved + kubeReserved + the hard eviction threshold)
+/// than its capacity.
+pub fn validate_allocatable(
+    capacity: &BTreeMap<String, Quantity>,
+    cfg: &KubeletConfiguration,
+) -> Result<(), String> {
+    let mut errors = Vec::new();
+    for (name, cap) in capacity {
+        let milli = name == "cpu";
+        let amount = |q: &Quantity| if milli { q.milli_value() } else { q.value() };
+        let reserved = reserved(name, amount(cap), cfg);
+        if reserved > amount(cap) {
+            let show = |v: i64| {
+                if milli {
+                    format_cpu(v)
+                } else if is_bytes(name) {
+                    format_bytes(v)
+                } else {
+                    v.to_string()
+                }
+            };
+            errors.push(format!(
+                "Resource {name:?} has a reservation of {} but capacity of {}. Expected capacity >= reservation.",
+                show(reserved),
+                show(amount(cap))
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid Node Allocatable configuration. {}",
+            errors.join(" ")
+        ))
+    }
+}
+
 /// Allocatable = capacity − systemReserved − kubeReserved − the hard
 /// eviction threshold (memory.available for memory, nodefs.available for
 /// ephemeral-storage), never below zero — upstream's node allocatable.
@@ -31,24 +102,9 @@ pub fn allocatable(
     for (name, cap) in capacity {
         let milli = name == "cpu";
         let amount = |q: &Quantity| if milli { q.milli_value() } else { q.value() };
-        let mut value = amount(cap);
-        for reserved in [&cfg.system_reserved, &cfg.kube_reserved] {
-            if let Some(q) = reserved.get(name).and_then(|v| Quantity::parse(v).ok()) {
-                value -= amount(&q);
-            }
-        }
-        let signal = match name.as_str() {
-            "memory" => Some("memory.available"),
-            "ephemeral-storage" => Some("nodefs.available"),
-            _ => None,
-        };
-        if let Some(t) = signal
-            .and_then(|s| cfg.eviction_hard.get(s))
-            .and_then(|v| parse_threshold(v))
-        {
-            value -= t.amount(amount(cap));
-        }
-        let value = value.max(0);
+        let value = amount(cap)
+            .saturating_sub(reserved(name, amount(cap), cfg))
+            .max(0);
         out.insert(
             name.clone(),
             if milli {
@@ -397,6 +453,15 @@ mod tests {
         assert_eq!(a["memory"].0, format_bytes((255 << 30) - (100 << 20)));
         let tiny = caps(&[("memory", "50Mi")]);
         assert_eq!(to_resource_list(&allocatable(&tiny, &cfg))["memory"].0, "0");
+        // More reserved than there is: refused at start, as upstream.
+        assert_eq!(validate_allocatable(&cap, &cfg), Ok(()));
+        let e = validate_allocatable(&tiny, &cfg).unwrap_err();
+        assert!(
+            e.starts_with(
+                "invalid Node Allocatable configuration. Resource \"memory\" has a reservation of "
+            ) && e.ends_with("but capacity of 50Mi. Expected capacity >= reservation."),
+            "{e}"
+        );
     }
 
     #[test]

@@ -167,7 +167,7 @@ pub fn tls_config(
     );
     let tls = match (serving, files) {
         (Serving::Store(current), _) => ServingTls::from_resolver(
-            rkube_daemon::serving_cert::ReloadingServingCert::new(current, current),
+            rkube_daemon::serving_cert::ReloadingServingCert::new(current, current, true),
         ),
         (Serving::Files { reload: true }, (Some(c), Some(k))) => {
             // A pair that does not load stops the start, as upstream's.
@@ -176,7 +176,9 @@ pub fn tls_config(
                     "the kubelet API's certificate (tlsCertFile, tlsPrivateKeyFile): {e}"
                 )
             })?;
-            ServingTls::from_resolver(rkube_daemon::serving_cert::ReloadingServingCert::new(c, k))
+            ServingTls::from_resolver(rkube_daemon::serving_cert::ReloadingServingCert::new(
+                c, k, false,
+            ))
         }
         (Serving::Files { .. }, (c, k)) => ServingTls::load_or_self_sign(
             c,

@@ -162,36 +162,40 @@ impl ShutdownManager {
                 continue;
             }
             let period = class.shutdown_grace_period_seconds.max(0);
-            let mut waits = Vec::new();
-            for i in members {
-                let a = &pods[i];
-                let own = a
-                    .pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.termination_grace_period_seconds)
-                    .filter(|&g| g <= period);
-                let grace = Duration::from_secs(own.unwrap_or(period).max(0) as u64);
-                let meta = &a.pod.metadata;
-                tracing::info!(
-                    pod = %format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or("")),
-                    grace_period = ?grace,
-                    "Shutdown manager killing pod with gracePeriod"
-                );
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let req = EvictRequest {
-                    reason: Disruption::NodeShutdown,
-                    message: MESSAGE.into(),
-                    grace,
-                    done: tx,
-                };
-                if a.evict.send(req).await.is_ok() {
-                    waits.push(rx);
-                }
-            }
-            let all = futures::future::join_all(waits);
             let limit = Duration::from_secs(period as u64);
-            match tokio::time::timeout(limit, all).await {
+            let group = async {
+                let mut waits = Vec::new();
+                for i in members {
+                    let a = &pods[i];
+                    let own = a
+                        .pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.termination_grace_period_seconds)
+                        .filter(|&g| g <= period);
+                    let grace = Duration::from_secs(own.unwrap_or(period).max(0) as u64);
+                    let meta = &a.pod.metadata;
+                    tracing::info!(
+                        pod = %format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or("")),
+                        grace_period = ?grace,
+                        "Shutdown manager killing pod with gracePeriod"
+                    );
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    let req = EvictRequest {
+                        reason: Disruption::NodeShutdown,
+                        message: MESSAGE.into(),
+                        grace,
+                        done: tx,
+                    };
+                    if a.evict.send(req).await.is_ok() {
+                        waits.push(rx);
+                    }
+                }
+                futures::future::join_all(waits).await
+            };
+            // The sends too: a worker busy with an eviction must not hold
+            // the shutdown past the class's period.
+            match tokio::time::timeout(limit, group).await {
                 Ok(_) => tracing::info!(
                     grace_period = period,
                     priority = class.priority,

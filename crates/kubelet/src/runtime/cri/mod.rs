@@ -817,7 +817,7 @@ impl Runtime for CriRuntime {
             // A mirror pod's uid labels nothing: removing it is a no-op.
             lock(&self.actuated).remove(uid);
             self.remove(uid).await?;
-            self.remove_pod_cgroup(uid);
+            self.remove_pod_cgroup(uid).await;
             Ok(())
         })
     }

@@ -144,7 +144,10 @@ impl CriRuntime {
             .and_then(|p| p.applied.clone());
         let write = match (before, &old) {
             (true, Some(old)) => widen(old, &new),
-            _ => new.clone(),
+            // What the cgroup holds is not known: it is not narrowed
+            // before the containers change.
+            (true, None) => return,
+            (false, _) => new.clone(),
         };
         let name = self.pod_cgroup_name(pod);
         match cm.update_pod(&name, &write) {
@@ -161,9 +164,10 @@ impl CriRuntime {
     }
 
     /// Removes the cgroup of pod `uid` (wherever its QoS class put it) and
-    /// forgets it; the QoS cgroups follow.
-    pub(super) fn remove_pod_cgroup(&self, uid: &str) {
-        let Some(cm) = &self.cgroups else {
+    /// forgets it; the QoS cgroups follow. The removal (which may wait for
+    /// killed processes) runs off the async workers.
+    pub(super) async fn remove_pod_cgroup(&self, uid: &str) {
+        let Some(cm) = self.cgroups.clone() else {
             return;
         };
         let known = lock(&self.pod_cgroups).remove(uid).map(|p| p.name);
@@ -173,13 +177,18 @@ impl CriRuntime {
             format!("{base}/burstable/pod{uid}"),
             format!("{base}/besteffort/pod{uid}"),
         ]);
-        for name in candidates {
-            if cm.pod_exists(&name) {
-                if let Err(e) = cm.destroy_pod(&name) {
-                    tracing::warn!(cgroup = %name, error = %e, "removing the pod's cgroup");
+        let names: Vec<String> = candidates.collect();
+        let manager = cm.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            for name in names {
+                if manager.pod_exists(&name) {
+                    if let Err(e) = manager.destroy_pod(&name) {
+                        tracing::warn!(cgroup = %name, error = %e, "removing the pod's cgroup");
+                    }
                 }
             }
-        }
+        });
+        let _ = removed.await;
         if let Err(e) = cm.update_qos(self.burstable_milli()) {
             tracing::warn!(error = %e, "updating the QoS cgroups");
         }

@@ -159,16 +159,10 @@ impl CriRuntime {
     /// (an in-place resize).
     async fn update_resources(&self, pod: &Pod, c: &Container, id: &str) -> Result<(), String> {
         let linux = spec::resources::container_resources(pod, c, &self.resources);
-        // The pod's cgroup holds the old and the new limits while the
-        // container changes, then gets the new ones.
-        self.resize_pod_cgroup(pod, true);
-        let updated = self
-            .cri
+        self.cri
             .update_container_resources(id, linux)
             .await
-            .map_err(|e| format!("resizing container {}: {e}", c.name));
-        self.resize_pod_cgroup(pod, false);
-        updated?;
+            .map_err(|e| format!("resizing container {}: {e}", c.name))?;
         let uid = pod.uid().unwrap_or_default();
         lock(&self.actuated)
             .entry(uid)
@@ -308,6 +302,16 @@ impl CriRuntime {
                 .find(|c| c.name == name)
         };
         let mut progress = false;
+        // An in-place resize, as upstream's doPodResizeAction: the pod's
+        // cgroup widened to hold old and new limits before any container
+        // changes, set to the new ones only once every container did.
+        let resizes = steps
+            .iter()
+            .any(|s| matches!(s, Step::UpdateResources { .. }));
+        if resizes {
+            self.resize_pod_cgroup(pod, true);
+        }
+        let mut resize_failed = false;
         for step in steps {
             match step {
                 Step::Start {
@@ -340,6 +344,7 @@ impl CriRuntime {
                     if let Err(e) = self.update_resources(pod, c, id).await {
                         tracing::warn!(pod = %pod.name_any(), error = %e, "in-place resize failed");
                         out.resize_error = Some(e);
+                        resize_failed = true;
                     }
                 }
                 Step::Kill {
@@ -363,6 +368,9 @@ impl CriRuntime {
                     self.probes.remove(&uid, name);
                 }
             }
+        }
+        if resizes && !resize_failed {
+            self.resize_pod_cgroup(pod, false);
         }
         Ok(progress)
     }
