@@ -1974,6 +1974,16 @@ async fn node_cgroups(cg: &CgroupRoot, node: &Node, admin: &kube::Client) {
         .filter(|p| !p.trim().is_empty())
         .count();
     assert!(procs >= 1, "the container runs under the pod's cgroup");
+    // The link log agents read, to the container's log file.
+    let running = pods.get("burst").await.unwrap();
+    let id = pod_state(&running).0[0]
+        .1
+        .trim_start_matches("containerd://")
+        .to_string();
+    let link = Path::new("/var/log/containers").join(format!("burst_default_app-{id}.log"));
+    let target = std::fs::read_link(&link).unwrap_or_else(|e| panic!("{}: {e}", link.display()));
+    assert!(target.ends_with("app/0.log"), "{}", target.display());
+    assert!(target.exists());
     pods.delete("burst", &Default::default()).await.unwrap();
     wait_for(
         "burst gone with its cgroup",
@@ -1984,6 +1994,10 @@ async fn node_cgroups(cg: &CgroupRoot, node: &Node, admin: &kube::Client) {
         },
     )
     .await;
+    assert!(
+        std::fs::symlink_metadata(&link).is_err(),
+        "the link goes with the container"
+    );
     assert_eq!(
         cg.read("cpu", "kubepods/burstable", "cpu.shares"),
         Some("2".into())
@@ -2698,6 +2712,9 @@ fn handover_between_upstream_and_rkube_kubelets() {
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
+    // makeIPTablesUtilChains: false: upstream's kubelet runs in the host's
+    // network namespace here, and its KUBE-FIREWALL chains would stay in
+    // the host's iptables (kube-proxy's job in a cluster).
     let cp = ControlPlane::start().expect("control plane starts");
     let ctrd = Containerd::up();
     let node = node_name();
@@ -2713,6 +2730,7 @@ fn handover_between_upstream_and_rkube_kubelets() {
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
              imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n\
              cgroupDriver: cgroupfs\nfailCgroupV1: false\nfailSwapOn: false\n\
+             makeIPTablesUtilChains: false\n\
              podLogsDir: {}\ncontainerRuntimeEndpoint: {}\n\
              authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
              authorization: {{mode: Webhook}}\n",

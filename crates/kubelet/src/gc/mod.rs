@@ -186,6 +186,25 @@ impl GarbageCollector {
         self.collect_containers_of(true).await
     }
 
+    /// Upstream's "Remove dead container log symlinks": a link whose log
+    /// file is gone goes, unless its container still runs (its log was
+    /// rotated, a new one comes).
+    async fn remove_dangling_links(&self) {
+        use rkube_cri::v1::ContainerState;
+        for (link, id) in crate::logs::legacy::dangling(Path::new(crate::logs::legacy::DIR)) {
+            if let Some(id) = id {
+                if let Ok(s) = self.cri.container_status(&id).await {
+                    if s.state != ContainerState::ContainerExited as i32 {
+                        continue;
+                    }
+                }
+            }
+            if let Err(e) = std::fs::remove_file(&link) {
+                tracing::error!(path = %link.display(), error = %e, "Failed to remove container log dead symlink");
+            }
+        }
+    }
+
     async fn collect_containers_of(&self, terminated_too: bool) -> Result<(usize, usize), String> {
         // Evicted pods' content goes whole; with `terminated_too`, that of
         // every terminated pod (upstream's evictNonDeletedPods). Pods the
@@ -232,6 +251,7 @@ impl GarbageCollector {
                 Err(_) => String::new(),
             };
             remove_logs(Path::new(&log));
+            crate::logs::legacy::remove(Path::new(crate::logs::legacy::DIR), &r.id);
             match self.cri.remove_container(&r.id).await {
                 Ok(()) => {
                     removed.insert(r.id.clone());
@@ -245,6 +265,7 @@ impl GarbageCollector {
                 }
             }
         }
+        self.remove_dangling_links().await;
         let remaining: Vec<containers::ContainerInfo> = infos
             .into_iter()
             .filter(|c| !removed.contains(&c.id))

@@ -10,6 +10,7 @@
 //! upstream, a request reads the live log file only; a followed log goes
 //! on in the new file once the log is rotated ([`manager`], [`rotation`]).
 
+pub mod legacy;
 pub mod manager;
 pub mod rotation;
 

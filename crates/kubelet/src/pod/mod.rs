@@ -72,6 +72,9 @@ pub struct Dirs {
     /// Container logs, laid out as upstream's `/var/log/pods`:
     /// `<ns>_<name>_<uid>/<container>/<restart>.log`.
     pub logs: PathBuf,
+    /// The links log agents read (`/var/log/containers`,
+    /// [`crate::logs::legacy`]).
+    pub legacy_links: PathBuf,
 }
 
 impl Dirs {
@@ -80,6 +83,7 @@ impl Dirs {
         Dirs {
             root: root.to_path_buf(),
             logs: root.join("pod-logs"),
+            legacy_links: PathBuf::from(crate::logs::legacy::DIR),
         }
     }
 

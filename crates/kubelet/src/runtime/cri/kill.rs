@@ -85,6 +85,7 @@ impl CriRuntime {
         self.probes.forget_pod(uid);
         lock(&self.backoff).forget_prefix(&format!("{uid}/"));
         for c in self.containers(uid).await? {
+            crate::logs::legacy::remove(&self.dirs.legacy_links, &c.id);
             match self.cri.remove_container(&c.id).await {
                 Err(e) if !e.is_not_found() => return Err(err(e)),
                 _ => {}

@@ -52,6 +52,7 @@ mod sync;
 pub mod termination;
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -72,7 +73,7 @@ use crate::images::pull_records::{PullRecords, VerifyPolicy};
 use crate::images::puller::{ImageError, ImageManager};
 use crate::pod::downward::DownwardContext;
 use crate::pod::env::EnvSources;
-use crate::pod::{mirror_of, termination_grace as pod_grace, Dirs};
+use crate::pod::{mirror_of, pod_namespace, termination_grace as pod_grace, Dirs};
 use crate::prober::ProbeManager;
 use crate::volumes::manager::{EnvInputs, VolumeManager};
 
@@ -509,6 +510,7 @@ impl CriRuntime {
             .container_config(pod, c, attempt, sb)
             .await
             .map_err(|m| failed(StartError::CreateConfig(m)))?;
+        let log_file = Path::new(&sb.config.log_directory).join(&config.log_path);
         let id = self
             .cri
             .create_container(&sb.id, config, sb.config.clone())
@@ -521,6 +523,12 @@ impl CriRuntime {
             .map_err(|e| failed(StartError::Run(e.to_string())))?;
         self.event(pod, name, false, "Started", "Container started".into());
         tracing::info!(pod = %pod.name_any(), container = %c.name, attempt, id = %id, "container started");
+        // The link log agents read, as upstream's.
+        crate::logs::legacy::create(
+            &self.dirs.legacy_links,
+            &crate::logs::legacy::link_name(&pod.name_any(), &pod_namespace(pod), &c.name, &id),
+            &log_file,
+        );
         if let Some(h) = Hook::PostStart.of(c) {
             let target = HookTarget {
                 cri: &self.cri,
