@@ -191,6 +191,41 @@ impl Cgroups {
         Ok(())
     }
 
+    /// The CPU quota, period and memory limit `name` holds now (`-1`:
+    /// unlimited), as upstream's `GetPodCgroupConfig` reads them.
+    pub fn read_limits(&self, name: &str) -> Option<ResourceConfig> {
+        let read = |dir: &Path, f: &str| std::fs::read_to_string(dir.join(f)).ok();
+        let mut rc = ResourceConfig::default();
+        if self.v2 {
+            let dir = self.mount.join(Self::relative(name).ok()?);
+            let max = read(&dir, "cpu.max")?;
+            let mut it = max.split_whitespace();
+            rc.cpu_quota = Some(match it.next()? {
+                "max" => -1,
+                q => q.parse().ok()?,
+            });
+            rc.cpu_period = it.next().and_then(|p| p.parse().ok());
+            rc.memory = Some(match read(&dir, "memory.max")?.trim() {
+                "max" => -1,
+                m => m.parse().ok()?,
+            });
+            return Some(rc);
+        }
+        let dirs = self.dirs(name).ok()?;
+        let dir_of = |c: &str| dirs.iter().find(|(k, _)| *k == c).map(|(_, d)| d.clone());
+        let cpu = dir_of("cpu")?;
+        rc.cpu_quota = read(&cpu, "cpu.cfs_quota_us")?.trim().parse().ok();
+        rc.cpu_period = read(&cpu, "cpu.cfs_period_us")?.trim().parse().ok();
+        rc.cpu_shares = read(&cpu, "cpu.shares").and_then(|v| v.trim().parse().ok());
+        let memory: i64 = read(&dir_of("memory")?, "memory.limit_in_bytes")?
+            .trim()
+            .parse()
+            .unwrap_or(i64::MAX);
+        // The kernel's "no limit" is a page-rounded huge number.
+        rc.memory = Some(if memory >= 1 << 62 { -1 } else { memory });
+        Some(rc)
+    }
+
     /// `name` in every hierarchy mounted (on v1 the runtime makes a pod's
     /// cgroup in each, not only in those rkube limits).
     fn all_dirs(&self, name: &str) -> Result<Vec<PathBuf>, CgroupError> {
@@ -464,6 +499,13 @@ mod tests {
         );
         std::fs::write(root.join("kubepods/burstable/cgroup.procs"), "").unwrap();
         assert!(cg.pids("/kubepods").is_empty());
+        std::fs::write(root.join("kubepods/burstable/cpu.max"), "max 100000\n").unwrap();
+        let now = cg.read_limits("/kubepods/burstable").unwrap();
+        assert_eq!(
+            (now.cpu_quota, now.cpu_period, now.memory),
+            (Some(-1), Some(100_000), Some(4096))
+        );
+        std::fs::remove_file(root.join("kubepods/burstable/cpu.max")).unwrap();
         // Plain files stand in for the kernel's here: removed by hand.
         for f in ["memory.max", "cgroup.procs"] {
             std::fs::remove_file(root.join("kubepods/burstable").join(f)).unwrap();

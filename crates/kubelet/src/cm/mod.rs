@@ -224,6 +224,11 @@ impl ContainerManager {
         self.cgroups.create(name, config)
     }
 
+    /// The CPU and memory limits the pod cgroup `name` holds now.
+    pub fn pod_limits(&self, name: &str) -> Option<ResourceConfig> {
+        self.cgroups.read_limits(name)
+    }
+
     /// Gives the pod cgroup `name` `config` (an in-place resize).
     pub fn update_pod(&self, name: &str, config: &ResourceConfig) -> Result<(), CgroupError> {
         self.cgroups.update(name, config)

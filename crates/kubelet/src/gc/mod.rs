@@ -191,7 +191,8 @@ impl GarbageCollector {
     /// rotated, a new one comes).
     async fn remove_dangling_links(&self) {
         use rkube_cri::v1::ContainerState;
-        for (link, id) in crate::logs::legacy::dangling(Path::new(crate::logs::legacy::DIR)) {
+        let dirs = self.stats.dirs();
+        for (link, id) in crate::logs::legacy::dangling(&dirs.legacy_links, &dirs.logs) {
             if let Some(id) = id {
                 if let Ok(s) = self.cri.container_status(&id).await {
                     if s.state != ContainerState::ContainerExited as i32 {
@@ -242,16 +243,28 @@ impl GarbageCollector {
                     continue;
                 }
             }
-            let log = match self.cri.container_status(&r.id).await {
-                Ok(s) => s.log_path,
+            let (log, link) = match self.cri.container_status(&r.id).await {
+                Ok(s) => {
+                    let label = |k: &str| s.labels.get(k).cloned().unwrap_or_default();
+                    let link = crate::logs::legacy::link_name(
+                        &label("io.kubernetes.pod.name"),
+                        &label("io.kubernetes.pod.namespace"),
+                        &label("io.kubernetes.container.name"),
+                        &r.id,
+                    );
+                    (s.log_path, Some(link))
+                }
                 Err(e) if e.is_not_found() => {
                     removed.insert(r.id.clone());
                     continue;
                 }
-                Err(_) => String::new(),
+                Err(_) => (String::new(), None),
             };
             remove_logs(Path::new(&log));
-            crate::logs::legacy::remove(Path::new(crate::logs::legacy::DIR), &r.id);
+            if let Some(name) = link {
+                let dirs = self.stats.dirs();
+                crate::logs::legacy::remove(&dirs.legacy_links, &name, &dirs.logs);
+            }
             match self.cri.remove_container(&r.id).await {
                 Ok(()) => {
                     removed.insert(r.id.clone());

@@ -37,32 +37,35 @@ pub fn container_id(link: &str) -> Option<&str> {
     (!id.is_empty()).then_some(id)
 }
 
+/// A link name that stays one entry of the directory.
+fn plain(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/') && name != "." && name != ".."
+}
+
 /// Links `dir/<name>` to `target` when `target` exists (upstream does not
-/// make a dangling link); failures are logged, as upstream's.
+/// make a dangling link); an existing entry is left alone (upstream's
+/// `symlink` fails on it too). Failures are logged, as upstream's.
 pub fn create(dir: &Path, name: &str, target: &Path) {
-    if std::fs::symlink_metadata(target).is_err() {
+    if !plain(name) || std::fs::symlink_metadata(target).is_err() {
         return;
     }
     let link = dir.join(name);
-    if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| {
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(target, &link)
-    }) {
+    if let Err(e) =
+        std::fs::create_dir_all(dir).and_then(|()| std::os::unix::fs::symlink(target, &link))
+    {
         tracing::error!(path = %link.display(), error = %e, "Failed to create legacy symbolic link");
     }
 }
 
-/// Removes the link of container `id` (any name with `-<id>.log`).
-pub fn remove(dir: &Path, id: &str) {
-    let tail = format!("-{id}{SUFFIX}");
-    for link in links(dir) {
-        if link
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.ends_with(&tail))
-        {
-            let _ = std::fs::remove_file(&link);
-        }
+/// Removes the link `dir/<name>` if it is one to a file under `logs`
+/// (this kubelet's pod logs: another kubelet's links on the machine stay).
+pub fn remove(dir: &Path, name: &str, logs: &Path) {
+    if !plain(name) {
+        return;
+    }
+    let link = dir.join(name);
+    if std::fs::read_link(&link).is_ok_and(|t| t.starts_with(logs)) {
+        let _ = std::fs::remove_file(&link);
     }
 }
 
@@ -78,12 +81,14 @@ pub fn links(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// The links of `dir` whose target is gone, with the container id each
-/// names (the garbage collector asks the runtime before removing one).
-pub fn dangling(dir: &Path) -> Vec<(PathBuf, Option<String>)> {
+/// The links of `dir` to files under `logs` (this kubelet's) whose target
+/// is gone, with the container id each names (the garbage collector asks
+/// the runtime before removing one).
+pub fn dangling(dir: &Path, logs: &Path) -> Vec<(PathBuf, Option<String>)> {
     links(dir)
         .into_iter()
-        .filter(|l| std::fs::metadata(l).is_err() && std::fs::symlink_metadata(l).is_ok())
+        .filter(|l| std::fs::metadata(l).is_err())
+        .filter(|l| std::fs::read_link(l).is_ok_and(|t| t.starts_with(logs)))
         .map(|l| {
             let id = l
                 .file_name()
@@ -123,10 +128,11 @@ mod tests {
     fn made_removed_and_found_dangling() {
         let dir = std::env::temp_dir().join(format!("rkube-legacy-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let target = dir.join("0.log");
+        let logs = dir.join("pods");
+        std::fs::create_dir_all(&logs).unwrap();
+        let target = logs.join("0.log");
         let links = dir.join("containers");
-        create(&links, "p_ns_c-id1.log", &dir.join("missing.log"));
+        create(&links, "p_ns_c-id1.log", &logs.join("missing.log"));
         assert!(super::links(&links).is_empty(), "no dangling link is made");
         std::fs::write(&target, "x").unwrap();
         create(&links, "p_ns_c-id1.log", &target);
@@ -134,14 +140,24 @@ mod tests {
             std::fs::read_link(links.join("p_ns_c-id1.log")).unwrap(),
             target
         );
-        assert!(dangling(&links).is_empty());
+        create(&links, "../escape.log", &target);
+        assert!(
+            !dir.join("escape.log").exists(),
+            "a name stays in the directory"
+        );
+        // Another kubelet's link (to its own logs) is never this one's.
+        let theirs = links.join("q_ns_c-id2.log");
+        std::os::unix::fs::symlink(dir.join("elsewhere/0.log"), &theirs).unwrap();
+        assert!(dangling(&links, &logs).is_empty());
         std::fs::remove_file(&target).unwrap();
         assert_eq!(
-            dangling(&links),
+            dangling(&links, &logs),
             vec![(links.join("p_ns_c-id1.log"), Some("id1".to_string()))]
         );
-        remove(&links, "id1");
-        assert!(super::links(&links).is_empty());
+        remove(&links, "q_ns_c-id2.log", &logs);
+        assert!(theirs.symlink_metadata().is_ok(), "not under our logs");
+        remove(&links, "p_ns_c-id1.log", &logs);
+        assert!(links.join("p_ns_c-id1.log").symlink_metadata().is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -163,23 +163,25 @@ impl ShutdownManager {
             }
             let period = class.shutdown_grace_period_seconds.max(0);
             let limit = Duration::from_secs(period as u64);
-            let group = async {
-                let mut waits = Vec::new();
-                for i in members {
-                    let a = &pods[i];
-                    let own = a
-                        .pod
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.termination_grace_period_seconds)
-                        .filter(|&g| g <= period);
-                    let grace = Duration::from_secs(own.unwrap_or(period).max(0) as u64);
-                    let meta = &a.pod.metadata;
-                    tracing::info!(
-                        pod = %format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or("")),
-                        grace_period = ?grace,
-                        "Shutdown manager killing pod with gracePeriod"
-                    );
+            // One kill per pod, all at once (upstream's goroutine per pod):
+            // a worker whose queue is full holds up only its own pod.
+            let kills = members.into_iter().map(|i| {
+                let a = &pods[i];
+                let own = a
+                    .pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+                    .filter(|&g| g <= period);
+                let grace = Duration::from_secs(own.unwrap_or(period).max(0) as u64);
+                let meta = &a.pod.metadata;
+                tracing::info!(
+                    pod = %format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or("")),
+                    grace_period = ?grace,
+                    "Shutdown manager killing pod with gracePeriod"
+                );
+                let evict = a.evict.clone();
+                async move {
                     let (tx, rx) = tokio::sync::oneshot::channel();
                     let req = EvictRequest {
                         reason: Disruption::NodeShutdown,
@@ -187,12 +189,14 @@ impl ShutdownManager {
                         grace,
                         done: tx,
                     };
-                    if a.evict.send(req).await.is_ok() {
-                        waits.push(rx);
+                    if evict.send(req).await.is_ok() {
+                        let _ = rx.await;
                     }
                 }
-                futures::future::join_all(waits).await
-            };
+            });
+            // Tasks of their own: a kill goes on past the class's period.
+            let tasks: Vec<_> = kills.map(tokio::spawn).collect();
+            let group = futures::future::join_all(tasks);
             // The sends too: a worker busy with an eviction must not hold
             // the shutdown past the class's period.
             match tokio::time::timeout(limit, group).await {

@@ -152,6 +152,11 @@ impl StatsProvider {
         }
     }
 
+    /// The node's directories.
+    pub fn dirs(&self) -> &Dirs {
+        &self.dirs
+    }
+
     /// The cgroup hierarchy read.
     pub fn hierarchy(&self) -> &Hierarchy {
         &self.hierarchy

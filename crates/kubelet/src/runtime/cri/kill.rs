@@ -85,7 +85,17 @@ impl CriRuntime {
         self.probes.forget_pod(uid);
         lock(&self.backoff).forget_prefix(&format!("{uid}/"));
         for c in self.containers(uid).await? {
-            crate::logs::legacy::remove(&self.dirs.legacy_links, &c.id);
+            let label = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
+            crate::logs::legacy::remove(
+                &self.dirs.legacy_links,
+                &crate::logs::legacy::link_name(
+                    &label("io.kubernetes.pod.name"),
+                    &label("io.kubernetes.pod.namespace"),
+                    &label("io.kubernetes.container.name"),
+                    &c.id,
+                ),
+                &self.dirs.logs,
+            );
             match self.cri.remove_container(&c.id).await {
                 Err(e) if !e.is_not_found() => return Err(err(e)),
                 _ => {}

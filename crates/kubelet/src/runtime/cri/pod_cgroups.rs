@@ -142,14 +142,15 @@ impl CriRuntime {
         let old = lock(&self.pod_cgroups)
             .get(&uid)
             .and_then(|p| p.applied.clone());
+        let name = self.pod_cgroup_name(pod);
+        // A cgroup found made (after a restart, or made by another
+        // kubelet): what it holds is read, as upstream reads it.
+        let old = old.or_else(|| cm.pod_limits(&name));
         let write = match (before, &old) {
             (true, Some(old)) => widen(old, &new),
-            // What the cgroup holds is not known: it is not narrowed
-            // before the containers change.
             (true, None) => return,
             (false, _) => new.clone(),
         };
-        let name = self.pod_cgroup_name(pod);
         match cm.update_pod(&name, &write) {
             Ok(()) if !before => {
                 if let Some(p) = lock(&self.pod_cgroups).get_mut(&uid) {
