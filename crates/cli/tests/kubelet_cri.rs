@@ -152,6 +152,22 @@ impl Agent {
     }
 }
 
+/// The KubeletConfiguration these tests share: the kubelet API on
+/// `address:port`, evictionHard in absolute amounts (the test machines'
+/// disk is often more than 90 % full, below the default percentages, and
+/// the kubelet would rightly report DiskPressure and evict every pod), image
+/// GC off (imageGCHighThresholdPercent 100: the sandbox image is imported,
+/// not pullable, and containerd 1.6 does not pin it), the runtime at
+/// `endpoint`; then the lines `extra`.
+fn kubelet_yaml(address: &str, port: u16, endpoint: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         address: {address}\nport: {port}\nhealthzPort: 0\n\
+         evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
+         imageGCHighThresholdPercent: 100\ncontainerRuntimeEndpoint: {endpoint}\n{extra}"
+    )
+}
+
 fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
     let out = cp.kubectl(args).unwrap();
     assert!(
@@ -375,28 +391,22 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     std::fs::create_dir_all(&static_dir).unwrap();
     let port = free_port();
     let cfg = work.join("kubelet.yaml");
-    // evictionHard in absolute amounts: the test machines' disk is often
-    // more than 90% full, below the default nodefs.available<10% /
-    // imagefs.available<15%, and the kubelet would (rightly) report
-    // DiskPressure and evict every pod.
-    // Image GC off (imageGCHighThresholdPercent 100): the sandbox image is
-    // imported, not pullable, and containerd 1.6 does not pin it.
     std::fs::write(
         &cfg,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             address: 127.0.0.1\nport: {port}\nhealthzPort: 0\n\
-             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\n\
-             containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n\
-             containerRuntimeEndpoint: {}\nstaticPodPath: {}\n\
-             authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
-             authorization: {{mode: Webhook}}\n\
-             clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n\
-             serverTLSBootstrap: true\n",
-            ctrd.endpoint,
-            static_dir.display(),
-            cp.dir().join("pki/ca.crt").display()
+        kubelet_yaml(
+            "127.0.0.1",
+            port,
+            &ctrd.endpoint,
+            &format!(
+                "containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n\
+                 staticPodPath: {}\n\
+                 authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
+                 authorization: {{mode: Webhook}}\n\
+                 clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n\
+                 serverTLSBootstrap: true\n",
+                static_dir.display(),
+                cp.dir().join("pki/ca.crt").display()
+            ),
         ),
     )
     .unwrap();
@@ -2180,15 +2190,15 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
     let cfg = work.join("kubelet.yaml");
     std::fs::write(
         &cfg,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             address: 127.0.0.1\nport: {port}\nhealthzPort: 0\n\
-             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\n\
-             containerRuntimeEndpoint: {}\n\
-             cgroupRoot: /{}\nkubeReserved: {{cpu: 100m, memory: 256Mi, pid: \"1000\"}}\n\
-             shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
-            ctrd.endpoint, cgroups.0
+        kubelet_yaml(
+            "127.0.0.1",
+            port,
+            &ctrd.endpoint,
+            &format!(
+                "cgroupRoot: /{}\nkubeReserved: {{cpu: 100m, memory: 256Mi, pid: \"1000\"}}\n\
+                 shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
+                cgroups.0
+            ),
         ),
     )
     .unwrap();
@@ -2737,19 +2747,19 @@ fn handover_between_upstream_and_rkube_kubelets() {
     let cfg = work.join("kubelet.yaml");
     std::fs::write(
         &cfg,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             address: 0.0.0.0\nport: {port}\nhealthzPort: 0\nreadOnlyPort: 0\n\
-             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n\
-             cgroupDriver: cgroupfs\nfailCgroupV1: false\nfailSwapOn: false\n\
-             makeIPTablesUtilChains: false\n\
-             podLogsDir: {}\ncontainerRuntimeEndpoint: {}\n\
-             authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
-             authorization: {{mode: Webhook}}\n",
-            work.join("pod-logs").display(),
-            ctrd.endpoint,
-            cp.dir().join("pki/ca.crt").display()
+        kubelet_yaml(
+            "0.0.0.0",
+            port,
+            &ctrd.endpoint,
+            &format!(
+                "readOnlyPort: 0\nimageGCLowThresholdPercent: 99\n\
+                 cgroupDriver: cgroupfs\nfailCgroupV1: false\nfailSwapOn: false\n\
+                 makeIPTablesUtilChains: false\npodLogsDir: {}\n\
+                 authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
+                 authorization: {{mode: Webhook}}\n",
+                work.join("pod-logs").display(),
+                cp.dir().join("pki/ca.crt").display()
+            ),
         ),
     )
     .unwrap();

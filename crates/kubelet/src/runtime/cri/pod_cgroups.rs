@@ -110,7 +110,7 @@ impl CriRuntime {
         let Some(cm) = &self.cgroups else {
             return Ok(());
         };
-        self.track_pod_cgroup(pod);
+        // (The sync that makes the sandbox tracked the pod already.)
         let name = self.pod_cgroup_name(pod);
         if cm.pod_exists(&name) {
             return Ok(());
