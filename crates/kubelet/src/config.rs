@@ -21,7 +21,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Taint;
 use rkube_model::Quantity;
 use serde::de::DeserializeOwned;
-use serde_yaml_ng::Value;
+use serde_yaml_ng::{Mapping, Value};
 
 /// The apiVersion rkube reads.
 pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
@@ -109,6 +109,8 @@ pub struct KubeletConfiguration {
     pub image_maximum_gc_age: Duration,
     /// `failSwapOn`: refuse to start on a host with swap on.
     pub fail_swap_on: bool,
+    /// `logging.verbosity` (`-v` overrides it).
+    pub logging_verbosity: u32,
     /// `memorySwap.swapBehavior`: `NoSwap` (also for "") or `LimitedSwap`.
     pub memory_swap_behavior: String,
     /// `containerLogMaxSize` in bytes (negative: no rotation).
@@ -248,6 +250,7 @@ impl Default for KubeletConfiguration {
             image_minimum_gc_age: Duration::from_secs(120),
             image_maximum_gc_age: Duration::ZERO,
             fail_swap_on: true,
+            logging_verbosity: 0,
             memory_swap_behavior: String::new(),
             container_log_max_size: 10 << 20,
             container_log_max_files: 5,
@@ -320,7 +323,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("enableSystemLogQuery", "no /logs endpoint"),
     ("showHiddenMetricsForVersion", "no hidden metrics"),
     ("tracing", "no OpenTelemetry traces"),
-    ("logging", "rkube logs through its own RUST_LOG-filtered logger"),
     // No effect with the managers and plugins rkube has.
     ("cpuManagerReconcilePeriod", "only with cpuManagerPolicy static, which is refused"),
     ("topologyManagerScope", "only with a topologyManagerPolicy other than none, which is refused"),
@@ -500,13 +502,81 @@ fn duration(file: &str, key: &str, v: &Value) -> Result<Duration, ConfigError> {
 
 /// Decodes, defaults and validates a KubeletConfiguration document.
 pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
+    decode(file, &parse_document(file, text)?, &BTreeMap::new())
+}
+
+fn parse_document(file: &str, text: &str) -> Result<Mapping, ConfigError> {
     let err = |message: String| ConfigError {
         file: file.into(),
         message,
     };
     let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| err(format!("not YAML: {e}")))?;
-    let Value::Mapping(map) = doc else {
-        return Err(err("not a KubeletConfiguration object".into()));
+    match doc {
+        Value::Mapping(map) => Ok(map),
+        _ => Err(err("not a KubeletConfiguration object".into())),
+    }
+}
+
+/// The configuration in effect: `--config` (upstream's defaults without
+/// one) with the fields set by flags laid over it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    /// The decoded configuration.
+    pub loaded: Loaded,
+    /// The document it was decoded from (the file with the flags' fields).
+    pub document: Value,
+}
+
+/// Loads `config` (if any) with `flags` laid over it; an error about a
+/// field a flag set names that flag.
+pub fn load(
+    config: Option<&std::path::Path>,
+    flags: &[crate::options::ConfigFlag],
+) -> Result<Effective, ConfigError> {
+    let (file, mut map) = match config {
+        Some(path) => {
+            let file = path.display().to_string();
+            let text = rkube_util::file::read_text(path, rkube_util::file::CONFIG_MAX_BYTES)
+                .map_err(|e| ConfigError {
+                    file: file.clone(),
+                    message: format!("reading: {e}"),
+                })?;
+            let map = parse_document(&file, &text)?;
+            (file, map)
+        }
+        None => {
+            let mut map = Mapping::new();
+            map.insert("apiVersion".into(), API_VERSION.into());
+            map.insert("kind".into(), "KubeletConfiguration".into());
+            ("the kubelet's flags".to_string(), map)
+        }
+    };
+    crate::options::overlay(&mut map, flags);
+    let mut sources = BTreeMap::new();
+    for f in flags {
+        let label = match config {
+            Some(_) => format!("{file} (field {} set by {})", f.path.join("."), f.flag),
+            None => format!("flag {}", f.flag),
+        };
+        sources.entry(f.path[0].to_string()).or_insert(label);
+    }
+    let loaded = decode(&file, &map, &sources)?;
+    Ok(Effective {
+        loaded,
+        document: Value::Mapping(map),
+    })
+}
+
+/// Decodes `map`; `sources` names, per top-level field, the flag that set
+/// it (used in place of the file's name in that field's errors).
+fn decode(
+    file: &str,
+    map: &Mapping,
+    sources: &BTreeMap<String, String>,
+) -> Result<Loaded, ConfigError> {
+    let err = |message: String| ConfigError {
+        file: file.into(),
+        message,
     };
     let get_str = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("");
     if get_str("kind") != "KubeletConfiguration" {
@@ -527,9 +597,14 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
     let mut update_set = false;
     let mut merge_eviction = false;
     let mut eviction: Option<BTreeMap<String, String>> = None;
-    for (k, v) in &map {
+    for (k, v) in map {
         let Some(key) = k.as_str() else {
             return Err(err(format!("non-string field name {k:?}")));
+        };
+        let file = sources.get(key).map(String::as_str).unwrap_or(file);
+        let err = |message: String| ConfigError {
+            file: file.into(),
+            message,
         };
         match key {
             "apiVersion" | "kind" => {}
@@ -603,6 +678,7 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
             "imageMinimumGCAge" => c.image_minimum_gc_age = duration(file, key, v)?,
             "imageMaximumGCAge" => c.image_maximum_gc_age = duration(file, key, v)?,
             "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
+            "logging" => c.logging_verbosity = logging(file, v)?,
             "rotateCertificates" => c.rotate_certificates = field(file, key, v)?,
             "serverTLSBootstrap" => c.server_tls_bootstrap = field(file, key, v)?,
             "shutdownGracePeriod" => c.shutdown_grace_period = duration(file, key, v)?,
@@ -797,15 +873,72 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
 
 /// Reads and loads a configuration file.
 pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
-    let file = path.display().to_string();
-    let text =
-        rkube_util::file::read_text(path, rkube_util::file::CONFIG_MAX_BYTES).map_err(|e| {
-            ConfigError {
-                file: file.clone(),
-                message: format!("reading: {e}"),
+    load(Some(path), &[]).map(|e| e.loaded)
+}
+
+/// `logging` (upstream's LoggingConfiguration): its verbosity. rkube
+/// writes each line unbuffered in klog's text format, so the flush
+/// frequency and buffer sizes are met; JSON, per-file verbosity and split
+/// streams are refused.
+fn logging(file: &str, v: &Value) -> Result<u32, ConfigError> {
+    let refuse = |what: &str| ConfigError {
+        file: file.into(),
+        message: format!(
+            "field logging.{what} is not implemented; rkube kubelet cannot honour this setting and refuses to start rather than run without it"
+        ),
+    };
+    let unknown = |k: &str| ConfigError {
+        file: file.into(),
+        message: format!("unknown field \"logging.{k}\""),
+    };
+    let map: BTreeMap<String, Value> = field(file, "logging", v)?;
+    let mut verbosity = 0;
+    for (k, v) in &map {
+        let key = format!("logging.{k}");
+        match k.as_str() {
+            "format" => {
+                let f: String = field(file, &key, v)?;
+                if !matches!(f.as_str(), "" | "text") {
+                    return Err(refuse(&format!("format {}", rkube_util::quote(&f))));
+                }
             }
-        })?;
-    load_str(&file, &text)
+            "verbosity" => verbosity = field(file, &key, v)?,
+            "flushFrequency" => {
+                // Upstream takes a duration or nanoseconds.
+                if !matches!(v, Value::Number(_)) {
+                    duration(file, &key, v)?;
+                }
+            }
+            "vmodule" => {
+                let list: Vec<Value> = field(file, &key, v)?;
+                if !list.is_empty() {
+                    return Err(refuse("vmodule"));
+                }
+            }
+            "options" => {
+                let opts: BTreeMap<String, BTreeMap<String, Value>> = field(file, &key, v)?;
+                for (stream, o) in &opts {
+                    if !matches!(stream.as_str(), "json" | "text") {
+                        return Err(unknown(&format!("options.{stream}")));
+                    }
+                    for (name, val) in o {
+                        let at = format!("{key}.{stream}.{name}");
+                        match name.as_str() {
+                            "infoBufferSize" => {}
+                            "splitStream" => {
+                                if field::<bool>(file, &at, val)? && stream == "text" {
+                                    return Err(refuse("options.text.splitStream true"));
+                                }
+                            }
+                            _ => return Err(unknown(&format!("options.{stream}.{name}"))),
+                        }
+                    }
+                }
+            }
+            _ => return Err(unknown(k)),
+        }
+    }
+    Ok(verbosity)
 }
 
 /// Parses an eviction threshold value: a quantity or a percentage.
@@ -1606,5 +1739,73 @@ mod tests {
         );
         assert_eq!(parse_threshold("10%").unwrap().amount(1000), 100);
         assert_eq!(parse_threshold("x"), None);
+    }
+
+    fn flags(list: &[&str]) -> Vec<crate::options::ConfigFlag> {
+        crate::options::parse(list.iter().map(|s| s.to_string()))
+            .unwrap()
+            .config_flags
+    }
+
+    #[test]
+    fn flags_override_the_file_field_by_field() {
+        let dir = std::env::temp_dir().join(format!("rkube-config-flags-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.yaml");
+        std::fs::write(
+            &file,
+            format!("{HEAD}maxPods: 10\nclusterDNS: [10.0.0.10]\nauthentication: {{anonymous: {{enabled: false}}, x509: {{clientCAFile: /ca.crt}}}}\nlogging: {{verbosity: 3}}\n"),
+        )
+        .unwrap();
+        let e = super::load(
+            Some(&file),
+            &flags(&["--max-pods=20", "--anonymous-auth", "--register-with-taints=a=b:NoSchedule"]),
+        )
+        .unwrap();
+        let c = &e.loaded.config;
+        assert_eq!(c.max_pods, 20);
+        assert_eq!(c.cluster_dns, vec!["10.0.0.10".parse::<std::net::IpAddr>().unwrap()]);
+        assert_eq!(c.logging_verbosity, 3);
+        assert_eq!(c.register_with_taints.len(), 1);
+        assert_eq!(c.register_with_taints[0].effect, "NoSchedule");
+        let api = crate::server::ApiSettings::from_document(&e.document).unwrap();
+        assert!(api.auth.anonymous, "--anonymous-auth overrides the file");
+        assert_eq!(
+            api.client_ca_file.as_deref(),
+            Some(std::path::Path::new("/ca.crt")),
+            "the file's sibling field stays"
+        );
+        // A bad value a flag set is reported against the flag.
+        let err = super::load(Some(&file), &flags(&["--pod-max-pids=10"])).unwrap_err();
+        assert!(
+            err.to_string().contains("(field podPidsLimit set by --pod-max-pids)"),
+            "{err}"
+        );
+        let err = super::load(None, &flags(&["--node-status-update-frequency=soon"])).unwrap_err();
+        assert!(err.to_string().starts_with("flag --node-status-update-frequency: "), "{err}");
+        // Without --config: upstream's defaults with the flags' fields.
+        let e = super::load(None, &flags(&["--cluster-domain=cluster.local"])).unwrap();
+        assert_eq!(e.loaded.config.cluster_domain, "cluster.local");
+        assert_eq!(e.loaded.config.max_pods, KubeletConfiguration::default().max_pods);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn logging_honoured_or_refused() {
+        let c = load("logging: {format: text, verbosity: 4, flushFrequency: 5s, options: {text: {infoBufferSize: '0'}, json: {splitStream: true}}}\n")
+            .unwrap()
+            .config;
+        assert_eq!(c.logging_verbosity, 4);
+        assert!(load("logging: {flushFrequency: 5000000000}\n").is_ok());
+        for (body, needle) in [
+            ("logging: {format: json}\n", "logging.format \"json\" is not implemented"),
+            ("logging: {vmodule: [{filePattern: a, verbosity: 3}]}\n", "logging.vmodule"),
+            ("logging: {options: {text: {splitStream: true}}}\n", "splitStream"),
+            ("logging: {colour: true}\n", "unknown field \"logging.colour\""),
+            ("logging: {verbosity: -1}\n", "logging.verbosity"),
+        ] {
+            let e = load(body).unwrap_err().to_string();
+            assert!(e.contains(needle), "{body}: {e}");
+        }
     }
 }

@@ -93,21 +93,17 @@ pub struct Prepared {
     pub slices: Vec<node::resource_slices::SliceTemplate>,
     /// Warnings (ignored fields).
     pub warnings: Vec<String>,
+    /// The configuration document in effect (`--config` with the flags'
+    /// fields), which the kubelet API's settings are read from.
+    pub document: serde_yaml_ng::Value,
 }
 
-/// Loads `--config` and `--node-template`.
+/// Loads `--config` (with the fields flags set) and `--node-template`.
 pub fn prepare(opts: &Options) -> Result<Prepared, String> {
-    let (config, warnings) = match &opts.config {
-        Some(p) => {
-            let l = config::load_file(p).map_err(|e| e.to_string())?;
-            (l.config, l.warnings)
-        }
-        None => (KubeletConfiguration::default(), Vec::new()),
-    };
-    let mut config = config;
-    if let Some(v) = opts.fail_swap_on {
-        config.fail_swap_on = v;
-    }
+    let effective =
+        config::load(opts.config.as_deref(), &opts.config_flags).map_err(|e| e.to_string())?;
+    let config = effective.loaded.config;
+    let warnings = effective.loaded.warnings;
     let template = match &opts.node_template {
         Some(p) => {
             let file = p.display().to_string();
@@ -127,6 +123,7 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
         template,
         slices,
         warnings,
+        document: effective.document,
     })
 }
 
@@ -582,7 +579,7 @@ pub async fn run_with_metrics(
                 stats.clone(),
                 desc.name.clone(),
                 cri.events().cloned(),
-                gc::containers::DEFAULT_POLICY,
+                opts.container_gc,
                 gc::images::Policy {
                     high_threshold_percent: cfg.image_gc_high_threshold_percent,
                     low_threshold_percent: cfg.image_gc_low_threshold_percent,
@@ -598,7 +595,7 @@ pub async fn run_with_metrics(
     };
     if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
         if cfg.port != 0 {
-            let settings = server::ApiSettings::load(opts.config.as_deref())?;
+            let settings = server::ApiSettings::from_document(&prepared.document)?;
             let names = [
                 desc.name.clone(),
                 node::machine::hostname(),
@@ -850,20 +847,23 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(o) => o,
         Err(code) => return code,
     };
-    rkube_daemon::logging::init_tracing(opts.verbosity, &["rkube_kubelet"]);
-    for w in &opts.warnings {
-        tracing::warn!("{w}");
+    if let Some(v) = &opts.version {
+        println!("{v}");
+        return 0;
     }
-    match prepare(&opts) {
-        Ok(p) => {
-            for w in &p.warnings {
-                tracing::warn!("{w}");
-            }
-        }
+    let prepared = match prepare(&opts) {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
         }
+    };
+    let verbosity = opts
+        .verbosity
+        .unwrap_or(prepared.config.logging_verbosity);
+    rkube_daemon::logging::init_tracing(verbosity, &["rkube_kubelet"]);
+    for w in opts.warnings.iter().chain(&prepared.warnings) {
+        tracing::warn!("{w}");
     }
     rkube_daemon::bootstrap::run(|shutdown| run(opts, shutdown))
 }

@@ -80,10 +80,16 @@ impl ApiSettings {
     pub fn parse(text: &str) -> Result<ApiSettings> {
         let v: Value =
             serde_yaml_ng::from_str(text).context("parsing the kubelet configuration")?;
+        ApiSettings::from_document(&v)
+    }
+
+    /// Reads the settings from a KubeletConfiguration document (the one in
+    /// effect: `--config` with the fields flags set).
+    pub fn from_document(v: &Value) -> Result<ApiSettings> {
         let s = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(PathBuf::from);
         let get = |path: &[&str]| {
             path.iter()
-                .try_fold(&v, |v, k| v.get(*k))
+                .try_fold(v, |v, k| v.get(*k))
                 .filter(|v| !v.is_null())
         };
         let mut auth = AuthConfig::default();
@@ -123,17 +129,6 @@ impl ApiSettings {
             client_ca_file: get(&["authentication", "x509", "clientCAFile"]).and_then(s),
             auth,
         })
-    }
-
-    /// Reads the settings of `--config` (defaults without one).
-    pub fn load(config: Option<&Path>) -> Result<ApiSettings> {
-        match config {
-            Some(p) => ApiSettings::parse(
-                &rkube_util::file::read_text(p, rkube_util::file::CONFIG_MAX_BYTES)
-                    .with_context(|| format!("reading {}", p.display()))?,
-            ),
-            None => Ok(ApiSettings::default()),
-        }
     }
 }
 

@@ -1,9 +1,18 @@
 //! Command-line flags of `rkube kubelet`, spelled as the kubelet's
 //! (`--flag=value`, `--flag value`, `-v=N`), plus the sim runtime's own.
-//! Kubelet flags rkube does not implement are accepted with a warning.
+//! Every flag of upstream's kubelet v1.37 is known: the ones that set a
+//! KubeletConfiguration field go through the configuration
+//! ([`config_flags`]); a flag asking for what rkube does not do is
+//! refused, and an unknown flag is an error, as upstream's.
+
+mod config_flags;
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+pub use config_flags::{overlay, ConfigFlag};
+
+use crate::gc::containers::Policy as ContainerGcPolicy;
 
 /// Which runtime runs the pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,7 +24,7 @@ pub enum RuntimeKind {
 }
 
 /// Parsed flags.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// `--config` (KubeletConfiguration file).
     pub config: Option<PathBuf>,
@@ -56,12 +65,17 @@ pub struct Options {
     pub sim_signals: Option<PathBuf>,
     /// `--api-concurrency`: most lease/status/registration requests in flight.
     pub api_concurrency: usize,
-    /// `-v`/`--v` log verbosity.
-    pub verbosity: u32,
-    /// `--fail-swap-on` (deprecated upstream, still honoured): overrides
-    /// the configuration's `failSwapOn`.
-    pub fail_swap_on: Option<bool>,
-    /// Warnings about ignored flags.
+    /// `-v`/`--v` log verbosity (else the configuration's
+    /// `logging.verbosity`).
+    pub verbosity: Option<u32>,
+    /// Fields of the configuration set by flags, laid over `--config`.
+    pub config_flags: Vec<ConfigFlag>,
+    /// `--minimum-container-ttl-duration`,
+    /// `--maximum-dead-containers-per-container`, `--maximum-dead-containers`.
+    pub container_gc: ContainerGcPolicy,
+    /// `--version`: what to print instead of running.
+    pub version: Option<String>,
+    /// Deprecation warnings, in upstream's words.
     pub warnings: Vec<String>,
 }
 
@@ -83,8 +97,10 @@ impl Default for Options {
             pod_run_time: Duration::from_secs(10),
             sim_signals: None,
             api_concurrency: 64,
-            verbosity: 0,
-            fail_swap_on: None,
+            verbosity: None,
+            config_flags: Vec::new(),
+            container_gc: crate::gc::containers::DEFAULT_POLICY,
+            version: None,
             bootstrap_kubeconfig: None,
             cert_dir: None,
             warnings: Vec::new(),
@@ -99,8 +115,10 @@ Usage: rkube kubelet [flags]
 Runs rkube as a node agent: registers the Node, renews its Lease in
 kube-node-lease, reports node status and runs the pods bound to it.
 
-Flags (spelled as the kubelet's; other kubelet flags are accepted and
-ignored with a warning):
+Flags (spelled as the kubelet's). Every other flag of upstream's kubelet
+that sets a KubeletConfiguration field (--max-pods, --cluster-dns,
+--register-with-taints, ...) is read as that field and overrides --config;
+a flag asking for what rkube does not do is refused.
       --config FILE               KubeletConfiguration (kubelet.config.k8s.io/v1beta1)
       --kubeconfig PATH           kubeconfig of the node identity (system:node:NAME)
       --bootstrap-kubeconfig PATH a bootstrap token's kubeconfig: when --kubeconfig
@@ -114,7 +132,9 @@ ignored with a warning):
       --root-dir DIR              pod volumes, container logs and certificates
                                   (default /var/lib/kubelet)
       --fail-swap-on[=false]      refuse to start with swap on (overrides failSwapOn)
-  -v, --v N                       log verbosity (2: debug, 6: trace)
+  -v, --v N                       log verbosity (2: debug, 6: trace; overrides
+                                  logging.verbosity)
+      --version[=raw]             print the Kubernetes version this kubelet follows
   -h, --help                      this text
 
 Sim runtime (--runtime sim): nothing runs; one process hosts many nodes.
@@ -139,7 +159,42 @@ Sim runtime (--runtime sim): nothing runs; one process hosts many nodes.
 ";
 
 pub use rkube_daemon::flags::ParseError;
-use rkube_daemon::flags::{invalid, Flags};
+use rkube_daemon::flags::{invalid, parse_bool, Flags};
+
+/// Upstream's deprecation note of the configuration flags.
+const CONFIG_FLAGS: &str = "This parameter should be set via the config file specified by the Kubelet's --config flag. See https://kubernetes.io/docs/tasks/administer-cluster/kubelet-config-file/ for more information.";
+/// Upstream's deprecation note of the container GC flags.
+const GC_FLAGS: &str =
+    "Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.";
+
+/// pflag's warning for a deprecated flag.
+fn deprecated(name: &str, note: &str) -> String {
+    format!("Flag --{name} has been deprecated, {note}")
+}
+
+/// The refusal of an upstream flag whose value rkube does not honour.
+fn not_honoured(name: &str, v: &str) -> ParseError {
+    let what = match name {
+        "vmodule" => "per-file log verbosity is not implemented",
+        "config-dir" => "drop-in configuration directories are not implemented",
+        "lock-file" | "exit-on-lock-contention" => "the kubelet lock file is not implemented",
+        "experimental-mounter-path" => "a mounter binary other than mount(8) is not implemented",
+        "experimental-allocatable-ignore-eviction" => {
+            "leaving the hard eviction thresholds out of allocatable is not implemented"
+        }
+        "runtime-cgroups" => "moving the container runtime into a cgroup is not implemented",
+        "image-credential-provider-config" | "image-credential-provider-bin-dir" => {
+            "image credential provider plugins are not implemented"
+        }
+        "cloud-provider" => "cloud providers are not implemented (leave it empty)",
+        _ => "not implemented",
+    };
+    invalid(
+        name,
+        v,
+        &format!("{what}; rkube kubelet refuses to start rather than run without it"),
+    )
+}
 
 fn parse_duration(name: &str, v: &str) -> Result<Duration, ParseError> {
     rkube_util::duration::parse(v).map_err(|e| {
@@ -246,19 +301,77 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
                     .filter(|n| *n >= 1)
                     .ok_or_else(|| invalid(&name, &v, "must be a positive number"))?;
             }
-            "fail-swap-on" => o.fail_swap_on = Some(flag.boolean()?),
             "v" => {
                 let v = value()?;
-                o.verbosity = v.parse().map_err(|_| {
+                o.verbosity = Some(v.parse().map_err(|_| {
                     ParseError::Invalid(format!("invalid argument {v:?} for \"-v\" flag"))
+                })?);
+            }
+            "version" => {
+                let v = flag.inline.clone().unwrap_or_else(|| "true".into());
+                let version = crate::node::machine::kubelet_version();
+                o.version = match v.as_str() {
+                    "raw" => Some(format!(
+                        "version.Info{{GitVersion:{version:?}, GoVersion:\"none (rkube {})\", Platform:\"linux/{}\"}}",
+                        env!("CARGO_PKG_VERSION"),
+                        crate::node::machine::go_arch()
+                    )),
+                    _ if parse_bool(&name, &v)? => Some(format!("Kubernetes {version}")),
+                    _ => None,
+                };
+            }
+            "seccomp-default" => {
+                // Upstream ORs the flag with the configuration's field.
+                if flag.boolean()? {
+                    config_flags::set(&mut o.config_flags, "seccomp-default", "true")?;
+                }
+            }
+            "minimum-container-ttl-duration" => {
+                o.container_gc.min_age = parse_duration(&name, &value()?)?;
+                o.warnings.push(deprecated(&name, GC_FLAGS));
+            }
+            "maximum-dead-containers-per-container" | "maximum-dead-containers" => {
+                let v = value()?;
+                let n: i32 = v.parse().map_err(|_| {
+                    invalid(&name, &v, &format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
                 })?;
+                if name == "maximum-dead-containers" {
+                    o.container_gc.max_containers = n;
+                } else {
+                    o.container_gc.max_per_pod_container = n;
+                }
+                o.warnings.push(deprecated(&name, GC_FLAGS));
             }
-            _ => {
-                let shown = flags.take_unknown(&flag);
-                o.warnings.push(format!(
-                    "flag {shown} is not implemented by rkube kubelet and is ignored"
-                ));
+            "vmodule" | "config-dir" | "lock-file" | "experimental-mounter-path" | "runtime-cgroups"
+            | "image-credential-provider-config" | "image-credential-provider-bin-dir" => {
+                let v = value()?;
+                if !v.is_empty() {
+                    return Err(not_honoured(&name, &v));
+                }
             }
+            "cloud-provider" => {
+                let v = value()?;
+                if !v.is_empty() {
+                    return Err(not_honoured(&name, &v));
+                }
+            }
+            "exit-on-lock-contention" | "experimental-allocatable-ignore-eviction" => {
+                if flag.boolean()? {
+                    return Err(not_honoured(&name, "true"));
+                }
+            }
+            n if config_flags::is_config_flag(n) => {
+                let v = if config_flags::is_bool(n) {
+                    flag.boolean()?.to_string()
+                } else {
+                    value()?
+                };
+                config_flags::set(&mut o.config_flags, n, &v)?;
+                if !config_flags::NOT_DEPRECATED.contains(&n) {
+                    o.warnings.push(deprecated(n, CONFIG_FLAGS));
+                }
+            }
+            _ => return Err(ParseError::Invalid(format!("unknown flag: --{name}"))),
         }
     }
     if o.bootstrap_kubeconfig.is_some() {
@@ -351,7 +464,7 @@ mod tests {
         assert_eq!(o.runtime, RuntimeKind::Sim);
         assert_eq!(o.pod_start_delay, Duration::from_millis(500));
         assert_eq!(o.pod_run_time, Duration::from_secs(120));
-        assert_eq!(o.verbosity, 4);
+        assert_eq!(o.verbosity, Some(4));
         assert_eq!(o.sim_signals, Some(PathBuf::from("/s.json")));
         assert_eq!(o.node_names("h"), vec!["n-00000", "n-00001", "n-00002"]);
         assert!(o.warnings.is_empty());
@@ -368,19 +481,66 @@ mod tests {
     }
 
     #[test]
-    fn unknown_flags_warn() {
+    fn configuration_flags() {
         let o = p(&[
             "--cgroup-driver",
-            "systemd",
+            "cgroupfs",
             "--fail-swap-on=false",
             "--rotate-certificates",
+            "--provider-id=x",
+            "--seccomp-default=false",
         ])
         .unwrap();
-        assert_eq!(o.warnings.len(), 2);
-        assert_eq!(o.fail_swap_on, Some(false));
-        assert_eq!(p(&["--fail-swap-on"]).unwrap().fail_swap_on, Some(true));
+        let set: Vec<(&str, String)> = o
+            .config_flags
+            .iter()
+            .map(|f| (f.flag.as_str(), serde_yaml_ng::to_string(&f.value).unwrap()))
+            .collect();
+        assert_eq!(
+            set,
+            vec![
+                ("--cgroup-driver", "cgroupfs\n".to_string()),
+                ("--fail-swap-on", "false\n".into()),
+                ("--rotate-certificates", "true\n".into()),
+                ("--provider-id", "x\n".into()),
+            ]
+        );
+        // Deprecated as upstream's, but --provider-id is not.
+        assert_eq!(o.warnings.len(), 3);
+        assert!(o.warnings[0].starts_with(
+            "Flag --cgroup-driver has been deprecated, This parameter should be set via the config file"
+        ));
         assert!(p(&["--fail-swap-on=maybe"]).is_err());
-        assert!(o.warnings[0].contains("--cgroup-driver systemd"));
+        let o = p(&["--maximum-dead-containers=3", "--minimum-container-ttl-duration=1m"]).unwrap();
+        assert_eq!(o.container_gc.max_containers, 3);
+        assert_eq!(o.container_gc.min_age, Duration::from_secs(60));
+        assert_eq!(o.container_gc.max_per_pod_container, 1);
+        assert_eq!(
+            p(&["--version"]).unwrap().version,
+            Some(format!("Kubernetes {}", crate::node::machine::kubelet_version()))
+        );
+        assert_eq!(p(&["--version=false"]).unwrap().version, None);
+        // Empty values of flags rkube does not implement ask for nothing.
+        assert!(p(&["--cloud-provider=", "--lock-file=", "--exit-on-lock-contention=false"]).is_ok());
+    }
+
+    #[test]
+    fn unknown_and_unhonoured_flags_are_refused() {
+        for (args, want) in [
+            (&["--no-such-flag"][..], "unknown flag: --no-such-flag"),
+            (&["--pod-infra-container-image=pause"], "unknown flag: --pod-infra-container-image"),
+            (&["--cloud-provider=external"], "cloud providers are not implemented"),
+            (&["--config-dir=/etc/kubelet.conf.d"], "drop-in configuration directories"),
+            (&["--exit-on-lock-contention"], "lock file"),
+            (&["--vmodule=a=2"], "per-file log verbosity"),
+            (&["--image-credential-provider-config=/c"], "credential provider"),
+            (&["--max-pods=lots"], "\"--max-pods\" flag"),
+        ] {
+            let Err(ParseError::Invalid(m)) = p(args) else {
+                panic!("{args:?} accepted")
+            };
+            assert!(m.contains(want), "{args:?}: {m}");
+        }
     }
 
     #[test]
