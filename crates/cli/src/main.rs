@@ -722,7 +722,27 @@ fn run(cli: Cli) -> Result<Done, SimError> {
     }
 }
 
+/// The daemon a program name stands for: `kubelet` and `kube-scheduler`
+/// (rkube installed under upstream's names, as the package installs the
+/// kubelet) run as `rkube kubelet` and `rkube scheduler`.
+fn daemon_of(argv0: &std::ffi::OsStr) -> Option<&'static str> {
+    match std::path::Path::new(argv0).file_name()?.to_str()? {
+        "kubelet" => Some("kubelet"),
+        "kube-scheduler" => Some("scheduler"),
+        _ => None,
+    }
+}
+
 fn main() -> ExitCode {
+    let mut argv = std::env::args_os();
+    if let Some(daemon) = argv.next().as_deref().and_then(daemon_of) {
+        let args: Vec<String> = argv.map(|a| a.to_string_lossy().into_owned()).collect();
+        let code = match daemon {
+            "kubelet" => rkube_kubelet::main(args),
+            _ => rkube_scheduler::main(args),
+        };
+        return ExitCode::from(code as u8);
+    }
     let cli = Cli::parse();
     if let Command::Scheduler { args } = cli.command {
         return ExitCode::from(rkube_scheduler::main(args) as u8);

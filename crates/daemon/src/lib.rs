@@ -13,12 +13,13 @@
 //!   tokens via TokenReview) and authorization (SubjectAccessReview), each
 //!   behind a bounded TTL [`cache`], as upstream's delegating
 //!   authenticator and authorizer.
-//! * [`logging`]: `-v` levels onto `tracing` filters.
+//! * [`logging`]: `-v` levels onto `tracing` filters, klog's line format.
 //! * [`memory`]: freed memory handed back to the kernel (glibc arenas
 //!   capped, trimmed every minute).
 //! * [`probe_tls`]: the kubelet's HTTPS probes (no certificate check, as
 //!   upstream's prober).
-//! * [`signal`]: SIGINT/SIGTERM as a future.
+//! * [`signal`]: SIGINT/SIGTERM as a future; [`systemd`]: readiness
+//!   (`READY=1`) for a `Type=notify` unit.
 //! * [`flags`]: the command line lexed as upstream's pflag;
 //!   [`bootstrap`]: the runtime a daemon runs on, and its exit code.
 
@@ -37,6 +38,7 @@ pub mod probe_tls;
 pub mod server;
 pub mod serving_cert;
 pub mod signal;
+pub mod systemd;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod tls;

@@ -335,6 +335,27 @@ const IGNORED: &[(&str, &str)] = &[
     ("failCgroupV1", "rkube runs on cgroup v1 and v2 alike"),
 ];
 
+/// String fields upstream's v1beta1 defaulting sets when they are empty
+/// (kubeadm writes `containerRuntimeEndpoint: ""`): "" is their default.
+const EMPTY_IS_DEFAULT: &[&str] = &[
+    "address",
+    "healthzBindAddress",
+    "cgroupDriver",
+    "cpuManagerPolicy",
+    "memoryManagerPolicy",
+    "topologyManagerPolicy",
+    "topologyManagerScope",
+    "hairpinMode",
+    "contentType",
+    "containerLogMaxSize",
+    "configMapAndSecretChangeDetectionStrategy",
+    "volumePluginDir",
+    "memoryReservationPolicy",
+    "containerRuntimeEndpoint",
+    "podLogsDir",
+    "imagePullCredentialsVerificationPolicy",
+];
+
 /// Upstream fields rkube honours only at upstream's default (or at a value
 /// that asks for nothing): another value is refused ([`default_only`]).
 const DEFAULT_ONLY: &[&str] = &[
@@ -601,6 +622,10 @@ fn decode(
         let Some(key) = k.as_str() else {
             return Err(err(format!("non-string field name {k:?}")));
         };
+        if EMPTY_IS_DEFAULT.contains(&key) && v.as_str() == Some("") {
+            // Upstream's defaulting gives "" the default value.
+            continue;
+        }
         let file = sources.get(key).map(String::as_str).unwrap_or(file);
         let err = |message: String| ConfigError {
             file: file.into(),
@@ -687,9 +712,8 @@ fn decode(
                 let clean = std::path::Path::new(&d)
                     .components()
                     .collect::<std::path::PathBuf>();
-                let problem = if d.is_empty() {
-                    Some("podLogsDir was not specified".to_string())
-                } else if !d.starts_with('/') {
+                // ("" is upstream's default, skipped above.)
+                let problem = if !d.starts_with('/') {
                     Some(format!("pod logs path {d:?} must be absolute path"))
                 } else if clean.as_os_str() != d.as_str() || d.split('/').any(|p| p == "..") {
                     Some(format!("pod logs path {d:?} must be normalized"))
@@ -1373,7 +1397,6 @@ mod tests {
             ("podLogsDir: var/log\n", "must be absolute path"),
             ("podLogsDir: /var/log/\n", "must be normalized"),
             ("podLogsDir: /var/../log\n", "must be normalized"),
-            ("podLogsDir: \"\"\n", "was not specified"),
             ("podLogsDir: /var/lög\n", "ASCII"),
         ] {
             let e = load(body).unwrap_err().to_string();
@@ -1808,4 +1831,82 @@ mod tests {
             assert!(e.contains(needle), "{body}: {e}");
         }
     }
+
+    #[test]
+    fn empty_strings_take_upstreams_defaults() {
+        let body: String = EMPTY_IS_DEFAULT
+            .iter()
+            .map(|k| format!("{k}: \"\"\n"))
+            .collect();
+        let c = load(&body).unwrap().config;
+        let d = KubeletConfiguration::default();
+        assert_eq!(c, d);
+        assert_eq!(c.container_runtime_endpoint, "unix:///run/containerd/containerd.sock");
+    }
+
+    /// kubeadm's own KubeletConfiguration (`kubeadm config print
+    /// init-defaults --component-configs KubeletConfiguration`, v1.37.2),
+    /// with the cgroupfs driver, loads, and means upstream's defaults
+    /// where it writes zero values.
+    #[test]
+    fn kubeadms_kubelet_configuration_loads() {
+        let c = load_str("kubeadm.yaml", KUBEADM_KUBELET_CONFIG).unwrap().config;
+        assert_eq!(c.container_runtime_endpoint, "unix:///run/containerd/containerd.sock");
+        assert_eq!(c.cluster_domain, "cluster.local");
+        assert!(c.rotate_certificates);
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
+        assert_eq!(c.image_minimum_gc_age, Duration::from_secs(120));
+        let api = crate::server::ApiSettings::parse(KUBEADM_KUBELET_CONFIG).unwrap();
+        assert!(api.auth.webhook_authz && api.auth.webhook_authn && !api.auth.anonymous);
+    }
+
+    const KUBEADM_KUBELET_CONFIG: &str = "apiVersion: kubelet.config.k8s.io/v1beta1
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    cacheTTL: 0s
+    enabled: true
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+authorization:
+  mode: Webhook
+  webhook:
+    cacheAuthorizedTTL: 0s
+    cacheUnauthorizedTTL: 0s
+cgroupDriver: cgroupfs
+clusterDNS:
+- 10.96.0.10
+clusterDomain: cluster.local
+containerRuntimeEndpoint: \"\"
+cpuManagerReconcilePeriod: 0s
+crashLoopBackOff: {}
+evictionPressureTransitionPeriod: 0s
+fileCheckFrequency: 0s
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+httpCheckFrequency: 0s
+imageMaximumGCAge: 0s
+imageMinimumGCAge: 0s
+kind: KubeletConfiguration
+logging:
+  flushFrequency: 0
+  options:
+    json:
+      infoBufferSize: \"0\"
+    text:
+      infoBufferSize: \"0\"
+  verbosity: 0
+memorySwap: {}
+nodeStatusReportFrequency: 0s
+nodeStatusUpdateFrequency: 0s
+rotateCertificates: true
+runtimeRequestTimeout: 0s
+shutdownGracePeriod: 0s
+shutdownGracePeriodCriticalPods: 0s
+staticPodPath: /etc/kubernetes/manifests
+streamingConnectionIdleTimeout: 0s
+syncFrequency: 0s
+volumeStatsAggPeriod: 0s
+";
 }

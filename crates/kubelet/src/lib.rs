@@ -818,6 +818,10 @@ pub async fn run_with_metrics(
     });
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));
+    // Every manager is started: tell systemd, as upstream's kubelet does.
+    if let Err(e) = rkube_daemon::systemd::notify("READY=1") {
+        tracing::warn!("notifying systemd of readiness: {e}");
+    }
     tokio::select! {
         _ = &mut shutdown => tracing::info!("shutting down"),
         Some(r) = tasks.join_next() => {

@@ -118,7 +118,8 @@ impl ApiSettings {
         }
         if let Some(m) = get(&["authorization", "mode"]).and_then(Value::as_str) {
             auth.webhook_authz = match m {
-                "Webhook" => true,
+                // "": upstream's default.
+                "Webhook" | "" => true,
                 "AlwaysAllow" => false,
                 other => anyhow::bail!("authorization.mode {other:?}: want Webhook or AlwaysAllow"),
             };
