@@ -193,7 +193,13 @@ mod tests {
         });
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
         let (head, tail) = text.split_once("] ").unwrap();
-        assert!(head.starts_with('W') && head.ends_with(&format!("logging.rs:{}", line!() - 4)), "{head}");
-        assert_eq!(tail, "\"Killing container\" pod=\"ns/p\" restarts=3 why=\"\\\"no space\\\"\"\n");
+        assert!(
+            head.starts_with('W') && head.ends_with(&format!("logging.rs:{}", line!() - 4)),
+            "{head}"
+        );
+        assert_eq!(
+            tail,
+            "\"Killing container\" pod=\"ns/p\" restarts=3 why=\"\\\"no space\\\"\"\n"
+        );
     }
 }

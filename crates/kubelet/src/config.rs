@@ -905,11 +905,13 @@ pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
 /// frequency and buffer sizes are met; JSON, per-file verbosity and split
 /// streams are refused.
 fn logging(file: &str, v: &Value) -> Result<u32, ConfigError> {
-    let refuse = |what: &str| ConfigError {
+    let refuse = |what: &str| {
+        ConfigError {
         file: file.into(),
         message: format!(
             "field logging.{what} is not implemented; rkube kubelet cannot honour this setting and refuses to start rather than run without it"
         ),
+    }
     };
     let unknown = |k: &str| ConfigError {
         file: file.into(),
@@ -1782,12 +1784,19 @@ mod tests {
         .unwrap();
         let e = super::load(
             Some(&file),
-            &flags(&["--max-pods=20", "--anonymous-auth", "--register-with-taints=a=b:NoSchedule"]),
+            &flags(&[
+                "--max-pods=20",
+                "--anonymous-auth",
+                "--register-with-taints=a=b:NoSchedule",
+            ]),
         )
         .unwrap();
         let c = &e.loaded.config;
         assert_eq!(c.max_pods, 20);
-        assert_eq!(c.cluster_dns, vec!["10.0.0.10".parse::<std::net::IpAddr>().unwrap()]);
+        assert_eq!(
+            c.cluster_dns,
+            vec!["10.0.0.10".parse::<std::net::IpAddr>().unwrap()]
+        );
         assert_eq!(c.logging_verbosity, 3);
         assert_eq!(c.register_with_taints.len(), 1);
         assert_eq!(c.register_with_taints[0].effect, "NoSchedule");
@@ -1801,15 +1810,23 @@ mod tests {
         // A bad value a flag set is reported against the flag.
         let err = super::load(Some(&file), &flags(&["--pod-max-pids=10"])).unwrap_err();
         assert!(
-            err.to_string().contains("(field podPidsLimit set by --pod-max-pids)"),
+            err.to_string()
+                .contains("(field podPidsLimit set by --pod-max-pids)"),
             "{err}"
         );
         let err = super::load(None, &flags(&["--node-status-update-frequency=soon"])).unwrap_err();
-        assert!(err.to_string().starts_with("flag --node-status-update-frequency: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("flag --node-status-update-frequency: "),
+            "{err}"
+        );
         // Without --config: upstream's defaults with the flags' fields.
         let e = super::load(None, &flags(&["--cluster-domain=cluster.local"])).unwrap();
         assert_eq!(e.loaded.config.cluster_domain, "cluster.local");
-        assert_eq!(e.loaded.config.max_pods, KubeletConfiguration::default().max_pods);
+        assert_eq!(
+            e.loaded.config.max_pods,
+            KubeletConfiguration::default().max_pods
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -1821,10 +1838,22 @@ mod tests {
         assert_eq!(c.logging_verbosity, 4);
         assert!(load("logging: {flushFrequency: 5000000000}\n").is_ok());
         for (body, needle) in [
-            ("logging: {format: json}\n", "logging.format \"json\" is not implemented"),
-            ("logging: {vmodule: [{filePattern: a, verbosity: 3}]}\n", "logging.vmodule"),
-            ("logging: {options: {text: {splitStream: true}}}\n", "splitStream"),
-            ("logging: {colour: true}\n", "unknown field \"logging.colour\""),
+            (
+                "logging: {format: json}\n",
+                "logging.format \"json\" is not implemented",
+            ),
+            (
+                "logging: {vmodule: [{filePattern: a, verbosity: 3}]}\n",
+                "logging.vmodule",
+            ),
+            (
+                "logging: {options: {text: {splitStream: true}}}\n",
+                "splitStream",
+            ),
+            (
+                "logging: {colour: true}\n",
+                "unknown field \"logging.colour\"",
+            ),
             ("logging: {verbosity: -1}\n", "logging.verbosity"),
         ] {
             let e = load(body).unwrap_err().to_string();
@@ -1841,7 +1870,10 @@ mod tests {
         let c = load(&body).unwrap().config;
         let d = KubeletConfiguration::default();
         assert_eq!(c, d);
-        assert_eq!(c.container_runtime_endpoint, "unix:///run/containerd/containerd.sock");
+        assert_eq!(
+            c.container_runtime_endpoint,
+            "unix:///run/containerd/containerd.sock"
+        );
     }
 
     /// kubeadm's own KubeletConfiguration (`kubeadm config print
@@ -1850,8 +1882,13 @@ mod tests {
     /// where it writes zero values.
     #[test]
     fn kubeadms_kubelet_configuration_loads() {
-        let c = load_str("kubeadm.yaml", KUBEADM_KUBELET_CONFIG).unwrap().config;
-        assert_eq!(c.container_runtime_endpoint, "unix:///run/containerd/containerd.sock");
+        let c = load_str("kubeadm.yaml", KUBEADM_KUBELET_CONFIG)
+            .unwrap()
+            .config;
+        assert_eq!(
+            c.container_runtime_endpoint,
+            "unix:///run/containerd/containerd.sock"
+        );
         assert_eq!(c.cluster_domain, "cluster.local");
         assert!(c.rotate_certificates);
         assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));

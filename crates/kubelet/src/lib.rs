@@ -862,9 +862,7 @@ pub fn main(args: Vec<String>) -> i32 {
             return 2;
         }
     };
-    let verbosity = opts
-        .verbosity
-        .unwrap_or(prepared.config.logging_verbosity);
+    let verbosity = opts.verbosity.unwrap_or(prepared.config.logging_verbosity);
     rkube_daemon::logging::init_tracing(verbosity, &["rkube_kubelet"]);
     for w in opts.warnings.iter().chain(&prepared.warnings) {
         tracing::warn!("{w}");

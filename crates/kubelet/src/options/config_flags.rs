@@ -45,23 +45,63 @@ const TABLE: &[(&str, &[&str], Kind)] = &[
     ("file-check-frequency", &["fileCheckFrequency"], Kind::Dur),
     ("http-check-frequency", &["httpCheckFrequency"], Kind::Dur),
     ("manifest-url", &["staticPodURL"], Kind::Str),
-    ("manifest-url-header", &["staticPodURLHeader"], Kind::MapColonList),
+    (
+        "manifest-url-header",
+        &["staticPodURLHeader"],
+        Kind::MapColonList,
+    ),
     ("address", &["address"], Kind::Str),
     ("port", &["port"], Kind::Int),
     ("read-only-port", &["readOnlyPort"], Kind::Int),
     ("fail-cgroupv1", &["failCgroupV1"], Kind::Bool),
-    ("container-runtime-endpoint", &["containerRuntimeEndpoint"], Kind::Str),
-    ("image-service-endpoint", &["imageServiceEndpoint"], Kind::Str),
-    ("anonymous-auth", &["authentication", "anonymous", "enabled"], Kind::Bool),
-    ("authentication-token-webhook", &["authentication", "webhook", "enabled"], Kind::Bool),
-    ("authentication-token-webhook-cache-ttl", &["authentication", "webhook", "cacheTTL"], Kind::Dur),
-    ("client-ca-file", &["authentication", "x509", "clientCAFile"], Kind::Str),
+    (
+        "container-runtime-endpoint",
+        &["containerRuntimeEndpoint"],
+        Kind::Str,
+    ),
+    (
+        "image-service-endpoint",
+        &["imageServiceEndpoint"],
+        Kind::Str,
+    ),
+    (
+        "anonymous-auth",
+        &["authentication", "anonymous", "enabled"],
+        Kind::Bool,
+    ),
+    (
+        "authentication-token-webhook",
+        &["authentication", "webhook", "enabled"],
+        Kind::Bool,
+    ),
+    (
+        "authentication-token-webhook-cache-ttl",
+        &["authentication", "webhook", "cacheTTL"],
+        Kind::Dur,
+    ),
+    (
+        "client-ca-file",
+        &["authentication", "x509", "clientCAFile"],
+        Kind::Str,
+    ),
     ("authorization-mode", &["authorization", "mode"], Kind::Str),
-    ("authorization-webhook-cache-authorized-ttl", &["authorization", "webhook", "cacheAuthorizedTTL"], Kind::Dur),
-    ("authorization-webhook-cache-unauthorized-ttl", &["authorization", "webhook", "cacheUnauthorizedTTL"], Kind::Dur),
+    (
+        "authorization-webhook-cache-authorized-ttl",
+        &["authorization", "webhook", "cacheAuthorizedTTL"],
+        Kind::Dur,
+    ),
+    (
+        "authorization-webhook-cache-unauthorized-ttl",
+        &["authorization", "webhook", "cacheUnauthorizedTTL"],
+        Kind::Dur,
+    ),
     ("tls-cert-file", &["tlsCertFile"], Kind::Str),
     ("tls-private-key-file", &["tlsPrivateKeyFile"], Kind::Str),
-    ("rotate-server-certificates", &["serverTLSBootstrap"], Kind::Bool),
+    (
+        "rotate-server-certificates",
+        &["serverTLSBootstrap"],
+        Kind::Bool,
+    ),
     ("tls-cipher-suites", &["tlsCipherSuites"], Kind::List),
     ("tls-min-version", &["tlsMinVersion"], Kind::Str),
     ("rotate-certificates", &["rotateCertificates"], Kind::Bool),
@@ -69,20 +109,52 @@ const TABLE: &[(&str, &[&str], Kind)] = &[
     ("registry-burst", &["registryBurst"], Kind::Int),
     ("event-qps", &["eventRecordQPS"], Kind::Int),
     ("event-burst", &["eventBurst"], Kind::Int),
-    ("enable-debugging-handlers", &["enableDebuggingHandlers"], Kind::Bool),
-    ("contention-profiling", &["enableContentionProfiling"], Kind::Bool),
+    (
+        "enable-debugging-handlers",
+        &["enableDebuggingHandlers"],
+        Kind::Bool,
+    ),
+    (
+        "contention-profiling",
+        &["enableContentionProfiling"],
+        Kind::Bool,
+    ),
     ("healthz-port", &["healthzPort"], Kind::Int),
     ("healthz-bind-address", &["healthzBindAddress"], Kind::Str),
     ("oom-score-adj", &["oomScoreAdj"], Kind::Int),
     ("cluster-domain", &["clusterDomain"], Kind::Str),
     ("volume-plugin-dir", &["volumePluginDir"], Kind::Str),
     ("cluster-dns", &["clusterDNS"], Kind::List),
-    ("streaming-connection-idle-timeout", &["streamingConnectionIdleTimeout"], Kind::Dur),
-    ("node-status-update-frequency", &["nodeStatusUpdateFrequency"], Kind::Dur),
-    ("minimum-image-ttl-duration", &["imageMinimumGCAge"], Kind::Dur),
-    ("image-gc-high-threshold", &["imageGCHighThresholdPercent"], Kind::Int),
-    ("image-gc-low-threshold", &["imageGCLowThresholdPercent"], Kind::Int),
-    ("volume-stats-agg-period", &["volumeStatsAggPeriod"], Kind::Dur),
+    (
+        "streaming-connection-idle-timeout",
+        &["streamingConnectionIdleTimeout"],
+        Kind::Dur,
+    ),
+    (
+        "node-status-update-frequency",
+        &["nodeStatusUpdateFrequency"],
+        Kind::Dur,
+    ),
+    (
+        "minimum-image-ttl-duration",
+        &["imageMinimumGCAge"],
+        Kind::Dur,
+    ),
+    (
+        "image-gc-high-threshold",
+        &["imageGCHighThresholdPercent"],
+        Kind::Int,
+    ),
+    (
+        "image-gc-low-threshold",
+        &["imageGCLowThresholdPercent"],
+        Kind::Int,
+    ),
+    (
+        "volume-stats-agg-period",
+        &["volumeStatsAggPeriod"],
+        Kind::Dur,
+    ),
     ("feature-gates", &["featureGates"], Kind::MapBool),
     ("kubelet-cgroups", &["kubeletCgroups"], Kind::Str),
     ("system-cgroups", &["systemCgroups"], Kind::Str),
@@ -91,11 +163,27 @@ const TABLE: &[(&str, &[&str], Kind)] = &[
     ("cgroup-driver", &["cgroupDriver"], Kind::Str),
     ("cgroup-root", &["cgroupRoot"], Kind::Str),
     ("cpu-manager-policy", &["cpuManagerPolicy"], Kind::Str),
-    ("cpu-manager-policy-options", &["cpuManagerPolicyOptions"], Kind::MapNoSplit),
-    ("cpu-manager-reconcile-period", &["cpuManagerReconcilePeriod"], Kind::Dur),
+    (
+        "cpu-manager-policy-options",
+        &["cpuManagerPolicyOptions"],
+        Kind::MapNoSplit,
+    ),
+    (
+        "cpu-manager-reconcile-period",
+        &["cpuManagerReconcilePeriod"],
+        Kind::Dur,
+    ),
     ("qos-reserved", &["qosReserved"], Kind::Map),
-    ("topology-manager-policy", &["topologyManagerPolicy"], Kind::Str),
-    ("runtime-request-timeout", &["runtimeRequestTimeout"], Kind::Dur),
+    (
+        "topology-manager-policy",
+        &["topologyManagerPolicy"],
+        Kind::Str,
+    ),
+    (
+        "runtime-request-timeout",
+        &["runtimeRequestTimeout"],
+        Kind::Dur,
+    ),
     ("hairpin-mode", &["hairpinMode"], Kind::Str),
     ("max-pods", &["maxPods"], Kind::Int),
     ("pod-cidr", &["podCIDR"], Kind::Str),
@@ -104,46 +192,142 @@ const TABLE: &[(&str, &[&str], Kind)] = &[
     ("runonce", &["runOnce"], Kind::Bool),
     ("cpu-cfs-quota", &["cpuCFSQuota"], Kind::Bool),
     ("cpu-cfs-quota-period", &["cpuCFSQuotaPeriod"], Kind::Dur),
-    ("enable-controller-attach-detach", &["enableControllerAttachDetach"], Kind::Bool),
-    ("make-iptables-util-chains", &["makeIPTablesUtilChains"], Kind::Bool),
-    ("container-log-max-size", &["containerLogMaxSize"], Kind::Str),
-    ("container-log-max-files", &["containerLogMaxFiles"], Kind::Int),
-    ("allowed-unsafe-sysctls", &["allowedUnsafeSysctls"], Kind::List),
-    ("node-status-max-images", &["nodeStatusMaxImages"], Kind::Int),
-    ("kernel-memcg-notification", &["kernelMemcgNotification"], Kind::Bool),
-    ("local-storage-capacity-isolation", &["localStorageCapacityIsolation"], Kind::Bool),
+    (
+        "enable-controller-attach-detach",
+        &["enableControllerAttachDetach"],
+        Kind::Bool,
+    ),
+    (
+        "make-iptables-util-chains",
+        &["makeIPTablesUtilChains"],
+        Kind::Bool,
+    ),
+    (
+        "container-log-max-size",
+        &["containerLogMaxSize"],
+        Kind::Str,
+    ),
+    (
+        "container-log-max-files",
+        &["containerLogMaxFiles"],
+        Kind::Int,
+    ),
+    (
+        "allowed-unsafe-sysctls",
+        &["allowedUnsafeSysctls"],
+        Kind::List,
+    ),
+    (
+        "node-status-max-images",
+        &["nodeStatusMaxImages"],
+        Kind::Int,
+    ),
+    (
+        "kernel-memcg-notification",
+        &["kernelMemcgNotification"],
+        Kind::Bool,
+    ),
+    (
+        "local-storage-capacity-isolation",
+        &["localStorageCapacityIsolation"],
+        Kind::Bool,
+    ),
     ("max-open-files", &["maxOpenFiles"], Kind::Int),
     ("kube-api-content-type", &["contentType"], Kind::Str),
     ("kube-api-qps", &["kubeAPIQPS"], Kind::Int),
     ("kube-api-burst", &["kubeAPIBurst"], Kind::Int),
-    ("serialize-image-pulls", &["serializeImagePulls"], Kind::Bool),
+    (
+        "serialize-image-pulls",
+        &["serializeImagePulls"],
+        Kind::Bool,
+    ),
     ("eviction-hard", &["evictionHard"], Kind::MapLangle),
     ("eviction-soft", &["evictionSoft"], Kind::MapLangle),
-    ("eviction-soft-grace-period", &["evictionSoftGracePeriod"], Kind::Map),
-    ("eviction-pressure-transition-period", &["evictionPressureTransitionPeriod"], Kind::Dur),
-    ("eviction-max-pod-grace-period", &["evictionMaxPodGracePeriod"], Kind::Int),
-    ("eviction-minimum-reclaim", &["evictionMinimumReclaim"], Kind::Map),
+    (
+        "eviction-soft-grace-period",
+        &["evictionSoftGracePeriod"],
+        Kind::Map,
+    ),
+    (
+        "eviction-pressure-transition-period",
+        &["evictionPressureTransitionPeriod"],
+        Kind::Dur,
+    ),
+    (
+        "eviction-max-pod-grace-period",
+        &["evictionMaxPodGracePeriod"],
+        Kind::Int,
+    ),
+    (
+        "eviction-minimum-reclaim",
+        &["evictionMinimumReclaim"],
+        Kind::Map,
+    ),
     ("pods-per-core", &["podsPerCore"], Kind::Int),
-    ("protect-kernel-defaults", &["protectKernelDefaults"], Kind::Bool),
+    (
+        "protect-kernel-defaults",
+        &["protectKernelDefaults"],
+        Kind::Bool,
+    ),
     ("reserved-cpus", &["reservedSystemCPUs"], Kind::Str),
-    ("topology-manager-scope", &["topologyManagerScope"], Kind::Str),
-    ("topology-manager-policy-options", &["topologyManagerPolicyOptions"], Kind::Map),
+    (
+        "topology-manager-scope",
+        &["topologyManagerScope"],
+        Kind::Str,
+    ),
+    (
+        "topology-manager-policy-options",
+        &["topologyManagerPolicyOptions"],
+        Kind::Map,
+    ),
     ("system-reserved", &["systemReserved"], Kind::Map),
     ("kube-reserved", &["kubeReserved"], Kind::Map),
-    ("enforce-node-allocatable", &["enforceNodeAllocatable"], Kind::List),
-    ("system-reserved-cgroup", &["systemReservedCgroup"], Kind::Str),
+    (
+        "enforce-node-allocatable",
+        &["enforceNodeAllocatable"],
+        Kind::List,
+    ),
+    (
+        "system-reserved-cgroup",
+        &["systemReservedCgroup"],
+        Kind::Str,
+    ),
     ("kube-reserved-cgroup", &["kubeReservedCgroup"], Kind::Str),
     ("memory-manager-policy", &["memoryManagerPolicy"], Kind::Str),
     ("reserved-memory", &["reservedMemory"], Kind::ReservedMemory),
     ("register-node", &["registerNode"], Kind::Bool),
-    ("register-with-taints", &["registerWithTaints"], Kind::Taints),
+    (
+        "register-with-taints",
+        &["registerWithTaints"],
+        Kind::Taints,
+    ),
     ("seccomp-default", &["seccompDefault"], Kind::Bool),
-    ("log-flush-frequency", &["logging", "flushFrequency"], Kind::Dur),
+    (
+        "log-flush-frequency",
+        &["logging", "flushFrequency"],
+        Kind::Dur,
+    ),
     ("logging-format", &["logging", "format"], Kind::Str),
-    ("log-json-info-buffer-size", &["logging", "options", "json", "infoBufferSize"], Kind::Str),
-    ("log-json-split-stream", &["logging", "options", "json", "splitStream"], Kind::Bool),
-    ("log-text-info-buffer-size", &["logging", "options", "text", "infoBufferSize"], Kind::Str),
-    ("log-text-split-stream", &["logging", "options", "text", "splitStream"], Kind::Bool),
+    (
+        "log-json-info-buffer-size",
+        &["logging", "options", "json", "infoBufferSize"],
+        Kind::Str,
+    ),
+    (
+        "log-json-split-stream",
+        &["logging", "options", "json", "splitStream"],
+        Kind::Bool,
+    ),
+    (
+        "log-text-info-buffer-size",
+        &["logging", "options", "text", "infoBufferSize"],
+        Kind::Str,
+    ),
+    (
+        "log-text-split-stream",
+        &["logging", "options", "text", "splitStream"],
+        Kind::Bool,
+    ),
 ];
 
 /// The configuration flags upstream does not mark deprecated.
@@ -167,9 +351,7 @@ pub fn is_config_flag(name: &str) -> bool {
 
 /// Whether configuration flag `name` is a boolean (true when given alone).
 pub fn is_bool(name: &str) -> bool {
-    TABLE
-        .iter()
-        .any(|(n, _, k)| *n == name && *k == Kind::Bool)
+    TABLE.iter().any(|(n, _, k)| *n == name && *k == Kind::Bool)
 }
 
 /// Adds flag `name` (a configuration flag) with text `v` (for a boolean
@@ -209,14 +391,28 @@ fn convert(name: &str, kind: Kind, v: &str) -> Result<Value, ParseError> {
             .collect()
     };
     let map = |items: Vec<(String, Value)>| {
-        Value::Mapping(items.into_iter().map(|(k, v)| (Value::String(k), v)).collect())
+        Value::Mapping(
+            items
+                .into_iter()
+                .map(|(k, v)| (Value::String(k), v))
+                .collect(),
+        )
     };
     Ok(match kind {
         Kind::Str | Kind::Dur => Value::String(v.to_string()),
         Kind::Bool => Value::Bool(parse_bool(name, v)?),
-        Kind::Int => Value::Number(v.trim().parse::<i64>().map_err(|_| {
-            invalid(name, v, &format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
-        })?.into()),
+        Kind::Int => Value::Number(
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| {
+                    invalid(
+                        name,
+                        v,
+                        &format!("strconv.ParseInt: parsing {v:?}: invalid syntax"),
+                    )
+                })?
+                .into(),
+        ),
         Kind::List => Value::Sequence(
             v.split(',')
                 .map(str::trim)
@@ -224,20 +420,25 @@ fn convert(name: &str, kind: Kind, v: &str) -> Result<Value, ParseError> {
                 .map(|s| Value::String(s.to_string()))
                 .collect(),
         ),
-        Kind::Map => map(pairs('=')?.into_iter().map(|(k, v)| (k, Value::String(v))).collect()),
-        Kind::MapLangle => map(pairs('<')?.into_iter().map(|(k, v)| (k, Value::String(v))).collect()),
+        Kind::Map => map(pairs('=')?
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect()),
+        Kind::MapLangle => map(pairs('<')?
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect()),
         Kind::MapNoSplit => match v.split_once('=') {
-            Some((k, val)) if !k.trim().is_empty() => {
-                map(vec![(k.trim().to_string(), Value::String(val.trim().to_string()))])
-            }
+            Some((k, val)) if !k.trim().is_empty() => map(vec![(
+                k.trim().to_string(),
+                Value::String(val.trim().to_string()),
+            )]),
             _ => return Err(invalid(name, v, "not key=value")),
         },
-        Kind::MapBool => map(
-            pairs('=')?
-                .into_iter()
-                .map(|(k, b)| Ok((k, Value::Bool(parse_bool(name, &b)?))))
-                .collect::<Result<_, ParseError>>()?,
-        ),
+        Kind::MapBool => map(pairs('=')?
+            .into_iter()
+            .map(|(k, b)| Ok((k, Value::Bool(parse_bool(name, &b)?))))
+            .collect::<Result<_, ParseError>>()?),
         Kind::MapColonList => {
             let mut m = Mapping::new();
             for (k, val) in pairs(':')? {
@@ -349,10 +550,19 @@ mod tests {
         assert_eq!(one("max-pods", "17"), yaml("17"));
         assert_eq!(one("fail-swap-on", "false"), yaml("false"));
         assert_eq!(one("sync-frequency", "1m"), yaml("'1m'"));
-        assert_eq!(one("cluster-dns", "10.0.0.10, fd00::a"), yaml("[10.0.0.10, 'fd00::a']"));
-        assert_eq!(one("system-reserved", "cpu=100m,memory=1Gi"), yaml("{cpu: 100m, memory: 1Gi}"));
         assert_eq!(
-            one("eviction-hard", "memory.available<100Mi,nodefs.available<10%"),
+            one("cluster-dns", "10.0.0.10, fd00::a"),
+            yaml("[10.0.0.10, 'fd00::a']")
+        );
+        assert_eq!(
+            one("system-reserved", "cpu=100m,memory=1Gi"),
+            yaml("{cpu: 100m, memory: 1Gi}")
+        );
+        assert_eq!(
+            one(
+                "eviction-hard",
+                "memory.available<100Mi,nodefs.available<10%"
+            ),
             yaml("{memory.available: 100Mi, nodefs.available: 10%}")
         );
         assert_eq!(

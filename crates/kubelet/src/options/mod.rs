@@ -333,7 +333,11 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             "maximum-dead-containers-per-container" | "maximum-dead-containers" => {
                 let v = value()?;
                 let n: i32 = v.parse().map_err(|_| {
-                    invalid(&name, &v, &format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
+                    invalid(
+                        &name,
+                        &v,
+                        &format!("strconv.ParseInt: parsing {v:?}: invalid syntax"),
+                    )
                 })?;
                 if name == "maximum-dead-containers" {
                     o.container_gc.max_containers = n;
@@ -342,8 +346,13 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
                 }
                 o.warnings.push(deprecated(&name, GC_FLAGS));
             }
-            "vmodule" | "config-dir" | "lock-file" | "experimental-mounter-path" | "runtime-cgroups"
-            | "image-credential-provider-config" | "image-credential-provider-bin-dir" => {
+            "vmodule"
+            | "config-dir"
+            | "lock-file"
+            | "experimental-mounter-path"
+            | "runtime-cgroups"
+            | "image-credential-provider-config"
+            | "image-credential-provider-bin-dir" => {
                 let v = value()?;
                 if !v.is_empty() {
                     return Err(not_honoured(&name, &v));
@@ -511,29 +520,53 @@ mod tests {
             "Flag --cgroup-driver has been deprecated, This parameter should be set via the config file"
         ));
         assert!(p(&["--fail-swap-on=maybe"]).is_err());
-        let o = p(&["--maximum-dead-containers=3", "--minimum-container-ttl-duration=1m"]).unwrap();
+        let o = p(&[
+            "--maximum-dead-containers=3",
+            "--minimum-container-ttl-duration=1m",
+        ])
+        .unwrap();
         assert_eq!(o.container_gc.max_containers, 3);
         assert_eq!(o.container_gc.min_age, Duration::from_secs(60));
         assert_eq!(o.container_gc.max_per_pod_container, 1);
         assert_eq!(
             p(&["--version"]).unwrap().version,
-            Some(format!("Kubernetes {}", crate::node::machine::kubelet_version()))
+            Some(format!(
+                "Kubernetes {}",
+                crate::node::machine::kubelet_version()
+            ))
         );
         assert_eq!(p(&["--version=false"]).unwrap().version, None);
         // Empty values of flags rkube does not implement ask for nothing.
-        assert!(p(&["--cloud-provider=", "--lock-file=", "--exit-on-lock-contention=false"]).is_ok());
+        assert!(p(&[
+            "--cloud-provider=",
+            "--lock-file=",
+            "--exit-on-lock-contention=false"
+        ])
+        .is_ok());
     }
 
     #[test]
     fn unknown_and_unhonoured_flags_are_refused() {
         for (args, want) in [
             (&["--no-such-flag"][..], "unknown flag: --no-such-flag"),
-            (&["--pod-infra-container-image=pause"], "unknown flag: --pod-infra-container-image"),
-            (&["--cloud-provider=external"], "cloud providers are not implemented"),
-            (&["--config-dir=/etc/kubelet.conf.d"], "drop-in configuration directories"),
+            (
+                &["--pod-infra-container-image=pause"],
+                "unknown flag: --pod-infra-container-image",
+            ),
+            (
+                &["--cloud-provider=external"],
+                "cloud providers are not implemented",
+            ),
+            (
+                &["--config-dir=/etc/kubelet.conf.d"],
+                "drop-in configuration directories",
+            ),
             (&["--exit-on-lock-contention"], "lock file"),
             (&["--vmodule=a=2"], "per-file log verbosity"),
-            (&["--image-credential-provider-config=/c"], "credential provider"),
+            (
+                &["--image-credential-provider-config=/c"],
+                "credential provider",
+            ),
             (&["--max-pods=lots"], "\"--max-pods\" flag"),
         ] {
             let Err(ParseError::Invalid(m)) = p(args) else {

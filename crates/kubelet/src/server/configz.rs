@@ -51,6 +51,13 @@ pub fn document(c: &KubeletConfiguration) -> Value {
         "rotateCertificates": c.rotate_certificates,
         "serverTLSBootstrap": c.server_tls_bootstrap,
         "evictionMaxPodGracePeriod": c.eviction_max_pod_grace_period,
+        "cgroupDriver": c.cgroup_driver,
+        "cgroupRoot": c.cgroup_root,
+        "cgroupsPerQOS": true,
+        "enforceNodeAllocatable": c.enforce_node_allocatable,
+        "shutdownGracePeriod": go_duration(c.shutdown_grace_period),
+        "shutdownGracePeriodCriticalPods": go_duration(c.shutdown_grace_period_critical_pods),
+        "logging": {"format": "text", "verbosity": c.logging_verbosity},
     });
     let obj = cfg.as_object_mut();
     if let Some(o) = obj {
@@ -142,6 +149,9 @@ mod tests {
         assert_eq!(k["imageMinimumGCAge"], "2m0s");
         assert_eq!(k["imageGCHighThresholdPercent"], 85);
         assert_eq!(k["failSwapOn"], true);
+        assert_eq!(k["cgroupRoot"], "/");
+        assert_eq!(k["enforceNodeAllocatable"], json!(["pods"]));
+        assert_eq!(k["logging"]["verbosity"], 0);
         assert!(k.get("featureGates").is_none(), "only gates set are shown");
         assert_eq!(
             k["imagePullCredentialsVerificationPolicy"],
