@@ -34,8 +34,8 @@ use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::Api;
+use rkube_daemon::ratelimit::RateLimiter;
 use rkube_scheduler::events::{self, Pending};
-use rkube_scheduler::ratelimit::RateLimiter;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

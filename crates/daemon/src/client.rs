@@ -36,6 +36,9 @@ const PING_TIMEOUT: Duration = Duration::from_secs(15);
 /// Why no client could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// A configuration this client cannot serve as asked.
+    #[error("not supported: {0}")]
+    Unsupported(String),
     /// The kubeconfig file could not be read or parsed.
     #[error("reading kubeconfig {path}: {error}")]
     Read {
@@ -85,7 +88,23 @@ pub async fn kube_config(kubeconfig: Option<&Path>) -> Result<Config, ClientErro
 /// offer h2). Configurations this transport does not handle (a proxy, a
 /// TLS server name override) get kube-rs's own HTTP/1.1 client.
 pub fn client(config: Config) -> Result<Client, ClientError> {
+    limited_client(config, None)
+}
+
+/// [`client`] whose every request first waits for a token of `limiter`
+/// (a REST client of client-go with its QPS and burst).
+pub fn limited_client(
+    config: Config,
+    limiter: Option<Arc<crate::ratelimit::RateLimiter>>,
+) -> Result<Client, ClientError> {
     if config.proxy_url.is_some() || config.tls_server_name.is_some() {
+        if limiter.is_some() {
+            // kube-rs's own client cannot be rate-limited from here.
+            return Err(ClientError::Unsupported(
+                "a kubeconfig with a proxy or a TLS server name, for a client with a QPS limit"
+                    .into(),
+            ));
+        }
         tracing::debug!("proxy or TLS server name configured: using an HTTP/1.1 client");
         return Client::try_from(config).map_err(ClientError::Build);
     }
@@ -150,6 +169,7 @@ pub fn client(config: Config) -> Result<Client, ClientError> {
         _identity: reloading,
     };
     let service = ServiceBuilder::new()
+        .option_layer(limiter.map(crate::ratelimit::LimitLayer))
         .layer(config.base_uri_layer())
         .option_layer(
             config
@@ -208,6 +228,14 @@ where
             Ok(resp.map(|b| crate::client_cert::Cut::new(b, rx, now)))
         })
     }
+}
+
+/// [`kube_config`] then [`limited_client`].
+pub async fn limited_from_kubeconfig(
+    kubeconfig: Option<&Path>,
+    limiter: Option<Arc<crate::ratelimit::RateLimiter>>,
+) -> Result<Client, ClientError> {
+    limited_client(kube_config(kubeconfig).await?, limiter)
 }
 
 /// [`kube_config`] then [`client`].

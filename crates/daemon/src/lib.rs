@@ -16,6 +16,7 @@
 //! * [`logging`]: `-v` levels onto `tracing` filters, klog's line format.
 //! * [`memory`]: freed memory handed back to the kernel (glibc arenas
 //!   capped, trimmed every minute).
+//! * [`ratelimit`]: client-go's token bucket, for the daemons' API clients.
 //! * [`probe_tls`]: the kubelet's HTTPS probes (no certificate check, as
 //!   upstream's prober).
 //! * [`signal`]: SIGINT/SIGTERM as a future; [`systemd`]: readiness
@@ -35,6 +36,7 @@ pub mod flags;
 pub mod logging;
 pub mod memory;
 pub mod probe_tls;
+pub mod ratelimit;
 pub mod server;
 pub mod serving_cert;
 pub mod signal;

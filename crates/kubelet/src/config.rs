@@ -111,6 +111,20 @@ pub struct KubeletConfiguration {
     pub fail_swap_on: bool,
     /// `logging.verbosity` (`-v` overrides it).
     pub logging_verbosity: u32,
+    /// `kubeAPIQPS`/`kubeAPIBurst`: the main API client's rate (0: client-go's
+    /// 5 QPS).
+    pub kube_api_qps: i32,
+    /// See `kube_api_qps`.
+    pub kube_api_burst: i32,
+    /// `eventRecordQPS`/`eventBurst`: the Event client's rate (0: no limit).
+    pub event_record_qps: i32,
+    /// See `event_record_qps`.
+    pub event_burst: i32,
+    /// `registryPullQPS`/`registryBurst`: image pulls a second; a pull over
+    /// the rate fails (0: no limit).
+    pub registry_pull_qps: i32,
+    /// See `registry_pull_qps`.
+    pub registry_burst: i32,
     /// `memorySwap.swapBehavior`: `NoSwap` (also for "") or `LimitedSwap`.
     pub memory_swap_behavior: String,
     /// `containerLogMaxSize` in bytes (negative: no rotation).
@@ -251,6 +265,12 @@ impl Default for KubeletConfiguration {
             image_maximum_gc_age: Duration::ZERO,
             fail_swap_on: true,
             logging_verbosity: 0,
+            kube_api_qps: 50,
+            kube_api_burst: 100,
+            event_record_qps: 50,
+            event_burst: 100,
+            registry_pull_qps: 5,
+            registry_burst: 10,
             memory_swap_behavior: String::new(),
             container_log_max_size: 10 << 20,
             container_log_max_files: 5,
@@ -305,12 +325,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("httpCheckFrequency", "only with staticPodURL, which is refused"),
     ("staticPodURLHeader", "only with staticPodURL, which is refused"),
     // Client-side rate limits and transport details.
-    ("registryPullQPS", "image pulls are not rate-limited"),
-    ("registryBurst", "image pulls are not rate-limited"),
-    ("eventRecordQPS", "Events are queued and sent as fast as the API server takes them"),
-    ("eventBurst", "Events are queued and sent as fast as the API server takes them"),
-    ("kubeAPIQPS", "API requests are not rate-limited on the client side"),
-    ("kubeAPIBurst", "API requests are not rate-limited on the client side"),
     ("contentType", "the API is spoken in JSON"),
     ("preloadedImagesVerificationAllowlist", "only with imagePullCredentialsVerificationPolicy NeverVerifyAllowlistedImages, which is refused"),
     ("streamingConnectionIdleTimeout", "idle streams are not timed out"),
@@ -704,6 +718,19 @@ fn decode(
             "imageMaximumGCAge" => c.image_maximum_gc_age = duration(file, key, v)?,
             "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
             "logging" => c.logging_verbosity = logging(file, v)?,
+            "kubeAPIQPS" => c.kube_api_qps = field(file, key, v)?,
+            "eventRecordQPS" => c.event_record_qps = field(file, key, v)?,
+            "registryPullQPS" => c.registry_pull_qps = field(file, key, v)?,
+            // Upstream's defaulting: a zero burst is the default burst.
+            "kubeAPIBurst" | "eventBurst" | "registryBurst" => {
+                let b: i32 = field(file, key, v)?;
+                let (slot, default) = match key {
+                    "kubeAPIBurst" => (&mut c.kube_api_burst, 100),
+                    "eventBurst" => (&mut c.event_burst, 100),
+                    _ => (&mut c.registry_burst, 10),
+                };
+                *slot = if b == 0 { default } else { b };
+            }
             "rotateCertificates" => c.rotate_certificates = field(file, key, v)?,
             "serverTLSBootstrap" => c.server_tls_bootstrap = field(file, key, v)?,
             "shutdownGracePeriod" => c.shutdown_grace_period = duration(file, key, v)?,
@@ -1007,6 +1034,20 @@ impl Threshold {
 
 fn validate(c: &KubeletConfiguration) -> Result<(), String> {
     let mut errs = Vec::new();
+    for (value, field, flag) in [
+        (c.event_burst, "eventBurst", "event-burst"),
+        (c.event_record_qps, "eventRecordQPS", "event-qps"),
+        (c.kube_api_burst, "kubeAPIBurst", "kube-api-burst"),
+        (c.kube_api_qps, "kubeAPIQPS", "kube-api-qps"),
+        (c.registry_burst, "registryBurst", "registry-burst"),
+        (c.registry_pull_qps, "registryPullQPS", "registry-qps"),
+    ] {
+        if value < 0 {
+            errs.push(format!(
+                "invalid configuration: {field} (--{flag}) {value} must not be a negative number"
+            ));
+        }
+    }
     let gates = &c.feature_gates;
     let period = c.cpu_cfs_quota_period;
     if !gates.enabled("CustomCPUCFSQuotaPeriod") && period != Duration::from_millis(100) {
@@ -1895,6 +1936,41 @@ mod tests {
         assert_eq!(c.image_minimum_gc_age, Duration::from_secs(120));
         let api = crate::server::ApiSettings::parse(KUBEADM_KUBELET_CONFIG).unwrap();
         assert!(api.auth.webhook_authz && api.auth.webhook_authn && !api.auth.anonymous);
+    }
+
+    #[test]
+    fn client_rates_honoured_and_validated() {
+        let d = load("").unwrap().config;
+        assert_eq!(
+            (
+                d.kube_api_qps,
+                d.kube_api_burst,
+                d.event_record_qps,
+                d.event_burst,
+                d.registry_pull_qps,
+                d.registry_burst
+            ),
+            (50, 100, 50, 100, 5, 10)
+        );
+        let c = load("kubeAPIQPS: 0\nkubeAPIBurst: 0\neventRecordQPS: 7\neventBurst: 3\nregistryPullQPS: 0\nregistryBurst: 0\n")
+            .unwrap()
+            .config;
+        assert_eq!(
+            (
+                c.kube_api_qps,
+                c.kube_api_burst,
+                c.event_record_qps,
+                c.event_burst,
+                c.registry_pull_qps,
+                c.registry_burst
+            ),
+            (0, 100, 7, 3, 0, 10),
+            "a zero burst is the default, a zero QPS stays"
+        );
+        let e = load("kubeAPIQPS: -1\n").unwrap_err().to_string();
+        assert!(e.contains("invalid configuration: kubeAPIQPS (--kube-api-qps) -1 must not be a negative number"), "{e}");
+        let e = load("registryBurst: -2\n").unwrap_err().to_string();
+        assert!(e.contains("registryBurst (--registry-burst) -2"), "{e}");
     }
 
     const KUBEADM_KUBELET_CONFIG: &str = "apiVersion: kubelet.config.k8s.io/v1beta1

@@ -69,6 +69,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kube::Client;
+use rkube_daemon::ratelimit::RateLimiter;
 
 use crate::config::KubeletConfiguration;
 use crate::metrics::Metrics;
@@ -127,9 +128,53 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
     })
 }
 
-/// A client for `--kubeconfig` (in-cluster or `$KUBECONFIG` without it).
-pub async fn client(opts: &Options) -> Result<Client> {
-    Ok(rkube_daemon::from_kubeconfig(opts.kubeconfig.as_deref()).await?)
+/// A client for `--kubeconfig` (in-cluster or `$KUBECONFIG` without it),
+/// each request waiting for a token of `limiter`.
+pub async fn client(opts: &Options, limiter: Option<Arc<RateLimiter>>) -> Result<Client> {
+    Ok(rkube_daemon::client::limited_from_kubeconfig(opts.kubeconfig.as_deref(), limiter).await?)
+}
+
+/// Which of the kubelet's API clients: upstream's kubelet has three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientKind {
+    /// Everything but heartbeats and Events: `kubeAPIQPS`/`kubeAPIBurst`
+    /// (a QPS of 0 is client-go's default, 5).
+    Main,
+    /// Node status and Lease renewals: not limited.
+    Heartbeat,
+    /// Events: `eventRecordQPS`/`eventBurst` (a QPS of 0: no limit).
+    Events,
+}
+
+/// The rate limiter of a kubelet client (also of the image pulls: see
+/// [`pull_limiter`]). One process hosting `nodes` sim nodes gets the rate
+/// of that many kubelets.
+pub fn client_limiter(
+    cfg: &KubeletConfiguration,
+    kind: ClientKind,
+    nodes: usize,
+) -> Option<Arc<RateLimiter>> {
+    let (qps, burst) = match kind {
+        ClientKind::Heartbeat => return None,
+        ClientKind::Main if cfg.kube_api_qps == 0 => (5, cfg.kube_api_burst),
+        ClientKind::Main => (cfg.kube_api_qps, cfg.kube_api_burst),
+        ClientKind::Events if cfg.event_record_qps == 0 => return None,
+        ClientKind::Events => (cfg.event_record_qps, cfg.event_burst),
+    };
+    Some(scaled(qps, burst, nodes))
+}
+
+/// `registryPullQPS`/`registryBurst` (a QPS of 0: no limit).
+pub fn pull_limiter(cfg: &KubeletConfiguration) -> Option<Arc<RateLimiter>> {
+    (cfg.registry_pull_qps != 0).then(|| scaled(cfg.registry_pull_qps, cfg.registry_burst, 1))
+}
+
+fn scaled(qps: i32, burst: i32, nodes: usize) -> Arc<RateLimiter> {
+    let n = i32::try_from(nodes.max(1)).unwrap_or(i32::MAX);
+    Arc::new(RateLimiter::new(
+        qps as f32 * n as f32,
+        burst.saturating_mul(n),
+    ))
 }
 
 /// The runtime for the options.
@@ -198,7 +243,8 @@ async fn make_cri(
     )
     .with_context(|| format!("image pull records under {}", opts.root_dir.display()))?;
     let (recorder, queued) = events::Recorder::new(events::MAX_QUEUED);
-    tasks.spawn(events::run(client.clone(), desc.name.clone(), queued));
+    let events_client = self::client(opts, client_limiter(cfg, ClientKind::Events, 1)).await?;
+    tasks.spawn(events::run(events_client, desc.name.clone(), queued));
     let volumes = Arc::new(volumes::manager::VolumeManager::new(
         client.clone(),
         dirs.clone(),
@@ -230,6 +276,7 @@ async fn make_cri(
         cgroups: Some(container_manager(cfg, desc, &recorder, tasks)?),
         events: Some(recorder),
         volumes: Some(volumes),
+        pull_limiter: pull_limiter(cfg),
     };
     let cri = Arc::new(CriRuntime::new(cri, parts)?);
     // The QoS cgroups brought up to date every minute, as upstream.
@@ -469,7 +516,7 @@ pub async fn run_with_metrics(
             .await
             .context("failed to run Kubelet: TLS bootstrap")?;
     }
-    let client = client(&opts).await?;
+    let client = client(&opts, client_limiter(&cfg, ClientKind::Main, names.len())).await?;
     let descs: Vec<Arc<NodeDesc>> = node::descs::build(&opts, &cfg, &prepared.template, &version)
         .into_iter()
         .map(Arc::new)
@@ -790,7 +837,7 @@ pub async fn run_with_metrics(
     // Node status and leases on a connection of their own, as the
     // kubelet's heartbeat client: pod status writes queued on the main
     // HTTP/2 connection must not delay a lease renewal.
-    let heartbeat_client = self::client(&opts).await?;
+    let heartbeat_client = self::client(&opts, None).await?;
     tasks.spawn(
         node::heartbeat::Heartbeat {
             client: heartbeat_client,
@@ -873,6 +920,31 @@ pub fn main(args: Vec<String>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_limits_as_upstreams_three_clients() {
+        let mut cfg = KubeletConfiguration::default();
+        assert!(client_limiter(&cfg, ClientKind::Heartbeat, 1).is_none());
+        let main = client_limiter(&cfg, ClientKind::Main, 1).unwrap();
+        assert!((0..100).all(|_| main.try_acquire()), "a burst of 100");
+        assert!(!main.try_acquire());
+        // 3 sim nodes: three kubelets' worth.
+        let sim = client_limiter(&cfg, ClientKind::Main, 3).unwrap();
+        assert!((0..300).all(|_| sim.try_acquire()) && !sim.try_acquire());
+        cfg.event_record_qps = 0;
+        assert!(
+            client_limiter(&cfg, ClientKind::Events, 1).is_none(),
+            "0: no limit"
+        );
+        cfg.kube_api_qps = 0;
+        cfg.kube_api_burst = 2;
+        let main = client_limiter(&cfg, ClientKind::Main, 1).unwrap();
+        assert!(main.try_acquire() && main.try_acquire() && !main.try_acquire());
+        let pulls = pull_limiter(&KubeletConfiguration::default()).unwrap();
+        assert!((0..10).all(|_| pulls.try_acquire()) && !pulls.try_acquire());
+        cfg.registry_pull_qps = 0;
+        assert!(pull_limiter(&cfg).is_none());
+    }
 
     fn args(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()

@@ -50,7 +50,7 @@ pub struct Writer {
     /// The client.
     pub client: Client,
     /// Client-side QPS/burst limit of API writes (bindings, status).
-    pub limiter: std::sync::Arc<crate::ratelimit::RateLimiter>,
+    pub limiter: std::sync::Arc<rkube_daemon::ratelimit::RateLimiter>,
     /// Events, published by their own task with their own QPS/burst
     /// (kube-scheduler makes a second client for its event broadcaster).
     pub events: EventQueue,
@@ -662,7 +662,7 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
         Writer {
             client: Client::try_from(config).unwrap(),
-            limiter: std::sync::Arc::new(crate::ratelimit::RateLimiter::new(0.001, burst)),
+            limiter: std::sync::Arc::new(rkube_daemon::ratelimit::RateLimiter::new(0.001, burst)),
             events: EventQueue::new(1).0,
             prepaid: None,
         }

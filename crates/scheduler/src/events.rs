@@ -31,7 +31,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::ratelimit::RateLimiter;
+use rkube_daemon::ratelimit::RateLimiter;
 use series::Write;
 
 /// Upstream's `maxQueuedEvents`.

@@ -3,7 +3,7 @@
 //! in a cache ([`state`]), queues the pending pods of its profiles
 //! ([`queue`]), schedules them one at a time with the same framework and
 //! plugins as `rkube simulate`, and binds them through `pods/binding` off the
-//! scheduling loop ([`api`], rate-limited by [`ratelimit`]).
+//! scheduling loop ([`api`], rate-limited by `rkube_daemon::ratelimit`).
 //!
 //! What users see is what kube-scheduler v1.37 shows: `Scheduled` and
 //! `FailedScheduling` events (events.k8s.io/v1), the pod's `PodScheduled`
@@ -27,7 +27,7 @@ pub mod leader;
 pub mod metrics;
 pub mod options;
 pub mod queue;
-pub mod ratelimit;
+
 mod schedule_one;
 pub mod serve;
 pub mod state;
@@ -300,7 +300,10 @@ pub async fn run_with(
     let (events, queued_events) = events::EventQueue::new(events::MAX_QUEUED);
     let writer = Writer {
         client: write_client.clone(),
-        limiter: Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
+        limiter: Arc::new(rkube_daemon::ratelimit::RateLimiter::new(
+            settings.qps,
+            settings.burst,
+        )),
         events,
         prepaid: None,
     };
@@ -313,7 +316,10 @@ pub async fn run_with(
     tasks.spawn(events::run(
         write_client,
         api::hostname(),
-        Arc::new(ratelimit::RateLimiter::new(settings.qps, settings.burst)),
+        Arc::new(rkube_daemon::ratelimit::RateLimiter::new(
+            settings.qps,
+            settings.burst,
+        )),
         queued_events,
     ));
     if opts.secure_port != 0 {

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 use rkube_cri::{v1, CriClient};
+use rkube_daemon::ratelimit::RateLimiter;
 
 use super::credentials::{Credential, Keyring};
 use super::pull_records::{PullRecords, SecretId, Verdict};
@@ -77,6 +78,9 @@ impl ImageError {
     }
 }
 
+/// Upstream's error for a pull over `registryPullQPS`.
+pub const PULL_QPS_EXCEEDED: &str = "pull QPS exceeded";
+
 /// The image manager of one node.
 pub struct ImageManager {
     cri: CriClient,
@@ -87,16 +91,21 @@ pub struct ImageManager {
     prev_errors: Mutex<HashMap<String, String>>,
     events: Option<Recorder>,
     volumes: Option<Arc<VolumeManager>>,
+    /// `registryPullQPS`/`registryBurst` (none: no limit).
+    limiter: Option<Arc<RateLimiter>>,
 }
 
 impl ImageManager {
     /// A manager pulling through `cri`, keeping `pulls`, recording Events
-    /// through `events` and reading pull Secrets through `volumes`.
+    /// through `events` and reading pull Secrets through `volumes`; a pull
+    /// beyond `limiter`'s rate fails, as upstream's throttled image service
+    /// fails it.
     pub fn new(
         cri: CriClient,
         pulls: PullRecords,
         events: Option<Recorder>,
         volumes: Option<Arc<VolumeManager>>,
+        limiter: Option<Arc<RateLimiter>>,
     ) -> ImageManager {
         ImageManager {
             cri,
@@ -105,6 +114,7 @@ impl ImageManager {
             prev_errors: Mutex::new(HashMap::new()),
             events,
             volumes,
+            limiter,
         }
     }
 
@@ -287,6 +297,11 @@ impl ImageManager {
         creds: &[Credential],
         sandbox: &v1::PodSandboxConfig,
     ) -> Result<(String, Option<SecretId>), String> {
+        if let Some(l) = &self.limiter {
+            if !l.try_acquire() {
+                return Err(PULL_QPS_EXCEEDED.into());
+            }
+        }
         if creds.is_empty() {
             return self
                 .cri

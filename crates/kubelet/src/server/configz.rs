@@ -59,6 +59,19 @@ pub fn document(c: &KubeletConfiguration) -> Value {
         "shutdownGracePeriodCriticalPods": go_duration(c.shutdown_grace_period_critical_pods),
         "logging": {"format": "text", "verbosity": c.logging_verbosity},
     });
+    // (A second object: one json! of every field is past the macro's
+    // recursion limit.)
+    let rates = json!({
+        "kubeAPIQPS": c.kube_api_qps,
+        "kubeAPIBurst": c.kube_api_burst,
+        "eventRecordQPS": c.event_record_qps,
+        "eventBurst": c.event_burst,
+        "registryPullQPS": c.registry_pull_qps,
+        "registryBurst": c.registry_burst,
+    });
+    if let (Some(o), Some(r)) = (cfg.as_object_mut(), rates.as_object()) {
+        o.extend(r.clone());
+    }
     let obj = cfg.as_object_mut();
     if let Some(o) = obj {
         let mut opt = |k: &str, v: Value, present: bool| {
@@ -152,6 +165,8 @@ mod tests {
         assert_eq!(k["cgroupRoot"], "/");
         assert_eq!(k["enforceNodeAllocatable"], json!(["pods"]));
         assert_eq!(k["logging"]["verbosity"], 0);
+        assert_eq!(k["kubeAPIQPS"], 50);
+        assert_eq!(k["registryBurst"], 10);
         assert!(k.get("featureGates").is_none(), "only gates set are shown");
         assert_eq!(
             k["imagePullCredentialsVerificationPolicy"],

@@ -225,6 +225,9 @@ pub struct CriParts {
     /// The node's cgroups: pods get cgroups of their own with their limits
     /// (none: the runtime leaves them to the container runtime).
     pub cgroups: Option<Arc<crate::cm::ContainerManager>>,
+    /// `registryPullQPS`/`registryBurst`: a pull over the rate fails (none:
+    /// no limit).
+    pub pull_limiter: Option<Arc<rkube_daemon::ratelimit::RateLimiter>>,
 }
 
 impl CriParts {
@@ -238,6 +241,7 @@ impl CriParts {
             events: None,
             volumes: None,
             cgroups: None,
+            pull_limiter: None,
         }
     }
 }
@@ -381,6 +385,7 @@ impl CriRuntime {
             events,
             volumes,
             cgroups,
+            pull_limiter,
         } = parts;
         std::fs::create_dir_all(&dirs.logs)
             .map_err(|e| err(format!("creating {}: {e}", dirs.logs.display())))?;
@@ -391,7 +396,13 @@ impl CriRuntime {
         security.allowed_unsafe_sysctls = node.allowed_unsafe_sysctls.clone();
         let mem = |m: &BTreeMap<String, Quantity>| m.get("memory").map(|q| q.value()).unwrap_or(0);
         let resources = node_resources(&node, mem(&node.capacity), mem(&node.allocatable));
-        let images = ImageManager::new(cri.clone(), pulls, events.clone(), volumes.clone());
+        let images = ImageManager::new(
+            cri.clone(),
+            pulls,
+            events.clone(),
+            volumes.clone(),
+            pull_limiter,
+        );
         Ok(CriRuntime {
             dirs,
             node,
