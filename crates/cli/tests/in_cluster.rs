@@ -197,11 +197,12 @@ fn kubelet(cp: &ControlPlane, work: &Path, ctrd: &Containerd) -> Proc {
              address: 127.0.0.1\nport: {}\nhealthzPort: 0\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
              imageGCHighThresholdPercent: 100\n\
-             containerRuntimeEndpoint: {}\n\
+             containerRuntimeEndpoint: {}\npodLogsDir: {}\n\
              authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
              authorization: {{mode: Webhook}}\n",
             free_port(),
             ctrd.endpoint(),
+            work.join("kubelet/pod-logs").display(),
             cp.dir().join("pki/ca.crt").display()
         ),
     )

@@ -159,12 +159,14 @@ impl Agent {
 /// GC off (imageGCHighThresholdPercent 100: the sandbox image is imported,
 /// not pullable, and containerd 1.6 does not pin it), the runtime at
 /// `endpoint`; then the lines `extra`.
-fn kubelet_yaml(address: &str, port: u16, endpoint: &str, extra: &str) -> String {
+fn kubelet_yaml(address: &str, port: u16, endpoint: &str, logs: &Path, extra: &str) -> String {
     format!(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
          address: {address}\nport: {port}\nhealthzPort: 0\n\
          evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-         imageGCHighThresholdPercent: 100\ncontainerRuntimeEndpoint: {endpoint}\n{extra}"
+         imageGCHighThresholdPercent: 100\ncontainerRuntimeEndpoint: {endpoint}\n\
+         podLogsDir: {}\n{extra}",
+        logs.display()
     )
 }
 
@@ -397,6 +399,7 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
             "127.0.0.1",
             port,
             &ctrd.endpoint,
+            &work.join("root/pod-logs"),
             &format!(
                 "containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n\
                  staticPodPath: {}\n\
@@ -2194,6 +2197,7 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
             "127.0.0.1",
             port,
             &ctrd.endpoint,
+            &work.join("root/pod-logs"),
             &format!(
                 "cgroupRoot: /{}\nkubeReserved: {{cpu: 100m, memory: 256Mi, pid: \"1000\"}}\n\
                  shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
@@ -2751,13 +2755,13 @@ fn handover_between_upstream_and_rkube_kubelets() {
             "0.0.0.0",
             port,
             &ctrd.endpoint,
+            &work.join("pod-logs"),
             &format!(
                 "readOnlyPort: 0\nimageGCLowThresholdPercent: 99\n\
                  cgroupDriver: cgroupfs\nfailCgroupV1: false\nfailSwapOn: false\n\
-                 makeIPTablesUtilChains: false\npodLogsDir: {}\n\
+                 makeIPTablesUtilChains: false\n\
                  authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
                  authorization: {{mode: Webhook}}\n",
-                work.join("pod-logs").display(),
                 cp.dir().join("pki/ca.crt").display()
             ),
         ),

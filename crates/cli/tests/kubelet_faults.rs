@@ -305,9 +305,10 @@ async fn silence_scenario(
             "address: 127.0.0.1\nport: {}\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
              imageGCHighThresholdPercent: 100\n\
-             containerRuntimeEndpoint: {}\n",
+             containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
             free_port(),
-            ctrd.endpoint
+            ctrd.endpoint,
+            dir.join("root/pod-logs").display()
         ));
     }
     std::fs::write(&cfg, config).unwrap();
@@ -542,9 +543,10 @@ async fn containerd_scenario(cp: &ControlPlane, ctrd: &Containerd) {
              address: 127.0.0.1\nport: {}\nhealthzPort: 0\nnodeStatusUpdateFrequency: 2s\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
              imageGCHighThresholdPercent: 100\n\
-             containerRuntimeEndpoint: {}\n",
+             containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
             free_port(),
-            ctrd.endpoint
+            ctrd.endpoint,
+            work.join("root/pod-logs").display()
         ),
     )
     .unwrap();

@@ -351,6 +351,22 @@ fn a_node_joins_with_kubeadm_join() {
         c.ok(&["get", "pod", "hello", "-o", "jsonpath={.status.phase}"]) == "Succeeded"
     });
     assert_eq!(c.ok(&["logs", "hello"]), "joined-by-kubeadm");
+    // Its log where log agents look on a node: upstream's default
+    // podLogsDir and the /var/log/containers link (in the node's /var/log).
+    let uid = c.ok(&["get", "pod", "hello", "-o", "jsonpath={.metadata.uid}"]);
+    let log = ov.join(format!("var-log/up/pods/default_hello_{uid}/c/0.log"));
+    let lines = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    assert!(lines.contains(" stdout F joined-by-kubeadm"), "{lines}");
+    let links: Vec<String> = std::fs::read_dir(ov.join("var-log/up/containers"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        links
+            .iter()
+            .any(|l| l.starts_with("hello_default_c-") && l.ends_with(".log")),
+        "{links:?}"
+    );
 
     let down = c.down();
     assert!(down.status.success(), "down: {}", text(&down));

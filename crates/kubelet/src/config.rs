@@ -168,9 +168,9 @@ pub struct KubeletConfiguration {
     pub oom_score_adj: i32,
     /// `maxOpenFiles`: the kubelet's open file limit (1000000).
     pub max_open_files: i64,
-    /// `podLogsDir`: where container logs go; unset, rkube keeps them
-    /// under `--root-dir` (`pod-logs/`).
-    pub pod_logs_dir: Option<std::path::PathBuf>,
+    /// `podLogsDir`: where container logs go (upstream's default
+    /// `/var/log/pods`, where log agents look).
+    pub pod_logs_dir: std::path::PathBuf,
     /// `cgroupDriver` (`cgroupfs`), used when the runtime does not say.
     pub cgroup_driver: String,
     /// `cgroupRoot`: where the pods' cgroups go (`/`).
@@ -283,7 +283,7 @@ impl Default for KubeletConfiguration {
             eviction_max_pod_grace_period: 0,
             eviction_minimum_reclaim: BTreeMap::new(),
             feature_gates: Default::default(),
-            pod_logs_dir: None,
+            pod_logs_dir: DEFAULT_POD_LOGS_DIR.into(),
             cgroup_driver: "cgroupfs".into(),
             cpu_cfs_quota: true,
             cpu_cfs_quota_period: Duration::from_millis(100),
@@ -303,6 +303,9 @@ impl Default for KubeletConfiguration {
         }
     }
 }
+
+/// Upstream's default `podLogsDir`.
+pub const DEFAULT_POD_LOGS_DIR: &str = "/var/log/pods";
 
 /// A configuration the kubelet would refuse (exit code 2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -754,7 +757,7 @@ fn decode(
                 if let Some(p) = problem {
                     return Err(err(format!("invalid configuration: {p}")));
                 }
-                c.pod_logs_dir = Some(clean);
+                c.pod_logs_dir = clean;
             }
             "cpuCFSQuota" => c.cpu_cfs_quota = field(file, key, v)?,
             "cpuCFSQuotaPeriod" => c.cpu_cfs_quota_period = duration(file, key, v)?,
@@ -1430,11 +1433,13 @@ mod tests {
             );
         }
         assert_eq!(
-            load("podLogsDir: /var/log/pods\n")
-                .unwrap()
-                .config
-                .pod_logs_dir,
-            Some("/var/log/pods".into())
+            load("podLogsDir: /srv/logs\n").unwrap().config.pod_logs_dir,
+            std::path::PathBuf::from("/srv/logs")
+        );
+        assert_eq!(
+            load("").unwrap().config.pod_logs_dir,
+            std::path::PathBuf::from("/var/log/pods"),
+            "upstream's default"
         );
         for (body, needle) in [
             ("podLogsDir: var/log\n", "must be absolute path"),

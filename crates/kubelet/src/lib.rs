@@ -234,9 +234,7 @@ async fn make_cri(
         tracing::warn!(error = %e, "Failed to set rlimit on max file handles");
     }
     let mut dirs = pod::Dirs::under(&opts.root_dir);
-    if let Some(logs) = &cfg.pod_logs_dir {
-        dirs.logs = logs.clone();
-    }
+    dirs.logs = cfg.pod_logs_dir.clone();
     let pulls = images::pull_records::PullRecords::open(
         &opts.root_dir,
         cfg.image_pull_credentials_verification_policy,

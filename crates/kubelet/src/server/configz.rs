@@ -68,6 +68,7 @@ pub fn document(c: &KubeletConfiguration) -> Value {
         "eventBurst": c.event_burst,
         "registryPullQPS": c.registry_pull_qps,
         "registryBurst": c.registry_burst,
+        "podLogsDir": c.pod_logs_dir,
     });
     if let (Some(o), Some(r)) = (cfg.as_object_mut(), rates.as_object()) {
         o.extend(r.clone());
