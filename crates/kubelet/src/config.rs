@@ -125,6 +125,9 @@ pub struct KubeletConfiguration {
     pub registry_pull_qps: i32,
     /// See `registry_pull_qps`.
     pub registry_burst: i32,
+    /// `volumeStatsAggPeriod`: how long a volume's measured usage is kept
+    /// (zero: volume usage is not measured).
+    pub volume_stats_agg_period: Duration,
     /// `memorySwap.swapBehavior`: `NoSwap` (also for "") or `LimitedSwap`.
     pub memory_swap_behavior: String,
     /// `containerLogMaxSize` in bytes (negative: no rotation).
@@ -271,6 +274,7 @@ impl Default for KubeletConfiguration {
             event_burst: 100,
             registry_pull_qps: 5,
             registry_burst: 10,
+            volume_stats_agg_period: Duration::from_secs(60),
             memory_swap_behavior: String::new(),
             container_log_max_size: 10 << 20,
             container_log_max_files: 5,
@@ -330,8 +334,7 @@ const IGNORED: &[(&str, &str)] = &[
     // Client-side rate limits and transport details.
     ("contentType", "the API is spoken in JSON"),
     ("preloadedImagesVerificationAllowlist", "only with imagePullCredentialsVerificationPolicy NeverVerifyAllowlistedImages, which is refused"),
-    ("streamingConnectionIdleTimeout", "idle streams are not timed out"),
-    ("volumeStatsAggPeriod", "volume usage is measured at most once a minute, upstream's default"),
+    ("streamingConnectionIdleTimeout", "upstream's kubelet does not use it either: with a CRI runtime, the runtime's streaming server times idle streams out"),
     // Go-runtime and debugging facilities rkube does not have.
     ("enableContentionProfiling", "no Go profiler"),
     ("enableProfilingHandler", "no /debug/pprof endpoints"),
@@ -722,6 +725,7 @@ fn decode(
             "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
             "logging" => c.logging_verbosity = logging(file, v)?,
             "kubeAPIQPS" => c.kube_api_qps = field(file, key, v)?,
+            "volumeStatsAggPeriod" => c.volume_stats_agg_period = duration(file, key, v)?,
             "eventRecordQPS" => c.event_record_qps = field(file, key, v)?,
             "registryPullQPS" => c.registry_pull_qps = field(file, key, v)?,
             // Upstream's defaulting: a zero burst is the default burst.
@@ -901,6 +905,9 @@ fn decode(
     }
     if c.image_minimum_gc_age.is_zero() {
         c.image_minimum_gc_age = Duration::from_secs(120);
+    }
+    if c.volume_stats_agg_period.is_zero() {
+        c.volume_stats_agg_period = Duration::from_secs(60);
     }
     if !report_set {
         c.node_status_report_frequency = if update_set {
@@ -1939,6 +1946,18 @@ mod tests {
         assert!(c.rotate_certificates);
         assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
         assert_eq!(c.image_minimum_gc_age, Duration::from_secs(120));
+        assert_eq!(
+            c.volume_stats_agg_period,
+            Duration::from_secs(60),
+            "0s is the default"
+        );
+        assert_eq!(
+            load("volumeStatsAggPeriod: 2m\n")
+                .unwrap()
+                .config
+                .volume_stats_agg_period,
+            Duration::from_secs(120)
+        );
         let api = crate::server::ApiSettings::parse(KUBEADM_KUBELET_CONFIG).unwrap();
         assert!(api.auth.webhook_authz && api.auth.webhook_authn && !api.auth.anonymous);
     }

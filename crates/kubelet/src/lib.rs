@@ -594,12 +594,15 @@ pub async fn run_with_metrics(
     // The node's figures: the Summary API, the resource and cAdvisor
     // metrics and the eviction manager read the same provider.
     let stats = match (&cri, descs.as_slice()) {
-        (Some(c), [desc]) => Some(Arc::new(stats::StatsProvider::new(
-            c.client().clone(),
-            c.dirs().clone(),
-            &desc.name,
-            &cfg.cgroup_root,
-        ))),
+        (Some(c), [desc]) => Some(Arc::new(
+            stats::StatsProvider::new(
+                c.client().clone(),
+                c.dirs().clone(),
+                &desc.name,
+                &cfg.cgroup_root,
+            )
+            .with_volume_stats_period(cfg.volume_stats_agg_period),
+        )),
         _ => None,
     };
     if let (Some(cri), true) = (&cri, cfg.container_log_max_size >= 0) {

@@ -69,6 +69,7 @@ pub fn document(c: &KubeletConfiguration) -> Value {
         "registryPullQPS": c.registry_pull_qps,
         "registryBurst": c.registry_burst,
         "podLogsDir": c.pod_logs_dir,
+        "volumeStatsAggPeriod": go_duration(c.volume_stats_agg_period),
     });
     if let (Some(o), Some(r)) = (cfg.as_object_mut(), rates.as_object()) {
         o.extend(r.clone());

@@ -46,7 +46,7 @@ use crate::pod::Dirs;
 /// milliseconds.
 pub const RATE_WINDOW: Duration = Duration::from_secs(5);
 
-/// How long a volume's measured usage is kept (upstream's
+/// How long a volume's measured usage is kept by default (upstream's
 /// `volumeStatsAggPeriod` default).
 pub const VOLUME_STATS_PERIOD: Duration = Duration::from_secs(60);
 
@@ -85,6 +85,9 @@ pub struct StatsProvider {
     volumes: Mutex<HashMap<PathBuf, (Instant, Option<DiskUsage>)>>,
     /// The image filesystem's mount point, as the runtime last named it.
     image_path: Mutex<Option<PathBuf>>,
+    /// `volumeStatsAggPeriod`: how long a volume's usage is kept; zero: no
+    /// volume stats, as upstream ("Volume stats collection disabled").
+    volume_period: Duration,
     /// The last collection: when, whether full. Held while collecting, so
     /// one collection runs at a time and callers within [`REUSE`] of the
     /// last one share it.
@@ -149,7 +152,15 @@ impl StatsProvider {
             volumes: Mutex::new(HashMap::new()),
             image_path: Mutex::new(None),
             last: tokio::sync::Mutex::new(None),
+            volume_period: VOLUME_STATS_PERIOD,
         }
+    }
+
+    /// This provider with `volumeStatsAggPeriod` `period` (zero: volumes
+    /// are not measured).
+    pub fn with_volume_stats_period(mut self, period: Duration) -> StatsProvider {
+        self.volume_period = period;
+        self
     }
 
     /// The node's directories.
@@ -343,7 +354,7 @@ impl StatsProvider {
 
     fn volume_usage(&self, dir: &Path) -> Option<DiskUsage> {
         if let Some((at, u)) = lock(&self.volumes).get(dir) {
-            if at.elapsed() < VOLUME_STATS_PERIOD {
+            if at.elapsed() < self.volume_period {
                 return *u;
             }
         }
@@ -355,6 +366,9 @@ impl StatsProvider {
     fn volumes(&self, uid: &str, pod_dev: Option<u64>) -> Vec<VolumeSample> {
         use std::os::unix::fs::MetadataExt;
         let mut out = Vec::new();
+        if self.volume_period.is_zero() {
+            return out;
+        }
         let Ok(plugins) = std::fs::read_dir(self.dirs.pod_dir(uid).join("volumes")) else {
             return out;
         };
