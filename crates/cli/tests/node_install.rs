@@ -1,9 +1,10 @@
 //! rkube's kubelet installed on a node as an operator installs upstream's:
 //!
 //! * the Debian package (`hack/deb`) installs into a test root with `dpkg
-//!   -i`, holds the binary, `/usr/bin/kubelet`, the unit and kubeadm's
-//!   drop-in, which `systemd-analyze verify` accepts; `kubelet --version`
-//!   prints what kubeadm's preflight parses; `dpkg -r` removes it all;
+//!   -i` and holds the binary, `/usr/bin/kubelet` and the unit, which
+//!   `systemd-analyze verify` accepts with kubeadm's drop-in beside it (as
+//!   kubeadm's package installs it); `kubelet --version` prints what
+//!   kubeadm's preflight parses; `dpkg -r` removes it all;
 //! * a node of `hack/cluster up --join kubeadm` — the package installed,
 //!   the kubelet run from its unit and drop-in, upstream's `kubeadm join`
 //!   with a bootstrap token — joins and goes Ready, with the flags of its
@@ -120,10 +121,12 @@ fn the_package_installs_verifies_and_removes() {
     let root = tmp.0.join("root");
     dpkg(&root, &["-i", deb.to_str().unwrap()]);
     let unit = root.join("usr/lib/systemd/system/kubelet.service");
-    let dropin = root.join("usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf");
-    for f in [&unit, &dropin, &root.join("usr/share/doc/rkube/copyright")] {
+    for f in [&unit, &root.join("usr/share/doc/rkube/copyright")] {
         assert!(f.is_file(), "{} installed", f.display());
     }
+    // kubeadm's package's drop-in is not rkube's to ship.
+    let dropin = root.join("usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf");
+    assert!(!dropin.exists());
     assert_eq!(
         std::fs::read_link(root.join("usr/bin/kubelet")).unwrap(),
         Path::new("rkube")
@@ -142,7 +145,14 @@ fn the_package_installs_verifies_and_removes() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("unknown flag: --pod-infra-container-image"));
 
-    // systemd's own check of the unit and its drop-in, in the package's root.
+    // systemd's own check of the unit, and of it with kubeadm's drop-in, in
+    // the package's root.
+    run(Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(format!("--root={}", root.display()))
+        .args(["--recursive-errors=no", "kubelet.service"]));
+    std::fs::create_dir_all(dropin.parent().unwrap()).unwrap();
+    std::fs::copy(repo("hack/testdata/kubeadm/10-kubeadm.conf"), &dropin).unwrap();
     run(Command::new("systemd-analyze")
         .arg("verify")
         .arg(format!("--root={}", root.display()))
@@ -182,7 +192,7 @@ fn the_package_installs_verifies_and_removes() {
         .unwrap();
 
     dpkg(&root, &["-r", "rkube"]);
-    for f in [&unit, &dropin, &kubelet, &root.join("usr/bin/rkube")] {
+    for f in [&unit, &kubelet, &root.join("usr/bin/rkube")] {
         assert!(
             !f.exists() && f.symlink_metadata().is_err(),
             "{} removed",

@@ -36,9 +36,6 @@ const PING_TIMEOUT: Duration = Duration::from_secs(15);
 /// Why no client could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// A configuration this client cannot serve as asked.
-    #[error("not supported: {0}")]
-    Unsupported(String),
     /// The kubeconfig file could not be read or parsed.
     #[error("reading kubeconfig {path}: {error}")]
     Read {
@@ -98,15 +95,12 @@ pub fn limited_client(
     limiter: Option<Arc<crate::ratelimit::RateLimiter>>,
 ) -> Result<Client, ClientError> {
     if config.proxy_url.is_some() || config.tls_server_name.is_some() {
-        if limiter.is_some() {
-            // kube-rs's own client cannot be rate-limited from here.
-            return Err(ClientError::Unsupported(
-                "a kubeconfig with a proxy or a TLS server name, for a client with a QPS limit"
-                    .into(),
-            ));
-        }
         tracing::debug!("proxy or TLS server name configured: using an HTTP/1.1 client");
-        return Client::try_from(config).map_err(ClientError::Build);
+        let builder = kube::client::ClientBuilder::try_from(config).map_err(ClientError::Build)?;
+        return Ok(match limiter {
+            Some(l) => builder.with_layer(&crate::ratelimit::LimitLayer(l)).build(),
+            None => builder.build(),
+        });
     }
     let mut tls = config.rustls_client_config().map_err(ClientError::Build)?;
     // A client certificate in files (the kubelet's rotating

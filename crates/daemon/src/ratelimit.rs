@@ -10,6 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+/// The longest single wait for a token (a QPS so small that the next
+/// token is further away is waited for in steps of this).
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+
 /// A token bucket. Non-positive QPS means no limit.
 #[derive(Debug)]
 pub struct RateLimiter {
@@ -39,7 +43,12 @@ impl RateLimiter {
             *tokens -= 1.0;
             None
         } else {
-            Some(Duration::from_secs_f64((1.0 - *tokens) / self.qps))
+            // (Capped: a tiny QPS would overflow a Duration.)
+            Some(
+                Duration::try_from_secs_f64((1.0 - *tokens) / self.qps)
+                    .unwrap_or(Duration::MAX)
+                    .min(MAX_WAIT),
+            )
         }
     }
 
@@ -79,40 +88,62 @@ impl<S> tower::Layer<S> for LimitLayer {
         Limited {
             inner,
             limiter: self.0.clone(),
+            waiting: None,
+            permit: false,
         }
     }
 }
 
-/// A service behind a [`LimitLayer`].
-#[derive(Clone)]
+/// A service behind a [`LimitLayer`]: ready once it holds a token (taken
+/// in `poll_ready`, as tower's own rate limit does) and its inner service
+/// is ready.
 pub struct Limited<S> {
     inner: S,
     limiter: Arc<RateLimiter>,
+    /// Waiting for a token.
+    waiting: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// A token is held for the next call.
+    permit: bool,
+}
+
+impl<S: Clone> Clone for Limited<S> {
+    fn clone(&self) -> Self {
+        Limited {
+            inner: self.inner.clone(),
+            limiter: self.limiter.clone(),
+            waiting: None,
+            permit: false,
+        }
+    }
 }
 
 impl<S, R> tower::Service<R> for Limited<S>
 where
-    S: tower::Service<R> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    R: Send + 'static,
+    S: tower::Service<R>,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+    type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        if !self.permit {
+            let limiter = &self.limiter;
+            let waiting = self.waiting.get_or_insert_with(|| {
+                let l = limiter.clone();
+                Box::pin(async move { l.acquire().await })
+            });
+            if waiting.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.waiting = None;
+            self.permit = true;
+        }
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: R) -> Self::Future {
-        // The service made ready above makes the call; a clone takes its place.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let limiter = self.limiter.clone();
-        Box::pin(async move {
-            limiter.acquire().await;
-            inner.call(req).await
-        })
+        self.permit = false;
+        self.inner.call(req)
     }
 }
 
@@ -171,5 +202,13 @@ mod tests {
             at[2] >= Duration::from_millis(99) && at[3] >= Duration::from_millis(199),
             "{at:?}"
         );
+    }
+
+    #[test]
+    fn a_tiny_rate_waits_without_overflow() {
+        let rl = RateLimiter::new(1e-30, 1);
+        let t0 = Instant::now();
+        let mut b = (0.0, t0);
+        assert_eq!(rl.take(&mut b, t0), Some(MAX_WAIT));
     }
 }

@@ -342,7 +342,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("enableSystemLogHandler", "no /logs endpoint"),
     ("enableSystemLogQuery", "no /logs endpoint"),
     ("showHiddenMetricsForVersion", "no hidden metrics"),
-    ("tracing", "no OpenTelemetry traces"),
     // No effect with the managers and plugins rkube has.
     ("cpuManagerReconcilePeriod", "only with cpuManagerPolicy static, which is refused"),
     ("topologyManagerScope", "only with a topologyManagerPolicy other than none, which is refused"),
@@ -351,7 +350,7 @@ const IGNORED: &[(&str, &str)] = &[
     ("iptablesMasqueradeBit", "kube-proxy owns the iptables chains"),
     ("iptablesDropBit", "kube-proxy owns the iptables chains"),
     ("volumePluginDir", "FlexVolume drivers are refused"),
-    ("defaultPodSysctls", "no sysctls are added to pods"),
+    ("defaultPodSysctls", "only with the DefaultPodSysctls feature gate (alpha), which is refused"),
     ("failCgroupV1", "rkube runs on cgroup v1 and v2 alike"),
 ];
 
@@ -400,6 +399,7 @@ const DEFAULT_ONLY: &[&str] = &[
     "userNamespaces",
     "kernelMemcgNotification",
     "runtimeRequestTimeout",
+    "tracing",
 ];
 
 /// `Some(reason)` when a [`DEFAULT_ONLY`] field asks for what rkube does
@@ -422,6 +422,7 @@ fn default_only(file: &str, key: &str, v: &Value) -> Result<Option<String>, Conf
     let not_impl = |what: &str| Some(format!("{what} is not implemented"));
     Ok(match key {
         "staticPodURL" => (!empty(v)).then(|| "static pods from a URL are not implemented".into()),
+        "tracing" => (!empty(v)).then(|| "OpenTelemetry tracing is not implemented".into()),
         "readOnlyPort" => (field::<i64>(file, key, v)? != 0)
             .then(|| "the unauthenticated read-only port is not served".into()),
         "kubeletCgroups" | "systemCgroups" => {
@@ -1430,6 +1431,7 @@ mod tests {
             "userNamespaces: {idsPerPod: 131072}\n",
             "kernelMemcgNotification: true\n",
             "runtimeRequestTimeout: 5m\n",
+            "tracing: {endpoint: localhost:4317}\n",
             "staticPodURL: http://x/pods\n",
         ] {
             let e = load(body).unwrap_err().to_string();

@@ -103,6 +103,15 @@ pub struct Prepared {
 pub fn prepare(opts: &Options) -> Result<Prepared, String> {
     let effective =
         config::load(opts.config.as_deref(), &opts.config_flags).map_err(|e| e.to_string())?;
+    // The kubelet API's settings (authentication, authorization, TLS files)
+    // are checked now, bad ones being bad configuration (exit 2).
+    server::ApiSettings::from_document(&effective.document).map_err(|e| {
+        let source = match &opts.config {
+            Some(p) => format!("{} (with the flags laid over it)", p.display()),
+            None => "the kubelet's flags".into(),
+        };
+        format!("{source}: {e:#}")
+    })?;
     let config = effective.loaded.config;
     let warnings = effective.loaded.warnings;
     let template = match &opts.node_template {
@@ -955,6 +964,12 @@ mod tests {
     fn exit_codes() {
         assert_eq!(main(args(&["--help"])), 0);
         assert_eq!(main(args(&["--runtime=docker"])), 2);
+        // The kubelet API's settings are configuration too.
+        assert_eq!(main(args(&["--authorization-mode=RBAC"])), 2);
+        assert_eq!(
+            main(args(&["--authentication-token-webhook-cache-ttl=soon"])),
+            2
+        );
         assert_eq!(
             main(args(&["--nodes=3"])),
             2,

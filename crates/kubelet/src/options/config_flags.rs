@@ -363,6 +363,8 @@ pub fn set(out: &mut Vec<ConfigFlag>, name: &str, v: &str) -> Result<(), ParseEr
     };
     let value = convert(name, *kind, v)?;
     match out.iter_mut().find(|f| f.path == *path) {
+        // Upstream's taints flag keeps its last value.
+        Some(prev) if *kind == Kind::Taints => prev.value = value,
         Some(prev) => match (&mut prev.value, value) {
             (Value::Mapping(m), Value::Mapping(add)) => m.extend(add),
             (Value::Sequence(s), Value::Sequence(add)) => s.extend(add),
@@ -510,7 +512,8 @@ fn reserved_memory(name: &str, all: &str, r: &str) -> Result<Value, ParseError> 
 
 /// Lays `flags` over the document `doc` (the configuration file's
 /// mapping): each flag's field replaces the file's, creating the objects
-/// on its path.
+/// on its path; but `--feature-gates` adds its gates to the file's, as
+/// upstream keeps the file's gates the flag does not name.
 pub fn overlay(doc: &mut Mapping, flags: &[ConfigFlag]) {
     for f in flags {
         let mut m = &mut *doc;
@@ -527,7 +530,15 @@ pub fn overlay(doc: &mut Mapping, flags: &[ConfigFlag]) {
             };
             m = next;
         }
-        m.insert(Value::String((*last).into()), f.value.clone());
+        let key = Value::String((*last).into());
+        match (m.get_mut(&key), &f.value) {
+            (Some(Value::Mapping(old)), Value::Mapping(new)) if f.path == ["featureGates"] => {
+                old.extend(new.clone());
+            }
+            _ => {
+                m.insert(key, f.value.clone());
+            }
+        }
     }
 }
 
@@ -596,7 +607,14 @@ mod tests {
         set(&mut out, "kube-reserved", "memory=1Gi").unwrap();
         set(&mut out, "cluster-dns", "10.0.0.10").unwrap();
         set(&mut out, "cluster-dns", "10.0.0.11").unwrap();
-        assert_eq!(out.len(), 3);
+        set(&mut out, "register-with-taints", "a=b:NoSchedule").unwrap();
+        set(&mut out, "register-with-taints", "c:NoExecute").unwrap();
+        assert_eq!(out.len(), 4);
+        assert_eq!(
+            out[3].value,
+            yaml("[{key: c, effect: NoExecute}]"),
+            "the last wins"
+        );
         assert_eq!(out[0].value, yaml("7"));
         assert_eq!(out[1].value, yaml("{cpu: '1', memory: 1Gi}"));
         assert_eq!(out[2].value, yaml("[10.0.0.10, 10.0.0.11]"));
@@ -631,7 +649,9 @@ mod tests {
             Value::Mapping(m) => m,
             _ => unreachable!(),
         };
+        doc.insert("featureGates".into(), yaml("{A: true, B: true}"));
         let mut flags = Vec::new();
+        set(&mut flags, "feature-gates", "B=false,C=true").unwrap();
         set(&mut flags, "max-pods", "20").unwrap();
         set(&mut flags, "anonymous-auth", "false").unwrap();
         set(&mut flags, "authorization-mode", "Webhook").unwrap();
@@ -639,7 +659,7 @@ mod tests {
         overlay(&mut doc, &flags);
         assert_eq!(
             Value::Mapping(doc),
-            yaml("maxPods: 20\nauthentication: {anonymous: {enabled: false}, x509: {clientCAFile: /a}}\nevictionHard: {memory.available: 2Gi}\nauthorization: {mode: Webhook}\n")
+            yaml("maxPods: 20\nauthentication: {anonymous: {enabled: false}, x509: {clientCAFile: /a}}\nevictionHard: {memory.available: 2Gi}\nfeatureGates: {A: true, B: false, C: true}\nauthorization: {mode: Webhook}\n")
         );
     }
 }

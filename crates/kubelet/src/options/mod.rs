@@ -230,7 +230,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
     let mut saw_sim_only = None;
     let mut flags = Flags::new(args, "the kubelet");
     while let Some(flag) = flags.next_flag() {
-        let flag = flag?;
+        let mut flag = flag?;
+        // pflag's normaliser of upstream's kubelet: `--max_pods` is `--max-pods`.
+        flag.name = flag.name.replace('_', "-");
         let name = flag.name.clone();
         let mut value = || flags.value(&flag);
         match name.as_str() {
@@ -321,7 +323,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
                 };
             }
             "seccomp-default" => {
-                // Upstream ORs the flag with the configuration's field.
+                // Upstream ORs the flag (its last value) with the
+                // configuration's field.
+                o.config_flags.retain(|f| f.flag != "--seccomp-default");
                 if flag.boolean()? {
                     config_flags::set(&mut o.config_flags, "seccomp-default", "true")?;
                 }
@@ -520,6 +524,14 @@ mod tests {
             "Flag --cgroup-driver has been deprecated, This parameter should be set via the config file"
         ));
         assert!(p(&["--fail-swap-on=maybe"]).is_err());
+        assert_eq!(
+            p(&["--max_pods=7"]).unwrap().config_flags[0].flag,
+            "--max-pods"
+        );
+        assert!(p(&["--seccomp-default", "--seccomp-default=false"])
+            .unwrap()
+            .config_flags
+            .is_empty());
         let o = p(&[
             "--maximum-dead-containers=3",
             "--minimum-container-ttl-duration=1m",
