@@ -188,13 +188,14 @@ mod tests {
             .with_ansi(false)
             .event_format(Klog)
             .finish();
+        let at = line!() + 2;
         tracing::subscriber::with_default(sub, || {
             tracing::warn!(pod = "ns/p", restarts = 3, why = ?"no space", "Killing container");
         });
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
         let (head, tail) = text.split_once("] ").unwrap();
         assert!(
-            head.starts_with('W') && head.ends_with(&format!("logging.rs:{}", line!() - 4)),
+            head.starts_with('W') && head.ends_with(&format!("logging.rs:{at}")),
             "{head}"
         );
         assert_eq!(
