@@ -9,7 +9,9 @@
 //!   the kubelet run from its unit and drop-in, upstream's `kubeadm join`
 //!   with a bootstrap token — joins and goes Ready, with the flags of its
 //!   `/etc/default/kubelet`, a client certificate from the TLS bootstrap,
-//!   and runs a pod whose logs `kubectl logs` reads; nothing of the host's
+//!   and runs a pod whose logs `kubectl logs` reads, which are in
+//!   `/var/log/pods` and, through the API server, on the kubelet's `/logs/`;
+//!   nothing of the host's
 //!   `/etc`, `/var/lib` or `/var/log` is written, and `down` leaves no mount.
 //!
 //! Needs root, Go, dpkg and systemd-analyze; run by hack/test.
@@ -253,15 +255,18 @@ impl Drop for Cluster {
 #[test]
 #[ignore = "needs root, Go and containerd; run by hack/test"]
 fn a_node_joins_with_kubeadm_join() {
-    let host_had = |p: &str| Path::new(p).symlink_metadata().is_ok();
-    let before: Vec<bool> = [
-        "/etc/kubernetes",
-        "/var/lib/kubelet",
-        "/etc/default/kubelet",
-    ]
-    .iter()
-    .map(|p| host_had(p))
-    .collect();
+    // Which of a node's paths the host has (the test must not add any).
+    let host_has = || -> Vec<bool> {
+        [
+            "/etc/kubernetes",
+            "/var/lib/kubelet",
+            "/etc/default/kubelet",
+        ]
+        .iter()
+        .map(|p| Path::new(p).symlink_metadata().is_ok())
+        .collect()
+    };
+    let before = host_has();
     let tmp = Scratch::new("kadm");
     let out = Command::new(repo("hack/cluster"))
         .args(["up", "--nodes", "1", "--join", "kubeadm", "--dir"])
@@ -377,6 +382,20 @@ fn a_node_joins_with_kubeadm_join() {
             .any(|l| l.starts_with("hello_default_c-") && l.ends_with(".log")),
         "{links:?}"
     );
+    // The node's /var/log through the API server (nodes/log), as upstream's
+    // kubelet serves it with enableSystemLogHandler.
+    let listing = c.ok(&["get", "--raw", "/api/v1/nodes/node-1/proxy/logs/"]);
+    assert!(
+        listing.contains("<a href=\"pods/\">pods/</a>")
+            && listing.contains("<a href=\"containers/\">containers/</a>"),
+        "{listing}"
+    );
+    let via_api = c.ok(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/nodes/node-1/proxy/logs/pods/default_hello_{uid}/c/0.log"),
+    ]);
+    assert!(via_api.contains(" stdout F joined-by-kubeadm"), "{via_api}");
 
     let down = c.down();
     assert!(down.status.success(), "down: {}", text(&down));
@@ -386,13 +405,9 @@ fn a_node_joins_with_kubeadm_join() {
         "mounts left under {}",
         tmp.0.display()
     );
-    let after: Vec<bool> = [
-        "/etc/kubernetes",
-        "/var/lib/kubelet",
-        "/etc/default/kubelet",
-    ]
-    .iter()
-    .map(|p| host_had(p))
-    .collect();
-    assert_eq!(before, after, "the host's /etc and /var/lib were written");
+    assert_eq!(
+        before,
+        host_has(),
+        "the host's /etc and /var/lib were written"
+    );
 }

@@ -125,6 +125,8 @@ pub struct KubeletConfiguration {
     pub registry_pull_qps: i32,
     /// See `registry_pull_qps`.
     pub registry_burst: i32,
+    /// `enableSystemLogHandler`: `/logs/` serves `/var/log`.
+    pub enable_system_log_handler: bool,
     /// `volumeStatsAggPeriod`: how long a volume's measured usage is kept
     /// (zero: volume usage is not measured).
     pub volume_stats_agg_period: Duration,
@@ -275,6 +277,7 @@ impl Default for KubeletConfiguration {
             registry_pull_qps: 5,
             registry_burst: 10,
             volume_stats_agg_period: Duration::from_secs(60),
+            enable_system_log_handler: true,
             memory_swap_behavior: String::new(),
             container_log_max_size: 10 << 20,
             container_log_max_files: 5,
@@ -339,8 +342,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("enableContentionProfiling", "no Go profiler"),
     ("enableProfilingHandler", "no /debug/pprof endpoints"),
     ("enableDebugFlagsHandler", "no /debug/flags endpoints"),
-    ("enableSystemLogHandler", "no /logs endpoint"),
-    ("enableSystemLogQuery", "no /logs endpoint"),
     ("showHiddenMetricsForVersion", "no hidden metrics"),
     // No effect with the managers and plugins rkube has.
     ("cpuManagerReconcilePeriod", "only with cpuManagerPolicy static, which is refused"),
@@ -400,6 +401,7 @@ const DEFAULT_ONLY: &[&str] = &[
     "kernelMemcgNotification",
     "runtimeRequestTimeout",
     "tracing",
+    "enableSystemLogQuery",
 ];
 
 /// `Some(reason)` when a [`DEFAULT_ONLY`] field asks for what rkube does
@@ -423,6 +425,8 @@ fn default_only(file: &str, key: &str, v: &Value) -> Result<Option<String>, Conf
     Ok(match key {
         "staticPodURL" => (!empty(v)).then(|| "static pods from a URL are not implemented".into()),
         "tracing" => (!empty(v)).then(|| "OpenTelemetry tracing is not implemented".into()),
+        "enableSystemLogQuery" => field::<bool>(file, key, v)?
+            .then(|| "the node log query (journal and file queries on /logs) is not implemented".into()),
         "readOnlyPort" => (field::<i64>(file, key, v)? != 0)
             .then(|| "the unauthenticated read-only port is not served".into()),
         "kubeletCgroups" | "systemCgroups" => {
@@ -727,6 +731,7 @@ fn decode(
             "logging" => c.logging_verbosity = logging(file, v)?,
             "kubeAPIQPS" => c.kube_api_qps = field(file, key, v)?,
             "volumeStatsAggPeriod" => c.volume_stats_agg_period = duration(file, key, v)?,
+            "enableSystemLogHandler" => c.enable_system_log_handler = field(file, key, v)?,
             "eventRecordQPS" => c.event_record_qps = field(file, key, v)?,
             "registryPullQPS" => c.registry_pull_qps = field(file, key, v)?,
             // Upstream's defaulting: a zero burst is the default burst.
@@ -1432,6 +1437,7 @@ mod tests {
             "kernelMemcgNotification: true\n",
             "runtimeRequestTimeout: 5m\n",
             "tracing: {endpoint: localhost:4317}\n",
+            "enableSystemLogQuery: true\n",
             "staticPodURL: http://x/pods\n",
         ] {
             let e = load(body).unwrap_err().to_string();
@@ -1952,6 +1958,13 @@ mod tests {
             c.volume_stats_agg_period,
             Duration::from_secs(60),
             "0s is the default"
+        );
+        assert!(c.enable_system_log_handler);
+        assert!(
+            !load("enableSystemLogHandler: false\n")
+                .unwrap()
+                .config
+                .enable_system_log_handler
         );
         assert_eq!(
             load("volumeStatsAggPeriod: 2m\n")

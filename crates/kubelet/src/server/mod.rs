@@ -38,6 +38,7 @@ pub mod running_pods;
 
 pub mod proxy;
 pub mod stream;
+pub mod system_logs;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -245,12 +246,18 @@ pub enum Route {
     },
     /// `/exec`, `/attach`, `/portForward` ([`stream`]).
     Stream(stream::Target),
+    /// `/logs/…`: the node's log files ([`system_logs`]); the rest of the
+    /// path, as given.
+    SystemLogs(String),
     /// Anything else (404).
     NotFound,
 }
 
 /// Routes a path.
 pub fn route(path: &str) -> Route {
+    if path == "/logs" || path.starts_with("/logs/") {
+        return Route::SystemLogs(path["/logs".len()..].trim_start_matches('/').to_string());
+    }
     let p = path.trim_end_matches('/');
     match p {
         "/healthz" => Route::Healthz,
@@ -432,7 +439,12 @@ impl Handler for KubeletApi {
                 container,
             } => container_logs(ctx, &namespace, &pod, &container, &req.query).await,
             Route::Stream(t) => stream::serve(ctx, t, req).await,
-            Route::NotFound => text(404, "404 page not found"),
+            // Upstream registers it with the debugging handlers, which
+            // rkube always serves, when enableSystemLogHandler is on.
+            Route::SystemLogs(rel) if ctx.config.enable_system_log_handler => {
+                system_logs::serve(Path::new(system_logs::ROOT), &rel).await
+            }
+            Route::SystemLogs(_) | Route::NotFound => text(404, "404 page not found"),
         }
     }
 }
@@ -624,6 +636,10 @@ mod tests {
         assert_eq!(route("/stats/summary"), Route::Summary);
         assert_eq!(route("/stats"), Route::NotFound);
         assert_eq!(route("/configz"), Route::Configz);
+        assert_eq!(route("/logs"), Route::SystemLogs(String::new()));
+        assert_eq!(route("/logs/"), Route::SystemLogs(String::new()));
+        assert_eq!(route("/logs/pods/"), Route::SystemLogs("pods/".into()));
+        assert_eq!(route("/logsx"), Route::NotFound);
         assert_eq!(route("/runningpods/"), Route::RunningPods);
         assert_eq!(
             route("/containerLogs/default/web-1/app"),

@@ -1,0 +1,311 @@
+//! `/logs/`: the node's log files under `/var/log`, as upstream's kubelet
+//! serves them with `enableSystemLogHandler` (a file server on `/var/log/`
+//! behind `nodes/log`; `kubectl get --raw
+//! /api/v1/nodes/NODE/proxy/logs/`). A directory is listed as Go's file
+//! server lists it, a file's bytes are streamed. Paths are resolved
+//! beneath the root without following a symlink out of it (where Go's
+//! `http.Dir` would follow it).
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use rkube_daemon::server::{self, Body, Response, StatusCode};
+
+use crate::volumes::subpath::{self, SubPathError};
+
+/// Upstream's root.
+pub const ROOT: &str = "/var/log";
+
+/// Most entries of a directory listed.
+const MAX_ENTRIES: usize = 100_000;
+/// The chunk a file is streamed in.
+const CHUNK: usize = 64 << 10;
+
+/// What `/logs/<rel>` answers (`rel`: the rest of the path, still
+/// percent-encoded).
+pub async fn serve(root: &Path, rel: &str) -> Response {
+    let Some(decoded) = percent_decode(rel) else {
+        return server::text(
+            StatusCode::BAD_REQUEST,
+            "400 bad request: the path is not valid UTF-8 once decoded",
+        );
+    };
+    let root = root.to_path_buf();
+    match tokio::task::spawn_blocking(move || open(&root, &decoded)).await {
+        Ok(Ok(Opened::Dir(names))) => server::respond(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            Body::whole(listing(&names)),
+        ),
+        Ok(Ok(Opened::Redirect(to))) => {
+            let mut r = server::text(StatusCode::MOVED_PERMANENTLY, "");
+            if let Ok(v) = http::HeaderValue::from_str(&to) {
+                r.headers_mut().insert(http::header::LOCATION, v);
+            }
+            r
+        }
+        Ok(Ok(Opened::File(file))) => {
+            let (tx, body) = Body::channel(4);
+            tokio::task::spawn_blocking(move || stream(file, tx));
+            server::respond(StatusCode::OK, server::TEXT, body)
+        }
+        Ok(Err(refused)) => refused.response(),
+        Err(e) => server::internal_error(&e),
+    }
+}
+
+enum Opened {
+    /// A directory's entries (directories with a trailing `/`), sorted.
+    Dir(Vec<String>),
+    /// A file, open for reading.
+    File(std::fs::File),
+    /// Where to go instead (Go's file server's canonical URLs: a
+    /// directory ends with `/`, a file does not).
+    Redirect(String),
+}
+
+fn open(root: &Path, rel: &str) -> Result<Opened, Refused> {
+    let want_dir = rel.is_empty() || rel.ends_with('/');
+    let sub = rel.trim_matches('/');
+    let file = if sub.is_empty() {
+        std::fs::File::open(root).map_err(io_error)?
+    } else {
+        let fd = subpath::open_beneath(root, sub, false).map_err(beneath_error)?;
+        // The O_PATH descriptor reopened for reading, as /proc resolves it.
+        std::fs::File::open(PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())))
+            .map_err(io_error)?
+    };
+    let meta = file.metadata().map_err(io_error)?;
+    let base = sub.rsplit('/').next().unwrap_or(sub);
+    match (meta.is_dir(), want_dir) {
+        (true, true) => {}
+        (true, false) => return Ok(Opened::Redirect(format!("{}/", percent_encode(base)))),
+        (false, true) => return Ok(Opened::Redirect(format!("../{}", percent_encode(base)))),
+        (false, false) => return Ok(Opened::File(file)),
+    }
+    let dir = if sub.is_empty() {
+        root.to_path_buf()
+    } else {
+        PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+    };
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(io_error)?.take(MAX_ENTRIES) {
+        let Ok(entry) = entry else { continue };
+        let mut name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            name.push('/');
+        }
+        names.push(name);
+    }
+    names.sort();
+    Ok(Opened::Dir(names))
+}
+
+fn stream(mut file: std::fs::File, tx: tokio::sync::mpsc::Sender<bytes::Bytes>) {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if tx
+                    .blocking_send(bytes::Bytes::copy_from_slice(&buf[..n]))
+                    .is_err()
+                {
+                    return; // the client went away
+                }
+            }
+        }
+    }
+}
+
+/// Why a path is not served (Go's `toHTTPError`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    NotFound,
+    Forbidden,
+    Internal,
+}
+
+impl Refused {
+    fn response(self) -> Response {
+        match self {
+            Refused::NotFound => server::text(StatusCode::NOT_FOUND, "404 page not found"),
+            Refused::Forbidden => server::text(StatusCode::FORBIDDEN, "403 Forbidden"),
+            Refused::Internal => server::text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "500 Internal Server Error",
+            ),
+        }
+    }
+}
+
+fn io_error(e: std::io::Error) -> Refused {
+    match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => Refused::NotFound,
+        std::io::ErrorKind::PermissionDenied => Refused::Forbidden,
+        _ => Refused::Internal,
+    }
+}
+
+fn beneath_error(e: SubPathError) -> Refused {
+    match e {
+        SubPathError::NotFound { .. } | SubPathError::NotADirectory { .. } => Refused::NotFound,
+        SubPathError::Io { source, .. } | SubPathError::Root { source, .. } => io_error(source),
+        // A symlink out of the root, `..`, a NUL: not served.
+        _ => Refused::Forbidden,
+    }
+}
+
+/// Go's file server's directory listing.
+fn listing(names: &[String]) -> String {
+    let mut out = String::from(
+        "<!doctype html>\n<meta name=\"viewport\" content=\"width=device-width\">\n<pre>\n",
+    );
+    for n in names {
+        out.push_str(&format!("<a href=\"{}\">{}</a>\n", href(n), html_escape(n)));
+    }
+    out.push_str("</pre>\n");
+    out
+}
+
+/// `url.URL{Path: name}.String()`: the name escaped as a path, with `./`
+/// before a first segment holding a colon.
+fn href(name: &str) -> String {
+    let escaped = percent_encode(name);
+    let first = name.split('/').next().unwrap_or("");
+    if first.contains(':') {
+        format!("./{escaped}")
+    } else {
+        escaped
+    }
+}
+
+/// Go's `htmlReplacer`.
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&#34;")
+        .replace('\'', "&#39;")
+}
+
+/// Escapes as Go's `url.PathEscape` does for each segment of a path (the
+/// `/` between segments kept).
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        let keep = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'_'
+                    | b'.'
+                    | b'~'
+                    | b'/'
+                    | b'$'
+                    | b'&'
+                    | b'+'
+                    | b','
+                    | b':'
+                    | b';'
+                    | b'='
+                    | b'@'
+                    | b'!'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+            );
+        if keep {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `%XX` decoded; `None` when a byte sequence is not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok()?;
+            if let Ok(v) = u8::from_str_radix(hex, 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    async fn get(root: &Path, rel: &str) -> (u16, String, Option<String>) {
+        let r = serve(root, rel).await;
+        let code = r.status().as_u16();
+        let location = r
+            .headers()
+            .get(http::header::LOCATION)
+            .map(|v| v.to_str().unwrap().to_string());
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        (code, String::from_utf8_lossy(&body).into_owned(), location)
+    }
+
+    #[tokio::test]
+    async fn lists_serves_and_stays_beneath_the_root() {
+        let base = std::env::temp_dir().join(format!("rkube-syslogs-{}", std::process::id()));
+        let root = base.join("log");
+        std::fs::create_dir_all(root.join("pods/ns_p_u")).unwrap();
+        std::fs::write(root.join("syslog"), "line one\nline two\n").unwrap();
+        std::fs::write(root.join("a <b>.log"), "x").unwrap();
+        std::fs::write(base.join("secret"), "not a log").unwrap();
+        std::os::unix::fs::symlink(base.join("secret"), root.join("escape")).unwrap();
+        std::os::unix::fs::symlink("syslog", root.join("inside")).unwrap();
+        let big = "0123456789".repeat(20_000);
+        std::fs::write(root.join("pods/ns_p_u/big.log"), &big).unwrap();
+
+        let (code, body, _) = get(&root, "").await;
+        assert_eq!(code, 200);
+        assert_eq!(
+            body,
+            "<!doctype html>\n<meta name=\"viewport\" content=\"width=device-width\">\n<pre>\n\
+             <a href=\"a%20%3Cb%3E.log\">a &lt;b&gt;.log</a>\n<a href=\"escape\">escape</a>\n\
+             <a href=\"inside\">inside</a>\n<a href=\"pods/\">pods/</a>\n<a href=\"syslog\">syslog</a>\n</pre>\n"
+        );
+        assert_eq!(get(&root, "syslog").await.1, "line one\nline two\n");
+        assert_eq!(get(&root, "a%20%3Cb%3E.log").await.1, "x");
+        assert_eq!(
+            get(&root, "pods/ns_p_u/big.log").await.1,
+            big,
+            "streamed whole"
+        );
+        assert_eq!(get(&root, "inside").await.1, "line one\nline two\n");
+        // Canonical URLs, as Go's file server redirects to them.
+        assert_eq!(get(&root, "pods").await.2.as_deref(), Some("pods/"));
+        assert_eq!(get(&root, "syslog/").await.2.as_deref(), Some("../syslog"));
+        // Nothing outside the root, however asked for.
+        assert_eq!(get(&root, "escape").await.0, 403);
+        assert_eq!(get(&root, "../secret").await.0, 403);
+        assert_eq!(get(&root, "%2E%2E/secret").await.0, 403);
+        assert_eq!(get(&root, "missing.log").await.0, 404);
+        assert_eq!(get(&root, "%ff").await.0, 400);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn go_escapes() {
+        assert_eq!(href("a b:c"), "./a%20b:c");
+        assert_eq!(html_escape("<'&\">"), "&lt;&#39;&amp;&#34;&gt;");
+        assert_eq!(percent_decode("a%2Fb%zz%4"), Some("a/b%zz%4".into()));
+    }
+}
