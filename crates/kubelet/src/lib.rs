@@ -636,7 +636,11 @@ pub async fn run_with_metrics(
                 stats.clone(),
                 desc.name.clone(),
                 cri.events().cloned(),
-                opts.container_gc,
+                gc::containers::Policy {
+                    min_age: opts.container_gc.min_age,
+                    max_per_pod_container: opts.container_gc.max_per_pod_container,
+                    max_containers: opts.container_gc.max_containers,
+                },
                 gc::images::Policy {
                     high_threshold_percent: cfg.image_gc_high_threshold_percent,
                     low_threshold_percent: cfg.image_gc_low_threshold_percent,
@@ -908,8 +912,16 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(o) => o,
         Err(code) => return code,
     };
-    if let Some(v) = &opts.version {
-        println!("{v}");
+    if let Some(format) = opts.version {
+        let version = node::machine::kubelet_version();
+        match format {
+            options::VersionFormat::Plain => println!("Kubernetes {version}"),
+            options::VersionFormat::Raw => println!(
+                "version.Info{{GitVersion:{version:?}, GoVersion:\"none (rkube {})\", Platform:\"linux/{}\"}}",
+                env!("CARGO_PKG_VERSION"),
+                node::machine::go_arch()
+            ),
+        }
         return 0;
     }
     let prepared = match prepare(&opts) {

@@ -12,7 +12,37 @@ use std::time::Duration;
 
 pub use config_flags::{overlay, ConfigFlag};
 
-use crate::gc::containers::Policy as ContainerGcPolicy;
+/// `--version`'s forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionFormat {
+    /// `Kubernetes vX.Y.Z-rkube`, what kubeadm's preflight parses.
+    Plain,
+    /// `--version=raw`: the version details.
+    Raw,
+}
+
+/// The container garbage collector's flags (upstream's `GCPolicy` from
+/// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`
+/// and `--maximum-dead-containers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerGcFlags {
+    /// Containers created less than this ago are kept (default 0).
+    pub min_age: Duration,
+    /// Dead instances kept per container (default 1; negative: no limit).
+    pub max_per_pod_container: i32,
+    /// Dead containers kept on the node (default -1: no limit).
+    pub max_containers: i32,
+}
+
+impl Default for ContainerGcFlags {
+    fn default() -> Self {
+        ContainerGcFlags {
+            min_age: Duration::ZERO,
+            max_per_pod_container: 1,
+            max_containers: -1,
+        }
+    }
+}
 
 /// Which runtime runs the pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,9 +102,9 @@ pub struct Options {
     pub config_flags: Vec<ConfigFlag>,
     /// `--minimum-container-ttl-duration`,
     /// `--maximum-dead-containers-per-container`, `--maximum-dead-containers`.
-    pub container_gc: ContainerGcPolicy,
+    pub container_gc: ContainerGcFlags,
     /// `--version`: what to print instead of running.
-    pub version: Option<String>,
+    pub version: Option<VersionFormat>,
     /// Deprecation warnings, in upstream's words.
     pub warnings: Vec<String>,
 }
@@ -99,7 +129,7 @@ impl Default for Options {
             api_concurrency: 64,
             verbosity: None,
             config_flags: Vec::new(),
-            container_gc: crate::gc::containers::DEFAULT_POLICY,
+            container_gc: ContainerGcFlags::default(),
             version: None,
             bootstrap_kubeconfig: None,
             cert_dir: None,
@@ -311,14 +341,9 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             }
             "version" => {
                 let v = flag.inline.clone().unwrap_or_else(|| "true".into());
-                let version = crate::node::machine::kubelet_version();
                 o.version = match v.as_str() {
-                    "raw" => Some(format!(
-                        "version.Info{{GitVersion:{version:?}, GoVersion:\"none (rkube {})\", Platform:\"linux/{}\"}}",
-                        env!("CARGO_PKG_VERSION"),
-                        crate::node::machine::go_arch()
-                    )),
-                    _ if parse_bool(&name, &v)? => Some(format!("Kubernetes {version}")),
+                    "raw" => Some(VersionFormat::Raw),
+                    _ if parse_bool(&name, &v)? => Some(VersionFormat::Plain),
                     _ => None,
                 };
             }
@@ -542,10 +567,11 @@ mod tests {
         assert_eq!(o.container_gc.max_per_pod_container, 1);
         assert_eq!(
             p(&["--version"]).unwrap().version,
-            Some(format!(
-                "Kubernetes {}",
-                crate::node::machine::kubelet_version()
-            ))
+            Some(VersionFormat::Plain)
+        );
+        assert_eq!(
+            p(&["--version=raw"]).unwrap().version,
+            Some(VersionFormat::Raw)
         );
         assert_eq!(p(&["--version=false"]).unwrap().version, None);
         // Empty values of flags rkube does not implement ask for nothing.
