@@ -396,6 +396,17 @@ fn a_node_joins_with_kubeadm_join() {
         &format!("/api/v1/nodes/node-1/proxy/logs/pods/default_hello_{uid}/c/0.log"),
     ]);
     assert!(via_api.contains(" stdout F joined-by-kubeadm"), "{via_api}");
+    // And through its /var/log/containers link, an absolute symlink.
+    let link = links
+        .iter()
+        .find(|l| l.starts_with("hello_default_c-"))
+        .unwrap();
+    let via_link = c.ok(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/nodes/node-1/proxy/logs/containers/{link}"),
+    ]);
+    assert_eq!(via_link, via_api);
 
     let down = c.down();
     assert!(down.status.success(), "down: {}", text(&down));

@@ -128,7 +128,8 @@ pub struct KubeletConfiguration {
     /// `enableSystemLogHandler`: `/logs/` serves `/var/log`.
     pub enable_system_log_handler: bool,
     /// `volumeStatsAggPeriod`: how long a volume's measured usage is kept
-    /// (zero: volume usage is not measured).
+    /// (0s in the file is upstream's default, a minute; a negative period,
+    /// upstream's "disabled", is not accepted by rkube's duration parser).
     pub volume_stats_agg_period: Duration,
     /// `memorySwap.swapBehavior`: `NoSwap` (also for "") or `LimitedSwap`.
     pub memory_swap_behavior: String,

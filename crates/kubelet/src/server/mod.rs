@@ -28,8 +28,8 @@
 //! self-signed one for the node name, host name, node IP and localhost,
 //! kept in `<root-dir>/pki/kubelet.{crt,key}` (as upstream).
 //!
-//! Not served: `/run`, `/logs` (node logs), `/checkpoint`, `/debug`
-//! (404).
+//! `/logs/` serves the node's `/var/log` ([`system_logs`]). Not served:
+//! `/run`, `/checkpoint`, `/debug` (404).
 
 pub mod auth;
 pub mod configz;
@@ -246,8 +246,8 @@ pub enum Route {
     },
     /// `/exec`, `/attach`, `/portForward` ([`stream`]).
     Stream(stream::Target),
-    /// `/logs/…`: the node's log files ([`system_logs`]); the rest of the
-    /// path, as given.
+    /// `/logs…`: the node's log files ([`system_logs`]); the rest of the
+    /// path after `/logs`, as given.
     SystemLogs(String),
     /// Anything else (404).
     NotFound,
@@ -256,7 +256,7 @@ pub enum Route {
 /// Routes a path.
 pub fn route(path: &str) -> Route {
     if path == "/logs" || path.starts_with("/logs/") {
-        return Route::SystemLogs(path["/logs".len()..].trim_start_matches('/').to_string());
+        return Route::SystemLogs(path["/logs".len()..].to_string());
     }
     let p = path.trim_end_matches('/');
     match p {
@@ -444,7 +444,8 @@ impl Handler for KubeletApi {
             Route::SystemLogs(rel) if ctx.config.enable_system_log_handler => {
                 system_logs::serve(Path::new(system_logs::ROOT), &rel).await
             }
-            Route::SystemLogs(_) | Route::NotFound => text(404, "404 page not found"),
+            Route::SystemLogs(_) => text(405, "logs endpoint is disabled."),
+            Route::NotFound => text(404, "404 page not found"),
         }
     }
 }
@@ -637,8 +638,8 @@ mod tests {
         assert_eq!(route("/stats"), Route::NotFound);
         assert_eq!(route("/configz"), Route::Configz);
         assert_eq!(route("/logs"), Route::SystemLogs(String::new()));
-        assert_eq!(route("/logs/"), Route::SystemLogs(String::new()));
-        assert_eq!(route("/logs/pods/"), Route::SystemLogs("pods/".into()));
+        assert_eq!(route("/logs/"), Route::SystemLogs("/".into()));
+        assert_eq!(route("/logs/pods/"), Route::SystemLogs("/pods/".into()));
         assert_eq!(route("/logsx"), Route::NotFound);
         assert_eq!(route("/runningpods/"), Route::RunningPods);
         assert_eq!(

@@ -2,17 +2,17 @@
 //! serves them with `enableSystemLogHandler` (a file server on `/var/log/`
 //! behind `nodes/log`; `kubectl get --raw
 //! /api/v1/nodes/NODE/proxy/logs/`). A directory is listed as Go's file
-//! server lists it, a file's bytes are streamed. Paths are resolved
-//! beneath the root without following a symlink out of it (where Go's
-//! `http.Dir` would follow it).
+//! server lists it, a file's bytes are streamed. A path is opened with the
+//! symlinks in it followed (the `/var/log/containers` links are absolute)
+//! and served only if what was opened lies beneath the root; a `..` is
+//! refused as Go's file server refuses it.
 
-use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 
 use rkube_daemon::server::{self, Body, Response, StatusCode};
-
-use crate::volumes::subpath::{self, SubPathError};
+use tokio::io::AsyncReadExt;
 
 /// Upstream's root.
 pub const ROOT: &str = "/var/log";
@@ -22,15 +22,22 @@ const MAX_ENTRIES: usize = 100_000;
 /// The chunk a file is streamed in.
 const CHUNK: usize = 64 << 10;
 
-/// What `/logs/<rel>` answers (`rel`: the rest of the path, still
-/// percent-encoded).
-pub async fn serve(root: &Path, rel: &str) -> Response {
+/// What `/logs<rest>` answers (`rest`: the rest of the path, still
+/// percent-encoded: empty, or starting with `/`).
+pub async fn serve(root: &Path, rest: &str) -> Response {
+    let Some(rel) = rest.strip_prefix('/') else {
+        // Upstream's mux sends `/logs` to `/logs/`.
+        return redirect("logs/");
+    };
     let Some(decoded) = percent_decode(rel) else {
         return server::text(
             StatusCode::BAD_REQUEST,
             "400 bad request: the path is not valid UTF-8 once decoded",
         );
     };
+    if decoded.split('/').any(|c| c == "..") {
+        return server::text(StatusCode::BAD_REQUEST, "invalid URL path");
+    }
     let root = root.to_path_buf();
     match tokio::task::spawn_blocking(move || open(&root, &decoded)).await {
         Ok(Ok(Opened::Dir(names))) => server::respond(
@@ -38,21 +45,23 @@ pub async fn serve(root: &Path, rel: &str) -> Response {
             "text/html; charset=utf-8",
             Body::whole(listing(&names)),
         ),
-        Ok(Ok(Opened::Redirect(to))) => {
-            let mut r = server::text(StatusCode::MOVED_PERMANENTLY, "");
-            if let Ok(v) = http::HeaderValue::from_str(&to) {
-                r.headers_mut().insert(http::header::LOCATION, v);
-            }
-            r
-        }
+        Ok(Ok(Opened::Redirect(to))) => redirect(&to),
         Ok(Ok(Opened::File(file))) => {
             let (tx, body) = Body::channel(4);
-            tokio::task::spawn_blocking(move || stream(file, tx));
+            tokio::spawn(stream(tokio::fs::File::from_std(file), tx));
             server::respond(StatusCode::OK, server::TEXT, body)
         }
         Ok(Err(refused)) => refused.response(),
         Err(e) => server::internal_error(&e),
     }
+}
+
+fn redirect(to: &str) -> Response {
+    let mut r = server::text(StatusCode::MOVED_PERMANENTLY, "");
+    if let Ok(v) = http::HeaderValue::from_str(to) {
+        r.headers_mut().insert(http::header::LOCATION, v);
+    }
+    r
 }
 
 enum Opened {
@@ -68,48 +77,61 @@ enum Opened {
 fn open(root: &Path, rel: &str) -> Result<Opened, Refused> {
     let want_dir = rel.is_empty() || rel.ends_with('/');
     let sub = rel.trim_matches('/');
-    let file = if sub.is_empty() {
-        std::fs::File::open(root).map_err(io_error)?
-    } else {
-        let fd = subpath::open_beneath(root, sub, false).map_err(beneath_error)?;
-        // The O_PATH descriptor reopened for reading, as /proc resolves it.
-        std::fs::File::open(PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())))
-            .map_err(io_error)?
-    };
+    let real_root = std::fs::canonicalize(root).map_err(io_error)?;
+    // O_NONBLOCK: a FIFO in the tree must not hold the open.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(root.join(sub))
+        .map_err(io_error)?;
+    // What was opened, wherever the symlinks on the way led.
+    let real =
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(io_error)?;
+    if !real.starts_with(&real_root) {
+        return Err(Refused::Forbidden);
+    }
     let meta = file.metadata().map_err(io_error)?;
     let base = sub.rsplit('/').next().unwrap_or(sub);
+    if !meta.is_dir() && !meta.is_file() {
+        return Err(Refused::Forbidden);
+    }
     match (meta.is_dir(), want_dir) {
         (true, true) => {}
-        (true, false) => return Ok(Opened::Redirect(format!("{}/", percent_encode(base)))),
-        (false, true) => return Ok(Opened::Redirect(format!("../{}", percent_encode(base)))),
+        (true, false) => return Ok(Opened::Redirect(format!("{}/", href(base)))),
+        (false, true) => return Ok(Opened::Redirect(format!("../{}", href(base)))),
         (false, false) => return Ok(Opened::File(file)),
     }
-    let dir = if sub.is_empty() {
-        root.to_path_buf()
-    } else {
-        PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
-    };
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(&dir).map_err(io_error)?.take(MAX_ENTRIES) {
+    let mut entries: Vec<(String, bool)> = Vec::new();
+    for entry in std::fs::read_dir(&real).map_err(io_error)? {
         let Ok(entry) = entry else { continue };
-        let mut name = entry.file_name().to_string_lossy().into_owned();
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            name.push('/');
+        // Names that are not UTF-8 cannot be asked for in this API's paths.
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        entries.push((name, entry.file_type().is_ok_and(|t| t.is_dir())));
+        if entries.len() >= MAX_ENTRIES {
+            break;
         }
-        names.push(name);
     }
-    names.sort();
-    Ok(Opened::Dir(names))
+    // Go sorts by the bare name.
+    entries.sort();
+    Ok(Opened::Dir(
+        entries
+            .into_iter()
+            .map(|(n, dir)| if dir { format!("{n}/") } else { n })
+            .collect(),
+    ))
 }
 
-fn stream(mut file: std::fs::File, tx: tokio::sync::mpsc::Sender<bytes::Bytes>) {
+async fn stream(mut file: tokio::fs::File, tx: tokio::sync::mpsc::Sender<bytes::Bytes>) {
     let mut buf = vec![0u8; CHUNK];
     loop {
-        match file.read(&mut buf) {
+        match file.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 if tx
-                    .blocking_send(bytes::Bytes::copy_from_slice(&buf[..n]))
+                    .send(bytes::Bytes::copy_from_slice(&buf[..n]))
+                    .await
                     .is_err()
                 {
                     return; // the client went away
@@ -148,15 +170,6 @@ fn io_error(e: std::io::Error) -> Refused {
     }
 }
 
-fn beneath_error(e: SubPathError) -> Refused {
-    match e {
-        SubPathError::NotFound { .. } | SubPathError::NotADirectory { .. } => Refused::NotFound,
-        SubPathError::Io { source, .. } | SubPathError::Root { source, .. } => io_error(source),
-        // A symlink out of the root, `..`, a NUL: not served.
-        _ => Refused::Forbidden,
-    }
-}
-
 /// Go's file server's directory listing.
 fn listing(names: &[String]) -> String {
     let mut out = String::from(
@@ -190,8 +203,7 @@ fn html_escape(s: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-/// Escapes as Go's `url.PathEscape` does for each segment of a path (the
-/// `/` between segments kept).
+/// Escapes a path as Go's `url.URL.EscapedPath` does (`encodePath`).
 fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
@@ -210,11 +222,6 @@ fn percent_encode(s: &str) -> String {
                     | b';'
                     | b'='
                     | b'@'
-                    | b'!'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
             );
         if keep {
             out.push(b as char);
@@ -251,7 +258,7 @@ mod tests {
     use http_body_util::BodyExt;
 
     async fn get(root: &Path, rel: &str) -> (u16, String, Option<String>) {
-        let r = serve(root, rel).await;
+        let r = serve(root, &format!("/{rel}")).await;
         let code = r.status().as_u16();
         let location = r
             .headers()
@@ -268,6 +275,7 @@ mod tests {
         std::fs::create_dir_all(root.join("pods/ns_p_u")).unwrap();
         std::fs::write(root.join("syslog"), "line one\nline two\n").unwrap();
         std::fs::write(root.join("a <b>.log"), "x").unwrap();
+        std::fs::write(root.join("pods.log"), "").unwrap();
         std::fs::write(base.join("secret"), "not a log").unwrap();
         std::os::unix::fs::symlink(base.join("secret"), root.join("escape")).unwrap();
         std::os::unix::fs::symlink("syslog", root.join("inside")).unwrap();
@@ -280,7 +288,8 @@ mod tests {
             body,
             "<!doctype html>\n<meta name=\"viewport\" content=\"width=device-width\">\n<pre>\n\
              <a href=\"a%20%3Cb%3E.log\">a &lt;b&gt;.log</a>\n<a href=\"escape\">escape</a>\n\
-             <a href=\"inside\">inside</a>\n<a href=\"pods/\">pods/</a>\n<a href=\"syslog\">syslog</a>\n</pre>\n"
+             <a href=\"inside\">inside</a>\n<a href=\"pods/\">pods/</a>\n<a href=\"pods.log\">pods.log</a>\n\
+             <a href=\"syslog\">syslog</a>\n</pre>\n"
         );
         assert_eq!(get(&root, "syslog").await.1, "line one\nline two\n");
         assert_eq!(get(&root, "a%20%3Cb%3E.log").await.1, "x");
@@ -290,13 +299,21 @@ mod tests {
             "streamed whole"
         );
         assert_eq!(get(&root, "inside").await.1, "line one\nline two\n");
+        // An absolute link inside the root, as /var/log/containers' are.
+        std::os::unix::fs::symlink(root.join("syslog"), root.join("absolute")).unwrap();
+        assert_eq!(get(&root, "absolute").await.1, "line one\nline two\n");
+        assert_eq!(
+            serve(&root, "").await.status().as_u16(),
+            301,
+            "/logs goes to /logs/"
+        );
         // Canonical URLs, as Go's file server redirects to them.
         assert_eq!(get(&root, "pods").await.2.as_deref(), Some("pods/"));
         assert_eq!(get(&root, "syslog/").await.2.as_deref(), Some("../syslog"));
         // Nothing outside the root, however asked for.
         assert_eq!(get(&root, "escape").await.0, 403);
-        assert_eq!(get(&root, "../secret").await.0, 403);
-        assert_eq!(get(&root, "%2E%2E/secret").await.0, 403);
+        assert_eq!(get(&root, "../secret").await.0, 400);
+        assert_eq!(get(&root, "%2E%2E/secret").await.0, 400);
         assert_eq!(get(&root, "missing.log").await.0, 404);
         assert_eq!(get(&root, "%ff").await.0, 400);
         std::fs::remove_dir_all(&base).unwrap();
@@ -305,6 +322,7 @@ mod tests {
     #[test]
     fn go_escapes() {
         assert_eq!(href("a b:c"), "./a%20b:c");
+        assert_eq!(href("x(1)!.log"), "x%281%29%21.log");
         assert_eq!(html_escape("<'&\">"), "&lt;&#39;&amp;&#34;&gt;");
         assert_eq!(percent_decode("a%2Fb%zz%4"), Some("a/b%zz%4".into()));
     }
