@@ -94,9 +94,9 @@ pub struct Prepared {
     pub slices: Vec<node::resource_slices::SliceTemplate>,
     /// Warnings (ignored fields).
     pub warnings: Vec<String>,
-    /// The configuration document in effect (`--config` with the flags'
-    /// fields), which the kubelet API's settings are read from.
-    pub document: serde_yaml_ng::Value,
+    /// The kubelet API's settings, from the configuration in effect
+    /// (`--config` with the flags' fields).
+    pub api: server::ApiSettings,
 }
 
 /// Loads `--config` (with the fields flags set) and `--node-template`.
@@ -105,7 +105,7 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
         config::load(opts.config.as_deref(), &opts.config_flags).map_err(|e| e.to_string())?;
     // The kubelet API's settings (authentication, authorization, TLS files)
     // are checked now, bad ones being bad configuration (exit 2).
-    server::ApiSettings::from_document(&effective.document).map_err(|e| {
+    let api = server::ApiSettings::from_document(&effective.document).map_err(|e| {
         let source = match &opts.config {
             Some(p) => format!("{} (with the flags laid over it)", p.display()),
             None => "the kubelet's flags".into(),
@@ -133,7 +133,7 @@ pub fn prepare(opts: &Options) -> Result<Prepared, String> {
         template,
         slices,
         warnings,
-        document: effective.document,
+        api,
     })
 }
 
@@ -656,7 +656,7 @@ pub async fn run_with_metrics(
     };
     if let (Some(cri), [desc]) = (&cri, descs.as_slice()) {
         if cfg.port != 0 {
-            let settings = server::ApiSettings::from_document(&prepared.document)?;
+            let settings = prepared.api.clone();
             let names = [
                 desc.name.clone(),
                 node::machine::hostname(),
