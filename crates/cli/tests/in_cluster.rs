@@ -196,7 +196,7 @@ fn kubelet(cp: &ControlPlane, work: &Path, ctrd: &Containerd) -> Proc {
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
              address: 127.0.0.1\nport: {}\nhealthzPort: 0\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\n\
+             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\n\
              containerRuntimeEndpoint: {}\npodLogsDir: {}\n\
              authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
              authorization: {{mode: Webhook}}\n",

@@ -165,7 +165,7 @@ fn kubelet_yaml(address: &str, port: u16, endpoint: &str, logs: &Path, extra: &s
          address: {address}\nport: {port}\nhealthzPort: 0\n\
          evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
          imageGCHighThresholdPercent: 100\ncontainerRuntimeEndpoint: {endpoint}\n\
-         podLogsDir: {}\n{extra}",
+         failCgroupV1: false\npodLogsDir: {}\n{extra}",
         logs.display()
     )
 }
@@ -1867,9 +1867,10 @@ impl Drop for SwapFile {
     }
 }
 
+/// `failCgroupV1` (the default) on a host using cgroup v1, and
 /// `failSwapOn` (the default) on a host with swap on: the kubelet refuses
-/// to start with upstream's message (exit 1); `--fail-swap-on=false` lets
-/// it past that check.
+/// to start with upstream's message (exit 1); `--fail-cgroupv1=false` and
+/// `--fail-swap-on=false` let it past those checks.
 #[test]
 #[ignore = "needs root (swapon); run by hack/test"]
 fn swap_on_refuses_to_start() {
@@ -1899,16 +1900,23 @@ fn swap_on_refuses_to_start() {
             .output()
             .unwrap()
     };
-    let refused = run(&[]);
+    const V1: &str = "kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release";
+    let cgroup_v1 = !Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let by_default = run(&[]);
+    let stderr = String::from_utf8_lossy(&by_default.stderr);
+    assert_eq!(stderr.contains(V1), cgroup_v1, "{stderr}");
+    assert_eq!(by_default.status.code(), Some(1), "{stderr}");
+    let refused = run(&["--fail-cgroupv1=false"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains(V1), "{stderr}");
     assert!(
         stderr.contains(
             "running with swap on is not supported, please disable swap or set --fail-swap-on flag to false"
         ),
         "{stderr}"
     );
-    let allowed = run(&["--fail-swap-on=false"]);
+    let allowed = run(&["--fail-cgroupv1=false", "--fail-swap-on=false"]);
     let stderr = String::from_utf8_lossy(&allowed.stderr);
     assert!(!stderr.contains("swap on is not supported"), "{stderr}");
     assert!(stderr.contains("connecting to the CRI runtime"), "{stderr}");
@@ -2662,6 +2670,19 @@ fn host_ip() -> String {
         .to_string()
 }
 
+/// Unmounts everything at and under a directory when dropped.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .args(["-R", "-l"])
+            .arg(&self.0)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 /// A kubelet running as a child process; killed on drop.
 struct KubeletProcess(std::process::Child);
 
@@ -2712,13 +2733,18 @@ fn pod_state(p: &Pod) -> PodRun {
 }
 
 /// Upstream's kubelet v1.37 and rkube's replace each other on a running
-/// node (same root directory, configuration and containerd): 12 pods, each
+/// node (same root directory, configuration and containerd): 50 pods, each
 /// with an init container and two containers (one of them restarted once),
-/// run under upstream's kubelet; rkube's takes over — no container
-/// restarted, every container id and restart count unchanged, every pod
-/// still Ready, no extra sandbox, `kubectl logs` and `exec` work — and
-/// upstream's takes the node back, likewise. A pod whose image is changed
-/// through the API restarts that container only, under either kubelet.
+/// and a pod being deleted, run under upstream's kubelet; rkube's takes
+/// over — no container restarted, every container id and restart count
+/// unchanged, every pod still Ready, no extra sandbox, `kubectl logs` and
+/// `exec` work, the deleted pod finishes terminating and is not started
+/// again — and upstream's takes the node back, likewise. A pod whose image
+/// is changed through the API restarts that container only, under either
+/// kubelet. A pod resized in place under each kubelet (cpu in place under
+/// upstream's, memory with a restart under rkube's) is not resized or
+/// restarted again by the next: both read the allocation checkpoints the
+/// other wrote.
 #[test]
 #[ignore = "needs root, containerd (hack/containerd), upstream's kubelet (hack/cluster node-bin); run by hack/test"]
 fn handover_between_upstream_and_rkube_kubelets() {
@@ -2758,7 +2784,7 @@ fn handover_between_upstream_and_rkube_kubelets() {
             &work.join("pod-logs"),
             &format!(
                 "readOnlyPort: 0\nimageGCLowThresholdPercent: 99\n\
-                 cgroupDriver: cgroupfs\nfailCgroupV1: false\nfailSwapOn: false\n\
+                 cgroupDriver: cgroupfs\nfailSwapOn: false\n\
                  makeIPTablesUtilChains: false\n\
                  authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
                  authorization: {{mode: Webhook}}\n",
@@ -2769,6 +2795,10 @@ fn handover_between_upstream_and_rkube_kubelets() {
     .unwrap();
     let node_kc = cp.node_kubeconfig(&node).unwrap();
     let root = work.join("root");
+    // Upstream's kubelet bind-mounts its root directory on itself and
+    // leaves the pods' volumes mounted when it stops: all of it unmounted
+    // once the kubelets are gone (they are dropped before this).
+    let _unmount = Unmount(root.clone());
     let common = [
         format!("--kubeconfig={}", node_kc.display()),
         format!("--hostname-override={node}"),
@@ -2807,9 +2837,15 @@ fn handover_between_upstream_and_rkube_kubelets() {
         };
         let upstream = KubeletProcess::start(&upstream_bin, &upstream_args, &work.join("upstream-1.log"));
         ready_node().await;
-        const N: usize = 12;
+        const N: usize = 50;
+        // h-2's app can be resized: cpu in place, memory with a restart.
+        let resizable = serde_json::json!({
+            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"},
+                          "limits": {"cpu": "200m", "memory": "64Mi"}},
+            "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"},
+                             {"resourceName": "memory", "restartPolicy": "RestartContainer"}]});
         for i in 0..N {
-            let pod: Pod = serde_json::from_value(serde_json::json!({
+            let mut pod: Pod = serde_json::from_value(serde_json::json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": format!("h-{i}"), "labels": {"app": "handover"}},
                 "spec": {"nodeName": node, "terminationGracePeriodSeconds": 2,
@@ -2825,8 +2861,27 @@ fn handover_between_upstream_and_rkube_kubelets() {
                              "volumeMounts": [{"name": "d", "mountPath": "/d"}]}]},
             }))
             .unwrap();
+            if i == 2 {
+                let app = &mut pod.spec.as_mut().unwrap().containers[0];
+                app.resources = serde_json::from_value(resizable["resources"].clone()).unwrap();
+                app.resize_policy =
+                    serde_json::from_value(resizable["resizePolicy"].clone()).unwrap();
+            }
             pods.create(&Default::default(), &pod).await.unwrap();
         }
+        // A pod that takes 20 s to stop, deleted just before the switch.
+        let term: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "term", "labels": {"app": "term"}},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 60,
+                     "containers": [{"name": "slow", "image": "rkube.local/busybox:1",
+                                     "command": ["sh", "-c", "trap 'sleep 20; exit 0' TERM; sleep 3600 & wait; sleep 20"]}]},
+        }))
+        .unwrap();
+        let term_uid = pods.create(&Default::default(), &term).await.unwrap().uid().unwrap();
+        let of_term = |labels: &HashMap<String, String>| {
+            labels.get("io.kubernetes.pod.uid") == Some(&term_uid)
+        };
         let settled = || async {
             wait_for("every pod Ready, each 'once' restarted once", Duration::from_secs(120), || async {
                 let l = pods.list(&ListParams::default().labels("app=handover")).await.ok()?;
@@ -2850,18 +2905,21 @@ fn handover_between_upstream_and_rkube_kubelets() {
                 .await
                 .unwrap()
                 .into_iter()
+                .filter(|s| !of_term(&s.labels))
                 .map(|s| s.id)
                 .collect();
             v.sort();
             v
         };
-        // What runs, seen by the runtime: every container's id and attempt.
+        // What runs, seen by the runtime: every container's id and attempt
+        // (the deleted pod's apart).
         let containers = || async {
             let mut v: Vec<(String, u32)> = cri
                 .list_containers(None)
                 .await
                 .unwrap()
                 .into_iter()
+                .filter(|c| !of_term(&c.labels))
                 .map(|c| (c.id, c.metadata.map(|m| m.attempt).unwrap_or(0)))
                 .collect();
             v.sort();
@@ -2880,6 +2938,13 @@ fn handover_between_upstream_and_rkube_kubelets() {
                 .await
             }
         };
+        settled().await;
+        wait_for("the slow pod running", Duration::from_secs(60), || async {
+            (phase(&pods.get("term").await.ok()?) == "Running").then_some(())
+        })
+        .await;
+        // Under upstream's: h-2's cpu resized in place.
+        resize(&pods, "h-2", serde_json::json!({"requests": {"cpu": "100m"}}), 0).await;
         let before = settled().await;
         let sandboxes_before = sandboxes().await;
         let containers_before = containers().await;
@@ -2906,23 +2971,133 @@ fn handover_between_upstream_and_rkube_kubelets() {
                 assert!(out.contains("sleep"), "{phase}: kubectl exec: {out}");
             }
         };
+        // The slow pod deleted: upstream's kubelet starts stopping it.
+        let slow_before: Vec<String> = cri
+            .list_containers(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|c| of_term(&c.labels))
+            .map(|c| c.id)
+            .collect();
+        pods.delete("term", &Default::default()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
         drop(upstream);
         let switched = k8s_openapi::jiff::Timestamp::now();
         let rkube = KubeletProcess::start(env!("CARGO_BIN_EXE_rkube"), &rkube_args, &work.join("rkube.log"));
         fresh_heartbeat(switched).await;
         check("upstream → rkube", before, sandboxes_before.clone(), containers_before).await;
+        // The slow pod finished terminating, and was never started again.
+        wait_for("the deleted pod gone", Duration::from_secs(90), || async {
+            pods.get_opt("term").await.ok()?.is_none().then_some(())
+        })
+        .await;
+        let slow_after: Vec<String> = cri
+            .list_containers(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|c| of_term(&c.labels))
+            .map(|c| c.id)
+            .collect();
+        assert!(
+            slow_after.iter().all(|id| slow_before.contains(id)),
+            "no new container for the deleted pod: {slow_before:?} → {slow_after:?}"
+        );
         // A container rkube made (h-0's new app), for upstream to adopt.
         image_change(&pods, "h-0", &cp).await;
+        // Under rkube's: h-2's memory resized, which restarts its app.
+        resize(&pods, "h-2", serde_json::json!({"limits": {"memory": "96Mi"}}), 1).await;
         let mid = settled().await;
         let containers_mid = containers().await;
         drop(rkube);
+        // rkube's checkpoints, in upstream's format, hold the resize.
+        let h2 = pods.get("h-2").await.unwrap().uid().unwrap();
+        for file in ["allocated_pods_state", "actuated_pods_state"] {
+            let text = std::fs::read_to_string(root.join(file)).unwrap();
+            let outer: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let data: serde_json::Value =
+                serde_json::from_str(outer["data"].as_str().unwrap()).unwrap();
+            let app = &data["entries"][&h2]["ContainerResources"]["app"];
+            assert_eq!(app["limits"]["memory"], "96Mi", "{file}: {text}");
+            assert_eq!(app["requests"]["cpu"], "100m", "{file}: {text}");
+        }
         let switched = k8s_openapi::jiff::Timestamp::now();
         let _upstream =
             KubeletProcess::start(&upstream_bin, &upstream_args, &work.join("upstream-2.log"));
         fresh_heartbeat(switched).await;
         check("rkube → upstream", mid, sandboxes_before, containers_mid).await;
+        let log = std::fs::read_to_string(work.join("upstream-2.log")).unwrap();
+        for never in ["Missing actuated resource record", "definition changed", "could not restore state"] {
+            assert!(!log.contains(never), "upstream's kubelet logged {never:?}");
+        }
         image_change(&pods, "h-1", &cp).await;
     });
+}
+
+/// Resizes container `app` of `name` in place to `resources` (merged into
+/// its own) through the `resize` subresource: the pod reports them, Ready,
+/// with `restarts` more restarts of `app` and its other containers
+/// untouched.
+async fn resize(pods: &Api<Pod>, name: &str, resources: serde_json::Value, restarts: i32) {
+    let before = pod_state(&pods.get(name).await.unwrap()).0;
+    let patch =
+        serde_json::json!({"spec": {"containers": [{"name": "app", "resources": resources}]}});
+    pods.patch_subresource(
+        "resize",
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Strategic(&patch),
+    )
+    .await
+    .unwrap();
+    let wanted = |have: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+                  want: &serde_json::Value| {
+        want.as_object()
+            .into_iter()
+            .flatten()
+            .all(|(k, v)| have.and_then(|m| m.get(k)).map(|q| q.0.as_str()) == v.as_str())
+    };
+    let after = wait_for(
+        &format!("{name}'s app resized"),
+        Duration::from_secs(90),
+        || async {
+            let p = pods.get(name).await.ok()?;
+            let st = p.status.as_ref()?;
+            let app = st
+                .container_statuses
+                .iter()
+                .flatten()
+                .find(|c| c.name == "app")?;
+            let r = app.resources.as_ref()?;
+            let done = wanted(r.requests.as_ref(), &resources["requests"])
+                && wanted(r.limits.as_ref(), &resources["limits"])
+                && !st
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_.starts_with("PodResize"));
+            let (cs, ready) = pod_state(&p);
+            (done && ready).then_some(cs)
+        },
+    )
+    .await;
+    for (b, a) in before.iter().zip(&after) {
+        if b.0 == "app" {
+            assert_eq!(
+                a.2,
+                b.2 + restarts,
+                "{name}: app restarted {restarts} times"
+            );
+        } else {
+            assert_eq!(a, b, "{name}: {} untouched", b.0);
+        }
+    }
 }
 
 /// Changes container `app` of `name` to another image through the API:
@@ -2957,4 +3132,207 @@ async fn image_change(pods: &Api<Pod>, name: &str, _cp: &ControlPlane) {
             assert_eq!(a, b, "{name}: {} untouched", b.0);
         }
     }
+}
+
+/// The pod the log agent reads: a chatty container (numbered lines on
+/// stdout, padded so that its log rotates several times, and fewer on
+/// stderr, then one line longer than containerd's 16 KiB line limit, which
+/// it writes as partial lines), and a container that fails once and
+/// prints again when restarted.
+const LOG_AGENT_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: agent-demo, namespace: logs}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: d, emptyDir: {}}]
+  containers:
+  - name: chatty
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "pad=$(printf '%0200d' 0); n=0; b=0; while [ $b -lt 60 ]; do i=0; while [ $i -lt 300 ]; do echo \"out $n $pad\"; n=$((n+1)); i=$((i+1)); done; echo \"err $b\" >&2; b=$((b+1)); sleep 0.25; done; head -c 20000 /dev/zero | tr '\\0' x; echo; echo done; exec sleep 3600"]
+  - name: twice
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    volumeMounts: [{name: d, mountPath: /d}]
+    command: ["sh", "-c", "test -f /d/ran || { touch /d/ran; echo first run; exit 1; }; echo second run; exec sleep 3600"]
+"#;
+
+/// A real log agent, the OpenTelemetry Collector's filelog receiver with
+/// its container parser (built by hack/otelcol-build), reads an rkube
+/// node's pod logs where every agent looks for them (`podLogsDir`): every
+/// line of every container arrives exactly once across several rotations,
+/// partial lines joined, with the pod, namespace, UID, container and
+/// restart count it parses from the path, and the stream.
+#[test]
+#[ignore = "needs root, containerd (hack/containerd), Go (hack/otelcol-build); run by hack/test --full"]
+fn log_agent_collects_every_line_across_rotations() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,rkube_kubelet=info")
+        .with_test_writer()
+        .with_ansi(false)
+        .try_init();
+    let otelcol = {
+        let out = Command::new(script("otelcol-build")).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let cp = ControlPlane::start().expect("control plane starts");
+    let ctrd = Containerd::up();
+    let node = node_name();
+    let work = cp.dir().join("log-agent");
+    // The pod's volumes unmounted once the kubelet is gone.
+    let _unmount = Unmount(work.join("root"));
+    let logs = work.join("pod-logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let cfg = work.join("kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        kubelet_yaml(
+            "127.0.0.1",
+            free_port(),
+            &ctrd.endpoint,
+            &logs,
+            "containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n",
+        ),
+    )
+    .unwrap();
+    // The collector, following podLogsDir from the start.
+    let out = work.join("otel.json");
+    let otel_cfg = work.join("otelcol.yaml");
+    std::fs::write(
+        &otel_cfg,
+        format!(
+            "receivers:\n  file_log:\n    include: [\"{}/*/*/*.log\"]\n    start_at: beginning\n    \
+             include_file_path: true\n    poll_interval: 200ms\n    preserve_trailing_whitespaces: true\n    \
+             operators: [{{type: container, format: containerd}}]\n\
+             exporters:\n  file:\n    path: {}\n    format: json\n    flush_interval: 100ms\n\
+             service:\n  telemetry: {{metrics: {{level: none}}}}\n  \
+             pipelines: {{logs: {{receivers: [file_log], exporters: [file]}}}}\n",
+            logs.display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let _collector = KubeletProcess::start(
+        &otelcol,
+        &[format!("--config={}", otel_cfg.display())],
+        &work.join("otelcol.log"),
+    );
+    let args: Vec<String> = vec![
+        "--runtime=cri".into(),
+        format!(
+            "--kubeconfig={}",
+            cp.node_kubeconfig(&node).unwrap().display()
+        ),
+        format!("--hostname-override={node}"),
+        "--node-ip=127.0.0.1".into(),
+        format!("--root-dir={}", work.join("root").display()),
+        format!("--config={}", cfg.display()),
+    ];
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let admin = client(cp.kubeconfig()).await;
+        let agent = Agent::start(&args);
+        kubectl(&cp, &["create", "namespace", "logs"]);
+        let yaml = LOG_AGENT_POD.replace("spec:\n", &format!("spec:\n  nodeName: {node}\n"));
+        apply(&cp, &work, "agent-demo", &yaml);
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), "logs");
+        let uid = wait_for("agent-demo Running", Duration::from_secs(90), || async {
+            let p = pods.get("agent-demo").await.ok()?;
+            (phase(&p) == "Running").then(|| p.uid())?
+        })
+        .await;
+        let pod_dir = logs.join(format!("logs_agent-demo_{uid}/chatty"));
+        // Until the chatty container is done; its rotated files counted.
+        let rotated = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        wait_for("the chatty container done", Duration::from_secs(180), || async {
+            for e in std::fs::read_dir(&pod_dir).into_iter().flatten().flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with("0.log.") {
+                    rotated.borrow_mut().insert(n.trim_end_matches(".gz").to_string());
+                }
+            }
+            // The last line, in the live file.
+            let live = std::fs::read_to_string(pod_dir.join("0.log")).ok()?;
+            live.ends_with(" stdout F done\n").then_some(())
+        })
+        .await;
+        let rotated = rotated.into_inner();
+        assert!(rotated.len() >= 2, "the log rotated several times: {rotated:?}");
+        // What the collector exported: (container, restart, stream, body).
+        let records = || {
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            let mut v: Vec<(String, String, String, String)> = vec![];
+            for line in text.lines() {
+                let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                for rl in doc["resourceLogs"].as_array().into_iter().flatten() {
+                    let attr = |list: &serde_json::Value, k: &str| {
+                        list.as_array()
+                            .into_iter()
+                            .flatten()
+                            .find(|a| a["key"] == k)
+                            .and_then(|a| a["value"]["stringValue"].as_str())
+                            .unwrap_or("")
+                            .to_string()
+                    };
+                    let res = &rl["resource"]["attributes"];
+                    assert_eq!(attr(res, "k8s.namespace.name"), "logs");
+                    assert_eq!(attr(res, "k8s.pod.name"), "agent-demo");
+                    assert_eq!(attr(res, "k8s.pod.uid"), uid);
+                    for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
+                        for r in sl["logRecords"].as_array().into_iter().flatten() {
+                            v.push((
+                                attr(res, "k8s.container.name"),
+                                attr(res, "k8s.container.restart_count"),
+                                attr(&r["attributes"], "log.iostream"),
+                                r["body"]["stringValue"].as_str().unwrap_or("").to_string(),
+                            ));
+                        }
+                    }
+                }
+            }
+            v
+        };
+        let pad = "0".repeat(200);
+        let mut expected: Vec<(String, String, String, String)> = vec![];
+        let rec = |c: &str, r: &str, s: &str, b: String| (c.into(), r.into(), s.into(), b);
+        for n in 0..18_000 {
+            expected.push(rec("chatty", "0", "stdout", format!("out {n} {pad}")));
+        }
+        for b in 0..60 {
+            expected.push(rec("chatty", "0", "stderr", format!("err {b}")));
+        }
+        expected.push(rec("chatty", "0", "stdout", "x".repeat(20_000)));
+        expected.push(rec("chatty", "0", "stdout", "done".into()));
+        expected.push(rec("twice", "0", "stdout", "first run".into()));
+        expected.push(rec("twice", "1", "stdout", "second run".into()));
+        expected.sort();
+        let got = wait_for("every line collected", Duration::from_secs(60), || async {
+            let mut got = records();
+            got.sort();
+            (got.len() >= expected.len()).then_some(got)
+        })
+        .await;
+        if got != expected {
+            let missing: Vec<_> = expected.iter().filter(|e| !got.contains(e)).take(5).collect();
+            let extra: Vec<_> = got.iter().filter(|g| !expected.contains(g)).take(5).collect();
+            panic!(
+                "the collector's lines differ ({} collected, {} written): missing {missing:?}, unexpected {extra:?}",
+                got.len(),
+                expected.len()
+            );
+        }
+        agent.stop().await;
+    });
 }

@@ -304,7 +304,7 @@ async fn silence_scenario(
         config.push_str(&format!(
             "address: 127.0.0.1\nport: {}\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\n\
+             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\n\
              containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
             free_port(),
             ctrd.endpoint,
@@ -542,7 +542,7 @@ async fn containerd_scenario(cp: &ControlPlane, ctrd: &Containerd) {
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
              address: 127.0.0.1\nport: {}\nhealthzPort: 0\nnodeStatusUpdateFrequency: 2s\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\n\
+             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\n\
              containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
             free_port(),
             ctrd.endpoint,

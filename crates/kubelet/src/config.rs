@@ -109,6 +109,8 @@ pub struct KubeletConfiguration {
     pub image_maximum_gc_age: Duration,
     /// `failSwapOn`: refuse to start on a host with swap on.
     pub fail_swap_on: bool,
+    /// `failCgroupV1`: refuse to start on a host using cgroup v1.
+    pub fail_cgroup_v1: bool,
     /// `logging.verbosity` (`-v` overrides it).
     pub logging_verbosity: u32,
     /// `kubeAPIQPS`/`kubeAPIBurst`: the main API client's rate (0: client-go's
@@ -270,6 +272,7 @@ impl Default for KubeletConfiguration {
             image_minimum_gc_age: Duration::from_secs(120),
             image_maximum_gc_age: Duration::ZERO,
             fail_swap_on: true,
+            fail_cgroup_v1: true,
             logging_verbosity: 0,
             kube_api_qps: 50,
             kube_api_burst: 100,
@@ -353,7 +356,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("iptablesDropBit", "kube-proxy owns the iptables chains"),
     ("volumePluginDir", "FlexVolume drivers are refused"),
     ("defaultPodSysctls", "only with the DefaultPodSysctls feature gate (alpha), which is refused"),
-    ("failCgroupV1", "rkube runs on cgroup v1 and v2 alike"),
 ];
 
 /// String fields upstream's v1beta1 defaulting sets when they are empty
@@ -729,6 +731,7 @@ fn decode(
             "imageMinimumGCAge" => c.image_minimum_gc_age = duration(file, key, v)?,
             "imageMaximumGCAge" => c.image_maximum_gc_age = duration(file, key, v)?,
             "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
+            "failCgroupV1" => c.fail_cgroup_v1 = field(file, key, v)?,
             "logging" => c.logging_verbosity = logging(file, v)?,
             "kubeAPIQPS" => c.kube_api_qps = field(file, key, v)?,
             "volumeStatsAggPeriod" => c.volume_stats_agg_period = duration(file, key, v)?,
@@ -1769,6 +1772,7 @@ mod tests {
         assert_eq!(d.image_minimum_gc_age, Duration::from_secs(120));
         assert_eq!(d.image_maximum_gc_age, Duration::ZERO);
         assert!(d.fail_swap_on);
+        assert!(d.fail_cgroup_v1);
         assert_eq!(d.container_log_max_size, 10 << 20);
         assert_eq!(
             (d.container_log_max_files, d.container_log_max_workers),
@@ -1777,7 +1781,7 @@ mod tests {
         assert_eq!(d.container_log_monitor_interval, Duration::from_secs(10));
         let c = load(
             "imageGCHighThresholdPercent: 60\nimageGCLowThresholdPercent: 40\nimageMinimumGCAge: 0s\n\
-             imageMaximumGCAge: 1h\nfailSwapOn: false\nmemorySwap: {swapBehavior: LimitedSwap}\n\
+             imageMaximumGCAge: 1h\nfailSwapOn: false\nfailCgroupV1: false\nmemorySwap: {swapBehavior: LimitedSwap}\n\
              containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n",
         )
         .unwrap();
@@ -1787,6 +1791,7 @@ mod tests {
         assert_eq!(c.image_minimum_gc_age, Duration::from_secs(120));
         assert_eq!(c.image_maximum_gc_age, Duration::from_secs(3600));
         assert!(!c.fail_swap_on);
+        assert!(!c.fail_cgroup_v1);
         assert_eq!(c.memory_swap_behavior, "LimitedSwap");
         assert_eq!(
             (c.container_log_max_size, c.container_log_max_files),

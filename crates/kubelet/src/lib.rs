@@ -28,13 +28,17 @@
 //!   API on `<root-dir>/pod-resources/kubelet.sock`.
 //!
 //! * [`certificates`]: TLS bootstrap and client certificate rotation.
+//! * [`allocation`]: the resources pods were admitted and started with,
+//!   checkpointed in upstream's files.
+//! * [`shutdown`]: graceful node shutdown through logind's inhibitor lock.
 //!
 //! Not yet: PersistentVolumeClaim and other volume types (refused, not
-//! skipped), device plugins and DRA, graceful node shutdown.
+//! skipped), device plugins and DRA.
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+pub mod allocation;
 pub mod backoff;
 pub mod certificates;
 pub mod cm;
@@ -284,6 +288,10 @@ async fn make_cri(
         events: Some(recorder),
         volumes: Some(volumes),
         pull_limiter: pull_limiter(cfg),
+        actuated: Arc::new(allocation::State::open(
+            &opts.root_dir,
+            allocation::ACTUATED_FILE,
+        )?),
     };
     let cri = Arc::new(CriRuntime::new(cri, parts)?);
     // The QoS cgroups brought up to date every minute, as upstream.
@@ -491,6 +499,11 @@ pub async fn run_with_metrics(
     let mut swap_on = false;
     let (cri_client, sim) = match opts.runtime {
         RuntimeKind::Cri => {
+            // Upstream's validation refuses a host using cgroup v1 unless
+            // failCgroupV1 is false (simulated nodes run no containers).
+            if cfg.fail_cgroup_v1 && !runtime::cri::spec::resources::detect_cgroup_v2() {
+                bail!(node::machine::CGROUP_V1_REFUSAL);
+            }
             // Upstream's container manager refuses a host with swap on
             // unless failSwapOn is false.
             swap_on = node::machine::swap_is_on()
@@ -867,6 +880,12 @@ pub async fn run_with_metrics(
     );
     let admission =
         pods::admission::Admission::new(client.clone(), node_board, pressure.clone(), &descs);
+    // The allocations upstream's kubelet (or this one) checkpointed; the
+    // sim's nodes keep theirs in memory.
+    let allocated = match &cri {
+        Some(_) => allocation::State::open(&opts.root_dir, allocation::ALLOCATED_FILE)?,
+        None => allocation::State::in_memory(),
+    };
     let ctx = Arc::new(pods::worker::WorkerContext {
         client: client.clone(),
         runtime,
@@ -876,6 +895,7 @@ pub async fn run_with_metrics(
         active,
         admission,
         states: pod_states,
+        allocated: Arc::new(allocated),
     });
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));

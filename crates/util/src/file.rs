@@ -73,6 +73,30 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.flush()
 }
 
+/// Replaces `path` with `bytes` as one step (a temporary file beside it,
+/// synced, then renamed over it), readable by its owner only: a crash
+/// leaves the old content or the new, never half of it.
+pub fn replace_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +116,27 @@ mod tests {
         assert_eq!(read_text(&f, 100).unwrap(), "kind: Node\n");
         let err = read_text(&f, 4).unwrap_err();
         assert!(err.to_string().contains("larger than"), "{err}");
+    }
+
+    #[test]
+    fn replaced_files_are_whole_and_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tmp("replace");
+        let f = d.join("state");
+        std::fs::write(&f, "old").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        replace_private(&f, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "new");
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Nothing left beside it.
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        // A directory in the way: an error, and no temporary file left.
+        let sub = d.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("x"), "x").unwrap();
+        assert!(replace_private(&sub, b"y").is_err());
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 2);
     }
 
     #[test]

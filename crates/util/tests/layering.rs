@@ -45,6 +45,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "stats",
                 "podresources",
                 "cm",
+                "allocation",
             ],
             // The runtime: the trait, the sim, CRI (plan, execution, specs).
             &["runtime"],

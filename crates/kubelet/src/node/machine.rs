@@ -144,6 +144,10 @@ fn swaps_listed(proc_swaps: &str) -> bool {
 pub const SWAP_ON_REFUSAL: &str =
     "running with swap on is not supported, please disable swap or set --fail-swap-on flag to false";
 
+/// Upstream's refusal of a host using cgroup v1 (`failCgroupV1`, default
+/// true).
+pub const CGROUP_V1_REFUSAL: &str = "kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release";
+
 #[cfg(test)]
 mod swap_tests {
     use super::*;

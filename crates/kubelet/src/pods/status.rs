@@ -168,9 +168,10 @@ fn kstate(s: &ContainerState, container_id: &str) -> KState {
     }
 }
 
-/// A cpu amount in millicores as a quantity.
+/// A cpu amount in millicores as upstream writes it
+/// (`NewMilliQuantity(m, DecimalSI)`: `250m`, `1`).
 fn millicores(m: i64) -> Quantity {
-    Quantity(format!("{m}m"))
+    Quantity(rkube_model::quantity::format_milli(m))
 }
 
 /// upstream's `convertContainerStatusResources` (without carrying a value
@@ -199,7 +200,11 @@ fn status_resources(spec: &Container, c: &ContainerObservation) -> ResourceRequi
             limits.insert("cpu".into(), millicores(cpu));
         }
         if let Some(mem) = seen.memory_limit {
-            limits.insert("memory".into(), Quantity(mem.to_string()));
+            // As upstream writes it (`NewQuantity(bytes, BinarySI)`: `96Mi`).
+            limits.insert(
+                "memory".into(),
+                Quantity(rkube_model::quantity::format_bytes(mem)),
+            );
         }
     }
     if let Some(requests) = r.requests.as_mut() {
@@ -667,7 +672,16 @@ mod tests {
         });
         let r = status_resources(&spec, &run);
         assert_eq!(r.requests, list(&[("cpu", "101m"), ("memory", "64Mi")]));
-        assert_eq!(r.limits, list(&[("cpu", "5m"), ("memory", "1073741824")]));
+        // Written as upstream's quantities write them.
+        assert_eq!(r.limits, list(&[("cpu", "5m"), ("memory", "1Gi")]));
+        run.resources = Some(crate::runtime::ResourcesSeen {
+            cpu_request: Some(1000),
+            cpu_limit: Some(2000),
+            memory_limit: Some(1536),
+        });
+        let r = status_resources(&spec, &run);
+        assert_eq!(r.requests, list(&[("cpu", "1"), ("memory", "64Mi")]));
+        assert_eq!(r.limits, list(&[("cpu", "2"), ("memory", "1536")]));
         let st = container_status_of(Some(&spec), &run);
         assert_eq!(
             st.allocated_resources,

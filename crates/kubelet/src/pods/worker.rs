@@ -44,6 +44,9 @@ pub struct WorkerContext {
     pub admission: Admission,
     /// Which pods are terminated or evicted (the garbage collector asks).
     pub states: Arc<PodStates>,
+    /// The resources each pod was admitted or resized with
+    /// (`allocated_pods_state`).
+    pub allocated: Arc<crate::allocation::State>,
 }
 
 /// What the garbage collector asks the pod workers (upstream's
@@ -171,6 +174,7 @@ impl Drop for Deregister<'_> {
         self.0.active.remove(&self.1);
         self.0.admission.release(&self.1);
         self.0.states.forget(&self.1);
+        self.0.allocated.remove_pod(&self.1);
     }
 }
 
@@ -225,18 +229,29 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             let running_already = last
                 .as_ref()
                 .is_some_and(|s| s.phase.as_deref() == Some("Running"));
+            // After a restart (of this kubelet or upstream's), the
+            // resources the pod was admitted or last resized with are the
+            // checkpoint's, not the spec's (a resize may be pending).
+            let as_allocated = match ctx.allocated.pod(&uid) {
+                Some(info) => Arc::new(crate::allocation::with_info(&pod, &info)),
+                None => pod.clone(),
+            };
             let verdict = match running_already {
                 true => {
-                    ctx.admission.count(&pod);
+                    ctx.admission.count(&as_allocated);
                     Ok(())
                 }
-                false => match ctx.runtime.admit(&pod) {
-                    Ok(()) => ctx.admission.admit(&pod).await,
+                false => match ctx.runtime.admit(&as_allocated) {
+                    Ok(()) => ctx.admission.admit(&as_allocated).await,
                     Err(r) => Err(r),
                 },
             };
             match verdict {
-                Ok(()) => allocated = Some(pod.clone()),
+                Ok(()) => {
+                    let info = crate::allocation::info_for_pod(&as_allocated);
+                    ctx.allocated.set_pod(&uid, info);
+                    allocated = Some(as_allocated);
+                }
                 Err(r) => {
                     tracing::warn!(pod = %key(&pod), reason = %r.reason, message = %r.message, "pod rejected");
                     let status = rejected_status(&pod, &r);
@@ -255,6 +270,8 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 match ctx.admission.resize(&pod).await {
                     Ok(()) => {
                         tracing::info!(pod = %key(&pod), "in-place resize accepted");
+                        ctx.allocated
+                            .set_pod(&uid, crate::allocation::info_for_pod(&pod));
                         allocated = Some(pod.clone());
                     }
                     Err(r) => {

@@ -44,6 +44,7 @@ pub fn document(c: &KubeletConfiguration) -> Value {
         "imageGCHighThresholdPercent": c.image_gc_high_threshold_percent,
         "imageGCLowThresholdPercent": c.image_gc_low_threshold_percent,
         "failSwapOn": c.fail_swap_on,
+        "failCgroupV1": c.fail_cgroup_v1,
         "containerLogMaxSize": rkube_model::quantity::format_bytes(c.container_log_max_size),
         "containerLogMaxFiles": c.container_log_max_files,
         "containerLogMaxWorkers": c.container_log_max_workers,

@@ -144,10 +144,9 @@ pub struct CriRuntime {
     probes: ProbeManager,
     events: Option<Recorder>,
     images: ImageManager,
-    /// Pod uid → container id → the resources last given to that running
-    /// container by `UpdateContainerResources` (at creation they are in
-    /// its annotation).
-    actuated: Mutex<HashMap<String, HashMap<String, spec::resize::Actuated>>>,
+    /// The resources each pod's containers were created or last resized
+    /// with (`actuated_pods_state`).
+    actuated: Arc<crate::allocation::State>,
     /// The node's cgroups (none: the runtime makes no pod cgroups).
     cgroups: Option<Arc<crate::cm::ContainerManager>>,
     /// The pods' cgroups, by uid.
@@ -228,6 +227,8 @@ pub struct CriParts {
     /// `registryPullQPS`/`registryBurst`: a pull over the rate fails (none:
     /// no limit).
     pub pull_limiter: Option<Arc<rkube_daemon::ratelimit::RateLimiter>>,
+    /// The actuated resources ([`crate::allocation`]).
+    pub actuated: Arc<crate::allocation::State>,
 }
 
 impl CriParts {
@@ -242,6 +243,7 @@ impl CriParts {
             volumes: None,
             cgroups: None,
             pull_limiter: None,
+            actuated: Arc::new(crate::allocation::State::in_memory()),
         }
     }
 }
@@ -386,6 +388,7 @@ impl CriRuntime {
             volumes,
             cgroups,
             pull_limiter,
+            actuated,
         } = parts;
         std::fs::create_dir_all(&dirs.logs)
             .map_err(|e| err(format!("creating {}: {e}", dirs.logs.display())))?;
@@ -414,7 +417,7 @@ impl CriRuntime {
             images,
             cri,
             events,
-            actuated: Mutex::new(HashMap::new()),
+            actuated,
             cgroups,
             pod_cgroups: Mutex::new(HashMap::new()),
         })
@@ -528,6 +531,13 @@ impl CriRuntime {
             .await
             .map_err(|e| failed(StartError::Create(e.to_string())))?;
         self.event(pod, name, false, "Created", "Container created".into());
+        // When creating a container, its resources are actuated (as
+        // upstream records them).
+        self.actuated.set_container(
+            &pod.uid().unwrap_or_default(),
+            &c.name,
+            spec::resize::record(pod, c),
+        );
         self.cri
             .start_container(&id)
             .await
@@ -834,7 +844,7 @@ impl Runtime for CriRuntime {
     fn remove_pod<'a>(&'a self, uid: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async move {
             // A mirror pod's uid labels nothing: removing it is a no-op.
-            lock(&self.actuated).remove(uid);
+            self.actuated.remove_pod(uid);
             self.remove(uid).await?;
             self.remove_pod_cgroup(uid).await;
             Ok(())

@@ -96,9 +96,6 @@ impl CriRuntime {
             .collect();
         let mut containers = HashMap::new();
         let latest = latest(self.containers(&uid).await?);
-        if let Some(m) = lock(&self.actuated).get_mut(&uid) {
-            m.retain(|id, _| latest.values().any(|x| &x.id == id));
-        }
         for (name, x) in latest {
             let state = match self.cri.container_status(&x.id).await {
                 Ok(st) => instance_state(&st),
@@ -116,7 +113,7 @@ impl CriRuntime {
                 .get(name.as_str())
                 .is_some_and(|c| spec::definition_changed(c, &x));
             let resize = match (state, specs.get(name.as_str())) {
-                (InstanceState::Running, Some(c)) => self.resize_of(&uid, c, &x),
+                (InstanceState::Running, Some(c)) => self.resize_of(pod, c),
                 _ => Resize::None,
             };
             let seen = InstanceSeen {
@@ -136,23 +133,16 @@ impl CriRuntime {
         })
     }
 
-    /// What running instance `x` of `c` needs to have the resources the
+    /// What the running instance of `c` needs to have the resources the
     /// pod's spec (its allocation) gives it: the resources it was last
-    /// given against the spec's. An instance made by another kubelet (no
-    /// annotation) is left alone.
-    fn resize_of(&self, uid: &str, c: &Container, x: &v1::Container) -> Resize {
-        let recorded = lock(&self.actuated)
-            .get(uid)
-            .and_then(|m| m.get(&x.id).copied());
-        let current = recorded.or_else(|| {
-            x.annotations
-                .get(resize::ANNOTATION_RESOURCES)
-                .and_then(|a| resize::Actuated::parse(a))
-        });
-        match current {
-            Some(current) => resize::decide(c, resize::Actuated::of(c), current),
-            None => Resize::None,
-        }
+    /// given (`actuated_pods_state`; none recorded counts as zero, as
+    /// upstream) against the spec's.
+    fn resize_of(&self, pod: &Pod, c: &Container) -> Resize {
+        let uid = pod.uid().unwrap_or_default();
+        let recorded = self.actuated.container(&uid, &c.name).unwrap_or_default();
+        let pod_level = self.actuated.pod(&uid).and_then(|p| p.pod_level);
+        let current = resize::Actuated::with_pod(pod_level.as_ref(), &recorded);
+        resize::decide(c, resize::Actuated::desired(pod, c), current)
     }
 
     /// Gives running instance `id` of `c` the resources of the pod's spec
@@ -163,12 +153,12 @@ impl CriRuntime {
             .update_container_resources(id, linux)
             .await
             .map_err(|e| format!("resizing container {}: {e}", c.name))?;
-        let uid = pod.uid().unwrap_or_default();
-        lock(&self.actuated)
-            .entry(uid)
-            .or_default()
-            .insert(id.to_string(), resize::Actuated::of(c));
-        tracing::info!(pod = %pod.name_any(), container = %c.name, "resized in place");
+        self.actuated.set_container(
+            &pod.uid().unwrap_or_default(),
+            &c.name,
+            resize::record(pod, c),
+        );
+        tracing::info!(pod = %pod.name_any(), container = %id, name = %c.name, "resized in place");
         Ok(())
     }
 
@@ -201,6 +191,12 @@ impl CriRuntime {
     /// one sync.
     pub(super) async fn sync(&self, pod: &Pod) -> Result<PodObservation, RuntimeError> {
         self.track_pod_cgroup(pod);
+        // A pod this kubelet finds running with no record (started before
+        // it, by another kubelet): its containers have what the pod was
+        // allocated (upstream's InitializeActuatedPod).
+        self.actuated.init_pod(&pod.uid().unwrap_or_default(), || {
+            crate::allocation::info_for_pod(pod)
+        });
         let is_static = crate::pod::is_static(pod);
         let spec = pod.spec.clone().unwrap_or_default();
         let inits = spec.init_containers.as_ref().map_or(0, Vec::len);

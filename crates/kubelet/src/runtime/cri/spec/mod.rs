@@ -516,10 +516,6 @@ pub fn container_annotations(pod: &Pod, c: &Container, attempt: u32) -> HashMap<
             ANNOTATION_IMAGE.to_string(),
             c.image.clone().unwrap_or_default(),
         ),
-        (
-            resize::ANNOTATION_RESOURCES.to_string(),
-            resize::Actuated::of(c).annotation(),
-        ),
     ]);
     if let Some(g) = pod.metadata.deletion_grace_period_seconds {
         a.insert(

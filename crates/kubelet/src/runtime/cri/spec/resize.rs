@@ -1,19 +1,19 @@
 //! In-place pod resize on the runtime side (upstream's
 //! `computePodResizeAction` and `toKubeContainerResources`): what a running
-//! container was last given (its *actuated* resources, kept in a CRI
-//! annotation at creation and by the runtime after each
+//! container was last given (its *actuated* resources, recorded in
+//! `actuated_pods_state` at creation and after each
 //! `UpdateContainerResources`), whether the allocated resources differ and
 //! how to apply them (update in place, or restart when the container's
 //! `resizePolicy` asks), and what the runtime reports back.
 
-use k8s_openapi::api::core::v1::Container;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
 use rkube_cri::v1;
 use rkube_model::quantity::Quantity;
 
+use crate::allocation::Requirements;
 use crate::runtime::ResourcesSeen;
-
-/// The annotation holding a container's resources at creation.
-pub const ANNOTATION_RESOURCES: &str = "io.rkube.container.resources";
 
 /// The cpu and memory a container asks for (upstream's
 /// `containerResources`): millicores and bytes, 0 when unset.
@@ -29,57 +29,94 @@ pub struct Actuated {
     pub memory_limit: i64,
 }
 
-fn get(
-    m: Option<
-        &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-    >,
-    k: &str,
-) -> Option<Quantity> {
-    m.and_then(|m| m.get(k))
-        .and_then(|q| Quantity::parse(&q.0).ok())
+fn of_lists(
+    requests: Option<&BTreeMap<String, Quantity>>,
+    limits: &BTreeMap<String, Quantity>,
+) -> Actuated {
+    let req = |k: &str| requests.and_then(|m| m.get(k));
+    Actuated {
+        cpu_request: req("cpu").map_or(0, Quantity::milli_value),
+        cpu_limit: limits.get("cpu").map_or(0, Quantity::milli_value),
+        memory_request: req("memory").map_or(0, Quantity::value),
+        memory_limit: limits.get("memory").map_or(0, Quantity::value),
+    }
+}
+
+fn parsed(m: Option<&BTreeMap<String, String>>) -> BTreeMap<String, Quantity> {
+    m.into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), Quantity::parse(v).ok()?)))
+        .collect()
+}
+
+/// upstream's `GetLimits`: the container's limits, with the pod-level cpu
+/// and memory limits where the container sets none.
+fn limits_with_pod(pod: Option<&Requirements>, c: &Requirements) -> BTreeMap<String, Quantity> {
+    let mut limits = parsed(Some(&c.limits));
+    let pod = parsed(pod.map(|p| &p.limits));
+    for k in ["cpu", "memory"] {
+        let unset = limits.get(k).is_none_or(Quantity::is_zero);
+        if let Some(q) = pod.get(k).filter(|q| unset && !q.is_zero()) {
+            limits.insert(k.to_string(), *q);
+        }
+    }
+    limits
 }
 
 impl Actuated {
-    /// What `c`'s spec asks for.
+    /// What `c`'s spec asks for, without pod-level resources.
     pub fn of(c: &Container) -> Actuated {
         let r = c.resources.as_ref();
-        let req = r.and_then(|r| r.requests.as_ref());
-        let lim = r.and_then(|r| r.limits.as_ref());
-        Actuated {
-            cpu_request: get(req, "cpu").map_or(0, |q| q.milli_value()),
-            cpu_limit: get(lim, "cpu").map_or(0, |q| q.milli_value()),
-            memory_request: get(req, "memory").map_or(0, |q| q.value()),
-            memory_limit: get(lim, "memory").map_or(0, |q| q.value()),
-        }
+        let limits = r
+            .and_then(|r| r.limits.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), Quantity::parse(&v.0).ok()?)))
+            .collect();
+        let requests = r.and_then(|r| r.requests.as_ref()).map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), Quantity::parse(&v.0).ok()?)))
+                .collect()
+        });
+        of_lists(requests.as_ref(), &limits)
     }
 
-    /// The annotation's value.
-    pub fn annotation(&self) -> String {
-        format!(
-            "{},{},{},{}",
-            self.cpu_request, self.cpu_limit, self.memory_request, self.memory_limit
-        )
+    /// upstream's `containerResourcesFromRequirements`: a container's
+    /// resources with the pod-level limits where it sets none.
+    pub fn with_pod(pod: Option<&Requirements>, c: &Requirements) -> Actuated {
+        of_lists(Some(&parsed(Some(&c.requests))), &limits_with_pod(pod, c))
     }
 
-    /// Reads [`Actuated::annotation`]'s form back.
-    pub fn parse(s: &str) -> Option<Actuated> {
-        let v: Vec<i64> = s
-            .split(',')
-            .map(|x| x.parse().ok())
-            .collect::<Option<_>>()?;
-        match v[..] {
-            [cpu_request, cpu_limit, memory_request, memory_limit] => Some(Actuated {
-                cpu_request,
-                cpu_limit,
-                memory_request,
-                memory_limit,
-            }),
-            _ => None,
+    /// What `c` of `pod` is to run with (the pod as allocated).
+    pub fn desired(pod: &Pod, c: &Container) -> Actuated {
+        let p = pod_level(pod);
+        Actuated::with_pod(p.as_ref(), &Requirements::of(c.resources.as_ref()))
+    }
+}
+
+fn pod_level(pod: &Pod) -> Option<Requirements> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .map(|r| Requirements::of(Some(r)))
+}
+
+/// What upstream records as actuated for `c` of `pod` when it creates or
+/// resizes it (`setActuatedContainerResources`): the container's
+/// resources, its cpu and memory limits taken from the pod-level ones
+/// where it sets none.
+pub fn record(pod: &Pod, c: &Container) -> Requirements {
+    let mut r = Requirements::of(c.resources.as_ref());
+    let Some(pod_limits) = pod_level(pod).map(|p| p.limits) else {
+        return r;
+    };
+    let zero = |v: Option<&String>| v.is_none_or(|v| Quantity::parse(v).is_ok_and(|q| q.is_zero()));
+    for k in ["cpu", "memory"] {
+        if zero(r.limits.get(k)) && !zero(pod_limits.get(k)) {
+            r.limits.insert(k.to_string(), pod_limits[k].clone());
         }
     }
+    r
 }
 
 /// What a running container needs for its allocated resources.
@@ -144,6 +181,7 @@ pub fn seen(l: &v1::LinuxContainerResources) -> Option<ResourcesSeen> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::core::v1::{ContainerResizePolicy, ResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
 
@@ -176,12 +214,9 @@ mod tests {
     }
 
     #[test]
-    fn actuated_resources_round_trip_through_the_annotation() {
-        let a = Actuated::of(&container(
-            &[("cpu", "100m"), ("memory", "64Mi")],
-            &[("cpu", "1")],
-            &[],
-        ));
+    fn actuated_resources_with_pod_level_limits_as_upstream() {
+        let c = container(&[("cpu", "100m"), ("memory", "64Mi")], &[("cpu", "1")], &[]);
+        let a = Actuated::of(&c);
         assert_eq!(
             a,
             Actuated {
@@ -191,9 +226,42 @@ mod tests {
                 memory_limit: 0
             }
         );
-        assert_eq!(Actuated::parse(&a.annotation()), Some(a));
-        assert_eq!(Actuated::parse("1,2,3"), None);
-        assert_eq!(Actuated::parse("1,x,3,4"), None);
+        let mut pod = Pod {
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                containers: vec![c.clone()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // No pod-level resources: the container's own.
+        assert_eq!(Actuated::desired(&pod, &c), a);
+        assert_eq!(record(&pod, &c), Requirements::of(c.resources.as_ref()));
+        // Pod-level limits fill the memory limit the container lacks, not
+        // the cpu limit it sets.
+        pod.spec.as_mut().unwrap().resources = Some(ResourceRequirements {
+            limits: Some(
+                [
+                    ("cpu".to_string(), Q("2".into())),
+                    ("memory".to_string(), Q("1Gi".into())),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        });
+        let d = Actuated::desired(&pod, &c);
+        assert_eq!((d.cpu_limit, d.memory_limit), (1000, 1 << 30));
+        let r = record(&pod, &c);
+        assert_eq!(r.limits["memory"], "1Gi");
+        assert_eq!(r.limits["cpu"], "1");
+        // What is recorded reads back as what was desired.
+        let p = Requirements::of(pod.spec.as_ref().unwrap().resources.as_ref());
+        assert_eq!(Actuated::with_pod(Some(&p), &r), d);
+        assert_eq!(Actuated::with_pod(None, &r), d);
+        // Nothing recorded: zeros, as upstream proceeds.
+        assert_eq!(
+            Actuated::with_pod(None, &Requirements::default()),
+            Actuated::default()
+        );
     }
 
     #[test]
