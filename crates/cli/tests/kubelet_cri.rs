@@ -170,6 +170,46 @@ fn kubelet_yaml(address: &str, port: u16, endpoint: &str, logs: &Path, extra: &s
     )
 }
 
+/// Logs of the test (and of in-process kubelets) through `filter`.
+fn trace(filter: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Runs `hack/SCRIPT ARGS` that builds (or finds cached) a binary and
+/// prints its path.
+fn built(script_name: &str, args: &[&str]) -> String {
+    let out = Command::new(script(script_name))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The flags of an rkube kubelet on containerd for `node` of `cp`, at
+/// 127.0.0.1, with its root directory `root` and configuration `cfg`.
+fn cri_args(cp: &ControlPlane, node: &str, root: &Path, cfg: &Path) -> Vec<String> {
+    vec![
+        "--runtime=cri".into(),
+        format!(
+            "--kubeconfig={}",
+            cp.node_kubeconfig(node).unwrap().display()
+        ),
+        format!("--hostname-override={node}"),
+        "--node-ip=127.0.0.1".into(),
+        format!("--root-dir={}", root.display()),
+        format!("--config={}", cfg.display()),
+    ]
+}
+
 fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
     let out = cp.kubectl(args).unwrap();
     assert!(
@@ -364,11 +404,7 @@ spec:
 #[test]
 #[ignore = "needs hack/build-k8s and hack/containerd; run by hack/test"]
 fn kubelet_on_containerd_with_a_real_control_plane() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,rkube_kubelet=info")
-        .with_test_writer()
-        .with_ansi(false)
-        .try_init();
+    trace("warn,rkube_kubelet=info");
     // Two-minute certificates: the serving certificate rotates during the
     // scenario (k).
     let cp = ControlPlane::start_with(&[("RKUBE_CP_SIGNING_DURATION", "2m")])
@@ -413,15 +449,7 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
         ),
     )
     .unwrap();
-    let node_kc = cp.node_kubeconfig(&node).unwrap();
-    let args: Vec<String> = vec![
-        "--runtime=cri".into(),
-        format!("--kubeconfig={}", node_kc.display()),
-        format!("--hostname-override={node}"),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", work.join("root").display()),
-        format!("--config={}", cfg.display()),
-    ];
+    let args = cri_args(cp, &node, &work.join("root"), &cfg);
     let agent = Agent::start(&args);
     // (k) begins: the serving certificate is requested from the cluster
     // and served once approved, as an operator (or an approver) does.
@@ -2186,11 +2214,7 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
         eprintln!("skipped: systemd runs this machine (hack/logind refuses to run beside it)");
         return;
     }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,rkube_kubelet::shutdown=info")
-        .with_test_writer()
-        .with_ansi(false)
-        .try_init();
+    trace("warn,rkube_kubelet::shutdown=info");
     let cp = ControlPlane::start().expect("control plane starts");
     let ctrd = Containerd::up();
     let node = node_name();
@@ -2214,15 +2238,7 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
         ),
     )
     .unwrap();
-    let node_kc = cp.node_kubeconfig(&node).unwrap();
-    let args: Vec<String> = vec![
-        "--runtime=cri".into(),
-        format!("--kubeconfig={}", node_kc.display()),
-        format!("--hostname-override={node}"),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", work.join("root").display()),
-        format!("--config={}", cfg.display()),
-    ];
+    let args = cri_args(&cp, &node, &work.join("root"), &cfg);
     // No logind on the bus: refused, not ignored.
     let refused = Command::new(env!("CARGO_BIN_EXE_rkube"))
         .arg("kubelet")
@@ -2748,23 +2764,8 @@ fn pod_state(p: &Pod) -> PodRun {
 #[test]
 #[ignore = "needs root, containerd (hack/containerd), upstream's kubelet (hack/cluster node-bin); run by hack/test"]
 fn handover_between_upstream_and_rkube_kubelets() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn")
-        .with_test_writer()
-        .with_ansi(false)
-        .try_init();
-    let upstream_bin = {
-        let out = Command::new(script("cluster"))
-            .args(["node-bin", "kubelet"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    trace("warn");
+    let upstream_bin = built("cluster", &["node-bin", "kubelet"]);
     // makeIPTablesUtilChains: false: upstream's kubelet runs in the host's
     // network namespace here, and its KUBE-FIREWALL chains would stay in
     // the host's iptables (kube-proxy's job in a cluster).
@@ -3167,20 +3168,8 @@ spec:
 #[test]
 #[ignore = "needs root, containerd (hack/containerd), Go (hack/otelcol-build); run by hack/test --full"]
 fn log_agent_collects_every_line_across_rotations() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,rkube_kubelet=info")
-        .with_test_writer()
-        .with_ansi(false)
-        .try_init();
-    let otelcol = {
-        let out = Command::new(script("otelcol-build")).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    trace("warn,rkube_kubelet=info");
+    let otelcol = built("otelcol-build", &[]);
     let cp = ControlPlane::start().expect("control plane starts");
     let ctrd = Containerd::up();
     let node = node_name();
@@ -3223,17 +3212,7 @@ fn log_agent_collects_every_line_across_rotations() {
         &[format!("--config={}", otel_cfg.display())],
         &work.join("otelcol.log"),
     );
-    let args: Vec<String> = vec![
-        "--runtime=cri".into(),
-        format!(
-            "--kubeconfig={}",
-            cp.node_kubeconfig(&node).unwrap().display()
-        ),
-        format!("--hostname-override={node}"),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", work.join("root").display()),
-        format!("--config={}", cfg.display()),
-    ];
+    let args = cri_args(&cp, &node, &work.join("root"), &cfg);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -73,9 +73,10 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.flush()
 }
 
-/// Replaces `path` with `bytes` as one step (a temporary file beside it,
-/// synced, then renamed over it), readable by its owner only: a crash
-/// leaves the old content or the new, never half of it.
+/// Replaces `path` with `bytes` as one step (a new temporary file beside
+/// it, synced, then renamed over it), readable by its owner only: a crash
+/// leaves the old content or the new, never half of it, and a link planted
+/// where the temporary file goes is not followed.
 pub fn replace_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let name = path
@@ -83,11 +84,13 @@ pub fn replace_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    // One left by a crash of an earlier process with this pid.
+    let _ = std::fs::remove_file(&tmp);
     let mut file = OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)?;
     let written = file.write_all(bytes).and_then(|()| file.sync_all());
     if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {

@@ -7,7 +7,6 @@
 //! still valid skips all of this; one whose kubeconfig is gone but whose
 //! store holds a pair reuses that pair's key.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -133,11 +132,7 @@ fn write_private(path: &Path, body: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension("tmp-write");
-    let mut f = super::private_file(&tmp)?;
-    f.write_all(body.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    rkube_util::file::replace_private(path, body.as_bytes())
 }
 
 /// The kubeconfig upstream writes after bootstrapping: the bootstrap

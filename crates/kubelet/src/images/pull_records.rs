@@ -298,20 +298,9 @@ fn set_private(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-/// Writes `body` to `path` through a temporary file and a rename, 0600.
+/// Writes `body` to `path` in one step, 0600.
 fn write_private(path: &Path, body: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(body)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    rkube_util::file::replace_private(path, body)
 }
 
 #[cfg(test)]

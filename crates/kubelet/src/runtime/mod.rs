@@ -31,6 +31,7 @@
 //!   period forced it); `remove_pod` of an unknown pod is `Ok`.
 
 pub mod cri;
+pub mod features;
 pub mod sim;
 
 use std::time::Duration;

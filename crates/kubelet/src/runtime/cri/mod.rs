@@ -856,14 +856,16 @@ impl Runtime for CriRuntime {
     }
 
     fn admit(&self, pod: &Pod) -> Result<(), super::Rejection> {
-        let r = super::admit_os(pod).and_then(|()| {
-            spec::security::admit_sysctls(pod, &self.security.allowed_unsafe_sysctls).map_err(
-                |message| super::Rejection {
-                    reason: spec::security::SYSCTL_FORBIDDEN_REASON.into(),
-                    message,
-                },
-            )
-        });
+        let r = super::admit_os(pod)
+            .and_then(|()| super::features::admit(pod))
+            .and_then(|()| {
+                spec::security::admit_sysctls(pod, &self.security.allowed_unsafe_sysctls).map_err(
+                    |message| super::Rejection {
+                        reason: spec::security::SYSCTL_FORBIDDEN_REASON.into(),
+                        message,
+                    },
+                )
+            });
         if let Err(rej) = &r {
             self.event(pod, None, true, &rej.reason, rej.message.clone());
         }

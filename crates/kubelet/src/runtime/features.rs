@@ -1,0 +1,128 @@
+//! The node features a pod may need (upstream's `nodedeclaredfeatures`
+//! framework) and what rkube's kubelet makes of them. Upstream's kubelet
+//! v1.37 declares, with its default gates, `ExtendWebSocketsToKubelet`,
+//! `InPlacePodLevelResourcesVerticalScaling`,
+//! `InPlacePodVerticalScalingInitContainers` and
+//! `RestartAllContainersOnContainerExits` in `status.declaredFeatures`.
+//! rkube's implements none of them (the API server translates WebSockets
+//! to SPDY for it, and it refuses those resizes), so it declares none: the
+//! API server refuses such resizes and the scheduler keeps pods needing
+//! such a feature off its nodes, as for any node that does not declare it.
+//!
+//! A pod sent to the node anyway is refused at admission, as upstream's
+//! `declaredFeaturesAdmitHandler` refuses a pod needing a feature its node
+//! lacks. So is a pod using container restart policies or rules
+//! (`ContainerRestartRules`, on by default), which rkube does not
+//! implement either: refused, never run under the pod's policy instead.
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::Rejection;
+
+/// Upstream's admission reason for a pod needing an undeclared feature.
+pub const FEATURE_UNSUPPORTED: &str = "PodFeatureUnsupported";
+
+fn rules(c: &Container) -> impl Iterator<Item = &str> {
+    c.restart_policy_rules
+        .iter()
+        .flatten()
+        .map(|r| r.action.as_str())
+}
+
+/// Whether `pod` can run here: upstream's declared-features check (a
+/// `RestartAllContainers` rule needs `RestartAllContainersOnContainerExits`),
+/// then container restart policies and rules.
+pub fn admit(pod: &Pod) -> Result<(), Rejection> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(());
+    };
+    let inits = spec.init_containers.iter().flatten();
+    let all = || {
+        spec.init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+    };
+    if all().flat_map(rules).any(|a| a == "RestartAllContainers") {
+        return Err(Rejection {
+            reason: FEATURE_UNSUPPORTED.into(),
+            message: "Pod requires node features that are not available: RestartAllContainersOnContainerExits".into(),
+        });
+    }
+    let with_policy = spec
+        .containers
+        .iter()
+        .filter(|c| c.restart_policy.is_some())
+        .chain(inits.filter(|c| c.restart_policy.as_deref().is_some_and(|p| p != "Always")))
+        .chain(all().filter(|c| rules(c).next().is_some()))
+        .map(|c| c.name.as_str())
+        .next();
+    match with_policy {
+        Some(name) => Err(Rejection {
+            reason: FEATURE_UNSUPPORTED.into(),
+            message: format!(
+                "container {name}: container restart policies and rules (ContainerRestartRules) are not supported by rkube kubelet"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({"spec": v})).unwrap()
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_honour_and_admits_the_rest() {
+        let ok = [
+            serde_json::json!({"containers": [{"name": "c"}]}),
+            // A sidecar's restartPolicy is honoured.
+            serde_json::json!({"initContainers": [{"name": "s", "restartPolicy": "Always"}],
+                               "containers": [{"name": "c"}]}),
+        ];
+        for v in ok {
+            assert_eq!(admit(&pod(v.clone())), Ok(()), "{v}");
+        }
+        let all = pod(
+            serde_json::json!({"containers": [{"name": "c", "restartPolicy": "Never",
+            "restartPolicyRules": [{"action": "RestartAllContainers",
+                                    "exitCodes": {"operator": "In", "values": [42]}}]}]}),
+        );
+        let r = admit(&all).unwrap_err();
+        assert_eq!(r.reason, "PodFeatureUnsupported");
+        assert_eq!(
+            r.message,
+            "Pod requires node features that are not available: RestartAllContainersOnContainerExits"
+        );
+        let refused = [
+            (
+                serde_json::json!({"containers": [{"name": "a"}, {"name": "b", "restartPolicy": "Never"}]}),
+                "b",
+            ),
+            (
+                serde_json::json!({"initContainers": [{"name": "i", "restartPolicy": "OnFailure"}],
+                                "containers": [{"name": "c"}]}),
+                "i",
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "r", "restartPolicy": "Never",
+                "restartPolicyRules": [{"action": "Restart",
+                                        "exitCodes": {"operator": "In", "values": [1]}}]}]}),
+                "r",
+            ),
+        ];
+        for (v, name) in refused {
+            let r = admit(&pod(v.clone())).unwrap_err();
+            assert_eq!(r.reason, "PodFeatureUnsupported", "{v}");
+            assert!(
+                r.message.starts_with(&format!("container {name}: ")),
+                "{v}: {}",
+                r.message
+            );
+        }
+    }
+}
