@@ -43,7 +43,7 @@ use serde_json::Value;
 mod common;
 use common::containerd::Containerd;
 use common::live::{apply, kubectl, try_kubectl};
-use common::{is_root, run};
+use common::{is_root, run, Unmount};
 
 /// A name the API server can dial for `kubectl exec` (it prefers the node's
 /// Hostname address, and only loopback is reachable here).
@@ -115,26 +115,6 @@ impl Drop for ServiceNat {
             .args(&self.rule)
             .output();
         let _ = std::fs::write(LOCALNET, self.localnet_before.trim());
-    }
-}
-
-/// Unmounts, on drop, what is still mounted under a directory (the pods'
-/// volumes a killed kubelet leaves mounted), deepest first, so the
-/// control plane's directory can be removed.
-struct Unmount(std::path::PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut points: Vec<&str> = info
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|p| Path::new(p).starts_with(&self.0))
-            .collect();
-        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for p in points {
-            let _ = Command::new("umount").args(["-l", p]).output();
-        }
     }
 }
 

@@ -58,6 +58,7 @@ use rkube_testcp::ControlPlane;
 use tokio::sync::oneshot;
 
 mod common;
+use common::Unmount;
 
 struct Containerd {
     dir: PathBuf,
@@ -2686,19 +2687,6 @@ fn host_ip() -> String {
         .to_string()
 }
 
-/// Unmounts everything at and under a directory when dropped.
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .args(["-R", "-l"])
-            .arg(&self.0)
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
 /// A kubelet running as a child process; killed on drop.
 struct KubeletProcess(std::process::Child);
 
@@ -2944,8 +2932,12 @@ fn handover_between_upstream_and_rkube_kubelets() {
             (phase(&pods.get("term").await.ok()?) == "Running").then_some(())
         })
         .await;
-        // Under upstream's: h-2's cpu resized in place.
+        // Under upstream's: h-2's cpu resized in place, then a resize the
+        // node cannot fit (500 cpus), which it defers: the allocation stays.
         resize(&pods, "h-2", serde_json::json!({"requests": {"cpu": "100m"}}), 0).await;
+        let huge = serde_json::json!({"requests": {"cpu": "500"}, "limits": {"cpu": "500"}});
+        patch_resize(&pods, "h-2", &huge).await;
+        deferred(&pods, "h-2", "100m").await;
         let before = settled().await;
         let sandboxes_before = sandboxes().await;
         let containers_before = containers().await;
@@ -2988,6 +2980,17 @@ fn handover_between_upstream_and_rkube_kubelets() {
         let rkube = KubeletProcess::start(env!("CARGO_BIN_EXE_rkube"), &rkube_args, &work.join("rkube.log"));
         fresh_heartbeat(switched).await;
         check("upstream → rkube", before, sandboxes_before.clone(), containers_before).await;
+        // rkube's read upstream's allocation: the deferred resize is still
+        // deferred, at the resources upstream allocated; taken back, the
+        // pod has nothing pending.
+        deferred(&pods, "h-2", "100m").await;
+        resize(
+            &pods,
+            "h-2",
+            serde_json::json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}}),
+            0,
+        )
+        .await;
         // The slow pod finished terminating, and was never started again.
         wait_for("the deleted pod gone", Duration::from_secs(90), || async {
             pods.get_opt("term").await.ok()?.is_none().then_some(())
@@ -3042,16 +3045,7 @@ fn handover_between_upstream_and_rkube_kubelets() {
 /// untouched.
 async fn resize(pods: &Api<Pod>, name: &str, resources: serde_json::Value, restarts: i32) {
     let before = pod_state(&pods.get(name).await.unwrap()).0;
-    let patch =
-        serde_json::json!({"spec": {"containers": [{"name": "app", "resources": resources}]}});
-    pods.patch_subresource(
-        "resize",
-        name,
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Strategic(&patch),
-    )
-    .await
-    .unwrap();
+    patch_resize(pods, name, &resources).await;
     let wanted = |have: Option<
         &std::collections::BTreeMap<
             String,
@@ -3099,6 +3093,46 @@ async fn resize(pods: &Api<Pod>, name: &str, resources: serde_json::Value, resta
             assert_eq!(a, b, "{name}: {} untouched", b.0);
         }
     }
+}
+
+/// Asks for container `app` of `name` to have `resources` (merged into its
+/// own) through the `resize` subresource.
+async fn patch_resize(pods: &Api<Pod>, name: &str, resources: &serde_json::Value) {
+    let patch =
+        serde_json::json!({"spec": {"containers": [{"name": "app", "resources": resources}]}});
+    pods.patch_subresource(
+        "resize",
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Strategic(&patch),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until `name`'s resize is `Deferred` (PodResizePending), its app
+/// still allocated `cpu` (the resize not taken as allocated) and Ready.
+async fn deferred(pods: &Api<Pod>, name: &str, cpu: &str) {
+    wait_for(
+        &format!("{name}'s resize deferred"),
+        Duration::from_secs(60),
+        || async {
+            let p = pods.get(name).await.ok()?;
+            let st = p.status.as_ref()?;
+            let pending =
+                st.conditions.iter().flatten().any(|c| {
+                    c.type_ == "PodResizePending" && c.reason.as_deref() == Some("Deferred")
+                });
+            let app = st
+                .container_statuses
+                .iter()
+                .flatten()
+                .find(|c| c.name == "app")?;
+            let allocated = app.allocated_resources.as_ref()?.get("cpu")?.0.clone();
+            (pending && allocated == cpu && pod_state(&p).1).then_some(())
+        },
+    )
+    .await;
 }
 
 /// Changes container `app` of `name` to another image through the API:
@@ -3164,7 +3198,8 @@ spec:
 /// node's pod logs where every agent looks for them (`podLogsDir`): every
 /// line of every container arrives exactly once across several rotations,
 /// partial lines joined, with the pod, namespace, UID, container and
-/// restart count it parses from the path, and the stream.
+/// restart count it parses from the path, and the stream; `kubectl logs`
+/// (`--tail`, `--previous`) reads the same files.
 #[test]
 #[ignore = "needs root, containerd (hack/containerd), Go (hack/otelcol-build); run by hack/test --full"]
 fn log_agent_collects_every_line_across_rotations() {
@@ -3186,7 +3221,12 @@ fn log_agent_collects_every_line_across_rotations() {
             free_port(),
             &ctrd.endpoint,
             &logs,
-            "containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n",
+            &format!(
+                "containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n\
+                 authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
+                 authorization: {{mode: Webhook}}\n",
+                cp.dir().join("pki/ca.crt").display()
+            ),
         ),
     )
     .unwrap();
@@ -3303,6 +3343,16 @@ fn log_agent_collects_every_line_across_rotations() {
             (got.len() >= expected.len()).then_some(got)
         })
         .await;
+        // kubectl reads the same files: the last records after the
+        // rotations (the long line's two parts, joined, then `done`), and
+        // the restarted container's previous run.
+        let tail = kubectl(&cp, &["-n", "logs", "logs", "agent-demo", "-c", "chatty", "--tail", "3"]);
+        let want = format!("{}\ndone\n", "x".repeat(20_000));
+        assert!(tail == want, "kubectl logs --tail 3: {:?}", tail.get(..200));
+        let previous = kubectl(&cp, &["-n", "logs", "logs", "agent-demo", "-c", "twice", "--previous"]);
+        assert_eq!(previous, "first run\n");
+        let current = kubectl(&cp, &["-n", "logs", "logs", "agent-demo", "-c", "twice"]);
+        assert_eq!(current, "second run\n");
         if got != expected {
             let missing: Vec<_> = expected.iter().filter(|e| !got.contains(e)).take(5).collect();
             let extra: Vec<_> = got.iter().filter(|g| !expected.contains(g)).take(5).collect();

@@ -497,6 +497,8 @@ pub async fn run_with_metrics(
         runtime_version: "unknown".into(),
     };
     let mut swap_on = false;
+    // The sim's nodes keep their allocations in memory.
+    let mut allocated = allocation::State::in_memory();
     let (cri_client, sim) = match opts.runtime {
         RuntimeKind::Cri => {
             // Upstream's validation refuses a host using cgroup v1 unless
@@ -511,6 +513,10 @@ pub async fn run_with_metrics(
             if swap_on && cfg.fail_swap_on {
                 bail!(node::machine::SWAP_ON_REFUSAL);
             }
+            // The allocations upstream's kubelet (or this one)
+            // checkpointed: an unreadable file stops the kubelet before it
+            // starts anything, as upstream's.
+            allocated = allocation::State::open(&opts.root_dir, allocation::ALLOCATED_FILE)?;
             let endpoint = &cfg.container_runtime_endpoint;
             let c = CriRuntime::connect_client(endpoint)
                 .await
@@ -880,12 +886,6 @@ pub async fn run_with_metrics(
     );
     let admission =
         pods::admission::Admission::new(client.clone(), node_board, pressure.clone(), &descs);
-    // The allocations upstream's kubelet (or this one) checkpointed; the
-    // sim's nodes keep theirs in memory.
-    let allocated = match &cri {
-        Some(_) => allocation::State::open(&opts.root_dir, allocation::ALLOCATED_FILE)?,
-        None => allocation::State::in_memory(),
-    };
     let ctx = Arc::new(pods::worker::WorkerContext {
         client: client.clone(),
         runtime,

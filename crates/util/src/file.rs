@@ -83,7 +83,9 @@ pub fn replace_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()));
     // One left by a crash of an earlier process with this pid.
     let _ = std::fs::remove_file(&tmp);
     let mut file = OpenOptions::new()
@@ -132,7 +134,11 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "new");
         let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        // Nothing left beside it.
+        // Nothing left beside it, also after many writes.
+        for i in 0..3 {
+            replace_private(&f, format!("v{i}").as_bytes()).unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "v2");
         assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
         // A directory in the way: an error, and no temporary file left.
         let sub = d.join("sub");

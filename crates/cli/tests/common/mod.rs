@@ -14,6 +14,27 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// Unmounts, when dropped, everything mounted at and under a directory (a
+/// kubelet's root directory: upstream's bind-mounts it on itself, and the
+/// pods' volumes stay mounted when a kubelet stops or is killed), deepest
+/// first, so the directory can be removed.
+pub struct Unmount(pub PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut points: Vec<&str> = info
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|p| std::path::Path::new(p).starts_with(&self.0))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for p in points {
+            let _ = Command::new("umount").args(["-l", p]).output();
+        }
+    }
+}
+
 /// The repository root (examples and the bad-input corpus are relative to it).
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")

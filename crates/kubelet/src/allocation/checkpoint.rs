@@ -38,10 +38,16 @@ struct File {
     checksum: u64,
 }
 
-#[derive(Serialize, Deserialize, Default)]
+#[derive(Deserialize, Default)]
 struct Info {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     entries: Entries,
+}
+
+#[derive(Serialize)]
+struct InfoRef<'a> {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    entries: &'a Entries,
 }
 
 /// Go's `json.Marshal` escaping on top of serde_json's output (which
@@ -83,9 +89,7 @@ pub fn checksum(data: &str) -> u64 {
 
 /// The file's bytes for `entries`, and their checksum.
 pub fn encode(entries: &Entries) -> (Vec<u8>, u64) {
-    let data = marshal(&Info {
-        entries: entries.clone(),
-    });
+    let data = marshal(&InfoRef { entries });
     let checksum = checksum(&data);
     (marshal(&File { data, checksum }).into_bytes(), checksum)
 }

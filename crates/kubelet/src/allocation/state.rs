@@ -80,22 +80,24 @@ impl State {
     }
 
     /// Writes the file when the entries changed since it was last read or
-    /// written. A failure is logged and tried again with the next change,
-    /// as upstream.
-    fn store(&self, inner: &mut Inner) {
+    /// written. A failure is returned (and tried again with the next
+    /// change), as upstream's.
+    fn store(&self, inner: &mut Inner) -> std::io::Result<()> {
         let Some(path) = &self.path else {
-            return;
+            return Ok(());
         };
         let (bytes, sum) = checkpoint::encode(&inner.entries);
         if sum == inner.last_checksum {
-            return;
+            return Ok(());
         }
-        match rkube_util::file::replace_private(path, &bytes) {
-            Ok(()) => inner.last_checksum = sum,
-            Err(e) => {
-                tracing::error!(path = %path.display(), error = %e, "failed to save pod resource information checkpoint")
-            }
-        }
+        rkube_util::file::replace_private(path, &bytes).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("saving the checkpoint {}: {e}", path.display()),
+            )
+        })?;
+        inner.last_checksum = sum;
+        Ok(())
     }
 
     /// Pod `uid`'s entry.
@@ -114,25 +116,28 @@ impl State {
     }
 
     /// Sets pod `uid`'s entry.
-    pub fn set_pod(&self, uid: &str, info: PodResourceInfo) {
+    pub fn set_pod(&self, uid: &str, info: PodResourceInfo) -> std::io::Result<()> {
         let mut inner = self.lock();
         inner.entries.insert(uid.to_string(), info);
-        self.store(&mut inner);
+        self.store(&mut inner)
     }
 
-    /// Sets pod `uid`'s entry unless it has one: whether it was set.
-    pub fn init_pod(&self, uid: &str, info: impl FnOnce() -> PodResourceInfo) -> bool {
+    /// Sets pod `uid`'s entry unless it has one.
+    pub fn init_pod(
+        &self,
+        uid: &str,
+        info: impl FnOnce() -> PodResourceInfo,
+    ) -> std::io::Result<()> {
         let mut inner = self.lock();
         if inner.entries.contains_key(uid) {
-            return false;
+            return Ok(());
         }
         inner.entries.insert(uid.to_string(), info());
-        self.store(&mut inner);
-        true
+        self.store(&mut inner)
     }
 
     /// Sets container `name` of pod `uid`.
-    pub fn set_container(&self, uid: &str, name: &str, r: Requirements) {
+    pub fn set_container(&self, uid: &str, name: &str, r: Requirements) -> std::io::Result<()> {
         let mut inner = self.lock();
         inner
             .entries
@@ -141,7 +146,7 @@ impl State {
             .containers
             .get_or_insert_with(Default::default)
             .insert(name.to_string(), r);
-        self.store(&mut inner);
+        self.store(&mut inner)
     }
 
     /// Forgets pod `uid` (written with the next change).
@@ -187,9 +192,9 @@ mod tests {
         assert!(s.pod("u").is_none());
         // Nothing written until something changes.
         assert!(!d.join("allocated_pods_state").exists());
-        s.set_container("u", "c", req("100m"));
-        assert!(s.init_pod("v", PodResourceInfo::default));
-        assert!(!s.init_pod("v", || unreachable!()));
+        s.set_container("u", "c", req("100m")).unwrap();
+        s.init_pod("v", PodResourceInfo::default).unwrap();
+        s.init_pod("v", || unreachable!()).unwrap();
         let f = d.join("allocated_pods_state");
         let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
@@ -202,7 +207,7 @@ mod tests {
             State::open(&d, "allocated_pods_state").unwrap().uids(),
             ["u", "v"]
         );
-        again.set_container("u", "c", req("200m"));
+        again.set_container("u", "c", req("200m")).unwrap();
         let third = State::open(&d, "allocated_pods_state").unwrap();
         assert_eq!(third.uids(), ["u"]);
         assert_eq!(third.container("u", "c"), Some(req("200m")));
@@ -232,7 +237,13 @@ mod tests {
         assert!(e.contains("actuated_pods_state"), "{e}");
         // In memory: nothing on disk.
         let m = State::in_memory();
-        m.set_container("u", "c", req("1"));
+        m.set_container("u", "c", req("1")).unwrap();
+        // A directory where the file goes: the write fails, and says so.
+        let d2 = dir("unwritable");
+        let s = State::open(&d2, "allocated_pods_state").unwrap();
+        std::fs::create_dir_all(d2.join("allocated_pods_state/x")).unwrap();
+        let e = s.set_container("u", "c", req("1")).unwrap_err().to_string();
+        assert!(e.contains("allocated_pods_state"), "{e}");
         assert_eq!(m.container("u", "c"), Some(req("1")));
     }
 }

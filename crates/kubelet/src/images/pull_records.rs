@@ -107,6 +107,9 @@ impl PullRecords {
         let mut state = State::default();
         for entry in std::fs::read_dir(dir.join("pulled"))? {
             let path = entry?.path();
+            if is_leftover(&path) {
+                continue;
+            }
             match std::fs::read(&path)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
@@ -123,6 +126,9 @@ impl PullRecords {
         }
         for entry in std::fs::read_dir(dir.join("pulling"))? {
             let path = entry?.path();
+            if is_leftover(&path) {
+                continue;
+            }
             if let Ok(image) = std::fs::read_to_string(&path) {
                 state.intents.insert(image, 1);
             }
@@ -296,6 +302,18 @@ fn hex(bytes: &[u8]) -> String {
 fn set_private(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// A temporary file a write interrupted by a crash left (its name starts
+/// with a dot): removed, never read as a record.
+fn is_leftover(path: &Path) -> bool {
+    let dot = path
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+    if dot {
+        let _ = std::fs::remove_file(path);
+    }
+    dot
 }
 
 /// Writes `body` to `path` in one step, 0600.

@@ -169,42 +169,27 @@ pub fn render_record(r: &LogRecord, timestamps: bool, out: &mut Vec<u8>) {
 /// Renders the complete lines of `bytes` (a CRI log) for `q`; `now_ns`
 /// for `sinceSeconds`. Returns the output and the number of bytes of input
 /// consumed (up to the last newline; a torn last line is left for later).
+/// `tailLines` counts the file's records, as upstream's reader does (a
+/// line the runtime split in parts counts once per part, and the tail may
+/// begin with a line's last part), and `sinceSeconds` filters what the
+/// tail holds.
 pub fn render(bytes: &[u8], q: &LogQuery, now_ns: i128) -> (Vec<u8>, usize) {
     let consumed = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
     let since = q
         .since_seconds
         .map(|s| Timestamp(now_ns - s as i128 * 1_000_000_000));
-    let records: Vec<LogRecord> = bytes[..consumed]
+    let lines: Vec<&[u8]> = bytes[..consumed]
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
-        .filter_map(|l| parse_line(l).ok())
-        .filter(|r| since.is_none_or(|s| r.timestamp >= s))
         .collect();
-    let start = match q.tail_lines {
-        Some(n) => {
-            // the index of the first record of the last n complete lines
-            let mut seen = 0;
-            let mut start = records.len();
-            for (i, r) in records.iter().enumerate().rev() {
-                if !r.partial {
-                    if seen == n {
-                        break;
-                    }
-                    seen += 1;
-                }
-                start = i;
-            }
-            if n == 0 {
-                records.len()
-            } else {
-                start
-            }
-        }
-        None => 0,
-    };
+    let start = q.tail_lines.map_or(0, |n| lines.len().saturating_sub(n));
     let mut out = Vec::new();
-    for r in &records[start..] {
-        render_record(r, q.timestamps, &mut out);
+    let records = lines[start..]
+        .iter()
+        .filter_map(|l| parse_line(l).ok())
+        .filter(|r| since.is_none_or(|s| r.timestamp >= s));
+    for r in records {
+        render_record(&r, q.timestamps, &mut out);
     }
     if let Some(limit) = q.limit_bytes {
         out.truncate(limit);
@@ -231,14 +216,20 @@ mod tests {
 
     #[test]
     fn tail_timestamps_and_limits() {
-        let q = LogQuery::parse("tailLines=2&timestamps=true").unwrap();
+        // The last records of the file, as upstream's reader counts them:
+        // a split line counts once per part.
+        let q = LogQuery::parse("tailLines=3&timestamps=true").unwrap();
         let (out, _) = render(LOG, &q, 0);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "2024-01-02T03:04:06.000000001Z two\n2024-01-02T03:04:07.000000001Z thr2024-01-02T03:04:07.000000002Z ee\n"
         );
-        let (out, _) = render(LOG, &LogQuery::parse("tailLines=1").unwrap(), 0);
+        let (out, _) = render(LOG, &LogQuery::parse("tailLines=2").unwrap(), 0);
         assert_eq!(out, b"three\n");
+        let (out, _) = render(LOG, &LogQuery::parse("tailLines=1").unwrap(), 0);
+        assert_eq!(out, b"ee\n");
+        let (out, _) = render(LOG, &LogQuery::parse("tailLines=9").unwrap(), 0);
+        assert_eq!(out, b"one\ntwo\nthree\n");
         let (out, _) = render(LOG, &LogQuery::parse("tailLines=0").unwrap(), 0);
         assert_eq!(out, b"");
         let (out, _) = render(LOG, &LogQuery::parse("limitBytes=5").unwrap(), 0);

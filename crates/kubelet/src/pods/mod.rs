@@ -137,6 +137,7 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
                 if first_list {
                     first_list = false;
                     if let Ok(uids) = ctx.runtime.list_pods().await {
+                        ctx.runtime.forget_others(&uids);
                         for uid in uids.into_iter().filter(|u| !seen.contains(u)) {
                             tracing::info!(%uid, "removing a pod the API no longer has");
                             let _ = ctx.runtime.remove_pod(&uid).await;

@@ -249,7 +249,9 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             match verdict {
                 Ok(()) => {
                     let info = crate::allocation::info_for_pod(&as_allocated);
-                    ctx.allocated.set_pod(&uid, info);
+                    if let Err(e) = ctx.allocated.set_pod(&uid, info) {
+                        tracing::error!(pod = %key(&pod), error = %e, "SetPodAllocation failed");
+                    }
                     allocated = Some(as_allocated);
                 }
                 Err(r) => {
@@ -268,12 +270,21 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 resize_pending = Some(("Infeasible", why));
             } else {
                 match ctx.admission.resize(&pod).await {
-                    Ok(()) => {
-                        tracing::info!(pod = %key(&pod), "in-place resize accepted");
-                        ctx.allocated
-                            .set_pod(&uid, crate::allocation::info_for_pod(&pod));
-                        allocated = Some(pod.clone());
-                    }
+                    Ok(()) => match ctx
+                        .allocated
+                        .set_pod(&uid, crate::allocation::info_for_pod(&pod))
+                    {
+                        Ok(()) => {
+                            tracing::info!(pod = %key(&pod), "in-place resize accepted");
+                            allocated = Some(pod.clone());
+                        }
+                        // Not accepted until it is checkpointed (tried
+                        // again with the next sync), as upstream.
+                        Err(e) => {
+                            tracing::error!(pod = %key(&pod), error = %e, "in-place resize not accepted");
+                            ctx.admission.count(a);
+                        }
+                    },
                     Err(r) => {
                         tracing::info!(pod = %key(&pod), message = %r.message, "in-place resize deferred");
                         resize_pending = Some(("Deferred", r.message));

@@ -220,6 +220,11 @@ pub trait Runtime: Send + Sync + 'static {
     /// the kubelet was down).
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>>;
 
+    /// Forgets what the runtime recorded of pods it no longer holds
+    /// (`held`: [`Runtime::list_pods`]'s answer), e.g. the actuated
+    /// resources of pods deleted while the kubelet was down.
+    fn forget_others(&self, _held: &[String]) {}
+
     /// Hands the runtime the node's pod CIDRs (comma-separated), as
     /// upstream's `UpdatePodCIDR` (CRI `UpdateRuntimeConfig`).
     fn update_pod_cidr<'a>(&'a self, _cidr: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {

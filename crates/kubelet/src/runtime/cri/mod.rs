@@ -525,19 +525,21 @@ impl CriRuntime {
             .await
             .map_err(|m| failed(StartError::CreateConfig(m)))?;
         let log_file = Path::new(&sb.config.log_directory).join(&config.log_path);
+        // When creating a container, its resources are actuated: recorded
+        // first, and no container without the record (upstream's order).
+        self.actuated
+            .set_container(
+                &pod.uid().unwrap_or_default(),
+                &c.name,
+                spec::resize::record(pod, c),
+            )
+            .map_err(|e| failed(StartError::CreateConfig(e.to_string())))?;
         let id = self
             .cri
             .create_container(&sb.id, config, sb.config.clone())
             .await
             .map_err(|e| failed(StartError::Create(e.to_string())))?;
         self.event(pod, name, false, "Created", "Container created".into());
-        // When creating a container, its resources are actuated (as
-        // upstream records them).
-        self.actuated.set_container(
-            &pod.uid().unwrap_or_default(),
-            &c.name,
-            spec::resize::record(pod, c),
-        );
         self.cri
             .start_container(&id)
             .await
@@ -849,6 +851,11 @@ impl Runtime for CriRuntime {
             self.remove_pod_cgroup(uid).await;
             Ok(())
         })
+    }
+
+    fn forget_others(&self, held: &[String]) {
+        self.actuated
+            .remove_orphans(&|uid| held.iter().any(|h| h == uid));
     }
 
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>> {

@@ -153,11 +153,13 @@ impl CriRuntime {
             .update_container_resources(id, linux)
             .await
             .map_err(|e| format!("resizing container {}: {e}", c.name))?;
-        self.actuated.set_container(
-            &pod.uid().unwrap_or_default(),
-            &c.name,
-            resize::record(pod, c),
-        );
+        self.actuated
+            .set_container(
+                &pod.uid().unwrap_or_default(),
+                &c.name,
+                resize::record(pod, c),
+            )
+            .map_err(|e| format!("resizing container {}: {e}", c.name))?;
         tracing::info!(pod = %pod.name_any(), container = %id, name = %c.name, "resized in place");
         Ok(())
     }
@@ -194,9 +196,11 @@ impl CriRuntime {
         // A pod this kubelet finds running with no record (started before
         // it, by another kubelet): its containers have what the pod was
         // allocated (upstream's InitializeActuatedPod).
-        self.actuated.init_pod(&pod.uid().unwrap_or_default(), || {
+        if let Err(e) = self.actuated.init_pod(&pod.uid().unwrap_or_default(), || {
             crate::allocation::info_for_pod(pod)
-        });
+        }) {
+            tracing::error!(pod = %pod.name_any(), error = %e, "Failed to initialize actuated pod resource info checkpoint");
+        }
         let is_static = crate::pod::is_static(pod);
         let spec = pod.spec.clone().unwrap_or_default();
         let inits = spec.init_containers.as_ref().map_or(0, Vec::len);
