@@ -426,6 +426,8 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     let cri = CriClient::connect(&ctrd.endpoint).await.unwrap();
     let node = node_name();
     let work = cp.dir().join("kubelet-cri");
+    // The pods' volumes unmounted even when a check fails.
+    let _unmount = Unmount(work.join("root"));
     let static_dir = work.join("manifests");
     std::fs::create_dir_all(&static_dir).unwrap();
     let port = free_port();
@@ -1111,7 +1113,17 @@ async fn log_rotation(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
         lines > 40_000,
         "kubectl logs -f went on across rotations: {lines} lines"
     );
-    let tail = kubectl(cp, &["logs", "--tail", "5", "chatty"]);
+    // Just after a rotation the live file is empty until the pod's next
+    // burst (half a second): read again until it has lines, as upstream's
+    // kubelet, which reads the live file too, would need.
+    let mut tail = String::new();
+    for _ in 0..20 {
+        tail = kubectl(cp, &["logs", "--tail", "5", "chatty"]);
+        if tail.lines().count() >= 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let (n, gap) = consecutive(&tail);
     assert_eq!((n, gap), (5, None), "kubectl logs --tail 5: {tail:?}");
     // The follow was still reading the live file when it was stopped (a
@@ -2220,6 +2232,7 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
     let ctrd = Containerd::up();
     let node = node_name();
     let work = cp.dir().join("shutdown");
+    let _unmount = Unmount(work.join("root"));
     std::fs::create_dir_all(&work).unwrap();
     let cgroups = CgroupRoot::make(&format!("rk-test-{}", std::process::id()));
     let port = free_port();
@@ -2868,6 +2881,17 @@ fn handover_between_upstream_and_rkube_kubelets() {
         }))
         .unwrap();
         let term_uid = pods.create(&Default::default(), &term).await.unwrap().uid().unwrap();
+        // A pod holding most of the node's cpu, so that a resize of h-2
+        // fits the node but not what is left of it (deferred).
+        let filler: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "filler", "labels": {"app": "filler"}},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "pause", "image": "rkube.local/pause:1",
+                                     "resources": {"requests": {"cpu": "1500m"}}}]},
+        }))
+        .unwrap();
+        pods.create(&Default::default(), &filler).await.unwrap();
         let of_term = |labels: &HashMap<String, String>| {
             labels.get("io.kubernetes.pod.uid") == Some(&term_uid)
         };
@@ -2933,15 +2957,20 @@ fn handover_between_upstream_and_rkube_kubelets() {
         })
         .await;
         // Under upstream's: h-2's cpu resized in place, then a resize the
-        // node cannot fit (500 cpus), which it defers: the allocation stays.
+        // node fits but not beside the filler pod, which it defers: the
+        // allocation stays.
         resize(&pods, "h-2", serde_json::json!({"requests": {"cpu": "100m"}}), 0).await;
-        let huge = serde_json::json!({"requests": {"cpu": "500"}, "limits": {"cpu": "500"}});
+        wait_for("the filler pod Running", Duration::from_secs(60), || async {
+            (phase(&pods.get("filler").await.ok()?) == "Running").then_some(())
+        })
+        .await;
+        let huge = serde_json::json!({"requests": {"cpu": "1"}, "limits": {"cpu": "1"}});
         patch_resize(&pods, "h-2", &huge).await;
         deferred(&pods, "h-2", "100m").await;
         let before = settled().await;
         let sandboxes_before = sandboxes().await;
         let containers_before = containers().await;
-        assert_eq!(sandboxes_before.len(), N, "one sandbox a pod");
+        assert_eq!(sandboxes_before.len(), N + 1, "one sandbox a pod (and the filler's)");
 
         // Each handover: once the new kubelet reports, and has synced every
         // pod (a few periods), nothing has changed, as the API and as the
