@@ -2994,14 +2994,15 @@ fn handover_between_upstream_and_rkube_kubelets() {
             }
         };
         // The slow pod deleted: upstream's kubelet starts stopping it.
-        let slow_before: Vec<String> = cri
-            .list_containers(None)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|c| of_term(&c.labels))
-            .map(|c| c.id)
-            .collect();
+        // The deleted pod's containers, as the runtime holds them.
+        let slow = || async {
+            let all = cri.list_containers(None).await.unwrap();
+            all.into_iter()
+                .filter(|c| of_term(&c.labels))
+                .map(|c| c.id)
+                .collect::<Vec<String>>()
+        };
+        let slow_before = slow().await;
         pods.delete("term", &Default::default()).await.unwrap();
         tokio::time::sleep(Duration::from_secs(3)).await;
         drop(upstream);
@@ -3025,14 +3026,7 @@ fn handover_between_upstream_and_rkube_kubelets() {
             pods.get_opt("term").await.ok()?.is_none().then_some(())
         })
         .await;
-        let slow_after: Vec<String> = cri
-            .list_containers(None)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|c| of_term(&c.labels))
-            .map(|c| c.id)
-            .collect();
+        let slow_after = slow().await;
         assert!(
             slow_after.iter().all(|id| slow_before.contains(id)),
             "no new container for the deleted pod: {slow_before:?} → {slow_after:?}"
