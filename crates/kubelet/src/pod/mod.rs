@@ -152,6 +152,43 @@ pub fn restart_policy(pod: &Pod) -> &str {
         .unwrap_or("Always")
 }
 
+/// A container's own `restartPolicy`, else the pod's (what decides a
+/// restart without an exit code: after a failed probe, in an unknown
+/// state, whether a container runs once).
+pub fn container_restart_policy<'a>(c: &'a Container, pod_policy: &'a str) -> &'a str {
+    c.restart_policy.as_deref().unwrap_or(pod_policy)
+}
+
+/// Whether `c`, exited with `exit_code`, is started again (upstream's
+/// `ContainerShouldRestart`, with its v1.37 default gates): with a
+/// `restartPolicy` of its own, the first of its `restartPolicyRules` whose
+/// exit codes match restarts it (`Restart`, or `RestartAllContainers`,
+/// whose pods this kubelet refuses at admission), else its policy decides;
+/// without one, the pod's `restartPolicy`.
+pub fn container_should_restart(c: &Container, pod_policy: &str, exit_code: i32) -> bool {
+    let matches = |r: &k8s_openapi::api::core::v1::ContainerRestartRule| {
+        r.exit_codes.as_ref().is_some_and(|e| {
+            let listed = e.values.iter().flatten().any(|v| *v == exit_code);
+            match e.operator.as_str() {
+                "In" => listed,
+                "NotIn" => !listed,
+                _ => false,
+            }
+        })
+    };
+    if c.restart_policy.is_some() {
+        let rule = c.restart_policy_rules.iter().flatten().find(|r| matches(r));
+        if rule.is_some_and(|r| r.action == "Restart" || r.action == "RestartAllContainers") {
+            return true;
+        }
+    }
+    match container_restart_policy(c, pod_policy) {
+        "Never" => false,
+        "OnFailure" => exit_code != 0,
+        _ => true,
+    }
+}
+
 /// `spec.terminationGracePeriodSeconds` (30 s when unset, never negative).
 pub fn termination_grace(pod: &Pod) -> Duration {
     Duration::from_secs(
@@ -268,6 +305,134 @@ mod tests {
             "metadata": {"name": "x", "annotations": {MIRROR_ANNOTATION: "abc"}}}));
         assert_eq!(mirror_of(&p).as_deref(), Some("abc"));
         assert_eq!(mirror_of(&Pod::default()), None);
+    }
+
+    /// Upstream's `TestContainerShouldRestart` table (pkg/api/v1/pod).
+    #[test]
+    fn container_should_restart_as_upstream() {
+        let rule = |action: &str, op: &str, values: &[i32]| serde_json::json!({"action": action, "exitCodes": {"operator": op, "values": values}});
+        let c = |policy: Option<&str>, rules: Vec<serde_json::Value>| -> Container {
+            serde_json::from_value(serde_json::json!({
+                "name": "c", "restartPolicy": policy, "restartPolicyRules": rules
+            }))
+            .unwrap()
+        };
+        let never = Some("Never");
+        let cases: Vec<(&str, Container, &str, i32, bool)> = vec![
+            (
+                "Rule: 'In' operator matches with 'Restart' action",
+                c(never, vec![rule("Restart", "In", &[42, 50, 60])]),
+                "Always",
+                42,
+                true,
+            ),
+            (
+                "Rule: 'NotIn' operator matches with 'Restart' action",
+                c(never, vec![rule("Restart", "NotIn", &[0, 1, 2])]),
+                "Always",
+                99,
+                true,
+            ),
+            (
+                "Rule: 'In' operator matches with 'RestartAllContainers' action",
+                c(
+                    never,
+                    vec![rule("RestartAllContainers", "In", &[42, 50, 60])],
+                ),
+                "Always",
+                42,
+                true,
+            ),
+            (
+                "Rule: 'In' operator does not match, should fall back to container policy",
+                c(never, vec![rule("Restart", "In", &[10, 20])]),
+                "Always",
+                30,
+                false,
+            ),
+            (
+                "Rule: 'NotIn' operator does not match, should fall back to container policy",
+                c(never, vec![rule("Restart", "NotIn", &[10, 20])]),
+                "Always",
+                10,
+                false,
+            ),
+            (
+                "Container Policy: 'Always'",
+                c(Some("Always"), vec![]),
+                "Never",
+                0,
+                true,
+            ),
+            (
+                "Container Policy: 'OnFailure' with exit code 0",
+                c(Some("OnFailure"), vec![]),
+                "Never",
+                0,
+                false,
+            ),
+            (
+                "Container Policy: 'OnFailure' with non-zero exit code",
+                c(Some("OnFailure"), vec![]),
+                "Never",
+                1,
+                true,
+            ),
+            (
+                "Container Policy: 'Never' should return false",
+                c(never, vec![]),
+                "Always",
+                1,
+                false,
+            ),
+            (
+                "Pod Policy: Fallback to pod 'Always'",
+                c(None, vec![]),
+                "Always",
+                0,
+                true,
+            ),
+            (
+                "Pod Policy: Fallback to pod 'OnFailure' with non-zero exit code",
+                c(None, vec![]),
+                "OnFailure",
+                1,
+                true,
+            ),
+            (
+                "Pod Policy: Fallback to pod 'Never'",
+                c(None, vec![]),
+                "Never",
+                1,
+                false,
+            ),
+            // The first matching rule decides; rules without a container
+            // policy are not read.
+            (
+                "first rule wins",
+                c(
+                    Some("OnFailure"),
+                    vec![rule("Restart", "In", &[3]), rule("Restart", "NotIn", &[3])],
+                ),
+                "Never",
+                0,
+                true,
+            ),
+            (
+                "rules need a container policy",
+                c(None, vec![rule("Restart", "In", &[1])]),
+                "Never",
+                1,
+                false,
+            ),
+        ];
+        for (name, container, pod_policy, code, want) in cases {
+            assert_eq!(
+                container_should_restart(&container, pod_policy, code),
+                want,
+                "{name}"
+            );
+        }
     }
 
     #[test]

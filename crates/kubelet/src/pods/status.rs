@@ -49,26 +49,40 @@ fn last_terminated(c: &ContainerObservation) -> Option<i32> {
 
 /// The pod phase for an observation (upstream's `getPhase`, with its
 /// sidecar rules: a sidecar neither keeps the pod Pending once it has
-/// started nor counts toward Succeeded/Failed). `initialized`: the pod
+/// started nor counts toward Succeeded/Failed; and its container restart
+/// rules: a stopped container that its own policy or rules, or the pod's
+/// policy, start again keeps the pod Running). `initialized`: the pod
 /// was Initialized before (restarting sidecars then keep it Running).
 pub fn phase(pod: &Pod, obs: &PodObservation, initialized: bool) -> &'static str {
-    let restart = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.restart_policy.as_deref())
-        .unwrap_or("Always");
+    let restart = crate::pod::restart_policy(pod);
+    let spec_of = |name: &str| {
+        pod.spec.as_ref().and_then(|s| {
+            s.init_containers
+                .iter()
+                .flatten()
+                .chain(&s.containers)
+                .find(|c| c.name == name)
+        })
+    };
+    // Started again after exiting with `code`.
+    let restarts = |name: &str, code: i32| match spec_of(name) {
+        Some(c) => crate::pod::container_should_restart(c, restart, code),
+        // Not in the spec: the pod's policy.
+        None => crate::pod::container_should_restart(&Container::default(), restart, code),
+    };
     let (mut pending_init, mut pending_sidecars, mut failed_init) = (0, 0, 0);
     let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    let mut stopped_for_good = 0;
     for (sidecar, c) in init_pairs(pod, obs) {
         match (&c.state, sidecar) {
             (ContainerState::Running { .. }, false) => pending_init += 1,
             (ContainerState::Terminated { exit_code, .. }, false) => {
-                if *exit_code != 0 {
+                if *exit_code != 0 && !restarts(&c.name, *exit_code) {
                     failed_init += 1;
                 }
             }
             (ContainerState::Waiting { .. }, false) => match last_terminated(c) {
-                Some(code) if code != 0 => failed_init += 1,
+                Some(code) if code != 0 && !restarts(&c.name, code) => failed_init += 1,
                 Some(_) => {}
                 None => pending_init += 1,
             },
@@ -95,17 +109,23 @@ pub fn phase(pod: &Pod, obs: &PodObservation, initialized: bool) -> &'static str
                 if exit_code == 0 {
                     succeeded += 1;
                 }
-            }
-            ContainerState::Waiting { .. } => {
-                if last_terminated(c).is_some() {
-                    stopped += 1;
-                } else {
-                    waiting += 1;
+                if !restarts(&c.name, exit_code) {
+                    stopped_for_good += 1;
                 }
             }
+            ContainerState::Waiting { .. } => match last_terminated(c) {
+                Some(code) => {
+                    stopped += 1;
+                    if !restarts(&c.name, code) {
+                        stopped_for_good += 1;
+                    }
+                }
+                None => waiting += 1,
+            },
         }
     }
-    if failed_init > 0 && restart == "Never" {
+    // An init container failed and will not run again.
+    if failed_init > 0 {
         return "Failed";
     }
     if pending_init > 0 || (pending_sidecars > 0 && !initialized) || waiting > 0 {
@@ -120,11 +140,12 @@ pub fn phase(pod: &Pod, obs: &PodObservation, initialized: bool) -> &'static str
     if stopped == 0 {
         return "Pending";
     }
-    match restart {
-        "Always" => "Running",
-        _ if stopped == succeeded => "Succeeded",
-        "Never" => "Failed",
-        _ => "Running",
+    if stopped != stopped_for_good {
+        "Running"
+    } else if stopped == succeeded {
+        "Succeeded"
+    } else {
+        "Failed"
     }
 }
 
@@ -804,6 +825,46 @@ mod tests {
         let o = obs(vec![c("a", exited(1)), looping]);
         assert_eq!(phase(&pod("Always"), &o, true), "Running");
         assert_eq!(phase(&pod("Never"), &o, true), "Failed");
+    }
+
+    /// Container restart policies and rules in the phase, as upstream's
+    /// `getPhase` with ContainerRestartRules: a stopped container started
+    /// again keeps the pod Running, whatever the pod's policy.
+    #[test]
+    fn phases_with_container_restart_policies() {
+        let p = |pod_policy: &str, a: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "p", "uid": "u"},
+                "spec": {"restartPolicy": pod_policy,
+                         "initContainers": [{"name": "i", "restartPolicy": "OnFailure"}],
+                         "containers": [a, {"name": "b"}]},
+            }))
+            .unwrap()
+        };
+        let rule = json!({"name": "a", "restartPolicy": "Never",
+            "restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}]});
+        let always = json!({"name": "a", "restartPolicy": "Always"});
+        let never = json!({"name": "a", "restartPolicy": "Never"});
+        let cases = [
+            // A Never pod whose container's rule restarts it on 42.
+            (p("Never", rule.clone()), exited(42), exited(0), "Running"),
+            (p("Never", rule.clone()), exited(1), exited(0), "Failed"),
+            (p("Never", rule), exited(0), exited(0), "Succeeded"),
+            // A Never pod with an Always container.
+            (p("Never", always.clone()), exited(0), exited(0), "Running"),
+            // An Always pod whose containers stop for good.
+            (p("Always", never.clone()), exited(1), exited(0), "Running"),
+            (p("OnFailure", never), exited(1), exited(0), "Failed"),
+        ];
+        for (pod, a, b, want) in cases {
+            let o = obs(vec![c("a", a), c("b", b)]);
+            assert_eq!(phase(&pod, &o, true), want, "{:?}", o.containers);
+        }
+        // An init container failing under its own OnFailure policy is
+        // retried in a Never pod: not Failed.
+        let mut o = obs(vec![c("a", waiting())]);
+        o.init_containers = vec![c("i", exited(1))];
+        assert_eq!(phase(&p("Never", always), &o, false), "Pending");
     }
 
     fn with_sidecar(restart: &str) -> Pod {

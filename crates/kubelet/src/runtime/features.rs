@@ -11,9 +11,9 @@
 //!
 //! A pod sent to the node anyway is refused at admission, as upstream's
 //! `declaredFeaturesAdmitHandler` refuses a pod needing a feature its node
-//! lacks. So is a pod using container restart policies or rules
-//! (`ContainerRestartRules`, on by default), which rkube does not
-//! implement either: refused, never run under the pod's policy instead.
+//! lacks. Container restart policies and rules (`ContainerRestartRules`)
+//! are honoured ([`crate::pod::container_should_restart`]); only their
+//! `RestartAllContainers` action needs the undeclared feature.
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
@@ -30,42 +30,23 @@ fn rules(c: &Container) -> impl Iterator<Item = &str> {
 }
 
 /// Whether `pod` can run here: upstream's declared-features check (a
-/// `RestartAllContainers` rule needs `RestartAllContainersOnContainerExits`),
-/// then container restart policies and rules.
+/// `RestartAllContainers` rule needs `RestartAllContainersOnContainerExits`).
 pub fn admit(pod: &Pod) -> Result<(), Rejection> {
     let Some(spec) = pod.spec.as_ref() else {
         return Ok(());
     };
-    let inits = spec.init_containers.iter().flatten();
-    let all = || {
-        spec.init_containers
-            .iter()
-            .flatten()
-            .chain(&spec.containers)
-    };
-    if all().flat_map(rules).any(|a| a == "RestartAllContainers") {
+    let mut all = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
+    if all.any(|c| rules(c).any(|a| a == "RestartAllContainers")) {
         return Err(Rejection {
             reason: FEATURE_UNSUPPORTED.into(),
             message: "Pod requires node features that are not available: RestartAllContainersOnContainerExits".into(),
         });
     }
-    let with_policy = spec
-        .containers
-        .iter()
-        .filter(|c| c.restart_policy.is_some())
-        .chain(inits.filter(|c| c.restart_policy.as_deref().is_some_and(|p| p != "Always")))
-        .chain(all().filter(|c| rules(c).next().is_some()))
-        .map(|c| c.name.as_str())
-        .next();
-    match with_policy {
-        Some(name) => Err(Rejection {
-            reason: FEATURE_UNSUPPORTED.into(),
-            message: format!(
-                "container {name}: container restart policies and rules (ContainerRestartRules) are not supported by rkube kubelet"
-            ),
-        }),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -98,31 +79,17 @@ mod tests {
             r.message,
             "Pod requires node features that are not available: RestartAllContainersOnContainerExits"
         );
-        let refused = [
-            (
-                serde_json::json!({"containers": [{"name": "a"}, {"name": "b", "restartPolicy": "Never"}]}),
-                "b",
-            ),
-            (
-                serde_json::json!({"initContainers": [{"name": "i", "restartPolicy": "OnFailure"}],
-                                "containers": [{"name": "c"}]}),
-                "i",
-            ),
-            (
-                serde_json::json!({"containers": [{"name": "r", "restartPolicy": "Never",
+        // Container restart policies and rules are honoured: admitted.
+        let honoured = [
+            serde_json::json!({"containers": [{"name": "a"}, {"name": "b", "restartPolicy": "Never"}]}),
+            serde_json::json!({"initContainers": [{"name": "i", "restartPolicy": "OnFailure"}],
+                               "containers": [{"name": "c"}]}),
+            serde_json::json!({"containers": [{"name": "r", "restartPolicy": "Never",
                 "restartPolicyRules": [{"action": "Restart",
                                         "exitCodes": {"operator": "In", "values": [1]}}]}]}),
-                "r",
-            ),
         ];
-        for (v, name) in refused {
-            let r = admit(&pod(v.clone())).unwrap_err();
-            assert_eq!(r.reason, "PodFeatureUnsupported", "{v}");
-            assert!(
-                r.message.starts_with(&format!("container {name}: ")),
-                "{v}: {}",
-                r.message
-            );
+        for v in honoured {
+            assert_eq!(admit(&pod(v.clone())), Ok(()), "{v}");
         }
     }
 }

@@ -42,7 +42,10 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 pub use super::spec::resize::Resize;
-use crate::pod::{ephemeral_containers, is_sidecar, restart_policy};
+use crate::pod::{
+    container_restart_policy, container_should_restart, ephemeral_containers, is_sidecar,
+    restart_policy,
+};
 
 /// A sandbox of the pod, as `ListPodSandbox` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -271,9 +274,14 @@ pub fn needs_sandbox(pod: &Pod, seen: &Observed) -> bool {
         }
     };
     if seen.sandboxes.iter().any(|s| s.ready) {
-        let all_exited =
-            !spec.containers.is_empty() && spec.containers.iter().all(|c| exited(c).is_some());
-        return !(policy == "Never" && all_exited);
+        // All exited, and none to start again (a container's own policy
+        // or rules may restart it in a `Never` pod).
+        let done = !spec.containers.is_empty()
+            && spec
+                .containers
+                .iter()
+                .all(|c| exited(c).is_some_and(|code| !container_should_restart(c, policy, code)));
+        return !(policy == "Never" && done);
     }
     if policy == "Never" && !seen.sandboxes.is_empty() && !seen.containers.is_empty() {
         return false;
@@ -285,7 +293,7 @@ pub fn needs_sandbox(pod: &Pod, seen: &Observed) -> bool {
     let to_start = spec
         .containers
         .iter()
-        .filter(|c| !(policy == "OnFailure" && exited(c) == Some(0)))
+        .filter(|c| !(container_restart_policy(c, policy) == "OnFailure" && exited(c) == Some(0)))
         .count();
     !(initialised && to_start == 0)
 }
@@ -348,7 +356,7 @@ pub fn compute(pod: &Pod, seen: &Observed, blocked: Option<(&str, &str)>) -> Pod
             }
             None => {
                 for c in &spec.containers {
-                    if !(policy == "OnFailure" && p.succeeded(c)) {
+                    if !(container_restart_policy(c, policy) == "OnFailure" && p.succeeded(c)) {
                         p.start_again(c, Role::Container);
                     }
                 }
@@ -507,7 +515,6 @@ impl Planner<'_> {
         let mut previously = initialised;
         let mut starts: Vec<Step> = Vec::new();
         let mut kills: Vec<Step> = Vec::new();
-        let restart_on_failure = self.policy != "Never";
         for (i, c) in inits.iter().enumerate().rev() {
             let sidecar = is_sidecar(c);
             let start = |attempt: u32, restart: Option<Finished>| Step::Start {
@@ -616,7 +623,7 @@ impl Planner<'_> {
                     if sidecar {
                         starts.push(start(x.attempt + 1, Some(Finished::At(finished_at))));
                     } else if exit_code != 0 {
-                        if !restart_on_failure {
+                        if !container_should_restart(c, self.policy, exit_code) {
                             return InitOutcome {
                                 initialised: false,
                                 kill_pod: true,
@@ -630,7 +637,7 @@ impl Planner<'_> {
                     }
                 }
                 InstanceState::Unknown => {
-                    if !sidecar && !restart_on_failure {
+                    if !sidecar && container_restart_policy(c, self.policy) == "Never" {
                         return InitOutcome {
                             initialised: false,
                             kill_pod: true,
@@ -676,7 +683,9 @@ impl Planner<'_> {
     /// One regular container once the pod is initialised (upstream's
     /// loop over `spec.containers`).
     fn container(&mut self, c: &Container) -> Kept {
-        let restart_on_failure = self.policy != "Never";
+        // After a failed probe there is no exit code: the container's
+        // policy (or the pod's) alone decides.
+        let restart_on_failure = container_restart_policy(c, self.policy) != "Never";
         let Some(x) = self.seen.containers.get(&c.name).cloned() else {
             self.start(&c.name, Role::Container, 0, None);
             return Kept::Starting;
@@ -706,9 +715,11 @@ impl Planner<'_> {
                     );
                     true
                 }
-                InstanceState::Exited { exit_code, .. } => should_restart(self.policy, exit_code),
+                InstanceState::Exited { exit_code, .. } => {
+                    container_should_restart(c, self.policy, exit_code)
+                }
                 // Running, created or unknown in an older sandbox.
-                _ => should_restart(self.policy, 1),
+                _ => container_should_restart(c, self.policy, 1),
             };
             if !restart {
                 return Kept::Done;

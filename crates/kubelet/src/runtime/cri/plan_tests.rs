@@ -967,3 +967,77 @@ fn no_state_of_the_runtime_makes_the_plan_panic_or_start_twice() {
         }
     }
 }
+
+/// `pod` with foo1's own `restartPolicy` (and rules).
+fn with_policy(mut p: Pod, policy: &str, rules: Value) -> Pod {
+    let c = &mut p.spec.as_mut().unwrap().containers[0];
+    c.restart_policy = Some(policy.into());
+    c.restart_policy_rules = serde_json::from_value(rules).unwrap();
+    p
+}
+
+/// Container restart policies and rules (upstream's `ContainerShouldRestart`
+/// in `computePodActions`): the container's own policy, its first matching
+/// rule, then the pod's.
+#[test]
+fn container_restart_policies_and_rules() {
+    let on_42 = json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}]);
+    let exits = |code: i32| {
+        move |s: &mut Observed| {
+            set(s, "foo1", exited(code));
+        }
+    };
+    let (never_pod, seen) = base(Some("Never"));
+    let (always_pod, _) = base(Some("Always"));
+    check(vec![
+        case(
+            "a Never pod: foo1's rule restarts it on 42",
+            with_policy(never_pod.clone(), "Never", on_42.clone()),
+            with(seen.clone(), exits(42)),
+        )
+        .steps(vec![again("foo1", Role::Container, Finished::At(FINISHED))]),
+        case(
+            "a Never pod: foo1's rule does not match 1, its policy keeps it down",
+            with_policy(never_pod.clone(), "Never", on_42.clone()),
+            with(seen.clone(), exits(1)),
+        ),
+        case(
+            "a Never pod: foo1's own Always restarts it",
+            with_policy(never_pod.clone(), "Always", json!([])),
+            with(seen.clone(), exits(0)),
+        )
+        .steps(vec![again("foo1", Role::Container, Finished::At(FINISHED))]),
+        case(
+            "an Always pod: foo1's own Never keeps it down",
+            with_policy(always_pod.clone(), "Never", json!([])),
+            with(seen.clone(), exits(1)),
+        ),
+        case(
+            "an Always pod: foo1's own OnFailure restarts a failure",
+            with_policy(always_pod.clone(), "OnFailure", json!([])),
+            with(seen.clone(), exits(3)),
+        )
+        .steps(vec![again("foo1", Role::Container, Finished::At(FINISHED))]),
+    ]);
+    // A Never pod whose every container exited, foo1's rule matching: the
+    // sandbox is still needed (foo1 runs again).
+    let all = with(seen.clone(), |s| {
+        set(s, "foo1", exited(42));
+        set(s, "foo2", exited(0));
+        set(s, "foo3", exited(0));
+    });
+    assert!(needs_sandbox(&with_policy(never_pod.clone(), "Never", on_42.clone()), &all));
+    assert!(!needs_sandbox(&never_pod, &all));
+    // An Always pod whose containers all stopped for good is done.
+    let down = with(seen, |s| {
+        set(s, "foo1", exited(1));
+        set(s, "foo2", exited(1));
+        set(s, "foo3", exited(1));
+    });
+    let mut p = always_pod;
+    for c in &mut p.spec.as_mut().unwrap().containers {
+        c.restart_policy = Some("Never".into());
+    }
+    let got = compute(&p, &down, None);
+    assert!(got.kill_pod && got.steps.is_empty(), "{got:?}");
+}
