@@ -105,6 +105,14 @@ impl State {
         self.lock().entries.get(uid).cloned()
     }
 
+    /// Pod `uid`'s pod-level resources.
+    pub fn pod_level(&self, uid: &str) -> Option<Requirements> {
+        self.lock()
+            .entries
+            .get(uid)
+            .and_then(|p| p.pod_level.clone())
+    }
+
     /// Container `name` of pod `uid`.
     pub fn container(&self, uid: &str, name: &str) -> Option<Requirements> {
         self.lock()
@@ -200,6 +208,14 @@ mod tests {
         assert_eq!(mode, 0o600);
         let again = State::open(&d, "allocated_pods_state").unwrap();
         assert_eq!(again.container("u", "c"), Some(req("100m")));
+        assert_eq!(again.pod_level("u"), None);
+        let m = State::in_memory();
+        let with_pod_level = PodResourceInfo {
+            pod_level: Some(req("2")),
+            ..Default::default()
+        };
+        m.set_pod("w", with_pod_level).unwrap();
+        assert_eq!(m.pod_level("w"), Some(req("2")));
         assert_eq!(again.uids(), ["u", "v"]);
         // A removal is written with the next change.
         again.remove_pod("v");

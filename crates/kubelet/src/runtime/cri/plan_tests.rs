@@ -1026,7 +1026,10 @@ fn container_restart_policies_and_rules() {
         set(s, "foo2", exited(0));
         set(s, "foo3", exited(0));
     });
-    assert!(needs_sandbox(&with_policy(never_pod.clone(), "Never", on_42.clone()), &all));
+    assert!(needs_sandbox(
+        &with_policy(never_pod.clone(), "Never", on_42.clone()),
+        &all
+    ));
     assert!(!needs_sandbox(&never_pod, &all));
     // An Always pod whose containers all stopped for good is done.
     let down = with(seen, |s| {

@@ -140,7 +140,7 @@ impl CriRuntime {
     fn resize_of(&self, pod: &Pod, c: &Container) -> Resize {
         let uid = pod.uid().unwrap_or_default();
         let recorded = self.actuated.container(&uid, &c.name).unwrap_or_default();
-        let pod_level = self.actuated.pod(&uid).and_then(|p| p.pod_level);
+        let pod_level = self.actuated.pod_level(&uid);
         let current = resize::Actuated::with_pod(pod_level.as_ref(), &recorded);
         resize::decide(c, resize::Actuated::desired(pod, c), current)
     }
