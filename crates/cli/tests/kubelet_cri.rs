@@ -171,6 +171,15 @@ fn kubelet_yaml(address: &str, port: u16, endpoint: &str, logs: &Path, extra: &s
     )
 }
 
+/// The tests' async runtime: two worker threads, as the machine has cores.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Logs of the test (and of in-process kubelets) through `filter`.
 fn trace(filter: &str) {
     let _ = tracing_subscriber::fmt()
@@ -411,11 +420,7 @@ fn kubelet_on_containerd_with_a_real_control_plane() {
     let cp = ControlPlane::start_with(&[("RKUBE_CP_SIGNING_DURATION", "2m")])
         .expect("control plane starts");
     let ctrd = Containerd::up();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(scenario(&cp, &ctrd));
 }
 
@@ -1711,11 +1716,7 @@ fn gc_sandbox_config(uid: &str, attempt: u32, logs: &Path) -> v1::PodSandboxConf
 #[ignore = "needs root, containerd (hack/containerd); run by hack/test"]
 fn garbage_collection_on_containerd() {
     let ctrd = Containerd::up();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         use rkube_kubelet::gc;
         let cri = CriClient::connect(&ctrd.endpoint).await.unwrap();
@@ -2295,11 +2296,7 @@ fn node_cgroups_and_graceful_shutdown_on_containerd() {
 
     let bus = LogindBus::up(&work.join("logind"));
     std::env::set_var("DBUS_SYSTEM_BUS_ADDRESS", &bus.address);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let admin = client(cp.kubeconfig()).await;
         let agent = Agent::start(&args);
@@ -2570,11 +2567,7 @@ fn image_gc_on_a_small_image_filesystem() {
         String::from_utf8_lossy(&out.stderr)
     );
     let _ = std::fs::remove_file(&archive);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         use rkube_kubelet::gc;
         let cri = CriClient::connect(&ctrd.endpoint).await.unwrap();
@@ -2820,11 +2813,7 @@ fn handover_between_upstream_and_rkube_kubelets() {
         .into_iter()
         .chain(common.iter().cloned())
         .collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let admin = client(cp.kubeconfig()).await;
         let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
@@ -3276,11 +3265,7 @@ fn log_agent_collects_every_line_across_rotations() {
         &work.join("otelcol.log"),
     );
     let args = cri_args(&cp, &node, &work.join("root"), &cfg);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let admin = client(cp.kubeconfig()).await;
         let agent = Agent::start(&args);
