@@ -245,22 +245,14 @@ impl PodActions {
     }
 }
 
-/// The restart decision for an exited container (upstream's
-/// `ShouldContainerBeRestarted`).
-pub fn should_restart(policy: &str, exit_code: i32) -> bool {
-    match policy {
-        "Never" => false,
-        "OnFailure" => exit_code != 0,
-        _ => true,
-    }
-}
-
 /// Whether the pod still needs a sandbox. With a ready one: unless a
-/// `restartPolicy: Never` pod has run all its containers. Without one, as
+/// `restartPolicy: Never` pod has run all its containers and none is to
+/// run again (by its own policy or rules). Without one, as
 /// upstream's `computePodActions` decides whether to make a new one: not
 /// for a `Never` pod whose sandbox is gone after something ran in it, nor
 /// for a pod that was initialised (a container was made) and has no
-/// container left to start (under `OnFailure`, those that succeeded).
+/// container left to start (under its own or the pod's `OnFailure`, those
+/// that succeeded).
 pub fn needs_sandbox(pod: &Pod, seen: &Observed) -> bool {
     let Some(spec) = pod.spec.as_ref() else {
         return true;

@@ -857,15 +857,6 @@ fn a_blocked_pod_waits_with_the_reason_and_starts_nothing() {
 }
 
 #[test]
-fn restart_policies() {
-    assert!(should_restart("Always", 0));
-    assert!(should_restart("Always", 1));
-    assert!(!should_restart("OnFailure", 0));
-    assert!(should_restart("OnFailure", 137));
-    assert!(!should_restart("Never", 1));
-}
-
-#[test]
 fn no_state_of_the_runtime_makes_the_plan_panic_or_start_twice() {
     // Every pod shape of the tables, every policy, and a pseudo-random
     // walk over sandbox readiness and each container's state and probe.
@@ -1031,6 +1022,25 @@ fn container_restart_policies_and_rules() {
         &all
     ));
     assert!(!needs_sandbox(&never_pod, &all));
+    // A regular init container failing under its own Never ends even an
+    // Always pod (upstream's computeInitContainerActions).
+    let (init_pod, init_seen) = init_base(Some("Always"));
+    let mut init_pod = init_pod;
+    let first = &mut init_pod
+        .spec
+        .as_mut()
+        .unwrap()
+        .init_containers
+        .as_mut()
+        .unwrap()[0];
+    first.restart_policy = Some("Never".into());
+    let name = first.name.clone();
+    let failed = with(init_seen, |s| {
+        s.containers.retain(|n, _| n == &name);
+        set(s, &name, exited(1));
+    });
+    let got = compute(&init_pod, &failed, None);
+    assert!(got.kill_pod && got.steps.is_empty(), "{got:?}");
     // An Always pod whose containers all stopped for good is done.
     let down = with(seen, |s| {
         set(s, "foo1", exited(1));
