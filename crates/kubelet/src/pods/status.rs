@@ -54,6 +54,14 @@ fn last_terminated(c: &ContainerObservation) -> Option<i32> {
 /// policy, start again keeps the pod Running). `initialized`: the pod
 /// was Initialized before (restarting sidecars then keep it Running).
 pub fn phase(pod: &Pod, obs: &PodObservation, initialized: bool) -> &'static str {
+    phase_of(pod, obs, initialized, false)
+}
+
+/// [`phase`], and for a pod the kubelet is terminating (`terminal`):
+/// once every container has stopped, Succeeded or Failed by their exit
+/// codes whatever would restart them (upstream's `podIsTerminal`; not for
+/// static pods, as upstream).
+fn phase_of(pod: &Pod, obs: &PodObservation, initialized: bool, terminal: bool) -> &'static str {
     let restart = crate::pod::restart_policy(pod);
     let spec_of = |name: &str| {
         pod.spec.as_ref().and_then(|s| {
@@ -139,6 +147,13 @@ pub fn phase(pod: &Pod, obs: &PodObservation, initialized: bool) -> &'static str
     }
     if stopped == 0 {
         return "Pending";
+    }
+    if terminal && !crate::pod::is_static(pod) {
+        return if stopped == succeeded {
+            "Succeeded"
+        } else {
+            "Failed"
+        };
     }
     if stopped != stopped_for_good {
         "Running"
@@ -336,12 +351,36 @@ pub fn pod_status(
     host_ip: &str,
     now: Timestamp,
 ) -> PodStatus {
+    status_of(pod, previous, obs, host_ip, now, false)
+}
+
+/// [`pod_status`] of a pod the kubelet has terminated (deleted): its
+/// phase terminal once its containers have stopped (upstream's
+/// `podIsTerminal`).
+pub fn final_pod_status(
+    pod: &Pod,
+    previous: Option<&PodStatus>,
+    obs: &PodObservation,
+    host_ip: &str,
+    now: Timestamp,
+) -> PodStatus {
+    status_of(pod, previous, obs, host_ip, now, true)
+}
+
+fn status_of(
+    pod: &Pod,
+    previous: Option<&PodStatus>,
+    obs: &PodObservation,
+    host_ip: &str,
+    now: Timestamp,
+    terminal: bool,
+) -> PodStatus {
     let initialized_before = previous
         .or(pod.status.as_ref())
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Initialized"))
         .is_some_and(|c| c.status == "True");
-    let phase = phase(pod, obs, initialized_before);
+    let phase = phase_of(pod, obs, initialized_before, terminal);
     let completed = is_terminal(Some(phase));
     let inits = init_pairs(pod, obs);
     // A sidecar is initialized once started, an init container once it
@@ -860,6 +899,27 @@ mod tests {
             let o = obs(vec![c("a", a), c("b", b)]);
             assert_eq!(phase(&pod, &o, true), want, "{:?}", o.containers);
         }
+        // Terminated by the kubelet (deleted): terminal by the exit codes,
+        // whatever would restart the containers; a static pod is not.
+        let always_pod = pod("Always");
+        let o = obs(vec![c("0", exited(0)), c("1", exited(137))]);
+        assert_eq!(phase_of(&always_pod, &o, true, false), "Running");
+        assert_eq!(phase_of(&always_pod, &o, true, true), "Failed");
+        let o = obs(vec![c("0", exited(0)), c("1", exited(0))]);
+        assert_eq!(phase_of(&always_pod, &o, true, true), "Succeeded");
+        let o = obs(vec![c("0", running()), c("1", exited(0))]);
+        assert_eq!(phase_of(&always_pod, &o, true, true), "Running");
+        let mut static_pod = pod("Always");
+        static_pod.metadata.annotations = Some(
+            [(
+                "kubernetes.io/config.source".to_string(),
+                "file".to_string(),
+            )]
+            .into(),
+        );
+        let o = obs(vec![c("0", exited(1))]);
+        assert!(crate::pod::is_static(&static_pod));
+        assert_eq!(phase_of(&static_pod, &o, true, true), "Running");
         // An init container failing under its own OnFailure policy is
         // retried in a Never pod: not Failed.
         let mut o = obs(vec![c("a", waiting())]);

@@ -16,7 +16,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::admission::Admission;
 use super::status::{
-    add_resize_conditions, evicted_status, is_terminal, pod_status, rejected_status, status_patch,
+    add_resize_conditions, evicted_status, final_pod_status, is_terminal, pod_status,
+    rejected_status, status_patch,
 };
 use super::writer::{StatusUpdate, StatusWriter};
 use crate::metrics::Metrics;
@@ -610,7 +611,7 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
     // a terminal phase (Succeeded, Failed/Evicted) is never rewritten.
     let terminal = is_terminal(last.and_then(|s| s.phase.as_deref()));
     if let Some(obs) = obs.filter(|_| !terminal) {
-        let status = pod_status(pod, last, &obs, &node_ip(ctx, pod), Timestamp::now());
+        let status = final_pod_status(pod, last, &obs, &node_ip(ctx, pod), Timestamp::now());
         let update = status_update(pod, &status);
         if !ctx
             .writer
