@@ -58,7 +58,7 @@ use rkube_testcp::ControlPlane;
 use tokio::sync::oneshot;
 
 mod common;
-use common::Unmount;
+use common::{runtime, Unmount};
 
 struct Containerd {
     dir: PathBuf,
@@ -169,15 +169,6 @@ fn kubelet_yaml(address: &str, port: u16, endpoint: &str, logs: &Path, extra: &s
          failCgroupV1: false\npodLogsDir: {}\n{extra}",
         logs.display()
     )
-}
-
-/// The tests' async runtime: two worker threads, as the machine has cores.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// Logs of the test (and of in-process kubelets) through `filter`.

@@ -39,6 +39,7 @@ use serde_json::json;
 
 mod common;
 use common::netns::{Lan, Space};
+use common::runtime;
 
 /// Fault rounds per test: `RKUBE_FAULT_RUNS` (hack/test sets 2, so both
 /// SIGTERM and SIGKILL of containerd are exercised; `--full` 3, the count
@@ -217,14 +218,6 @@ async fn running_pods(
                 .map(|p| (p.name_any(), identity(p)))
                 .collect()
         })
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 // ------------------------------------------------------------------ SIGSTOP

@@ -5,12 +5,7 @@
 const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 pub(crate) fn fnv32a(data: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in data {
-        h ^= *b as u32;
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
+    rkube_util::fast_hash::fnv1a_32(&[data])
 }
 
 /// Upstream's `SafeEncodeString` of a number: digits mapped onto consonants.

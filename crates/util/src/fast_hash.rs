@@ -2,6 +2,18 @@
 //! and device names (the cluster's own, not untrusted input from outside
 //! it): the scheduling framework's and plugins', and DRA's allocator.
 
+/// FNV-1a (32 bits) over `parts` in order, as Go's `hash/fnv` `New32a`
+/// computes it: the hash upstream's container hash, checkpoint checksums
+/// and controller-generated names use.
+pub fn fnv1a_32(parts: &[&[u8]]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in parts.iter().flat_map(|p| p.iter()) {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
 /// A small, fast, non-cryptographic hasher (the multiply-rotate scheme of
 /// rustc's `FxHasher`) for maps keyed by short strings hashed once per node
 /// in a cycle: the per-cycle topology maps of InterPodAffinity and

@@ -35,6 +35,15 @@ impl Drop for Unmount {
     }
 }
 
+/// The tests' async runtime: two worker threads, as the machine has cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The repository root (examples and the bad-input corpus are relative to it).
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -79,12 +79,10 @@ fn marshal<T: Serialize>(v: &T) -> String {
 
 /// The checkpoint manager's checksum of `data`.
 pub fn checksum(data: &str) -> u64 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in "(string)".bytes().chain(data.bytes()) {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    u64::from(h)
+    u64::from(rkube_util::fast_hash::fnv1a_32(&[
+        b"(string)",
+        data.as_bytes(),
+    ]))
 }
 
 /// The file's bytes for `entries`, and their checksum.

@@ -17,12 +17,7 @@ pub fn container_hash(c: &Container) -> u32 {
     json.push('}');
     let bytes: Vec<String> = json.bytes().map(|b| b.to_string()).collect();
     let dump = format!("([]uint8)[{}]", bytes.join(" "));
-    let mut h: u32 = 0x811c_9dc5;
-    for b in dump.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
+    rkube_util::fast_hash::fnv1a_32(&[dump.as_bytes()])
 }
 
 /// [`container_hash`] as the annotation writes it (lowercase hex).
