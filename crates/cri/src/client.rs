@@ -148,6 +148,19 @@ pub struct CriClient {
     request_timeout: Duration,
 }
 
+/// A gRPC channel to the Unix socket `path` (another gRPC service the
+/// kubelet calls on its node: a device plugin), connected now, within
+/// `connect_timeout`; calls on it have no deadline of their own.
+pub async fn unix_channel(
+    path: PathBuf,
+    connect_timeout: Duration,
+) -> std::result::Result<Channel, tonic::transport::Error> {
+    Endpoint::from_static("http://localhost")
+        .connect_timeout(connect_timeout)
+        .connect_with_connector(CriClient::dialer(path))
+        .await
+}
+
 /// Parses `unix:///path` (or a bare absolute path) into the socket path.
 pub fn socket_path(endpoint: &str) -> Result<PathBuf> {
     let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);

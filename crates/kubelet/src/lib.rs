@@ -43,6 +43,7 @@ pub mod backoff;
 pub mod certificates;
 pub mod cm;
 pub mod config;
+pub mod devices;
 pub mod events;
 pub mod eviction;
 pub mod gc;
@@ -63,6 +64,7 @@ pub mod runtime;
 pub(crate) mod scratch;
 pub mod server;
 pub mod shutdown;
+pub mod socket;
 pub mod stats;
 pub mod volumes;
 

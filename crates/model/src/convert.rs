@@ -239,6 +239,17 @@ fn dns1123_subdomain(s: &str) -> bool {
         })
 }
 
+/// apimachinery's `IsQualifiedName`: an optional DNS subdomain prefix and
+/// `/`, then a name of 1 to 63 alphanumerics, `-`, `_` or `.`, starting
+/// and ending with an alphanumeric.
+pub fn is_qualified_name(s: &str) -> bool {
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    prefix.is_none_or(dns1123_subdomain) && !name.is_empty() && dns1123_label_like(name, 63)
+}
+
 /// The API server's `NameIsDNSSubdomain` (node and pod names), with its
 /// messages.
 pub fn validate_subdomain_name(name: &str, path: &str) -> Result<()> {

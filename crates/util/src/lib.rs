@@ -8,6 +8,7 @@ pub mod duration;
 pub mod fast_hash;
 pub mod feature_gates;
 pub mod file;
+pub mod go_json;
 pub mod memory;
 pub mod strict;
 

@@ -32,6 +32,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "objects",
                 "informer",
                 "certificates",
+                "socket",
             ],
             // Pod-level facts every manager reads.
             &["pod"],
@@ -46,6 +47,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "podresources",
                 "cm",
                 "allocation",
+                "devices",
             ],
             // The runtime: the trait, the sim, CRI (plan, execution, specs).
             &["runtime"],

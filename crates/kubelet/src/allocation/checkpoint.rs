@@ -50,32 +50,7 @@ struct InfoRef<'a> {
     entries: &'a Entries,
 }
 
-/// Go's `json.Marshal` escaping on top of serde_json's output (which
-/// already escapes as Go does otherwise): HTML-sensitive characters and
-/// the two line separators JavaScript does not allow in strings. They can
-/// appear only inside strings, so replacing them everywhere is exact.
-fn go_escape(json: String) -> String {
-    if !json.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
-        return json;
-    }
-    let mut out = String::with_capacity(json.len() + 16);
-    for ch in json.chars() {
-        match ch {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn marshal<T: Serialize>(v: &T) -> String {
-    // Serializing maps with string keys and strings cannot fail.
-    go_escape(serde_json::to_string(v).unwrap_or_default())
-}
+use rkube_util::go_json::marshal;
 
 /// The checkpoint manager's checksum of `data`.
 pub fn checksum(data: &str) -> u64 {

@@ -5,20 +5,12 @@
 //! limit; every call reads the pods source afresh and answers with
 //! [`super::assemble`].
 //!
-//! The socket: the directory is created `0750` if missing, a stale socket
-//! (or any file) at the path is unlinked, and the new socket is bound under
-//! a temporary name and renamed into place, so a client never sees a
-//! half-made one. Its mode is what `bind` gives without group and world
-//! write bits (upstream leaves it to the umask: `0755` under the usual
-//! `022`); only its owner (root) can connect.
+//! The socket is made by [`crate::socket::listen`].
 
-use std::io;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use tokio::net::UnixListener;
 use tonic::{Request, Response, Status};
 
 use super::assemble::{self, NoResources, ResourcesSource};
@@ -66,7 +58,7 @@ async fn serve_limited(
     resources: Arc<dyn ResourcesSource>,
     limit: RateLimit,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = listen(socket)
+    let listener = crate::socket::listen(socket)
         .with_context(|| format!("creating the pod-resources socket {}", socket.display()))?;
     let service = PodResourcesListerServer::with_interceptor(Service { pods, resources }, limit);
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
@@ -80,44 +72,6 @@ async fn serve_limited(
             tracing::error!(%endpoint, error = %e, "serving the pod-resources API");
         }
     }))
-}
-
-/// Binds `socket` as upstream's `CreateListener` does (see the module
-/// doc).
-fn listen(socket: &Path) -> io::Result<UnixListener> {
-    match std::fs::remove_file(socket) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io::Error::new(e.kind(), format!("unlinking it: {e}"))),
-    }
-    let dir = match socket.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = socket
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o750)
-        .create(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&tmp);
-    let listener = UnixListener::bind(&tmp)?;
-    let placed = (|| {
-        let mode = std::fs::metadata(&tmp)?.permissions().mode() & 0o777 & !0o022;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
-        std::fs::rename(&tmp, socket)
-    })();
-    if let Err(e) = placed {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    Ok(listener)
 }
 
 /// The generated service's implementation: reads the pods at each call.
@@ -166,6 +120,7 @@ mod tests {
     use hyper_util::rt::TokioIo;
     use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::os::unix::fs::PermissionsExt;
     use std::sync::Mutex;
     use tonic::transport::{Channel, Endpoint, Uri};
 
