@@ -58,7 +58,7 @@ use rkube_testcp::ControlPlane;
 use tokio::sync::oneshot;
 
 mod common;
-use common::{runtime, Unmount};
+use common::{runtime, Process, Unmount};
 
 struct Containerd {
     dir: PathBuf,
@@ -2685,28 +2685,6 @@ fn host_ip() -> String {
 }
 
 /// A kubelet running as a child process; killed on drop.
-struct KubeletProcess(std::process::Child);
-
-impl KubeletProcess {
-    fn start(bin: &str, args: &[String], log: &Path) -> KubeletProcess {
-        let f = std::fs::File::create(log).unwrap();
-        let child = Command::new(bin)
-            .args(args)
-            .stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .spawn()
-            .unwrap();
-        KubeletProcess(child)
-    }
-}
-
-impl Drop for KubeletProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// What a pod runs, as the API reports it: (container name, container id,
 /// restart count) of every container and init container, and Ready.
 type PodRun = (Vec<(String, String, i32)>, bool);
@@ -2817,7 +2795,7 @@ fn handover_between_upstream_and_rkube_kubelets() {
             })
             .await
         };
-        let upstream = KubeletProcess::start(&upstream_bin, &upstream_args, &work.join("upstream-1.log"));
+        let upstream = Process::start(&upstream_bin, &upstream_args, &work.join("upstream-1.log"));
         ready_node().await;
         const N: usize = 50;
         // h-2's app can be resized: cpu in place, memory with a restart.
@@ -2987,7 +2965,7 @@ fn handover_between_upstream_and_rkube_kubelets() {
         tokio::time::sleep(Duration::from_secs(3)).await;
         drop(upstream);
         let switched = k8s_openapi::jiff::Timestamp::now();
-        let rkube = KubeletProcess::start(env!("CARGO_BIN_EXE_rkube"), &rkube_args, &work.join("rkube.log"));
+        let rkube = Process::start(env!("CARGO_BIN_EXE_rkube"), &rkube_args, &work.join("rkube.log"));
         fresh_heartbeat(switched).await;
         check("upstream → rkube", before, sandboxes_before.clone(), containers_before).await;
         // rkube's read upstream's allocation: the deferred resize is still
@@ -3031,7 +3009,7 @@ fn handover_between_upstream_and_rkube_kubelets() {
         }
         let switched = k8s_openapi::jiff::Timestamp::now();
         let _upstream =
-            KubeletProcess::start(&upstream_bin, &upstream_args, &work.join("upstream-2.log"));
+            Process::start(&upstream_bin, &upstream_args, &work.join("upstream-2.log"));
         fresh_heartbeat(switched).await;
         check("rkube → upstream", mid, sandboxes_before, containers_mid).await;
         let log = std::fs::read_to_string(work.join("upstream-2.log")).unwrap();
@@ -3250,7 +3228,7 @@ fn log_agent_collects_every_line_across_rotations() {
         ),
     )
     .unwrap();
-    let _collector = KubeletProcess::start(
+    let _collector = Process::start(
         &otelcol,
         &[format!("--config={}", otel_cfg.display())],
         &work.join("otelcol.log"),

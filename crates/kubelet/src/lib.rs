@@ -216,6 +216,7 @@ async fn make_cri(
     cri: rkube_cri::CriClient,
     desc: &NodeDesc,
     client: &Client,
+    devices: Option<Arc<devices::Manager>>,
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> Result<Arc<CriRuntime>> {
     // The runtime's cgroup driver when it says (upstream's
@@ -294,6 +295,7 @@ async fn make_cri(
             &opts.root_dir,
             allocation::ACTUATED_FILE,
         )?),
+        devices,
     };
     let cri = Arc::new(CriRuntime::new(cri, parts)?);
     // The QoS cgroups brought up to date every minute, as upstream.
@@ -501,6 +503,7 @@ pub async fn run_with_metrics(
     let mut swap_on = false;
     // The sim's nodes keep their allocations in memory.
     let mut allocated = allocation::State::in_memory();
+    let mut device_manager = None;
     let (cri_client, sim) = match opts.runtime {
         RuntimeKind::Cri => {
             // Upstream's validation refuses a host using cgroup v1 unless
@@ -519,6 +522,11 @@ pub async fn run_with_metrics(
             // checkpointed: an unreadable file stops the kubelet before it
             // starts anything, as upstream's.
             allocated = allocation::State::open(&opts.root_dir, allocation::ALLOCATED_FILE)?;
+            // What containers hold of the device plugins' devices
+            // (upstream's checkpoint, if any).
+            device_manager = Some(Arc::new(devices::Manager::open(
+                &opts.root_dir.join(devices::DIR),
+            )));
             let endpoint = &cfg.container_runtime_endpoint;
             let c = CriRuntime::connect_client(endpoint)
                 .await
@@ -581,7 +589,18 @@ pub async fn run_with_metrics(
         );
     }
     let cri = match (cri_client, descs.as_slice()) {
-        (Some(c), [desc]) => Some(make_cri(&opts, &cfg, c, desc, &client, &mut tasks).await?),
+        (Some(c), [desc]) => Some(
+            make_cri(
+                &opts,
+                &cfg,
+                c,
+                desc,
+                &client,
+                device_manager.clone(),
+                &mut tasks,
+            )
+            .await?,
+        ),
         (Some(_), _) => bail!("the CRI runtime runs exactly one node"),
         (None, _) => None,
     };
@@ -780,7 +799,11 @@ pub async fn run_with_metrics(
         // The pod-resources API on <root-dir>/pod-resources/kubelet.sock:
         // monitoring agents list the pods' containers and their devices.
         let socket = podresources::socket_path(&opts.root_dir);
-        let server = podresources::serve(&socket, active.clone())
+        let resources: Arc<dyn podresources::ResourcesSource> = match &device_manager {
+            Some(d) => d.clone(),
+            None => Arc::new(podresources::NoResources),
+        };
+        let server = podresources::serve_with(&socket, active.clone(), resources)
             .await
             .with_context(|| format!("serving the pod-resources API on {}", socket.display()))?;
         tasks.spawn(async move {
@@ -788,6 +811,15 @@ pub async fn run_with_metrics(
                 tracing::error!(error = %e, "the pod-resources API");
             }
         });
+        if let Some(d) = &device_manager {
+            // Device plugins register on <root-dir>/device-plugins/kubelet.sock.
+            let server = devices::serve(d.clone()).await?;
+            tasks.spawn(async move {
+                if let Err(e) = server.await {
+                    tracing::error!(error = %e, "device plugin registration");
+                }
+            });
+        }
     }
     let pressure = Arc::new(node::pressure::PressureBoard::default());
     let source: Option<Arc<dyn eviction::SignalSource>> = match (&cri, &opts.sim_signals) {
@@ -883,6 +915,7 @@ pub async fn run_with_metrics(
             nodes: node_board.clone(),
             images,
             concurrency: opts.api_concurrency,
+            devices: device_manager.clone(),
         }
         .run(states),
     );
@@ -898,6 +931,7 @@ pub async fn run_with_metrics(
         admission,
         states: pod_states,
         allocated: Arc::new(allocated),
+        devices: device_manager,
     });
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));

@@ -51,3 +51,203 @@ pub fn listen(socket: &Path) -> io::Result<UnixListener> {
     }
     Ok(listener)
 }
+
+/// grpc-go clients that dial a socket by its path (as device plugins dial
+/// the kubelet's) send the path, percent-encoded, as the HTTP/2
+/// `:authority`, which h2's server (under tonic) refuses with
+/// `PROTOCOL_ERROR` before any handler runs. This relay sits between such
+/// a connection and the server: it passes every frame through, except that
+/// it rewrites header blocks whose `:authority` is not a valid URI
+/// authority to `localhost` (what grpc-go itself sends for `unix://`
+/// targets). The server's answers pass untouched.
+pub fn local_authority(client: tokio::net::UnixStream) -> tokio::io::DuplexStream {
+    let (server_side, relay_side) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        let (mut from_client, mut to_client) = client.into_split();
+        let (mut from_server, mut to_server) = tokio::io::split(relay_side);
+        let up = relay_requests(&mut from_client, &mut to_server);
+        let down = tokio::io::copy(&mut from_server, &mut to_client);
+        let _ = tokio::join!(up, down);
+    });
+    server_side
+}
+
+/// The HTTP/2 connection preface a client sends first.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// The largest frame and header block the relay holds (h2's default
+/// `SETTINGS_MAX_FRAME_SIZE` is 16 KiB; a request's headers are far
+/// smaller).
+const MAX_BLOCK: usize = 1 << 20;
+const HEADERS: u8 = 0x1;
+const CONTINUATION: u8 = 0x9;
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY: u8 = 0x20;
+const MAX_FRAME: usize = 16 * 1024;
+
+async fn relay_requests<R, W>(r: &mut R, w: &mut W) -> io::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut preface = [0u8; 24];
+    r.read_exact(&mut preface).await?;
+    w.write_all(&preface).await?;
+    if preface != PREFACE {
+        // Not HTTP/2: the server says so.
+        tokio::io::copy(r, w).await?;
+        return Ok(());
+    }
+    let mut decoder = loona_hpack::Decoder::new();
+    let mut encoder = loona_hpack::Encoder::new();
+    loop {
+        let (kind, flags, stream, payload) = read_frame(r).await?;
+        if kind != HEADERS {
+            w.write_all(&frame_header(payload.len(), kind, flags, stream))
+                .await?;
+            w.write_all(&payload).await?;
+            continue;
+        }
+        let mut body = &payload[..];
+        if flags & PADDED != 0 {
+            let pad = usize::from(*body.first().ok_or_else(|| bad("empty padded HEADERS"))?);
+            if pad + 1 > body.len() {
+                return Err(bad("padding longer than the frame"));
+            }
+            body = &body[1..body.len() - pad];
+        }
+        let mut priority = Vec::new();
+        if flags & PRIORITY != 0 {
+            if body.len() < 5 {
+                return Err(bad("short priority"));
+            }
+            priority = body[..5].to_vec();
+            body = &body[5..];
+        }
+        let mut block = body.to_vec();
+        let mut end = flags & END_HEADERS != 0;
+        while !end {
+            let (kind, f, s, more) = read_frame(r).await?;
+            if kind != CONTINUATION || s != stream || block.len() + more.len() > MAX_BLOCK {
+                return Err(bad("header block not continued"));
+            }
+            block.extend_from_slice(&more);
+            end = f & END_HEADERS != 0;
+        }
+        let mut headers = decoder
+            .decode(&block)
+            .map_err(|e| bad(&format!("HPACK: {e:?}")))?;
+        for (name, value) in headers.iter_mut() {
+            if name.as_slice() == b":authority" && !plain_authority(value.as_slice()) {
+                *value = b"localhost".to_vec();
+            }
+        }
+        let encoded = encoder.encode(headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
+        let mut first = priority;
+        let room = MAX_FRAME - first.len();
+        let split = encoded.len().min(room);
+        first.extend_from_slice(&encoded[..split]);
+        let rest: Vec<&[u8]> = encoded[split..].chunks(MAX_FRAME).collect();
+        let mut f = flags & (END_STREAM | PRIORITY);
+        if rest.is_empty() {
+            f |= END_HEADERS;
+        }
+        w.write_all(&frame_header(first.len(), HEADERS, f, stream))
+            .await?;
+        w.write_all(&first).await?;
+        for (i, chunk) in rest.iter().enumerate() {
+            let f = if i + 1 == rest.len() { END_HEADERS } else { 0 };
+            w.write_all(&frame_header(chunk.len(), CONTINUATION, f, stream))
+                .await?;
+            w.write_all(chunk).await?;
+        }
+    }
+}
+
+/// Whether h2 takes `v` as an authority: host characters and a port, no
+/// path and no percent-encoding.
+fn plain_authority(v: &[u8]) -> bool {
+    !v.is_empty()
+        && v.iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~:[]@!$&'()*+,;=".contains(b))
+}
+
+fn bad(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why.to_string())
+}
+
+async fn read_frame<R>(r: &mut R) -> io::Result<(u8, u8, u32, Vec<u8>)>
+where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    let mut h = [0u8; 9];
+    r.read_exact(&mut h).await?;
+    let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+    if len > MAX_BLOCK {
+        return Err(bad("frame too large"));
+    }
+    let mut payload = vec![0u8; len];
+    r.read_exact(&mut payload).await?;
+    let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+    Ok((h[3], h[4], stream, payload))
+}
+
+fn frame_header(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; 9] {
+    let l = (len as u32).to_be_bytes();
+    let s = stream.to_be_bytes();
+    [l[1], l[2], l[3], kind, flags, s[0], s[1], s[2], s[3]]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorities_h2_refuses_are_recognised() {
+        assert!(plain_authority(b"localhost"));
+        assert!(plain_authority(b"127.0.0.1:80"));
+        assert!(!plain_authority(
+            b"%2Fvar%2Flib%2Fkubelet%2Fdevice-plugins%2Fkubelet.sock"
+        ));
+        assert!(!plain_authority(
+            b"/var/lib/kubelet/device-plugins/kubelet.sock"
+        ));
+        assert!(!plain_authority(b""));
+    }
+
+    #[tokio::test]
+    async fn a_path_authority_becomes_localhost_and_other_frames_pass() {
+        let mut enc = loona_hpack::Encoder::new();
+        let block = enc.encode([
+            (&b":method"[..], &b"POST"[..]),
+            (b":authority", b"%2Fvar%2Flib%2Fkubelet.sock"),
+            (b":path", b"/v1beta1.Registration/Register"),
+        ]);
+        let mut input = PREFACE.to_vec();
+        // HEADERS split over a CONTINUATION, then a DATA frame.
+        let (a, b) = block.split_at(block.len() / 2);
+        input.extend_from_slice(&frame_header(a.len(), HEADERS, END_STREAM, 1));
+        input.extend_from_slice(a);
+        input.extend_from_slice(&frame_header(b.len(), CONTINUATION, END_HEADERS, 1));
+        input.extend_from_slice(b);
+        input.extend_from_slice(&frame_header(3, 0x0, 0, 1));
+        input.extend_from_slice(b"abc");
+        let mut out = Vec::new();
+        let _ = relay_requests(&mut &input[..], &mut out).await;
+        assert_eq!(&out[..24], PREFACE);
+        let mut rest = &out[24..];
+        let (kind, flags, stream, payload) = read_frame(&mut rest).await.unwrap();
+        assert_eq!(
+            (kind, flags, stream),
+            (HEADERS, END_STREAM | END_HEADERS, 1)
+        );
+        let headers = loona_hpack::Decoder::new().decode(&payload).unwrap();
+        assert_eq!(headers[1], (b":authority".to_vec(), b"localhost".to_vec()));
+        assert_eq!(headers[2].1, b"/v1beta1.Registration/Register".to_vec());
+        let (kind, _, _, payload) = read_frame(&mut rest).await.unwrap();
+        assert_eq!((kind, payload.as_slice()), (0x0, &b"abc"[..]));
+    }
+}

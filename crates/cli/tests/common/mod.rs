@@ -35,6 +35,31 @@ impl Drop for Unmount {
     }
 }
 
+/// A daemon the test runs (a kubelet, a device plugin, a log agent), its
+/// output in a file; killed when dropped.
+pub struct Process(pub std::process::Child);
+
+impl Process {
+    /// Starts `bin ARGS`, stdout and stderr to `log`.
+    pub fn start(bin: &str, args: &[String], log: &std::path::Path) -> Process {
+        let f = std::fs::File::create(log).unwrap();
+        let child = Command::new(bin)
+            .args(args)
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap();
+        Process(child)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The tests' async runtime: two worker threads, as the machine has cores.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -21,7 +21,6 @@ use super::v1beta1::{
     DevicePluginOptions, PreStartContainerRequest, PreferredAllocationRequest,
 };
 use crate::pod::is_sidecar;
-use crate::podresources::PodsSource;
 
 /// A plugin's health word for a usable device.
 pub const HEALTHY: &str = "Healthy";
@@ -82,7 +81,6 @@ pub(super) struct State {
 pub struct Manager {
     pub(super) dir: PathBuf,
     pub(super) state: Mutex<State>,
-    active: Mutex<Option<Arc<dyn PodsSource>>>,
 }
 
 fn container_limits(c: &Container) -> Vec<(String, i64)> {
@@ -115,7 +113,6 @@ impl Manager {
         let m = Manager {
             dir: dir.to_path_buf(),
             state: Mutex::new(State::default()),
-            active: Mutex::new(None),
         };
         let path = dir.join(checkpoint::FILE);
         match std::fs::read(&path) {
@@ -161,42 +158,29 @@ impl Manager {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Where devices held by pods no longer active are freed from: the
-    /// kubelet's active pods, set once its pod sources have synced
-    /// (before, nothing is freed).
-    pub fn set_active_pods(&self, source: Arc<dyn PodsSource>) {
-        *self.active.lock().unwrap_or_else(|e| e.into_inner()) = Some(source);
+    /// Frees the devices of pod `uid` (it ended: terminal, or deleted
+    /// and its containers stopped), as upstream frees those of pods no
+    /// longer active.
+    pub fn release(&self, uid: &str) {
+        self.retain(&|u| u != uid);
     }
 
-    fn active_uids(&self) -> Option<BTreeSet<String>> {
-        let source = self
-            .active
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()?;
-        Some(
-            source
-                .active_pods()
-                .iter()
-                .filter_map(|p| p.metadata.uid.clone())
-                .collect(),
-        )
-    }
-
-    /// Frees the devices of pods no longer active (upstream's
-    /// `UpdateAllocatedDevices`).
-    pub fn update_allocated(&self) {
-        let Some(active) = self.active_uids() else {
-            return;
-        };
-        let mut st = self.lock();
-        let gone: Vec<String> = st.pods.pods().difference(&active).cloned().collect();
-        if gone.is_empty() {
-            return;
+    /// Frees the devices of every pod `keep` refuses (after the first pod
+    /// list: pods the API no longer has).
+    pub fn retain(&self, keep: &dyn Fn(&str) -> bool) {
+        {
+            let mut st = self.lock();
+            let gone: Vec<String> = st.pods.pods().into_iter().filter(|u| !keep(u)).collect();
+            if gone.is_empty() {
+                return;
+            }
+            tracing::info!(pods = ?gone, "freeing the devices of pods that ended");
+            st.pods.remove_pods(&gone);
+            st.allocated = st.pods.devices();
         }
-        tracing::debug!(pods = ?gone, "freeing the devices of pods no longer active");
-        st.pods.remove_pods(&gone);
-        st.allocated = st.pods.devices();
+        if let Err(e) = self.write_checkpoint() {
+            tracing::error!(error = %e, "writing the device manager checkpoint");
+        }
     }
 
     fn checkpoint_data(st: &State) -> Data {
@@ -415,15 +399,10 @@ impl Manager {
         reuse: &BTreeMap<String, BTreeSet<String>>,
     ) -> Result<(), String> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let mut freed = false;
         let mut changed = false;
         for (resource, needed) in container_limits(c) {
             if !self.is_device_resource(&resource) {
                 continue;
-            }
-            if !freed {
-                self.update_allocated();
-                freed = true;
             }
             let empty = BTreeSet::new();
             let reusable = reuse.get(&resource).unwrap_or(&empty);
@@ -595,8 +574,8 @@ impl Manager {
     /// What container `c` of `pod` is created with for its devices
     /// (upstream's `GetDeviceRunContainerOptions`): `PreStartContainer`
     /// first where the plugin asks for it; devices allocated now if the
-    /// container holds none yet (an active pod admitted before the
-    /// checkpoint had them).
+    /// container holds none yet (a pod admitted before the checkpoint had
+    /// them).
     pub async fn run_options(
         &self,
         pod: &Pod,
@@ -630,7 +609,7 @@ impl Manager {
                         format!("device plugin PreStartContainer rpc failed with err: {e}")
                     })?;
             }
-            if held.is_none() && self.is_active(&uid) {
+            if held.is_none() {
                 reallocate = true;
             }
         }
@@ -645,10 +624,6 @@ impl Manager {
             self.allocate(pod, c, init).await?;
         }
         Ok(self.lock().pods.run_options(&uid, &c.name))
-    }
-
-    fn is_active(&self, uid: &str) -> bool {
-        self.active_uids().is_none_or(|a| a.contains(uid))
     }
 
     /// The devices `container` of pod `uid` holds: resource → device →

@@ -37,10 +37,6 @@ fn entries(devices: BTreeMap<String, BTreeMap<String, Vec<i64>>>) -> Vec<v1::Con
 }
 
 impl ResourcesSource for Manager {
-    fn update_allocated_devices(&self) {
-        self.update_allocated();
-    }
-
     fn container(&self, pod: &Pod, container: &Container) -> ContainerAssignment {
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         ContainerAssignment {

@@ -56,7 +56,11 @@ pub async fn serve(manager: Arc<Manager>) -> anyhow::Result<tokio::task::JoinHan
             socket.display()
         )
     })?;
-    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    // Plugins dial the socket by its path (see socket::local_authority).
+    let incoming = futures::StreamExt::map(
+        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        |conn| conn.map(crate::socket::local_authority),
+    );
     let service = RegistrationServer::new(Service { manager });
     let endpoint = socket.display().to_string();
     tracing::info!(%endpoint, "serving device plugin registration");

@@ -135,6 +135,8 @@ pub struct Heartbeat {
     pub images: Option<Arc<ImageList>>,
     /// Most requests in flight.
     pub concurrency: usize,
+    /// The device plugins' resources (none on simulated nodes).
+    pub devices: Option<Arc<crate::devices::Manager>>,
 }
 
 impl Heartbeat {
@@ -255,6 +257,19 @@ impl Heartbeat {
                             Some(conditions(&n.conditions, &health, Timestamp::now()));
                         if let Some(images) = &self.images {
                             status.images = images.get();
+                        }
+                        if let Some(d) = &self.devices {
+                            // Upstream's MachineInfo setter: the plugins'
+                            // capacity and allocatable over the node's.
+                            let (capacity, allocatable) = d.capacity();
+                            status
+                                .capacity
+                                .get_or_insert_with(Default::default)
+                                .extend(capacity);
+                            status
+                                .allocatable
+                                .get_or_insert_with(Default::default)
+                                .extend(allocatable);
                         }
                         if !health.runtime_handlers.is_empty() {
                             status.runtime_handlers = Some(health.runtime_handlers.clone());

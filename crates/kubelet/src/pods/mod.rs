@@ -133,6 +133,9 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
             Ok(Event::InitDone) => {
                 d.retain(&seen);
                 ctx.allocated.remove_orphans(&|uid| seen.contains(uid));
+                if let Some(d) = &ctx.devices {
+                    d.retain(&|uid| seen.contains(uid));
+                }
                 tracing::info!(pods = d.len(), "pods listed");
                 if first_list {
                     first_list = false;

@@ -22,7 +22,7 @@ use super::status::{
 use super::writer::{StatusUpdate, StatusWriter};
 use crate::metrics::Metrics;
 use crate::pod::grace_period;
-use crate::runtime::Runtime;
+use crate::runtime::{Rejection, Runtime};
 
 /// Default resync when the runtime gives no hint.
 pub const RESYNC: Duration = Duration::from_secs(10);
@@ -48,6 +48,8 @@ pub struct WorkerContext {
     /// The resources each pod was admitted or resized with
     /// (`allocated_pods_state`).
     pub allocated: Arc<crate::allocation::State>,
+    /// The device plugins' devices (none on simulated nodes).
+    pub devices: Option<Arc<crate::devices::Manager>>,
 }
 
 /// What the garbage collector asks the pod workers (upstream's
@@ -176,6 +178,9 @@ impl Drop for Deregister<'_> {
         self.0.admission.release(&self.1);
         self.0.states.forget(&self.1);
         self.0.allocated.remove_pod(&self.1);
+        if let Some(d) = &self.0.devices {
+            d.release(&self.1);
+        }
     }
 }
 
@@ -243,7 +248,10 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                     Ok(())
                 }
                 false => match ctx.runtime.admit(&as_allocated) {
-                    Ok(()) => ctx.admission.admit(&as_allocated).await,
+                    Ok(()) => match allocate_devices(&ctx, &as_allocated).await {
+                        Ok(()) => ctx.admission.admit(&as_allocated).await,
+                        Err(r) => Err(r),
+                    },
                     Err(r) => Err(r),
                 },
             };
@@ -313,6 +321,9 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
         if terminal {
             ctx.active.remove(&uid);
             ctx.admission.release(&uid);
+            if let Some(d) = &ctx.devices {
+                d.release(&uid);
+            }
         } else {
             match ctx.runtime.sync_pod(&pod).await {
                 Ok(obs) => {
@@ -378,6 +389,18 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             }
         }
     }
+}
+
+/// Devices for `pod`'s containers from the device plugins, before the
+/// predicates (upstream's resource allocation admit handler).
+async fn allocate_devices(ctx: &WorkerContext, pod: &Pod) -> Result<(), Rejection> {
+    let Some(d) = ctx.devices.as_ref().filter(|d| d.wants_devices(pod)) else {
+        return Ok(());
+    };
+    d.allocate_pod(pod).await.map_err(|e| Rejection {
+        reason: "UnexpectedAdmissionError".into(),
+        message: format!("Allocate failed due to {e}, which is unexpected"),
+    })
 }
 
 /// The containers' resources of `a` and `b` are the same.

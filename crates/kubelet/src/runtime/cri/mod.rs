@@ -147,6 +147,8 @@ pub struct CriRuntime {
     /// The resources each pod's containers were created or last resized
     /// with (`actuated_pods_state`).
     actuated: Arc<crate::allocation::State>,
+    /// The device plugins' devices (none: no device plugins).
+    devices: Option<Arc<crate::devices::Manager>>,
     /// The node's cgroups (none: the runtime makes no pod cgroups).
     cgroups: Option<Arc<crate::cm::ContainerManager>>,
     /// The pods' cgroups, by uid.
@@ -229,6 +231,8 @@ pub struct CriParts {
     pub pull_limiter: Option<Arc<rkube_daemon::ratelimit::RateLimiter>>,
     /// The actuated resources ([`crate::allocation`]).
     pub actuated: Arc<crate::allocation::State>,
+    /// The device manager (none: no device plugins).
+    pub devices: Option<Arc<crate::devices::Manager>>,
 }
 
 impl CriParts {
@@ -244,6 +248,7 @@ impl CriParts {
             cgroups: None,
             pull_limiter: None,
             actuated: Arc::new(crate::allocation::State::in_memory()),
+            devices: None,
         }
     }
 }
@@ -389,6 +394,7 @@ impl CriRuntime {
             cgroups,
             pull_limiter,
             actuated,
+            devices,
         } = parts;
         std::fs::create_dir_all(&dirs.logs)
             .map_err(|e| err(format!("creating {}: {e}", dirs.logs.display())))?;
@@ -418,6 +424,7 @@ impl CriRuntime {
             cri,
             events,
             actuated,
+            devices,
             cgroups,
             pod_cgroups: Mutex::new(HashMap::new()),
         })
@@ -601,6 +608,10 @@ impl CriRuntime {
         let image_user = ImageUser::from_status(status.uid.map(|u| u.value), &status.username);
         let downward = self.downward(&sb.ips);
         let resources = self.resources.clone();
+        let devices = match &self.devices {
+            Some(m) => m.run_options(pod, c).await?,
+            None => None,
+        };
         let inputs = ContainerInputs {
             env: EnvSources {
                 config_maps: &env.config_maps,
@@ -613,6 +624,7 @@ impl CriRuntime {
             security: &self.security,
             resources: &resources,
             cluster_domain: &self.node.dns.cluster_domain,
+            devices: devices.as_ref(),
         };
         spec::container_config(pod, c, attempt, &self.dirs, &inputs)
     }

@@ -430,6 +430,8 @@ pub struct ContainerInputs<'a> {
     pub resources: &'a ResourceOptions,
     /// The node's `clusterDomain` (the pod's FQDN in `/etc/hosts`).
     pub cluster_domain: &'a str,
+    /// What the container runs with for its device plugin devices.
+    pub devices: Option<&'a crate::devices::RunOptions>,
 }
 
 /// The container config of `c` (attempt `attempt`). `Err` is the message
@@ -442,9 +444,14 @@ pub fn container_config(
     inputs: &ContainerInputs,
 ) -> Result<v1::ContainerConfig, String> {
     security::verify_run_as_non_root(pod, c, inputs.image.uid, &inputs.image.username)?;
-    let env = env::container_env(pod, c, &inputs.env)?;
+    let own_env = env::container_env(pod, c, &inputs.env)?;
+    // Device plugins' environment first, the container's own after it (as
+    // upstream's run options); both expand in the command.
+    let mut env: Vec<(String, String)> = inputs.devices.map(|d| d.envs.clone()).unwrap_or_default();
+    env.extend(own_env.iter().cloned());
     let (command, args) = env::expand_command_and_args(c, &env)?;
-    let mut mounts = mounts(pod, c, dirs, &env)?;
+    let mut mounts = inputs.devices.map(device_mounts).unwrap_or_default();
+    mounts.extend(self::mounts(pod, c, dirs, &own_env)?);
     mounts.extend(etc_hosts::prepare(
         pod,
         c,
@@ -476,10 +483,29 @@ pub fn container_config(
         env,
         log_path: log_path(&c.name, attempt),
         labels,
-        annotations: container_annotations(pod, c, attempt),
+        annotations: with_device_annotations(
+            container_annotations(pod, c, attempt),
+            inputs.devices,
+        ),
     }
     .to_config();
     config.mounts = mounts;
+    if let Some(d) = inputs.devices {
+        config.devices = d
+            .devices
+            .iter()
+            .map(|d| v1::Device {
+                container_path: d.container_path.clone(),
+                host_path: d.host_path.clone(),
+                permissions: d.permissions.clone(),
+            })
+            .collect();
+        config.cdi_devices = d
+            .cdi_devices
+            .iter()
+            .map(|name| v1::CdiDevice { name: name.clone() })
+            .collect();
+    }
     config.stdin = c.stdin.unwrap_or(false);
     config.stdin_once = c.stdin_once.unwrap_or(false);
     config.tty = c.tty.unwrap_or(false);
@@ -488,6 +514,34 @@ pub fn container_config(
         security_context: Some(security_context),
     });
     Ok(config)
+}
+
+/// A device plugin's bind mounts as CRI mounts (private propagation, no
+/// relabelling), before the container's volumes.
+fn device_mounts(d: &crate::devices::RunOptions) -> Vec<v1::Mount> {
+    d.mounts
+        .iter()
+        .map(|m| v1::Mount {
+            container_path: m.container_path.clone(),
+            host_path: m.host_path.clone(),
+            readonly: m.read_only,
+            propagation: v1::MountPropagation::PropagationPrivate as i32,
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The kubelet's annotations over the device plugins' (upstream's
+/// `newContainerAnnotations`: the kubelet's win a conflict).
+fn with_device_annotations(
+    own: HashMap<String, String>,
+    devices: Option<&crate::devices::RunOptions>,
+) -> HashMap<String, String> {
+    let mut out: HashMap<String, String> = devices
+        .map(|d| d.annotations.iter().cloned().collect())
+        .unwrap_or_default();
+    out.extend(own);
+    out
 }
 
 /// Upstream's `io.kubernetes.container.hash`.
@@ -756,6 +810,7 @@ mod tests {
             security: &security,
             resources: &resources,
             cluster_domain: "cluster.local",
+            devices: None,
         };
         container_config(p, &p.spec.as_ref().unwrap().containers[0], 3, dirs, &inputs)
     }

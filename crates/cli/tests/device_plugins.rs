@@ -1,0 +1,329 @@
+//! Upstream's sample device plugin (`test/images/sample-device-plugin` of
+//! the Kubernetes module, built by `hack/cluster node-bin`) on an
+//! `rkube kubelet --runtime cri` node with a real control plane and
+//! containerd:
+//!
+//! * the plugin registers on `<root-dir>/device-plugins/kubelet.sock` (it
+//!   runs in a mount namespace of its own where that directory is
+//!   upstream's fixed `/var/lib/kubelet/device-plugins`, as a plugin
+//!   DaemonSet's hostPath gives it) and the Node advertises
+//!   `example.com/resource: 2`;
+//! * a pod asking for 2 runs with both fake devices mounted (the plugin's
+//!   `Allocate` answer), the pod-resources API reports them, the
+//!   checkpoint holds them in upstream's format;
+//! * a pod asking for one more is refused at admission with upstream's
+//!   `UnexpectedAdmissionError`;
+//! * after a kubelet restart the plugin registers again, the pod keeps its
+//!   container and devices, and a new pod is still refused (no device
+//!   assigned twice); once the pod is deleted a new one gets a device;
+//! * when the plugin stops, allocatable drops to 0.
+//!
+//! Needs root, hack/build-k8s, hack/containerd; run by hack/test --full.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::{Api, ResourceExt};
+use rkube_cri::CriClient;
+use rkube_kubelet::podresources::v1 as podresources;
+use rkube_testcp::support::{client, free_port, wait_for};
+use rkube_testcp::ControlPlane;
+
+mod common;
+use common::containerd::Containerd;
+use common::{runtime, Process, Unmount};
+
+const RESOURCE: &str = "example.com/resource";
+
+fn built(script: &str, args: &[&str]) -> String {
+    let out = common::run(
+        std::process::Command::new(common::root().join("hack").join(script)).args(args),
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The plugin in a private mount namespace where `dir` is
+/// `/var/lib/kubelet/device-plugins` (on a tmpfs over `/var/lib`, so the
+/// host's is untouched).
+fn plugin(bin: &str, dir: &Path, log: &Path) -> Process {
+    let script = format!(
+        "mount -t tmpfs none /var/lib && mkdir -p /var/lib/kubelet/device-plugins && \
+         mount --bind {} /var/lib/kubelet/device-plugins && exec {bin}",
+        dir.display()
+    );
+    Process::start(
+        "unshare",
+        &[
+            "-m".into(),
+            "--propagation".into(),
+            "private".into(),
+            "sh".into(),
+            "-c".into(),
+            script,
+        ],
+        log,
+    )
+}
+
+fn kubelet(cp: &ControlPlane, root: &Path, cfg: &Path, log: &Path) -> Process {
+    let args = vec![
+        "kubelet".to_string(),
+        "--runtime=cri".into(),
+        format!(
+            "--kubeconfig={}",
+            cp.node_kubeconfig("dp-node").unwrap().display()
+        ),
+        "--hostname-override=dp-node".into(),
+        "--node-ip=127.0.0.1".into(),
+        format!("--root-dir={}", root.display()),
+        format!("--config={}", cfg.display()),
+    ];
+    Process::start(env!("CARGO_BIN_EXE_rkube"), &args, log)
+}
+
+fn devices_pod(name: &str, n: u32) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": "dp-node", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "c", "image": "rkube.local/busybox:1",
+                                 "command": ["sleep", "3600"],
+                                 "resources": {"limits": {RESOURCE: n.to_string()}}}]},
+    }))
+    .unwrap()
+}
+
+/// The Node's (capacity, allocatable) of the plugin's resource.
+async fn advertised(nodes: &Api<Node>) -> Option<(String, String)> {
+    let st = nodes.get("dp-node").await.ok()?.status?;
+    Some((
+        st.capacity?.get(RESOURCE)?.0.clone(),
+        st.allocatable?.get(RESOURCE)?.0.clone(),
+    ))
+}
+
+async fn wait_advertised(nodes: &Api<Node>, want: (&str, &str), what: &str) {
+    wait_for(what, Duration::from_secs(90), || async {
+        let (c, a) = advertised(nodes).await?;
+        (c == want.0 && a == want.1).then_some(())
+    })
+    .await;
+}
+
+async fn running(pods: &Api<Pod>, name: &str) -> Pod {
+    wait_for(
+        &format!("{name} Running"),
+        Duration::from_secs(90),
+        || async {
+            let p = pods.get(name).await.ok()?;
+            (p.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(p)
+        },
+    )
+    .await
+}
+
+async fn refused(pods: &Api<Pod>, name: &str) -> (String, String) {
+    wait_for(
+        &format!("{name} refused"),
+        Duration::from_secs(60),
+        || async {
+            let st = pods.get(name).await.ok()?.status?;
+            (st.phase.as_deref() == Some("Failed")).then_some((st.reason?, st.message?))
+        },
+    )
+    .await
+}
+
+fn container_id(p: &Pod) -> String {
+    let id = p
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0]
+        .container_id
+        .clone()
+        .unwrap();
+    id.rsplit("://").next().unwrap().to_string()
+}
+
+/// A pod-resources client on `socket`.
+macro_rules! lister {
+    ($socket:expr) => {
+        podresources::pod_resources_lister_client::PodResourcesListerClient::new(
+            rkube_cri::unix_channel($socket.to_path_buf(), Duration::from_secs(5)).await?,
+        )
+    };
+}
+
+type Answer = Result<Vec<String>, Box<dyn std::error::Error>>;
+
+/// The devices the kubelet can hand out (pod-resources
+/// `GetAllocatableResources`): what its plugins listed healthy (an error
+/// while the kubelet restarts).
+async fn allocatable(socket: &Path) -> Answer {
+    let resp = lister!(socket)
+        .get_allocatable_resources(podresources::AllocatableResourcesRequest {})
+        .await?
+        .into_inner();
+    let mut ids: Vec<String> = resp
+        .devices
+        .into_iter()
+        .flat_map(|d| d.device_ids)
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+/// The devices pod-resources `List` reports for `pod`'s container.
+async fn listed(socket: &Path, pod: &str) -> Answer {
+    let resp = lister!(socket)
+        .list(podresources::ListPodResourcesRequest {})
+        .await?
+        .into_inner();
+    let mut ids: Vec<String> = resp
+        .pod_resources
+        .iter()
+        .filter(|p| p.name == pod)
+        .flat_map(|p| &p.containers)
+        .flat_map(|c| &c.devices)
+        .filter(|d| d.resource_name == RESOURCE)
+        .flat_map(|d| d.device_ids.clone())
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+fn checkpointed(dir: &Path, uid: &str) -> Vec<String> {
+    let bytes = std::fs::read(dir.join(rkube_kubelet::devices::checkpoint::FILE)).unwrap();
+    let data = rkube_kubelet::devices::checkpoint::decode(&bytes).unwrap();
+    let mut ids: Vec<String> = data
+        .entries
+        .iter()
+        .flatten()
+        .filter(|e| e.pod_uid == uid && e.resource == RESOURCE)
+        .flat_map(|e| {
+            e.device_ids
+                .iter()
+                .flatten()
+                .flat_map(|(_, d)| d.iter().flatten().cloned())
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+#[ignore = "needs root, hack/build-k8s, hack/containerd and upstream's sample device plugin; run by hack/test --full"]
+fn sample_device_plugin_on_an_rkube_node() {
+    let plugin_bin = built("cluster", &["node-bin", "sample-device-plugin"]);
+    let cp = ControlPlane::start().expect("control plane starts");
+    let ctrd = Containerd::up("rk-dp");
+    // Outside the control plane's directory, kept when the test fails (the
+    // logs of the kubelet and the plugin).
+    let work = std::env::temp_dir().join(format!("rk-dp-work-{}", std::process::id()));
+    let root: PathBuf = work.join("root");
+    let dir = root.join(rkube_kubelet::devices::DIR);
+    std::fs::create_dir_all(work.join("pod-logs")).unwrap();
+    let cfg = work.join("kubelet.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             address: 127.0.0.1\nport: {}\nhealthzPort: 0\nreadOnlyPort: 0\n\
+             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\nimageGCHighThresholdPercent: 100\n\
+             containerRuntimeEndpoint: {}\nfailCgroupV1: false\nfailSwapOn: false\npodLogsDir: {}\n",
+            free_port(),
+            ctrd.endpoint(),
+            work.join("pod-logs").display()
+        ),
+    )
+    .unwrap();
+    // The plugin's fake devices are files it creates in /tmp.
+    struct Cleanup(PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for d in ["/tmp/Dev-1", "/tmp/Dev-2"] {
+                let _ = std::fs::remove_file(d);
+            }
+            if std::thread::panicking() {
+                eprintln!("logs kept in {}", self.0.display());
+            } else {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+    let _cleanup = Cleanup(work.clone());
+    let _unmount = Unmount(root.clone());
+    runtime().block_on(async {
+        let admin = client(cp.kubeconfig()).await;
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+        let nodes: Api<Node> = Api::all(admin.clone());
+        let cri = CriClient::connect(&ctrd.endpoint()).await.unwrap();
+        let mut rkube = kubelet(&cp, &root, &cfg, &work.join("kubelet-1.log"));
+        let socket = dir.join(rkube_kubelet::devices::SOCKET_NAME);
+        wait_for("the registration socket", Duration::from_secs(60), || async {
+            socket.exists().then_some(())
+        })
+        .await;
+        let sample = plugin(&plugin_bin, &dir, &work.join("plugin.log"));
+        wait_advertised(&nodes, ("2", "2"), "example.com/resource advertised").await;
+
+        // Two devices for one pod: mounted, listed, checkpointed.
+        pods.create(&Default::default(), &devices_pod("two", 2)).await.unwrap();
+        let two = running(&pods, "two").await;
+        let id = container_id(&two);
+        for dev in ["/tmp/Dev-1", "/tmp/Dev-2"] {
+            let out = cri.exec_sync(&id, &["test", "-e", dev], Duration::from_secs(10)).await.unwrap();
+            assert_eq!(out.exit_code, 0, "{dev} is in the container");
+        }
+        let pr = root.join("pod-resources/kubelet.sock");
+        assert_eq!(listed(&pr, "two").await.unwrap(), ["Dev-1", "Dev-2"]);
+        let uid = two.uid().unwrap();
+        assert_eq!(checkpointed(&dir, &uid), ["Dev-1", "Dev-2"]);
+
+        // None left: refused as upstream refuses it.
+        pods.create(&Default::default(), &devices_pod("three", 1)).await.unwrap();
+        assert_eq!(
+            refused(&pods, "three").await,
+            (
+                "UnexpectedAdmissionError".to_string(),
+                "Pod was rejected: Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 1, Available: 0, which is unexpected".to_string()
+            )
+        );
+
+        // A kubelet restart: the plugin registers again (it watches for the
+        // kubelet's socket), the pod keeps its container and its devices.
+        drop(rkube);
+        rkube = kubelet(&cp, &root, &cfg, &work.join("kubelet-2.log"));
+        wait_for("the plugin registered again", Duration::from_secs(60), || async {
+            (allocatable(&pr).await.ok()? == ["Dev-1", "Dev-2"]).then_some(())
+        })
+        .await;
+        wait_advertised(&nodes, ("2", "2"), "example.com/resource advertised again").await;
+        let after = running(&pods, "two").await;
+        assert_eq!(container_id(&after), id, "the container is not restarted");
+        assert_eq!(checkpointed(&dir, &uid), ["Dev-1", "Dev-2"]);
+        pods.create(&Default::default(), &devices_pod("four", 1)).await.unwrap();
+        assert!(
+            refused(&pods, "four").await.1.contains("Requested: 1, Available: 0"),
+            "both devices are still held"
+        );
+
+        // Freed with the pod.
+        pods.delete("two", &Default::default()).await.unwrap();
+        wait_for("two gone", Duration::from_secs(60), || async {
+            pods.get_opt("two").await.ok()?.is_none().then_some(())
+        })
+        .await;
+        pods.create(&Default::default(), &devices_pod("five", 1)).await.unwrap();
+        running(&pods, "five").await;
+
+        // The plugin gone: its devices are unhealthy, none allocatable.
+        drop(sample);
+        wait_advertised(&nodes, ("2", "0"), "no allocatable device without the plugin").await;
+        drop(rkube);
+    });
+}
