@@ -14,7 +14,7 @@
 //!   containers; the plugin's `GetPreferredAllocation` consulted when it
 //!   offers one; `Allocate` for the chosen devices), `PreStartContainer`
 //!   before a container is created when the plugin asks for it, and the
-//!   freeing of devices held by pods no longer active.
+//!   freeing of the devices of pods that ended.
 //! * [`pod_devices`]: which devices each container holds with the
 //!   plugin's answer, and what the container is created with: the
 //!   answer's environment, mounts, device nodes, annotations and CDI
