@@ -214,34 +214,31 @@ impl PodDevices {
         for (resource, a) in resources {
             let r = &a.resp;
             for (k, v) in &r.envs {
-                if let Some(old) = envs.get(k) {
-                    if old != v {
-                        tracing::warn!(%resource, env = %k, "device plugins set an environment variable differently; the first is kept");
-                    }
-                    continue;
+                if first(&mut envs, k, v, resource, "environment variable") {
+                    opts.envs.push((k.clone(), v.clone()));
                 }
-                envs.insert(k.clone(), v.clone());
-                opts.envs.push((k.clone(), v.clone()));
             }
             for d in &r.devices {
-                if let Some(old) = devs.get(&d.container_path) {
-                    if *old != d.host_path {
-                        tracing::warn!(%resource, path = %d.container_path, "device plugins map a container device to different host devices; the first is kept");
-                    }
-                    continue;
+                if first(
+                    &mut devs,
+                    &d.container_path,
+                    &d.host_path,
+                    resource,
+                    "device",
+                ) {
+                    opts.devices.push(d.clone());
                 }
-                devs.insert(d.container_path.clone(), d.host_path.clone());
-                opts.devices.push(d.clone());
             }
             for m in &r.mounts {
-                if let Some(old) = mounts.get(&m.container_path) {
-                    if *old != m.host_path {
-                        tracing::warn!(%resource, path = %m.container_path, "device plugins mount different host paths at one container path; the first is kept");
-                    }
-                    continue;
+                if first(
+                    &mut mounts,
+                    &m.container_path,
+                    &m.host_path,
+                    resource,
+                    "mount",
+                ) {
+                    opts.mounts.push(m.clone());
                 }
-                mounts.insert(m.container_path.clone(), m.host_path.clone());
-                opts.mounts.push(m.clone());
             }
             for (k, v) in &r.annotations {
                 if annotations.contains_key(k) {
@@ -257,6 +254,29 @@ impl PodDevices {
             }
         }
         Some(opts)
+    }
+}
+
+/// Records `key` → `value` unless `key` is set already (upstream's merge
+/// keeps the first setting, and logs a conflicting one): whether it is new.
+fn first(
+    seen: &mut BTreeMap<String, String>,
+    key: &str,
+    value: &str,
+    resource: &str,
+    what: &str,
+) -> bool {
+    match seen.get(key) {
+        Some(old) => {
+            if old != value {
+                tracing::warn!(%resource, %key, "device plugins set a {what} differently; the first is kept");
+            }
+            false
+        }
+        None => {
+            seen.insert(key.to_string(), value.to_string());
+            true
+        }
     }
 }
 
