@@ -61,13 +61,23 @@ pub fn listen(socket: &Path) -> io::Result<UnixListener> {
 /// authority to `localhost` (what grpc-go itself sends for `unix://`
 /// targets). The server's answers pass untouched.
 pub fn local_authority(client: tokio::net::UnixStream) -> tokio::io::DuplexStream {
+    use tokio::io::AsyncWriteExt;
     let (server_side, relay_side) = tokio::io::duplex(64 * 1024);
     tokio::spawn(async move {
         let (mut from_client, mut to_client) = client.into_split();
         let (mut from_server, mut to_server) = tokio::io::split(relay_side);
-        let up = relay_requests(&mut from_client, &mut to_server);
-        let down = tokio::io::copy(&mut from_server, &mut to_client);
-        let _ = tokio::join!(up, down);
+        // Each side's end reaches the other (the server sees the client
+        // go, and the client the server), so the task ends with the
+        // connection.
+        let up = async {
+            let _ = relay_requests(&mut from_client, &mut to_server).await;
+            let _ = to_server.shutdown().await;
+        };
+        let down = async {
+            let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+            let _ = to_client.shutdown().await;
+        };
+        tokio::join!(up, down);
     });
     server_side
 }
