@@ -32,16 +32,9 @@ use rkube_testcp::ControlPlane;
 
 mod common;
 use common::containerd::Containerd;
-use common::{runtime, Process, Unmount};
+use common::{built, runtime, Process, Unmount};
 
 const RESOURCE: &str = "example.com/resource";
-
-fn built(script: &str, args: &[&str]) -> String {
-    let out = common::run(
-        std::process::Command::new(common::root().join("hack").join(script)).args(args),
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// The plugin in a private mount namespace where `dir` is
 /// `/var/lib/kubelet/device-plugins` (on a tmpfs over `/var/lib`, so the

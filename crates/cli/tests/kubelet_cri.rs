@@ -58,7 +58,7 @@ use rkube_testcp::ControlPlane;
 use tokio::sync::oneshot;
 
 mod common;
-use common::{runtime, Process, Unmount};
+use common::{built, runtime, Process, Unmount};
 
 struct Containerd {
     dir: PathBuf,
@@ -178,21 +178,6 @@ fn trace(filter: &str) {
         .with_test_writer()
         .with_ansi(false)
         .try_init();
-}
-
-/// Runs `hack/SCRIPT ARGS` that builds (or finds cached) a binary and
-/// prints its path.
-fn built(script_name: &str, args: &[&str]) -> String {
-    let out = Command::new(script(script_name))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// The flags of an rkube kubelet on containerd for `node` of `cp`, at

@@ -95,6 +95,12 @@ const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY: u8 = 0x20;
 const MAX_FRAME: usize = 16 * 1024;
+/// The HPACK dynamic table a client may ask for (HTTP/2's default
+/// `SETTINGS_HEADER_TABLE_SIZE`, which h2's server advertises).
+const MAX_TABLE: usize = 4096;
+/// The most header bytes one block may decode to (indexed fields repeat
+/// table entries: a small block can name megabytes).
+const MAX_DECODED: usize = 64 * 1024;
 
 async fn relay_requests<R, W>(r: &mut R, w: &mut W) -> io::Result<()>
 where
@@ -111,6 +117,7 @@ where
         return Ok(());
     }
     let mut decoder = loona_hpack::Decoder::new();
+    decoder.set_max_allowed_table_size(MAX_TABLE);
     let mut encoder = loona_hpack::Encoder::new();
     loop {
         let (kind, flags, stream, payload) = read_frame(r).await?;
@@ -146,9 +153,19 @@ where
             block.extend_from_slice(&more);
             end = f & END_HEADERS != 0;
         }
-        let mut headers = decoder
-            .decode(&block)
+        let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut decoded = 0usize;
+        decoder
+            .decode_with_cb(&block, |n, v| {
+                decoded += n.len() + v.len();
+                if decoded <= MAX_DECODED {
+                    headers.push((n.into_owned(), v.into_owned()));
+                }
+            })
             .map_err(|e| bad(&format!("HPACK: {e:?}")))?;
+        if decoded > MAX_DECODED {
+            return Err(bad("header block too large"));
+        }
         for (name, value) in headers.iter_mut() {
             if name.as_slice() == b":authority" && !plain_authority(value.as_slice()) {
                 *value = b"localhost".to_vec();
@@ -226,6 +243,22 @@ mod tests {
             b"/var/lib/kubelet/device-plugins/kubelet.sock"
         ));
         assert!(!plain_authority(b""));
+    }
+
+    #[tokio::test]
+    async fn a_block_naming_megabytes_through_the_table_is_refused() {
+        let big = vec![b'x'; 4000];
+        let mut enc = loona_hpack::Encoder::new();
+        let fields: Vec<(&[u8], &[u8])> = (0..20).map(|_| (&b"x-big"[..], &big[..])).collect();
+        let block = enc.encode(fields);
+        assert!(block.len() < 4200, "later fields are table references");
+        let mut input = PREFACE.to_vec();
+        input.extend_from_slice(&frame_header(block.len(), HEADERS, END_HEADERS, 1));
+        input.extend_from_slice(&block);
+        let mut out = Vec::new();
+        let e = relay_requests(&mut &input[..], &mut out).await.unwrap_err();
+        assert_eq!(e.to_string(), "header block too large");
+        assert_eq!(out, PREFACE, "nothing of it reaches the server");
     }
 
     #[tokio::test]

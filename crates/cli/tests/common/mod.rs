@@ -125,6 +125,13 @@ pub fn run(cmd: &mut Command) -> Output {
     out
 }
 
+/// Runs `hack/SCRIPT ARGS`, which builds (or finds cached) a binary and
+/// prints its path; the path.
+pub fn built(script: &str, args: &[&str]) -> String {
+    let out = run(Command::new(root().join("hack").join(script)).args(args));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// Whether the tests run as root (containerd, mounts, iptables).
 pub fn is_root() -> bool {
     Command::new("id")

@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 /// The file's name in the device-plugins directory.
 pub const FILE: &str = "kubelet_internal_checkpoint";
 
+/// The largest checkpoint read (a node's allocations take kilobytes).
+pub const MAX_BYTES: u64 = 64 << 20;
+
 /// The devices of one container for one resource: upstream's
 /// `PodDevicesEntry`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

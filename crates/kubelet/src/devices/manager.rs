@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::ResourceExt;
 use tonic::transport::Channel;
 
 use super::checkpoint::{self, Data};
@@ -20,7 +19,7 @@ use super::v1beta1::{
     AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest, Device,
     DevicePluginOptions, PreStartContainerRequest, PreferredAllocationRequest,
 };
-use crate::pod::is_sidecar;
+use crate::pod::{is_sidecar, pod_key};
 
 /// A plugin's health word for a usable device.
 pub const HEALTHY: &str = "Healthy";
@@ -100,10 +99,6 @@ fn quantity_value(q: &Quantity) -> i64 {
     rkube_model::quantity::Quantity::parse(&q.0).map_or(0, |v| v.value())
 }
 
-fn key(pod: &Pod) -> String {
-    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
-}
-
 impl Manager {
     /// A manager whose plugins register in `dir` (`<root-dir>/device-plugins`),
     /// with the checkpoint found there read back: what containers hold,
@@ -115,8 +110,8 @@ impl Manager {
             state: Mutex::new(State::default()),
         };
         let path = dir.join(checkpoint::FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => match checkpoint::decode(&bytes) {
+        match rkube_util::file::read_text(&path, checkpoint::MAX_BYTES) {
+            Ok(text) => match checkpoint::decode(text.as_bytes()) {
                 Ok(data) => m.restore(&data),
                 // As upstream: the kubelet goes on without it.
                 Err(e) => {
@@ -406,24 +401,31 @@ impl Manager {
             }
             let empty = BTreeSet::new();
             let reusable = reuse.get(&resource).unwrap_or(&empty);
-            let Some(devs) = self
-                .devices_to_allocate(&uid, &c.name, &resource, needed, reusable)
-                .await?
-            else {
-                continue;
-            };
-            changed = true;
-            let endpoint = self.lock().endpoints.get(&resource).cloned();
+            // What is in use, as the containers' records say (after a
+            // failure that marked devices taken).
             let restore = || {
                 let mut st = self.lock();
                 st.allocated = st.pods.devices();
             };
+            let devs = match self
+                .devices_to_allocate(&uid, &c.name, &resource, needed, reusable)
+                .await
+            {
+                Ok(Some(d)) => d,
+                Ok(None) => continue,
+                Err(e) => {
+                    restore();
+                    return Err(e);
+                }
+            };
+            changed = true;
+            let endpoint = self.lock().endpoints.get(&resource).cloned();
             let Some(ep) = endpoint else {
                 restore();
                 return Err(format!("unknown Device Plugin {resource}"));
             };
             let ids: Vec<String> = devs.iter().cloned().collect();
-            tracing::info!(pod = %key(pod), container = %c.name, %resource, devices = ?ids, "allocating devices");
+            tracing::info!(pod = %pod_key(pod), container = %c.name, %resource, devices = ?ids, "allocating devices");
             let resp = match call_allocate(&ep, ids).await {
                 Ok(r) => r,
                 Err(e) => {
@@ -614,7 +616,7 @@ impl Manager {
             }
         }
         if reallocate {
-            tracing::info!(pod = %key(pod), container = %c.name, "re-allocating device plugin resources");
+            tracing::info!(pod = %pod_key(pod), container = %c.name, "re-allocating device plugin resources");
             let init = pod
                 .spec
                 .as_ref()

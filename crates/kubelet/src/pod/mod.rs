@@ -111,6 +111,11 @@ impl Dirs {
     }
 }
 
+/// `namespace/name`, as the kubelet's logs name a pod.
+pub fn pod_key(pod: &Pod) -> String {
+    format!("{}/{}", pod_namespace(pod), pod.name_any())
+}
+
 /// The pod's namespace (`default` when unset, as for static pod files).
 pub fn pod_namespace(pod: &Pod) -> String {
     pod.namespace().unwrap_or_else(|| "default".into())

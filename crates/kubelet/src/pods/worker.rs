@@ -21,7 +21,7 @@ use super::status::{
 };
 use super::writer::{StatusUpdate, StatusWriter};
 use crate::metrics::Metrics;
-use crate::pod::grace_period;
+use crate::pod::{grace_period, pod_key};
 use crate::runtime::{Rejection, Runtime};
 
 /// Default resync when the runtime gives no hint.
@@ -187,10 +187,6 @@ impl Drop for Deregister<'_> {
 /// The latest pod object, or `None` once it is gone from the API.
 pub type PodUpdates = watch::Receiver<Option<Arc<Pod>>>;
 
-fn key(pod: &Pod) -> String {
-    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
-}
-
 /// Runs one pod's worker until the pod is gone (or the sender is dropped).
 pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
     let mut last: Option<PodStatus> = None;
@@ -259,12 +255,12 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 Ok(()) => {
                     let info = crate::allocation::info_for_pod(&as_allocated);
                     if let Err(e) = ctx.allocated.set_pod(&uid, info) {
-                        tracing::error!(pod = %key(&pod), error = %e, "SetPodAllocation failed");
+                        tracing::error!(pod = %pod_key(&pod), error = %e, "SetPodAllocation failed");
                     }
                     allocated = Some(as_allocated);
                 }
                 Err(r) => {
-                    tracing::warn!(pod = %key(&pod), reason = %r.reason, message = %r.message, "pod rejected");
+                    tracing::warn!(pod = %pod_key(&pod), reason = %r.reason, message = %r.message, "pod rejected");
                     let status = rejected_status(&pod, &r);
                     push_status(&ctx, &pod, &status);
                     last = Some(status);
@@ -284,18 +280,18 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                         .set_pod(&uid, crate::allocation::info_for_pod(&pod))
                     {
                         Ok(()) => {
-                            tracing::info!(pod = %key(&pod), "in-place resize accepted");
+                            tracing::info!(pod = %pod_key(&pod), "in-place resize accepted");
                             allocated = Some(pod.clone());
                         }
                         // Not accepted until it is checkpointed (tried
                         // again with the next sync), as upstream.
                         Err(e) => {
-                            tracing::error!(pod = %key(&pod), error = %e, "in-place resize not accepted");
+                            tracing::error!(pod = %pod_key(&pod), error = %e, "in-place resize not accepted");
                             ctx.admission.count(a);
                         }
                     },
                     Err(r) => {
-                        tracing::info!(pod = %key(&pod), message = %r.message, "in-place resize deferred");
+                        tracing::info!(pod = %pod_key(&pod), message = %r.message, "in-place resize deferred");
                         resize_pending = Some(("Deferred", r.message));
                     }
                 }
@@ -355,14 +351,14 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                     // written last: kube-controller-manager sets Ready=False on
                     // the pods of a node it marks Unknown (MarkPodsNotReady).
                     if last.as_ref() != Some(&status) || !api_agrees(&pod, &status) {
-                        tracing::debug!(pod = %key(&pod), phase = ?status.phase, "pod status changed");
+                        tracing::debug!(pod = %pod_key(&pod), phase = ?status.phase, "pod status changed");
                         push_status(&ctx, &pod, &status);
                         last = Some(status);
                     }
                     resync = Some(obs.resync_after.unwrap_or(RESYNC));
                 }
                 Err(e) => {
-                    tracing::warn!(pod = %key(&pod), error = %e, "syncing pod failed; retrying");
+                    tracing::warn!(pod = %pod_key(&pod), error = %e, "syncing pod failed; retrying");
                     resync = Some(error_backoff);
                     error_backoff = (error_backoff * 2).min(Duration::from_secs(30));
                 }
@@ -476,11 +472,11 @@ async fn evict(
     last: &mut Option<PodStatus>,
     req: &EvictRequest,
 ) -> bool {
-    tracing::info!(pod = %key(pod), message = %req.message, "evicting pod");
+    tracing::info!(pod = %pod_key(pod), message = %req.message, "evicting pod");
     let obs = match kill_within(ctx, pod, req.grace).await {
         Ok(obs) => obs,
         Err(e) => {
-            tracing::warn!(pod = %key(pod), error = %e, "evicting pod: kill failed");
+            tracing::warn!(pod = %pod_key(pod), error = %e, "evicting pod: kill failed");
             return false;
         }
     };
@@ -517,11 +513,11 @@ pub fn deadline_left(pod: &Pod, last: Option<&PodStatus>, now: Timestamp) -> Opt
 /// status: `Failed`, reason `DeadlineExceeded`, upstream's message.
 async fn deadline_exceeded(ctx: &WorkerContext, pod: &Pod, last: &mut Option<PodStatus>) {
     const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
-    tracing::info!(pod = %key(pod), "active deadline exceeded; killing the pod");
+    tracing::info!(pod = %pod_key(pod), "active deadline exceeded; killing the pod");
     let obs = match kill_within(ctx, pod, grace_period(pod)).await {
         Ok(obs) => obs,
         Err(e) => {
-            tracing::warn!(pod = %key(pod), error = %e, "killing a pod past its deadline failed; retrying");
+            tracing::warn!(pod = %pod_key(pod), error = %e, "killing a pod past its deadline failed; retrying");
             return;
         }
     };
@@ -614,18 +610,18 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     ctx.writer.forget(&uid);
     let grace = grace_period(pod);
-    tracing::info!(pod = %key(pod), ?grace, "killing pod");
+    tracing::info!(pod = %pod_key(pod), ?grace, "killing pod");
     let mut backoff = Duration::from_millis(200);
     let obs = loop {
         match kill_within(ctx, pod, grace).await {
             Ok(obs) => break Some(obs),
             Err(KillError::Runtime(e)) => {
-                tracing::warn!(pod = %key(pod), error = %e, "killing pod failed; retrying");
+                tracing::warn!(pod = %pod_key(pod), error = %e, "killing pod failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
             Err(e @ KillError::TimedOut(_)) => {
-                tracing::warn!(pod = %key(pod), error = %e, "killing pod timed out");
+                tracing::warn!(pod = %pod_key(pod), error = %e, "killing pod timed out");
                 break None;
             }
         }
@@ -641,11 +637,11 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
             .write_final(ctx.client.clone(), &ctx.metrics, update)
             .await
         {
-            tracing::debug!(pod = %key(pod), "final status not written");
+            tracing::debug!(pod = %pod_key(pod), "final status not written");
         }
     }
     if let Err(e) = ctx.runtime.remove_pod(&uid).await {
-        tracing::warn!(pod = %key(pod), error = %e, "removing pod from the runtime failed");
+        tracing::warn!(pod = %pod_key(pod), error = %e, "removing pod from the runtime failed");
     }
     let params = DeleteParams {
         grace_period_seconds: Some(0),
@@ -660,12 +656,12 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
         match api.delete(&name, &params).await {
             Ok(_) => {
                 ctx.metrics.pods_deleted.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(pod = %key(pod), "pod deletion confirmed");
+                tracing::info!(pod = %pod_key(pod), "pod deletion confirmed");
                 return;
             }
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return,
             Err(e) => {
-                tracing::warn!(pod = %key(pod), error = %e, "confirming pod deletion failed; retrying");
+                tracing::warn!(pod = %pod_key(pod), error = %e, "confirming pod deletion failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(10));
             }
