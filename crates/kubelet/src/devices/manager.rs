@@ -756,3 +756,7 @@ async fn call_pre_start(ep: &Endpoint, ids: Vec<String>) -> Result<(), String> {
         Err(_) => Err("context deadline exceeded".into()),
     }
 }
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;
