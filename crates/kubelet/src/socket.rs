@@ -1,6 +1,6 @@
 //! The Unix sockets the kubelet serves gRPC on (upstream's `CreateListener`
 //! of `k8s.io/cri-client/pkg/util`): the pod-resources API and the device
-//! plugins' registration.
+//! plugins' registration, each behind [`local_authority`].
 //!
 //! The directory is created `0750` if missing, a stale socket (or any file)
 //! at the path is unlinked, and the new socket is bound under a temporary

@@ -330,6 +330,17 @@ impl Manager {
         (capacity, allocatable)
     }
 
+    /// Whether the node's `resource` is a device plugin resource (listed,
+    /// held, or reported removed): the kubelet reports it, not another
+    /// client.
+    pub fn owns(&self, resource: &str) -> bool {
+        let st = self.lock();
+        st.healthy.contains_key(resource)
+            || st.unhealthy.contains_key(resource)
+            || st.allocated.contains_key(resource)
+            || st.removed.contains(resource)
+    }
+
     fn is_device_resource(&self, resource: &str) -> bool {
         let st = self.lock();
         st.healthy.contains_key(resource) || st.allocated.contains_key(resource)

@@ -82,8 +82,18 @@ impl NodeState {
 impl NodeState {
     /// Takes the Node's capacity as stored in the API into allocatable
     /// (keys other clients added, see [`allocatable_with_foreign`]); the
-    /// next status update reports a change.
-    fn follow_capacity(&mut self, api_capacity: &BTreeMap<String, KQuantity>) {
+    /// next status update reports a change. The device plugins' resources
+    /// are the kubelet's own (`devices`), not another client's.
+    fn follow_capacity(
+        &mut self,
+        api_capacity: &BTreeMap<String, KQuantity>,
+        devices: Option<&crate::devices::Manager>,
+    ) {
+        let mut api_capacity = api_capacity.clone();
+        if let Some(d) = devices {
+            api_capacity.retain(|k, _| !d.owns(k));
+        }
+        let api_capacity = &api_capacity;
         let own = self.desc.base_status();
         let alloc = allocatable_with_foreign(
             &own.capacity.unwrap_or_default(),
@@ -391,7 +401,7 @@ impl Heartbeat {
                                     // Capacity others added is allocatable too, as
                                     // upstream's kubelet derives it: report it at once.
                                     if let Some(c) = api_capacity {
-                                        n.follow_capacity(&c);
+                                        n.follow_capacity(&c, self.devices.as_deref());
                                     }
                                     n.conditions = status.conditions.clone().unwrap_or_default();
                                     // Dropped meanwhile: the next report is a full one.
@@ -412,7 +422,7 @@ impl Heartbeat {
                 }
                 Some((i, cap)) = capacity_rx.recv() => {
                     if let Some(n) = nodes.get_mut(i) {
-                        n.follow_capacity(&cap);
+                        n.follow_capacity(&cap, self.devices.as_deref());
                     }
                 }
                 _ = sleep => {}

@@ -61,7 +61,11 @@ async fn serve_limited(
     let listener = crate::socket::listen(socket)
         .with_context(|| format!("creating the pod-resources socket {}", socket.display()))?;
     let service = PodResourcesListerServer::with_interceptor(Service { pods, resources }, limit);
-    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    // Clients may dial the socket by its path (see socket::local_authority).
+    let incoming = futures::StreamExt::map(
+        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        |conn| conn.map(crate::socket::local_authority),
+    );
     let endpoint = socket.display().to_string();
     tracing::info!(%endpoint, "serving the pod-resources API");
     Ok(tokio::spawn(async move {
