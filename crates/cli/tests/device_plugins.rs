@@ -18,6 +18,12 @@
 //!   assigned twice); once the pod is deleted a new one gets a device;
 //! * when the plugin stops, allocatable drops to 0.
 //!
+//! And across a switch between upstream's kubelet (built by `hack/cluster
+//! node-bin kubelet`, its device plugin directory bound to this node's) and
+//! rkube's, both ways: a pod holding both devices keeps its container, each
+//! kubelet reads the other's checkpoint, and a pod asking for one more is
+//! refused.
+//!
 //! Needs root, hack/build-k8s, hack/containerd; run by hack/test --full.
 
 use std::path::{Path, PathBuf};
@@ -36,43 +42,149 @@ use common::{built, runtime, Process, Unmount};
 
 const RESOURCE: &str = "example.com/resource";
 
-/// The plugin in a private mount namespace where `dir` is
+/// `bin ARGS` in a private mount namespace where `dir` is
 /// `/var/lib/kubelet/device-plugins` (on a tmpfs over `/var/lib`, so the
-/// host's is untouched).
-fn plugin(bin: &str, dir: &Path, log: &Path) -> Process {
+/// host's is untouched): where a plugin DaemonSet's hostPath puts it, and
+/// where upstream's kubelet keeps it whatever its `--root-dir`.
+fn in_namespace(dir: &Path, bin: &str, args: &[String], log: &Path) -> Process {
     let script = format!(
         "mount -t tmpfs none /var/lib && mkdir -p /var/lib/kubelet/device-plugins && \
-         mount --bind {} /var/lib/kubelet/device-plugins && exec {bin}",
+         mount --bind {} /var/lib/kubelet/device-plugins && exec \"$0\" \"$@\"",
         dir.display()
     );
-    Process::start(
-        "unshare",
-        &[
-            "-m".into(),
-            "--propagation".into(),
-            "private".into(),
-            "sh".into(),
-            "-c".into(),
-            script,
-        ],
-        log,
-    )
+    let mut argv: Vec<String> = ["-m", "--propagation", "private", "sh", "-c"]
+        .map(String::from)
+        .to_vec();
+    argv.push(script);
+    argv.push(bin.to_string());
+    argv.extend(args.iter().cloned());
+    Process::start("unshare", &argv, log)
 }
 
-fn kubelet(cp: &ControlPlane, root: &Path, cfg: &Path, log: &Path) -> Process {
-    let args = vec![
-        "kubelet".to_string(),
-        "--runtime=cri".into(),
-        format!(
-            "--kubeconfig={}",
-            cp.node_kubeconfig("dp-node").unwrap().display()
-        ),
-        "--hostname-override=dp-node".into(),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", root.display()),
-        format!("--config={}", cfg.display()),
-    ];
-    Process::start(env!("CARGO_BIN_EXE_rkube"), &args, log)
+/// A control plane, a containerd, and a node's directories and
+/// configuration (both kubelets read it). Fields drop in order: mounts
+/// first, then the work directory (kept when the test fails: the
+/// kubelets' and the plugin's logs), containerd, the control plane.
+struct Bench {
+    root: PathBuf,
+    dir: PathBuf,
+    cfg: PathBuf,
+    work: PathBuf,
+    _unmount: Unmount,
+    _cleanup: Cleanup,
+    ctrd: Containerd,
+    cp: ControlPlane,
+}
+
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        // The plugin's fake devices are files it creates in /tmp.
+        for d in ["/tmp/Dev-1", "/tmp/Dev-2"] {
+            let _ = std::fs::remove_file(d);
+        }
+        if std::thread::panicking() {
+            eprintln!("logs kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Bench {
+    fn up() -> Bench {
+        let cp = ControlPlane::start().expect("control plane starts");
+        let ctrd = Containerd::up("rk-dp");
+        let work = std::env::temp_dir().join(format!("rk-dp-work-{}", std::process::id()));
+        let root = work.join("root");
+        std::fs::create_dir_all(work.join("pod-logs")).unwrap();
+        // Bound into the namespaces before a kubelet makes it.
+        std::fs::create_dir_all(root.join(rkube_kubelet::devices::DIR)).unwrap();
+        let cfg = work.join("kubelet.yaml");
+        // makeIPTablesUtilChains: false: upstream's kubelet runs in the
+        // host's network namespace here.
+        std::fs::write(
+            &cfg,
+            format!(
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+                 address: 127.0.0.1\nport: {}\nhealthzPort: 0\nreadOnlyPort: 0\n\
+                 evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
+                 imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n\
+                 containerRuntimeEndpoint: {}\nfailCgroupV1: false\nfailSwapOn: false\n\
+                 cgroupDriver: cgroupfs\nmakeIPTablesUtilChains: false\npodLogsDir: {}\n",
+                free_port(),
+                ctrd.endpoint(),
+                work.join("pod-logs").display()
+            ),
+        )
+        .unwrap();
+        Bench {
+            dir: root.join(rkube_kubelet::devices::DIR),
+            _unmount: Unmount(root.clone()),
+            _cleanup: Cleanup(work.clone()),
+            root,
+            cfg,
+            work,
+            ctrd,
+            cp,
+        }
+    }
+
+    fn common_args(&self) -> Vec<String> {
+        vec![
+            format!(
+                "--kubeconfig={}",
+                self.cp.node_kubeconfig("dp-node").unwrap().display()
+            ),
+            "--hostname-override=dp-node".into(),
+            "--node-ip=127.0.0.1".into(),
+            format!("--root-dir={}", self.root.display()),
+            format!("--config={}", self.cfg.display()),
+        ]
+    }
+
+    fn rkube(&self, log: &str) -> Process {
+        let mut args = vec!["kubelet".to_string(), "--runtime=cri".into()];
+        args.extend(self.common_args());
+        Process::start(env!("CARGO_BIN_EXE_rkube"), &args, &self.work.join(log))
+    }
+
+    /// Upstream's kubelet, its device plugin directory this node's.
+    fn upstream(&self, bin: &str, log: &str) -> Process {
+        let mut args = self.common_args();
+        args.push(format!("--cert-dir={}", self.root.join("pki").display()));
+        args.push("--v=2".into());
+        in_namespace(&self.dir, bin, &args, &self.work.join(log))
+    }
+
+    fn plugin(&self, bin: &str, log: &str) -> Process {
+        in_namespace(&self.dir, bin, &[], &self.work.join(log))
+    }
+
+    fn pod_resources(&self) -> PathBuf {
+        self.root.join("pod-resources/kubelet.sock")
+    }
+
+    async fn registration_socket(&self) {
+        let socket = self.dir.join(rkube_kubelet::devices::SOCKET_NAME);
+        wait_for(
+            "the registration socket",
+            Duration::from_secs(60),
+            || async { socket.exists().then_some(()) },
+        )
+        .await;
+    }
+
+    /// Once the kubelet has the plugin's two devices (pod-resources
+    /// `GetAllocatableResources`; either kubelet serves it).
+    async fn plugin_registered(&self) {
+        let pr = self.pod_resources();
+        wait_for("the plugin registered", Duration::from_secs(90), || async {
+            (allocatable(&pr).await.ok()? == ["Dev-1", "Dev-2"]).then_some(())
+        })
+        .await;
+    }
 }
 
 fn devices_pod(name: &str, n: u32) -> Pod {
@@ -212,56 +324,16 @@ fn checkpointed(dir: &Path, uid: &str) -> Vec<String> {
 #[ignore = "needs root, hack/build-k8s, hack/containerd and upstream's sample device plugin; run by hack/test --full"]
 fn sample_device_plugin_on_an_rkube_node() {
     let plugin_bin = built("cluster", &["node-bin", "sample-device-plugin"]);
-    let cp = ControlPlane::start().expect("control plane starts");
-    let ctrd = Containerd::up("rk-dp");
-    // Outside the control plane's directory, kept when the test fails (the
-    // logs of the kubelet and the plugin).
-    let work = std::env::temp_dir().join(format!("rk-dp-work-{}", std::process::id()));
-    let root: PathBuf = work.join("root");
-    let dir = root.join(rkube_kubelet::devices::DIR);
-    std::fs::create_dir_all(work.join("pod-logs")).unwrap();
-    let cfg = work.join("kubelet.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             address: 127.0.0.1\nport: {}\nhealthzPort: 0\nreadOnlyPort: 0\n\
-             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\nimageGCHighThresholdPercent: 100\n\
-             containerRuntimeEndpoint: {}\nfailCgroupV1: false\nfailSwapOn: false\npodLogsDir: {}\n",
-            free_port(),
-            ctrd.endpoint(),
-            work.join("pod-logs").display()
-        ),
-    )
-    .unwrap();
-    // The plugin's fake devices are files it creates in /tmp.
-    struct Cleanup(PathBuf);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            for d in ["/tmp/Dev-1", "/tmp/Dev-2"] {
-                let _ = std::fs::remove_file(d);
-            }
-            if std::thread::panicking() {
-                eprintln!("logs kept in {}", self.0.display());
-            } else {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-    }
-    let _cleanup = Cleanup(work.clone());
-    let _unmount = Unmount(root.clone());
+    let bench = Bench::up();
+    let (cp, dir) = (&bench.cp, &bench.dir);
     runtime().block_on(async {
         let admin = client(cp.kubeconfig()).await;
         let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
         let nodes: Api<Node> = Api::all(admin.clone());
-        let cri = CriClient::connect(&ctrd.endpoint()).await.unwrap();
-        let mut rkube = kubelet(&cp, &root, &cfg, &work.join("kubelet-1.log"));
-        let socket = dir.join(rkube_kubelet::devices::SOCKET_NAME);
-        wait_for("the registration socket", Duration::from_secs(60), || async {
-            socket.exists().then_some(())
-        })
-        .await;
-        let sample = plugin(&plugin_bin, &dir, &work.join("plugin.log"));
+        let cri = CriClient::connect(&bench.ctrd.endpoint()).await.unwrap();
+        let mut rkube = bench.rkube("kubelet-1.log");
+        bench.registration_socket().await;
+        let sample = bench.plugin(&plugin_bin, "plugin.log");
         wait_advertised(&nodes, ("2", "2"), "example.com/resource advertised").await;
 
         // Two devices for one pod: mounted, listed, checkpointed.
@@ -272,10 +344,10 @@ fn sample_device_plugin_on_an_rkube_node() {
             let out = cri.exec_sync(&id, &["test", "-e", dev], Duration::from_secs(10)).await.unwrap();
             assert_eq!(out.exit_code, 0, "{dev} is in the container");
         }
-        let pr = root.join("pod-resources/kubelet.sock");
+        let pr = bench.pod_resources();
         assert_eq!(listed(&pr, "two").await.unwrap(), ["Dev-1", "Dev-2"]);
         let uid = two.uid().unwrap();
-        assert_eq!(checkpointed(&dir, &uid), ["Dev-1", "Dev-2"]);
+        assert_eq!(checkpointed(dir, &uid), ["Dev-1", "Dev-2"]);
 
         // None left: refused as upstream refuses it.
         pods.create(&Default::default(), &devices_pod("three", 1)).await.unwrap();
@@ -290,15 +362,12 @@ fn sample_device_plugin_on_an_rkube_node() {
         // A kubelet restart: the plugin registers again (it watches for the
         // kubelet's socket), the pod keeps its container and its devices.
         drop(rkube);
-        rkube = kubelet(&cp, &root, &cfg, &work.join("kubelet-2.log"));
-        wait_for("the plugin registered again", Duration::from_secs(60), || async {
-            (allocatable(&pr).await.ok()? == ["Dev-1", "Dev-2"]).then_some(())
-        })
-        .await;
+        rkube = bench.rkube("kubelet-2.log");
+        bench.plugin_registered().await;
         wait_advertised(&nodes, ("2", "2"), "example.com/resource advertised again").await;
         let after = running(&pods, "two").await;
         assert_eq!(container_id(&after), id, "the container is not restarted");
-        assert_eq!(checkpointed(&dir, &uid), ["Dev-1", "Dev-2"]);
+        assert_eq!(checkpointed(dir, &uid), ["Dev-1", "Dev-2"]);
         pods.create(&Default::default(), &devices_pod("four", 1)).await.unwrap();
         assert!(
             refused(&pods, "four").await.1.contains("Requested: 1, Available: 0"),
@@ -318,5 +387,60 @@ fn sample_device_plugin_on_an_rkube_node() {
         drop(sample);
         wait_advertised(&nodes, ("2", "0"), "no allocatable device without the plugin").await;
         drop(rkube);
+    });
+}
+
+#[test]
+#[ignore = "needs root, hack/build-k8s, hack/containerd, upstream's kubelet and sample device plugin; run by hack/test --full"]
+fn device_pods_survive_a_switch_between_upstream_and_rkube_kubelets() {
+    let plugin_bin = built("cluster", &["node-bin", "sample-device-plugin"]);
+    let upstream_bin = built("cluster", &["node-bin", "kubelet"]);
+    let bench = Bench::up();
+    runtime().block_on(async {
+        let admin = client(bench.cp.kubeconfig()).await;
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+        let pr = bench.pod_resources();
+
+        // Under upstream's kubelet: a pod holding both devices, in
+        // upstream's checkpoint.
+        let upstream = bench.upstream(&upstream_bin, "upstream-1.log");
+        bench.registration_socket().await;
+        let sample = bench.plugin(&plugin_bin, "plugin.log");
+        bench.plugin_registered().await;
+        pods.create(&Default::default(), &devices_pod("two", 2))
+            .await
+            .unwrap();
+        let two = running(&pods, "two").await;
+        let (id, uid) = (container_id(&two), two.uid().unwrap());
+        assert_eq!(checkpointed(&bench.dir, &uid), ["Dev-1", "Dev-2"]);
+
+        // rkube's kubelet reads upstream's checkpoint: the pod keeps its
+        // container and devices, none is handed out again.
+        drop(upstream);
+        let rkube = bench.rkube("rkube.log");
+        bench.plugin_registered().await;
+        assert_eq!(listed(&pr, "two").await.unwrap(), ["Dev-1", "Dev-2"]);
+        assert_eq!(container_id(&running(&pods, "two").await), id);
+        pods.create(&Default::default(), &devices_pod("three", 1))
+            .await
+            .unwrap();
+        assert!(refused(&pods, "three")
+            .await
+            .1
+            .contains("Requested: 1, Available: 0"));
+
+        // And back: upstream's kubelet reads rkube's checkpoint the same way.
+        drop(rkube);
+        let _upstream = bench.upstream(&upstream_bin, "upstream-2.log");
+        bench.plugin_registered().await;
+        assert_eq!(listed(&pr, "two").await.unwrap(), ["Dev-1", "Dev-2"]);
+        pods.create(&Default::default(), &devices_pod("four", 1))
+            .await
+            .unwrap();
+        let (reason, message) = refused(&pods, "four").await;
+        assert_eq!(reason, "UnexpectedAdmissionError");
+        assert!(message.contains("Requested: 1, Available: 0"), "{message}");
+        assert_eq!(container_id(&running(&pods, "two").await), id);
+        drop(sample);
     });
 }
