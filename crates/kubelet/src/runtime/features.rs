@@ -49,6 +49,35 @@ pub fn admit(pod: &Pod) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// The reason a pod with ResourceClaims is refused on a node with
+/// containers.
+pub const DYNAMIC_RESOURCES_UNSUPPORTED: &str = "DynamicResourcesUnsupported";
+
+/// Whether `pod` can run on containerd: rkube's kubelet cannot yet prepare
+/// ResourceClaims (`NodePrepareResources`, the CDI devices of a claim), so
+/// a pod with claims — its own, or those generated for extended resources
+/// backed by DRA — is refused rather than started without its devices.
+/// Simulated nodes run no containers and admit it.
+pub fn admit_without_claims(pod: &Pod) -> Result<(), Rejection> {
+    let own = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_ref())
+        .is_some_and(|c| !c.is_empty());
+    let extended = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.extended_resource_claim_status.as_ref())
+        .is_some();
+    if own || extended {
+        return Err(Rejection {
+            reason: DYNAMIC_RESOURCES_UNSUPPORTED.into(),
+            message: "rkube's kubelet cannot prepare ResourceClaims (the node side of dynamic resource allocation is not implemented): the pod would run without its devices".into(),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +120,30 @@ mod tests {
         for v in honoured {
             assert_eq!(admit(&pod(v.clone())), Ok(()), "{v}");
         }
+    }
+
+    #[test]
+    fn pods_with_claims_are_refused_not_run_without_devices() {
+        let plain = pod(serde_json::json!({"containers": [{"name": "c"}]}));
+        assert_eq!(admit_without_claims(&plain), Ok(()));
+        let empty = pod(serde_json::json!({"resourceClaims": [], "containers": [{"name": "c"}]}));
+        assert_eq!(admit_without_claims(&empty), Ok(()));
+        let claims = pod(serde_json::json!({
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+            "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]}));
+        let r = admit_without_claims(&claims).unwrap_err();
+        assert_eq!(r.reason, "DynamicResourcesUnsupported");
+        let mut extended = plain.clone();
+        extended.status = Some(
+            serde_json::from_value(serde_json::json!({"extendedResourceClaimStatus": {
+                "resourceClaimName": "p-extended-resources-x",
+                "requestMappings": [{"containerName": "c", "resourceName": "example.com/gpu",
+                                     "requestName": "container-0-request-0"}]}}))
+            .unwrap(),
+        );
+        assert_eq!(
+            admit_without_claims(&extended).unwrap_err().reason,
+            "DynamicResourcesUnsupported"
+        );
     }
 }

@@ -877,6 +877,7 @@ impl Runtime for CriRuntime {
     fn admit(&self, pod: &Pod) -> Result<(), super::Rejection> {
         let r = super::admit_os(pod)
             .and_then(|()| super::features::admit(pod))
+            .and_then(|()| super::features::admit_without_claims(pod))
             .and_then(|()| {
                 spec::security::admit_sysctls(pod, &self.security.allowed_unsafe_sysctls).map_err(
                     |message| super::Rejection {
