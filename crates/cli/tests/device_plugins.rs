@@ -16,7 +16,10 @@
 //! * after a kubelet restart the plugin registers again, the pod keeps its
 //!   container and devices, and a new pod is still refused (no device
 //!   assigned twice); once the pod is deleted a new one gets a device;
-//! * when the plugin stops, allocatable drops to 0.
+//! * when the plugin stops, allocatable drops to 0;
+//! * with `CDI_ENABLED` the plugin also answers with CDI device names, which
+//!   the containerd hack/containerd installs (1.6) ignores: the container is
+//!   not created (`CreateContainerConfigError`).
 //!
 //! And across a switch between upstream's kubelet (built by `hack/cluster
 //! node-bin kubelet`, its device plugin directory bound to this node's) and
@@ -46,9 +49,16 @@ const RESOURCE: &str = "example.com/resource";
 /// `/var/lib/kubelet/device-plugins` (on a tmpfs over `/var/lib`, so the
 /// host's is untouched): where a plugin DaemonSet's hostPath puts it, and
 /// where upstream's kubelet keeps it whatever its `--root-dir`.
-fn in_namespace(dir: &Path, bin: &str, args: &[String], log: &Path) -> Process {
+/// With `private_run`, `/run` is a tmpfs of its own too (where a plugin
+/// writes its CDI specs).
+fn in_namespace(dir: &Path, private_run: bool, bin: &str, args: &[String], log: &Path) -> Process {
+    let run = if private_run {
+        "mount -t tmpfs none /run && mkdir -p /run/cdi && "
+    } else {
+        ""
+    };
     let script = format!(
-        "mount -t tmpfs none /var/lib && mkdir -p /var/lib/kubelet/device-plugins && \
+        "{run}mount -t tmpfs none /var/lib && mkdir -p /var/lib/kubelet/device-plugins && \
          mount --bind {} /var/lib/kubelet/device-plugins && exec \"$0\" \"$@\"",
         dir.display()
     );
@@ -155,11 +165,17 @@ impl Bench {
         let mut args = self.common_args();
         args.push(format!("--cert-dir={}", self.root.join("pki").display()));
         args.push("--v=2".into());
-        in_namespace(&self.dir, bin, &args, &self.work.join(log))
+        in_namespace(&self.dir, false, bin, &args, &self.work.join(log))
     }
 
     fn plugin(&self, bin: &str, log: &str) -> Process {
-        in_namespace(&self.dir, bin, &[], &self.work.join(log))
+        in_namespace(&self.dir, true, bin, &[], &self.work.join(log))
+    }
+
+    /// The plugin answering with CDI device names too (`CDI_ENABLED`).
+    fn cdi_plugin(&self, bin: &str, log: &str) -> Process {
+        let args = ["CDI_ENABLED=1".to_string(), bin.to_string()];
+        in_namespace(&self.dir, true, "env", &args, &self.work.join(log))
     }
 
     fn pod_resources(&self) -> PathBuf {
@@ -386,6 +402,24 @@ fn sample_device_plugin_on_an_rkube_node() {
         // The plugin gone: its devices are unhealthy, none allocatable.
         drop(sample);
         wait_advertised(&nodes, ("2", "0"), "no allocatable device without the plugin").await;
+
+        // CDI devices on a containerd without CDI (Debian's 1.6, which
+        // hack/containerd installs): the container is not started without
+        // them.
+        let runtime = cri.version().await.unwrap();
+        assert!(runtime.runtime_version.starts_with("1.6."), "{runtime:?}: CDI needs a containerd configured for it");
+        let _cdi = bench.cdi_plugin(&plugin_bin, "plugin-cdi.log");
+        bench.plugin_registered().await;
+        // Admission reads the Node as the API has it.
+        wait_advertised(&nodes, ("2", "2"), "the CDI plugin's devices advertised").await;
+        pods.create(&Default::default(), &devices_pod("six", 1)).await.unwrap();
+        let message = wait_for("six waiting", Duration::from_secs(60), || async {
+            let st = pods.get("six").await.ok()?.status?;
+            let w = st.container_statuses?[0].state.clone()?.waiting?;
+            (w.reason.as_deref() == Some("CreateContainerConfigError")).then_some(w.message?)
+        })
+        .await;
+        assert!(message.contains("does not support CDI devices"), "{message}");
         drop(rkube);
     });
 }

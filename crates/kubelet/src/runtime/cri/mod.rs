@@ -612,6 +612,11 @@ impl CriRuntime {
             Some(m) => m.run_options(pod, c).await?,
             None => None,
         };
+        // A runtime without CDI would start the container without them.
+        if let Some(d) = devices.as_ref().filter(|d| !d.cdi_devices.is_empty()) {
+            let v = self.cri.version().await.map_err(|e| e.to_string())?;
+            spec::cdi_supported(&v.runtime_name, &v.runtime_version, &d.cdi_devices)?;
+        }
         let inputs = ContainerInputs {
             env: EnvSources {
                 config_maps: &env.config_maps,

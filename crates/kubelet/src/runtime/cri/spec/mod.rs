@@ -516,6 +516,27 @@ pub fn container_config(
     Ok(config)
 }
 
+/// Whether the runtime `name` at `version` injects CDI devices (`names`, a
+/// device plugin's): containerd before 1.7 ignores CRI's `CDIDevices`, and
+/// the container would start without them. Other runtimes are trusted.
+pub fn cdi_supported(name: &str, version: &str, names: &[String]) -> Result<(), String> {
+    if name != "containerd" {
+        return Ok(());
+    }
+    let mut parts = version
+        .trim_start_matches('v')
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if (major, minor) >= (1, 7) {
+        return Ok(());
+    }
+    Err(format!(
+        "the container runtime (containerd {version}) does not support CDI devices, which a device plugin gave this container: {}",
+        names.join(", ")
+    ))
+}
+
 /// A device plugin's bind mounts as CRI mounts (private propagation, no
 /// relabelling), before the container's volumes.
 fn device_mounts(d: &crate::devices::RunOptions) -> Vec<v1::Mount> {
@@ -633,6 +654,21 @@ pub fn backoff_key(pod: &Pod, c: &Container) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cdi_needs_containerd_1_7() {
+        let names = ["example.com/resource=CDI-Dev-1".to_string()];
+        let e = cdi_supported("containerd", "1.6.20~ds1", &names).unwrap_err();
+        assert!(
+            e.contains("containerd 1.6.20~ds1") && e.ends_with("CDI-Dev-1"),
+            "{e}"
+        );
+        assert!(cdi_supported("containerd", "v1.6.38", &names).is_err());
+        for ok in ["1.7.0", "v2.1.4", "1.10.1"] {
+            assert_eq!(cdi_supported("containerd", ok, &names), Ok(()), "{ok}");
+        }
+        assert_eq!(cdi_supported("cri-o", "1.20.0", &names), Ok(()));
+    }
 
     #[test]
     fn sub_path_expr_expands_from_the_final_environment() {
