@@ -21,6 +21,10 @@
 //!   the containerd hack/containerd installs (1.6) ignores: the container is
 //!   not created (`CreateContainerConfigError`).
 //!
+//! Registered through `plugins_registry` instead (upstream's plugin watcher
+//! protocol: the plugin skips `Register` when `device-plugins/DEPRECATION`
+//! exists), the plugin's devices reach a pod the same way.
+//!
 //! And across a switch between upstream's kubelet (built by `hack/cluster
 //! node-bin kubelet`, its device plugin directory bound to this node's) and
 //! rkube's, both ways: a pod holding both devices keeps its container, each
@@ -45,22 +49,23 @@ use common::{built, runtime, Process, Unmount};
 
 const RESOURCE: &str = "example.com/resource";
 
-/// `bin ARGS` in a private mount namespace where `dir` is
-/// `/var/lib/kubelet/device-plugins` (on a tmpfs over `/var/lib`, so the
-/// host's is untouched): where a plugin DaemonSet's hostPath puts it, and
-/// where upstream's kubelet keeps it whatever its `--root-dir`.
+/// `bin ARGS` in a private mount namespace where the node's root directory
+/// `root` is `/var/lib/kubelet` (on a tmpfs over `/var/lib`, so the host's
+/// is untouched): where a plugin DaemonSet's hostPath finds
+/// `device-plugins` and `plugins_registry`, and where upstream's kubelet
+/// keeps `device-plugins` whatever its `--root-dir`.
 /// With `private_run`, `/run` is a tmpfs of its own too (where a plugin
 /// writes its CDI specs).
-fn in_namespace(dir: &Path, private_run: bool, bin: &str, args: &[String], log: &Path) -> Process {
+fn in_namespace(root: &Path, private_run: bool, bin: &str, args: &[String], log: &Path) -> Process {
     let run = if private_run {
         "mount -t tmpfs none /run && mkdir -p /run/cdi && "
     } else {
         ""
     };
     let script = format!(
-        "{run}mount -t tmpfs none /var/lib && mkdir -p /var/lib/kubelet/device-plugins && \
-         mount --bind {} /var/lib/kubelet/device-plugins && exec \"$0\" \"$@\"",
-        dir.display()
+        "{run}mount -t tmpfs none /var/lib && mkdir -p /var/lib/kubelet && \
+         mount --bind {} /var/lib/kubelet && exec \"$0\" \"$@\"",
+        root.display()
     );
     let mut argv: Vec<String> = ["-m", "--propagation", "private", "sh", "-c"]
         .map(String::from)
@@ -109,8 +114,13 @@ impl Bench {
         let work = std::env::temp_dir().join(format!("rk-dp-work-{}", std::process::id()));
         let root = work.join("root");
         std::fs::create_dir_all(work.join("pod-logs")).unwrap();
-        // Bound into the namespaces before a kubelet makes it.
-        std::fs::create_dir_all(root.join(rkube_kubelet::devices::DIR)).unwrap();
+        // Bound into the namespaces before a kubelet makes them.
+        for d in [
+            rkube_kubelet::devices::DIR,
+            rkube_kubelet::pluginmanager::DIR,
+        ] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
         let cfg = work.join("kubelet.yaml");
         // makeIPTablesUtilChains: false: upstream's kubelet runs in the
         // host's network namespace here.
@@ -165,17 +175,29 @@ impl Bench {
         let mut args = self.common_args();
         args.push(format!("--cert-dir={}", self.root.join("pki").display()));
         args.push("--v=2".into());
-        in_namespace(&self.dir, false, bin, &args, &self.work.join(log))
+        in_namespace(&self.root, false, bin, &args, &self.work.join(log))
     }
 
     fn plugin(&self, bin: &str, log: &str) -> Process {
-        in_namespace(&self.dir, true, bin, &[], &self.work.join(log))
+        in_namespace(&self.root, true, bin, &[], &self.work.join(log))
+    }
+
+    /// The plugin announcing itself in `plugins_registry` (upstream's
+    /// plugin watcher) instead of calling `Register`: it skips `Register`
+    /// when `device-plugins/DEPRECATION` exists.
+    fn registry_plugin(&self, bin: &str, log: &str) -> Process {
+        std::fs::write(self.dir.join("DEPRECATION"), "").unwrap();
+        let args = [
+            "PLUGIN_SOCK_DIR=/var/lib/kubelet/plugins_registry/".to_string(),
+            bin.to_string(),
+        ];
+        in_namespace(&self.root, true, "env", &args, &self.work.join(log))
     }
 
     /// The plugin answering with CDI device names too (`CDI_ENABLED`).
     fn cdi_plugin(&self, bin: &str, log: &str) -> Process {
         let args = ["CDI_ENABLED=1".to_string(), bin.to_string()];
-        in_namespace(&self.dir, true, "env", &args, &self.work.join(log))
+        in_namespace(&self.root, true, "env", &args, &self.work.join(log))
     }
 
     fn pod_resources(&self) -> PathBuf {
@@ -476,5 +498,46 @@ fn device_pods_survive_a_switch_between_upstream_and_rkube_kubelets() {
         assert!(message.contains("Requested: 1, Available: 0"), "{message}");
         assert_eq!(container_id(&running(&pods, "two").await), id);
         drop(sample);
+    });
+}
+
+#[test]
+#[ignore = "needs root, hack/build-k8s, hack/containerd and upstream's sample device plugin; run by hack/test --full"]
+fn sample_device_plugin_registers_through_plugins_registry() {
+    let plugin_bin = built("cluster", &["node-bin", "sample-device-plugin"]);
+    let bench = Bench::up();
+    runtime().block_on(async {
+        let admin = client(bench.cp.kubeconfig()).await;
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+        let nodes: Api<Node> = Api::all(admin.clone());
+        let _rkube = bench.rkube("kubelet.log");
+        bench.registration_socket().await;
+        let sample = bench.registry_plugin(&plugin_bin, "plugin.log");
+        bench.plugin_registered().await;
+        let registered = std::fs::read_dir(bench.root.join(rkube_kubelet::pluginmanager::DIR))
+            .unwrap()
+            .count();
+        assert_eq!(registered, 1, "the plugin's socket is in plugins_registry");
+        let log = std::fs::read_to_string(bench.work.join("plugin.log")).unwrap();
+        assert!(
+            log.contains("Deprecation file found. Skip registration"),
+            "the plugin did not call Register: {log}"
+        );
+        wait_advertised(&nodes, ("2", "2"), "example.com/resource advertised").await;
+        pods.create(&Default::default(), &devices_pod("one", 1))
+            .await
+            .unwrap();
+        running(&pods, "one").await;
+        assert_eq!(
+            listed(&bench.pod_resources(), "one").await.unwrap().len(),
+            1
+        );
+        drop(sample);
+        wait_advertised(
+            &nodes,
+            ("2", "0"),
+            "no allocatable device without the plugin",
+        )
+        .await;
     });
 }

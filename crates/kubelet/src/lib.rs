@@ -55,6 +55,7 @@ pub mod network;
 pub mod node;
 pub mod objects;
 pub mod options;
+pub mod pluginmanager;
 pub mod pod;
 pub mod podresources;
 pub mod pods;
@@ -812,13 +813,20 @@ pub async fn run_with_metrics(
             }
         });
         if let Some(d) = &device_manager {
-            // Device plugins register on <root-dir>/device-plugins/kubelet.sock.
+            // Device plugins register on <root-dir>/device-plugins/kubelet.sock,
+            // or through <root-dir>/plugins_registry.
             let server = devices::serve(d.clone()).await?;
             tasks.spawn(async move {
                 if let Err(e) = server.await {
                     tracing::error!(error = %e, "device plugin registration");
                 }
             });
+            let mut plugins = pluginmanager::PluginManager::new(&opts.root_dir);
+            plugins.add_handler(
+                pluginmanager::DEVICE_PLUGIN,
+                Arc::new(devices::registration::WatcherHandler(d.clone())),
+            );
+            tasks.spawn(plugins.run());
         }
     }
     let pressure = Arc::new(node::pressure::PressureBoard::default());

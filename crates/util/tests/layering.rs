@@ -48,6 +48,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "cm",
                 "allocation",
                 "devices",
+                "pluginmanager",
             ],
             // The runtime: the trait, the sim, CRI (plan, execution, specs).
             &["runtime"],

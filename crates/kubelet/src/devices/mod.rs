@@ -4,7 +4,8 @@
 //! its devices.
 //!
 //! * [`registration`]: plugins register on `<root-dir>/device-plugins/kubelet.sock`
-//!   (API `v1beta1`); the kubelet dials each plugin's own socket there,
+//!   (API `v1beta1`), or through [`crate::pluginmanager`] (`plugins_registry`,
+//!   [`registration::WatcherHandler`]); the kubelet dials each plugin's own socket,
 //!   reads its options and follows its `ListAndWatch` stream. At start the
 //!   directory's sockets are removed, so running plugins see the kubelet's
 //!   socket come back and register again.
@@ -38,8 +39,7 @@
 //! have a deadline ([`manager::CALL_TIMEOUT`], upstream none); a plugin
 //! endpoint must be a socket name in the directory, not a path. Not
 //! implemented: topology alignment (rkube has no topology manager, as
-//! upstream's default `none` policy), plugin registration through
-//! `plugins_registry`, device health in `allocatedResourcesStatus`
+//! upstream's default `none` policy), device health in `allocatedResourcesStatus`
 //! (`ResourceHealthStatus`, off by default), and the
 //! `DRAExtendedResource` exception (extended resources backed by DRA).
 

@@ -78,6 +78,12 @@ struct Service {
     manager: Arc<Manager>,
 }
 
+/// Upstream's `IsExtendedResourceName`: a device plugin's resource.
+fn valid_resource_name(name: &str) -> bool {
+    rkube_model::resources::is_extended_resource_name(name)
+        && rkube_model::convert::is_qualified_name(&format!("requests.{name}"))
+}
+
 /// Why a registration is refused, in upstream's words where it has them.
 pub fn validate(req: &RegisterRequest) -> Result<(), String> {
     if !SUPPORTED_VERSIONS.contains(&req.version.as_str()) {
@@ -87,9 +93,7 @@ pub fn validate(req: &RegisterRequest) -> Result<(), String> {
             SUPPORTED_VERSIONS.map(|v| format!("{v:?}")).join(" ")
         ));
     }
-    if !rkube_model::resources::is_extended_resource_name(&req.resource_name)
-        || !rkube_model::convert::is_qualified_name(&format!("requests.{}", req.resource_name))
-    {
+    if !valid_resource_name(&req.resource_name) {
         return Err(format!(
             "the ResourceName {:?} is invalid",
             req.resource_name
@@ -127,6 +131,49 @@ impl Registration for Service {
                 Status::unknown(e)
             })?;
         Ok(Response::new(Empty {}))
+    }
+}
+
+/// Device plugins registered through `plugins_registry` (upstream's
+/// server as a `PluginHandler`): the plugin's name is its resource, its
+/// endpoint the socket to dial.
+pub struct WatcherHandler(pub Arc<Manager>);
+
+impl crate::pluginmanager::Handler for WatcherHandler {
+    fn validate(&self, name: &str, _endpoint: &str, versions: &[String]) -> Result<(), String> {
+        if !versions
+            .iter()
+            .any(|v| SUPPORTED_VERSIONS.contains(&v.as_str()))
+        {
+            return Err(format!(
+                "manager version, {}, is not among plugin supported versions [{}]",
+                SUPPORTED_VERSIONS[0],
+                versions.join(" ")
+            ));
+        }
+        if !valid_resource_name(name) {
+            return Err(format!(
+                "invalid name of device plugin socket: the ResourceName {name:?} is invalid"
+            ));
+        }
+        Ok(())
+    }
+
+    fn register<'a>(
+        &'a self,
+        name: &'a str,
+        endpoint: &'a str,
+        _versions: &'a [String],
+    ) -> crate::BoxFuture<'a, Result<(), String>> {
+        Box::pin(connect(
+            self.0.clone(),
+            name.to_string(),
+            PathBuf::from(endpoint),
+        ))
+    }
+
+    fn deregister(&self, name: &str, endpoint: &str) {
+        self.0.disconnected(name, Path::new(endpoint));
     }
 }
 
@@ -200,6 +247,26 @@ mod tests {
             resource_name: resource.into(),
             options: None,
         }
+    }
+
+    #[test]
+    fn watcher_registrations_are_validated_as_upstream() {
+        use crate::pluginmanager::Handler;
+        let h = WatcherHandler(Arc::new(Manager::open(Path::new("/nonexistent"))));
+        let v = |s: &[&str]| s.iter().map(|v| v.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            h.validate("example.com/r", "/s", &v(&["v1alpha", "v1beta1"])),
+            Ok(())
+        );
+        assert_eq!(
+            h.validate("example.com/r", "/s", &v(&["v1alpha", "v2"]))
+                .unwrap_err(),
+            "manager version, v1beta1, is not among plugin supported versions [v1alpha v2]"
+        );
+        assert_eq!(
+            h.validate("cpu", "/s", &v(&["v1beta1"])).unwrap_err(),
+            "invalid name of device plugin socket: the ResourceName \"cpu\" is invalid"
+        );
     }
 
     #[test]
