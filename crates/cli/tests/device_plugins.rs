@@ -21,6 +21,9 @@
 //!   the containerd hack/containerd installs (1.6) ignores: the container is
 //!   not created (`CreateContainerConfigError`).
 //!
+//! On containerd 2 (`hack/containerd2-build`), the plugin's CDI devices
+//! reach the container: the spec's env var and device node.
+//!
 //! Registered through `plugins_registry` instead (upstream's plugin watcher
 //! protocol: the plugin skips `Register` when `device-plugins/DEPRECATION`
 //! exists), the plugin's devices reach a pod the same way.
@@ -54,13 +57,21 @@ const RESOURCE: &str = "example.com/resource";
 /// is untouched): where a plugin DaemonSet's hostPath finds
 /// `device-plugins` and `plugins_registry`, and where upstream's kubelet
 /// keeps `device-plugins` whatever its `--root-dir`.
-/// With `private_run`, `/run` is a tmpfs of its own too (where a plugin
-/// writes its CDI specs).
-fn in_namespace(root: &Path, private_run: bool, bin: &str, args: &[String], log: &Path) -> Process {
-    let run = if private_run {
-        "mount -t tmpfs none /run && mkdir -p /run/cdi && "
-    } else {
-        ""
+/// With `private_run`, `/run` is a tmpfs of its own too, its `cdi` (where
+/// a plugin writes its CDI specs) the containerd's.
+fn in_namespace(
+    root: &Path,
+    private_run: Option<&Path>,
+    bin: &str,
+    args: &[String],
+    log: &Path,
+) -> Process {
+    let run = match private_run {
+        Some(cdi) => format!(
+            "mount -t tmpfs none /run && mkdir -p /run/cdi && mount --bind {} /run/cdi && ",
+            cdi.display()
+        ),
+        None => String::new(),
     };
     let script = format!(
         "{run}mount -t tmpfs none /var/lib && mkdir -p /var/lib/kubelet && \
@@ -109,8 +120,20 @@ impl Drop for Cleanup {
 
 impl Bench {
     fn up() -> Bench {
+        Bench::on(Containerd::up("rk-dp"))
+    }
+
+    /// On containerd 2 (hack/containerd2-build), which injects CDI devices.
+    fn up_containerd2() -> Bench {
+        let bin = built("containerd2-build", &[]);
+        Bench::on(Containerd::up_with(
+            "rk-dp",
+            &[("RKUBE_CONTAINERD_BIN", &bin)],
+        ))
+    }
+
+    fn on(ctrd: Containerd) -> Bench {
         let cp = ControlPlane::start().expect("control plane starts");
-        let ctrd = Containerd::up("rk-dp");
         let work = std::env::temp_dir().join(format!("rk-dp-work-{}", std::process::id()));
         let root = work.join("root");
         std::fs::create_dir_all(work.join("pod-logs")).unwrap();
@@ -175,11 +198,17 @@ impl Bench {
         let mut args = self.common_args();
         args.push(format!("--cert-dir={}", self.root.join("pki").display()));
         args.push("--v=2".into());
-        in_namespace(&self.root, false, bin, &args, &self.work.join(log))
+        in_namespace(&self.root, None, bin, &args, &self.work.join(log))
     }
 
     fn plugin(&self, bin: &str, log: &str) -> Process {
-        in_namespace(&self.root, true, bin, &[], &self.work.join(log))
+        in_namespace(
+            &self.root,
+            Some(&self.cdi()),
+            bin,
+            &[],
+            &self.work.join(log),
+        )
     }
 
     /// The plugin announcing itself in `plugins_registry` (upstream's
@@ -191,13 +220,32 @@ impl Bench {
             "PLUGIN_SOCK_DIR=/var/lib/kubelet/plugins_registry/".to_string(),
             bin.to_string(),
         ];
-        in_namespace(&self.root, true, "env", &args, &self.work.join(log))
+        in_namespace(
+            &self.root,
+            Some(&self.cdi()),
+            "env",
+            &args,
+            &self.work.join(log),
+        )
+    }
+
+    /// Where containerd 2 reads CDI specs (hack/containerd's `DIR/cdi`).
+    fn cdi(&self) -> PathBuf {
+        let d = self.ctrd.0.join("cdi");
+        std::fs::create_dir_all(&d).unwrap();
+        d
     }
 
     /// The plugin answering with CDI device names too (`CDI_ENABLED`).
     fn cdi_plugin(&self, bin: &str, log: &str) -> Process {
         let args = ["CDI_ENABLED=1".to_string(), bin.to_string()];
-        in_namespace(&self.root, true, "env", &args, &self.work.join(log))
+        in_namespace(
+            &self.root,
+            Some(&self.cdi()),
+            "env",
+            &args,
+            &self.work.join(log),
+        )
     }
 
     fn pod_resources(&self) -> PathBuf {
@@ -539,5 +587,54 @@ fn sample_device_plugin_registers_through_plugins_registry() {
             "no allocatable device without the plugin",
         )
         .await;
+    });
+}
+
+#[test]
+#[ignore = "needs root, hack/build-k8s, containerd 2 (hack/containerd2-build) and upstream's sample device plugin; run by hack/test --full"]
+fn cdi_devices_reach_containers_on_containerd_2() {
+    let plugin_bin = built("cluster", &["node-bin", "sample-device-plugin"]);
+    let bench = Bench::up_containerd2();
+    runtime().block_on(async {
+        let admin = client(bench.cp.kubeconfig()).await;
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+        let nodes: Api<Node> = Api::all(admin.clone());
+        let cri = CriClient::connect(&bench.ctrd.endpoint()).await.unwrap();
+        let _rkube = bench.rkube("kubelet.log");
+        bench.registration_socket().await;
+        let _cdi = bench.cdi_plugin(&plugin_bin, "plugin.log");
+        wait_advertised(&nodes, ("2", "2"), "example.com/resource advertised").await;
+        assert!(
+            bench.cdi().join("example.com.json").exists(),
+            "the plugin wrote its CDI spec"
+        );
+        pods.create(&Default::default(), &devices_pod("one", 1))
+            .await
+            .unwrap();
+        let one = running(&pods, "one").await;
+        let id = container_id(&one);
+        // The spec's edits for the device: an env var and a device node.
+        let env = cri
+            .exec_sync(
+                &id,
+                &["sh", "-c", "echo $CDI_DEVICE"],
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+        let name = String::from_utf8_lossy(&env.stdout).trim().to_string();
+        assert!(
+            ["CDI-Dev-1", "CDI-Dev-2"].contains(&name.as_str()),
+            "CDI_DEVICE={name:?}"
+        );
+        let node = format!("/tmp/{name}");
+        let out = cri
+            .exec_sync(&id, &["test", "-b", &node], Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.exit_code, 0,
+            "{node} is a block device in the container"
+        );
     });
 }

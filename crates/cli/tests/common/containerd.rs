@@ -12,13 +12,20 @@ impl Containerd {
     /// Starts one in `/tmp/<prefix>-<pid>` (short: the socket path must fit
     /// in `sun_path`).
     pub fn up(prefix: &str) -> Containerd {
+        Containerd::up_with(prefix, &[])
+    }
+
+    /// [`Containerd::up`] with hack/containerd's options `env`
+    /// (`RKUBE_CONTAINERD_BIN`: containerd 2).
+    pub fn up_with(prefix: &str, env: &[(&str, &str)]) -> Containerd {
         let dir = PathBuf::from(format!("/tmp/{prefix}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let c = Containerd(dir);
         super::run(
             Command::new(super::root().join("hack/containerd"))
                 .args(["up", "--dir"])
-                .arg(&c.0),
+                .arg(&c.0)
+                .envs(env.iter().copied()),
         );
         c
     }
