@@ -41,6 +41,7 @@
 pub mod allocation;
 pub mod backoff;
 pub mod certificates;
+pub mod checkpoint;
 pub mod cm;
 pub mod config;
 pub mod devices;

@@ -52,6 +52,43 @@ pub fn listen(socket: &Path) -> io::Result<UnixListener> {
     Ok(listener)
 }
 
+/// Serves the gRPC `service` on `listener` (the socket `path`, named
+/// `what` in the logs) in a task of its own, each connection through
+/// [`local_authority`] (clients may dial the socket by its path).
+pub fn serve<S, B>(
+    listener: UnixListener,
+    service: S,
+    path: &Path,
+    what: &'static str,
+) -> tokio::task::JoinHandle<()>
+where
+    S: tonic::codegen::Service<
+            tonic::codegen::http::Request<tonic::body::Body>,
+            Response = tonic::codegen::http::Response<B>,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<tonic::codegen::StdError> + Send,
+    B: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError>,
+{
+    let incoming = futures::StreamExt::map(
+        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        |conn| conn.map(local_authority),
+    );
+    let endpoint = path.display().to_string();
+    tracing::info!(%endpoint, "serving {what}");
+    tokio::spawn(async move {
+        if let Err(e) = tonic::transport::Server::builder()
+            .serve_with_incoming(service, incoming)
+            .await
+        {
+            tracing::error!(%endpoint, error = %e, "serving {what}");
+        }
+    })
+}
+
 /// grpc-go clients that dial a socket by its path (as device plugins dial
 /// the kubelet's) send the path, percent-encoded, as the HTTP/2
 /// `:authority`, which h2's server (under tonic) refuses with

@@ -32,6 +32,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "objects",
                 "informer",
                 "certificates",
+                "checkpoint",
                 "socket",
             ],
             // Pod-level facts every manager reads.

@@ -16,21 +16,7 @@ use super::PodResourceInfo;
 /// The entries, by pod UID.
 pub type Entries = BTreeMap<String, PodResourceInfo>;
 
-/// Why a checkpoint file cannot be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CheckpointError {
-    /// Not upstream's JSON shape.
-    #[error("not a checkpoint: {0}")]
-    Malformed(String),
-    /// The checksum does not match the data (upstream's words).
-    #[error("checkpoint is corrupted (checksum {expected} recorded, {actual} computed)")]
-    Corrupt {
-        /// The file's checksum.
-        expected: u64,
-        /// The data's.
-        actual: u64,
-    },
-}
+pub use crate::checkpoint::CheckpointError;
 
 #[derive(Serialize, Deserialize)]
 struct File {

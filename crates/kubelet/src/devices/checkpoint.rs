@@ -53,21 +53,7 @@ pub struct Data {
     pub registered: Option<BTreeMap<String, Option<Vec<String>>>>,
 }
 
-/// Why a checkpoint file cannot be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CheckpointError {
-    /// Not upstream's JSON shape.
-    #[error("not a device manager checkpoint: {0}")]
-    Malformed(String),
-    /// The checksum does not match the data.
-    #[error("checkpoint is corrupted (checksum {expected} recorded, {actual} computed)")]
-    Corrupt {
-        /// The file's checksum.
-        expected: u64,
-        /// The data's.
-        actual: u64,
-    },
-}
+pub use crate::checkpoint::CheckpointError;
 
 #[derive(Serialize, Deserialize)]
 struct FileJson {

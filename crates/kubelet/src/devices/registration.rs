@@ -56,22 +56,13 @@ pub async fn serve(manager: Arc<Manager>) -> anyhow::Result<tokio::task::JoinHan
             socket.display()
         )
     })?;
-    // Plugins dial the socket by its path (see socket::local_authority).
-    let incoming = futures::StreamExt::map(
-        tokio_stream::wrappers::UnixListenerStream::new(listener),
-        |conn| conn.map(crate::socket::local_authority),
-    );
     let service = RegistrationServer::new(Service { manager });
-    let endpoint = socket.display().to_string();
-    tracing::info!(%endpoint, "serving device plugin registration");
-    Ok(tokio::spawn(async move {
-        if let Err(e) = tonic::transport::Server::builder()
-            .serve_with_incoming(service, incoming)
-            .await
-        {
-            tracing::error!(%endpoint, error = %e, "serving device plugin registration");
-        }
-    }))
+    Ok(crate::socket::serve(
+        listener,
+        service,
+        &socket,
+        "device plugin registration",
+    ))
 }
 
 struct Service {

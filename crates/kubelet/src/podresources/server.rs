@@ -61,21 +61,12 @@ async fn serve_limited(
     let listener = crate::socket::listen(socket)
         .with_context(|| format!("creating the pod-resources socket {}", socket.display()))?;
     let service = PodResourcesListerServer::with_interceptor(Service { pods, resources }, limit);
-    // Clients may dial the socket by its path (see socket::local_authority).
-    let incoming = futures::StreamExt::map(
-        tokio_stream::wrappers::UnixListenerStream::new(listener),
-        |conn| conn.map(crate::socket::local_authority),
-    );
-    let endpoint = socket.display().to_string();
-    tracing::info!(%endpoint, "serving the pod-resources API");
-    Ok(tokio::spawn(async move {
-        if let Err(e) = tonic::transport::Server::builder()
-            .serve_with_incoming(service, incoming)
-            .await
-        {
-            tracing::error!(%endpoint, error = %e, "serving the pod-resources API");
-        }
-    }))
+    Ok(crate::socket::serve(
+        listener,
+        service,
+        socket,
+        "the pod-resources API",
+    ))
 }
 
 /// The generated service's implementation: reads the pods at each call.
