@@ -594,6 +594,9 @@ impl CriRuntime {
         attempt: u32,
         sb: &Sandbox,
     ) -> Result<v1::ContainerConfig, String> {
+        // A pod admitted by another kubelet (a handover) is not admitted
+        // again: its claims are refused here, for each container.
+        super::features::admit_without_claims(pod).map_err(|r| r.message)?;
         let env = match self.volumes.as_ref() {
             Some(vm) => vm.env_inputs(pod).await?,
             None => EnvInputs::default(),
