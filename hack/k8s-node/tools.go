@@ -11,4 +11,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubeadm"
 	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	// Upstream's DRA test driver (its kubelet plugin runs beside a node).
+	_ "k8s.io/kubernetes/test/e2e/dra/test-driver"
 )

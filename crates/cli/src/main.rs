@@ -85,6 +85,9 @@ enum Command {
         /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Feature gates (`K=V,...`), as `rkube scheduler --feature-gates` takes them.
+        #[arg(long = "feature-gates", value_name = "K=V,...")]
+        feature_gates: Option<String>,
         /// Attach each pod's per-node filter and score explanation.
         #[arg(long)]
         explain: bool,
@@ -108,6 +111,9 @@ enum Command {
         /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Feature gates (`K=V,...`), as `rkube scheduler --feature-gates` takes them.
+        #[arg(long = "feature-gates", value_name = "K=V,...")]
+        feature_gates: Option<String>,
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -125,6 +131,9 @@ enum Command {
         /// Seed for upstream's random draws (the same for both runs).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Feature gates (`K=V,...`), as `rkube scheduler --feature-gates` takes them.
+        #[arg(long = "feature-gates", value_name = "K=V,...")]
+        feature_gates: Option<String>,
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -148,7 +157,7 @@ enum Command {
     },
     /// Read a live cluster's Nodes, Pods (all namespaces), Namespaces, PriorityClasses,
     /// Services, ReplicaSets, StatefulSets, PodDisruptionBudgets, PersistentVolumes,
-    /// PersistentVolumeClaims, StorageClasses and CSINodes into a cluster file (a `List`;
+    /// PersistentVolumeClaims, StorageClasses, CSIDrivers, CSIStorageCapacities and CSINodes into a cluster file (a `List`;
     /// managedFields, resourceVersion and kubectl's last-applied-configuration dropped).
     #[command(after_help = EXIT_STATUS)]
     Snapshot {
@@ -208,6 +217,9 @@ enum Command {
         /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Feature gates (`K=V,...`), as `rkube scheduler --feature-gates` takes them.
+        #[arg(long = "feature-gates", value_name = "K=V,...")]
+        feature_gates: Option<String>,
         /// Output format (table, json or yaml).
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -238,6 +250,9 @@ enum Command {
         /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Feature gates (`K=V,...`), as `rkube scheduler --feature-gates` takes them.
+        #[arg(long = "feature-gates", value_name = "K=V,...")]
+        feature_gates: Option<String>,
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -255,6 +270,9 @@ enum Command {
         /// Seed for upstream's random draws (preemption's candidate offset).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Feature gates (`K=V,...`), as `rkube scheduler --feature-gates` takes them.
+        #[arg(long = "feature-gates", value_name = "K=V,...")]
+        feature_gates: Option<String>,
         /// Output format (table, json or yaml).
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -427,6 +445,26 @@ fn config_label(path: Option<&Path>) -> String {
     path.map_or_else(|| "<defaults>".to_string(), |p| p.display().to_string())
 }
 
+/// A KubeSchedulerConfiguration file (defaults without one) with the
+/// command line's `--feature-gates`, checked as `rkube scheduler` checks
+/// them; warnings go to stderr.
+fn load_config(
+    path: Option<&Path>,
+    gates: Option<&str>,
+) -> Result<rkube_config::KubeSchedulerConfiguration, SimError> {
+    let mut cfg = rkube_sim::load::load_config(path)?;
+    if let Some(list) = gates {
+        let gates = rkube_scheduler::options::gate_list(list).map_err(SimError::Input)?;
+        let (batching, warnings) =
+            rkube_scheduler::options::check_gates(&gates).map_err(SimError::Input)?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        cfg.disable_opportunistic_batching = !batching;
+    }
+    Ok(cfg)
+}
+
 fn run(cli: Cli) -> Result<Done, SimError> {
     let wrap = |e: anyhow::Error| SimError::Runtime(e.to_string());
     let quiet = cli.quiet;
@@ -435,10 +473,11 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             source,
             config,
             seed,
+            feature_gates,
             explain,
             output,
         } => {
-            let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let cfg = load_config(config.as_deref(), feature_gates.as_deref())?;
             let (input, cluster) = Input::load(source, quiet)?;
             let cluster_label = input.label.clone();
             let bar = progress::bar(quiet, "scheduling");
@@ -465,9 +504,10 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             pod,
             config,
             seed,
+            feature_gates,
             output,
         } => {
-            let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let cfg = load_config(config.as_deref(), feature_gates.as_deref())?;
             let (input, cluster) = Input::load(source, quiet)?;
             let cluster_label = input.label.clone();
             let mut e = rkube_sim::explain(&cluster, &cfg, &pod, seed)?;
@@ -487,6 +527,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             source,
             configs,
             seed,
+            feature_gates,
             output,
         } => {
             let (a, b) = match configs.as_slice() {
@@ -499,8 +540,8 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                     )))
                 }
             };
-            let cfg_a = rkube_sim::load::load_config(a)?;
-            let cfg_b = rkube_sim::load::load_config(Some(b))?;
+            let cfg_a = load_config(a, feature_gates.as_deref())?;
+            let cfg_b = load_config(Some(b), feature_gates.as_deref())?;
             let (input, cluster) = Input::load(source, quiet)?;
             let cluster_label = input.label.clone();
             let la = config_label(a);
@@ -608,6 +649,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             config,
             max,
             seed,
+            feature_gates,
             output,
         } => {
             if output == Output::Html {
@@ -619,7 +661,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                 .iter()
                 .map(|s| shape_arg(s.as_str()))
                 .collect::<Result<Vec<_>, _>>()?;
-            let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let cfg = load_config(config.as_deref(), feature_gates.as_deref())?;
             let files: Vec<PathBuf> = parsed.iter().map(|(p, _)| p.clone()).collect();
             let input = Input::read(source, quiet)?;
             let (cluster, shape_pods) =
@@ -653,9 +695,10 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             force,
             delete_emptydir_data,
             seed,
+            feature_gates,
             output,
         } => {
-            let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let cfg = load_config(config.as_deref(), feature_gates.as_deref())?;
             let (input, cluster) = Input::load(source, quiet)?;
             let cluster_label = input.label.clone();
             let opts = rkube_sim::drain::DrainOptions {
@@ -679,6 +722,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
             from,
             config,
             seed,
+            feature_gates,
             output,
         } => {
             if output == Output::Html {
@@ -686,7 +730,7 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                     "replay: -o html is not available; use table, json or yaml".into(),
                 ));
             }
-            let cfg = rkube_sim::load::load_config(config.as_deref())?;
+            let cfg = load_config(config.as_deref(), feature_gates.as_deref())?;
             let profiles = rkube_sim::profiles(&cfg)?;
             let rec = rkube_sim::replay::Recording::read(&from)?;
             let r =

@@ -14,10 +14,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
@@ -171,6 +171,9 @@ pub async fn collect(client: &Client, qps: f64, bar: Option<&ProgressBar>) -> Re
     list_or_absent::<ResourceSlice>(&client, l, it, bar, true).await?;
     list_or_absent::<ResourceClaimTemplate>(&client, l, it, bar, true).await?;
     list_or_absent::<ResourceClaim>(&client, l, it, bar, true).await?;
+    list_or_absent::<DeviceTaintRule>(&client, l, it, bar, true).await?;
+    list::<CSIDriver>(&client, l, it, bar).await?;
+    list::<CSIStorageCapacity>(&client, l, it, bar).await?;
     list::<CSINode>(&client, l, it, bar).await?;
     list::<PersistentVolume>(&client, l, it, bar).await?;
     list::<PersistentVolumeClaim>(&client, l, it, bar).await?;

@@ -307,3 +307,36 @@ fn version_names_the_commit_and_the_kubernetes_release() {
         );
     }
 }
+
+/// The offline commands take `--feature-gates` and check it as
+/// `rkube scheduler` does: a scheduling gate rkube does not implement, set
+/// away from its default, and an unknown gate exit 2 with upstream's words.
+#[test]
+fn feature_gates_are_checked_as_the_scheduler_checks_them() {
+    let off = ["--feature-gates", "OpportunisticBatching=false"];
+    for cmd in [
+        vec!["simulate", "--cluster", CLUSTER],
+        vec!["drain", "--cluster", CLUSTER, "--node", "node02"],
+    ] {
+        let out = rkube(&[cmd.as_slice(), off.as_slice()].concat());
+        assert!(out.status.success(), "{cmd:?}: {out:?}");
+        let out = rkube(&[cmd.as_slice(), &["--feature-gates", "GenericWorkload=true"]].concat());
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("feature gate GenericWorkload=true is not implemented by rkube scheduler"),
+            "{err}"
+        );
+    }
+    let out = rkube(&[
+        "explain",
+        "--cluster",
+        CLUSTER,
+        "--pod",
+        "kube-system/monitoring-agent",
+        "--feature-gates",
+        "NoSuchGate=true",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized feature gate: NoSuchGate"));
+}

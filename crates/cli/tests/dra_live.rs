@@ -571,6 +571,42 @@ fn gpu_pods_get_devices_through_resource_claims() {
         );
     }
 
+    // DeviceTaintRules: a rule tainting every GPU keeps a one-GPU pod
+    // Pending under both schedulers (two GPUs are free); deleting it lets
+    // both pods run.
+    apply(
+        &cp,
+        "dra-rule",
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {name: maintenance}\nspec:\n  deviceSelector: {driver: gpu.example.com}\n  taint: {key: example.com/maintenance, effect: NoSchedule}\n",
+    );
+    // Nothing here can wait on the schedulers' watches; a quiet API server
+    // delivers the rule well within this.
+    std::thread::sleep(Duration::from_secs(2));
+    apply(&cp, "dra-taint-rk", &greedy_pod("taint-rk", "rkube", 1));
+    apply(
+        &cp,
+        "dra-taint-up",
+        &greedy_pod("taint-up", "default-scheduler", 1),
+    );
+    let upstream = unschedulable_message(&cp, "taint-up");
+    let rkube = unschedulable_message(&cp, "taint-rk");
+    assert_eq!(
+        rkube, upstream,
+        "rkube's FailedScheduling message is upstream's"
+    );
+    assert!(rkube.contains("cannot allocate all claims"), "{rkube}");
+    kubectl(&cp, &["delete", "devicetaintrule", "maintenance"]);
+    for pod in ["taint-rk", "taint-up"] {
+        wait_until(
+            &format!("{pod} bound once the rule is gone"),
+            Duration::from_secs(60),
+            || {
+                let p = get_json(&cp, &["pod", "-n", "ml", pod]);
+                p["spec"]["nodeName"].as_str().map(|_| ())
+            },
+        );
+    }
+
     let log = r.log_text();
     assert!(!log.contains("panicked"), "{log}");
     let m = r.metrics().expect("metrics");

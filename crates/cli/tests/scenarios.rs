@@ -361,3 +361,73 @@ items:
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A claim asking for part of a device's consumable capacity by the name
+/// the slice gives it (`memory`), as upstream's `[DRA]` "must allow
+/// multiple allocations and consume capacity" does: the device fits, as
+/// the oracle (upstream's scheduler) finds the node feasible. rkube keeps
+/// a device's capacity names qualified with its driver's domain; a claim's
+/// are compared with the names the slice wrote, as upstream's.
+#[test]
+fn a_claim_consumes_part_of_a_shared_device_by_its_capacity_name() {
+    let cluster = r#"apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Namespace, metadata: {name: t}}
+- {apiVersion: v1, kind: Node, metadata: {name: vm, labels: {kubernetes.io/hostname: vm}}, status: {allocatable: {cpu: "2", memory: 20Gi, pods: "110"}}}
+- apiVersion: resource.k8s.io/v1
+  kind: DeviceClass
+  metadata: {name: cls}
+  spec:
+    selectors:
+    - cel: {expression: 'device.driver == "d.k8s.io"'}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata: {name: s}
+  spec:
+    driver: d.k8s.io
+    nodeName: vm
+    pool: {name: vm, generation: 1, resourceSliceCount: 1}
+    devices:
+    - name: consumable-device-1
+      allowMultipleAllocations: true
+      capacity:
+        memory:
+          value: 8Gi
+          requestPolicy:
+            default: 1Gi
+            validRange: {min: 1Gi}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata: {name: c1, namespace: t}
+  spec:
+    devices:
+      requests:
+      - name: my-request
+        exactly:
+          deviceClassName: cls
+          capacity: {requests: {memory: 4Gi}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p1, namespace: t}
+  spec:
+    resourceClaims: [{name: resource-claim, resourceClaimName: c1}]
+    containers: [{name: c, image: i, resources: {claims: [{name: resource-claim}]}}]
+"#;
+    let (dir, file) = write_cluster("consumable", cluster);
+    let e: Value = serde_json::from_str(&explain_pod(&file, "t/p1", "json")).unwrap();
+    assert_eq!(e["selectedNode"], "vm", "{e}");
+    // Named with the driver's domain, which the slice did not use: no
+    // device has that capacity (the oracle agrees).
+    let qualified = cluster.replace("{memory: 4Gi}", "{d.k8s.io/memory: 4Gi}");
+    let (dir2, file2) = write_cluster("consumable-qualified", &qualified);
+    let e: Value = serde_json::from_str(&explain_pod(&file2, "t/p1", "json")).unwrap();
+    assert_eq!(e["selectedNode"], Value::Null, "{e}");
+    assert_eq!(
+        e["message"],
+        "0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(dir2);
+}

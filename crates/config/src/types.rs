@@ -8,6 +8,10 @@ use serde_json::Value;
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubeSchedulerConfiguration {
+    /// `--feature-gates OpportunisticBatching=false` (not a field of the
+    /// file: the gate as the command line set it).
+    #[serde(skip)]
+    pub disable_opportunistic_batching: bool,
     /// `kubescheduler.config.k8s.io/v1`.
     #[serde(default)]
     pub api_version: String,

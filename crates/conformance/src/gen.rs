@@ -370,7 +370,14 @@ pub fn case(seed: u64) -> Case {
         items.push(pod(r, &format!("existing-{i}"), ns, Some(&node), false));
     }
     let mut incoming = pod(r, "incoming", "default", None, true);
+    let before = (items.len(), incoming.clone());
     crate::gen_dra::add(seed, &mut items, n_nodes, &mut incoming);
+    // CSI volumes only where DRA added nothing: the DRA cases stay as they
+    // were (their coverage test counts their outcomes).
+    if before == (items.len(), incoming.clone()) {
+        crate::gen_csi::add(seed, &mut items, n_nodes, &mut incoming);
+        declared_features(seed, &mut items, &mut incoming);
+    }
     let mut config = config(r);
     crate::gen_dra::scoring_config(seed, &incoming, &mut config);
     items.push(incoming);
@@ -378,6 +385,52 @@ pub fn case(seed: u64) -> Case {
         cluster: json!({"apiVersion": "v1", "kind": "List", "items": items}),
         config,
         pod: "default/incoming".into(),
+    }
+}
+
+/// Node declared features: nodes declare some of the three features a pod
+/// can be inferred to need (and one no pod needs), and the incoming pod
+/// needs some of them (restart rules, a user namespace on the host
+/// network, bind mount options). Its own generator, as gen_dra's.
+fn declared_features(seed: u64, items: &mut [Value], incoming: &mut Value) {
+    const FEATURES: [&str; 4] = [
+        "RestartAllContainersOnContainerExits",
+        "UserNamespacesHostNetworkSupport",
+        "VolumeBindMountOptions",
+        "DRANodeAllocatableResources",
+    ];
+    let r = &mut Rng::new(seed ^ 0xFEA7_5EED_0000_0006);
+    if !r.chance(25) {
+        return;
+    }
+    for node in items.iter_mut().filter(|i| i["kind"] == "Node") {
+        let declared: Vec<&str> = FEATURES.iter().copied().filter(|_| r.chance(60)).collect();
+        if !declared.is_empty() {
+            node["status"]["declaredFeatures"] = json!(declared);
+        }
+    }
+    let spec = &mut incoming["spec"];
+    if r.chance(50) {
+        spec["containers"][0]["restartPolicy"] = json!("Never");
+        spec["containers"][0]["restartPolicyRules"] = json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}]);
+    }
+    if r.chance(40) {
+        spec["hostUsers"] = json!(false);
+        if r.chance(70) {
+            spec["hostNetwork"] = json!(true);
+        }
+    }
+    if r.chance(50) {
+        spec["containers"][0]["volumeMounts"] =
+            json!([{"name": "scratch", "mountPath": "/scratch", "bindMountOptions": ["nosuid"]}]);
+        let volumes = spec
+            .as_object_mut()
+            .expect("pod spec")
+            .entry("volumes")
+            .or_insert_with(|| json!([]));
+        if let Some(v) = volumes.as_array_mut() {
+            v.push(json!({"name": "scratch", "emptyDir": {}}));
+        }
     }
 }
 

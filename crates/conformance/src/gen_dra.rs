@@ -3,7 +3,8 @@
 //! split and incomplete pools, shared counters, network-attached slices),
 //! claims already allocated to existing pods, and the incoming pod's claims
 //! (counts, All, selectors, `firstAvailable`, constraints, tolerations,
-//! admin access, a claim shared with a running pod).
+//! admin access, a claim shared with a running pod), and DeviceTaintRules
+//! tainting some of the devices.
 //!
 //! It draws from its own generator, so cases without DRA are the same as
 //! before it existed.
@@ -353,10 +354,44 @@ pub fn add(seed: u64, items: &mut Vec<Value>, nodes: usize, incoming: &mut Value
         binding_conditions(bind_rng, items, nodes, &mut pod_claims);
     }
     let ext_rng = &mut Rng::new(seed ^ 0xE47E_4DED_0000_0003);
-    if ext_rng.chance(40) {
+    let extended = ext_rng.chance(40);
+    if extended {
         extended_resources(ext_rng, items, &mut pod_claims, incoming);
     }
     incoming["spec"]["resourceClaims"] = json!(pod_claims);
+    let rule_rng = &mut Rng::new(seed ^ 0x7A17_5EED_0000_0005);
+    // Not with extended resources: their rarer outcomes keep their cases.
+    if !extended && rule_rng.chance(60) {
+        taint_rules(rule_rng, items, nodes);
+    }
+}
+
+/// DeviceTaintRules: no selector (matches nothing), the empty selector
+/// (every device), or a driver, a pool, a device name or all three; a
+/// taint some claims tolerate or one none does, with any effect.
+fn taint_rules(r: &mut Rng, items: &mut Vec<Value>, nodes: usize) {
+    for i in 0..1 + r.below(3) {
+        let pool = format!("node-{}-gpus", r.below(nodes));
+        let device = format!("gpu-{}", r.below(2));
+        let selector = match r.below(6) {
+            0 => Value::Null,
+            1 => json!({}),
+            2 => json!({"driver": r.pick(&[DRIVER, NIC])}),
+            3 => json!({"pool": pool}),
+            4 => json!({"device": device}),
+            _ => json!({"driver": DRIVER, "pool": pool, "device": device}),
+        };
+        let key = *r.pick(&["example.com/unhealthy", "example.com/maintenance"]);
+        let effect = *r.pick(&["NoSchedule", "NoSchedule", "NoExecute", "None"]);
+        let mut spec = json!({"taint": {"key": key, "value": "true", "effect": effect}});
+        if !selector.is_null() {
+            spec["deviceSelector"] = selector;
+        }
+        items.push(
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": format!("rule-{i}")}, "spec": spec}),
+        );
+    }
 }
 
 /// The extended resource a generated class declares.

@@ -2,5 +2,6 @@
 //! and for invariant (property) tests of the simulator.
 
 pub mod gen;
+pub mod gen_csi;
 pub mod gen_dra;
 pub mod rng;

@@ -397,6 +397,11 @@ fn run(a: &Args) -> Result<(u64, u64)> {
         println!("sequences: {pods} placements compared with upstream's loop (both configurations); rkube placed {hinted} pod(s) on OpportunisticBatching hints");
         return Ok((passed, failed));
     }
+    // Cases in which upstream refused a node for a missing CSI driver, for
+    // a CSI attach limit, for too little published storage capacity and
+    // for undeclared node features: the generator
+    // reaches each.
+    let (mut csi_missing, mut csi_limit, mut features, mut space) = (0, 0, 0, 0);
     for i in 0..a.count {
         let case_seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i);
         let case = gen::case(case_seed);
@@ -406,6 +411,13 @@ fn run(a: &Args) -> Result<(u64, u64)> {
         let ours = rkube_explain(&cluster, config.as_deref(), &case.pod);
         let problems = match (&upstream, &ours) {
             (Ok(u), Ok(r)) => {
+                let text = u.to_string();
+                csi_missing +=
+                    usize::from(text.contains("CSI driver is not installed on the node"));
+                csi_limit += usize::from(text.contains("node(s) exceed max volume count"));
+                features +=
+                    usize::from(text.contains("node(s) didn't match Pod's required features"));
+                space += usize::from(text.contains("node(s) did not have enough free storage"));
                 let mut problems = diff(&normalize(u), &normalize(r));
                 // Upstream breaks some ties at random (e.g. between equally
                 // good preemption candidates): a difference only counts if no
@@ -458,6 +470,7 @@ fn run(a: &Args) -> Result<(u64, u64)> {
         std::fs::remove_dir_all(&dir).ok();
     }
     std::fs::remove_dir_all(&scratch).ok();
+    println!("a node refused for a missing CSI driver in {csi_missing} case(s), for a CSI attach limit in {csi_limit}, for too little published storage capacity in {space}, for undeclared node features in {features}");
     Ok((passed, failed))
 }
 

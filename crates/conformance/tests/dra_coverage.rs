@@ -5,8 +5,8 @@
 //! a node, PreFilter rejections (a missing class), allocator errors that
 //! end the cycle, PostFilter's deallocation of an idle claim, and extended
 //! resources backed by DRA (served by devices, alone or with claims, or by
-//! a device plugin), and claims whose devices' binding conditions failed,
-//! timed out, or hold.
+//! a device plugin), claims whose devices' binding conditions failed,
+//! timed out, or hold, and devices a DeviceTaintRule keeps from a pod.
 
 use std::collections::BTreeMap;
 
@@ -83,6 +83,31 @@ fn the_generator_reaches_every_dynamic_resources_outcome() {
         if v["error"].is_string() {
             *seen.entry("scheduling error".into()).or_default() += 1;
         }
+        if !c.dra.taint_rules.is_empty() {
+            // The same case without its DeviceTaintRules: a node's verdict
+            // differs when a rule's taint decided it.
+            let mut without = case.cluster.clone();
+            without["items"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|i| i["kind"] != "DeviceTaintRule");
+            let text = serde_json::to_string(&without).unwrap();
+            let c2 = build(&parse_documents("gen.json", &text).unwrap(), &mut |_| {
+                Ok(false)
+            })
+            .unwrap();
+            let feasible = |v: &serde_json::Value| -> Vec<bool> {
+                v["nodes"]
+                    .as_array()
+                    .map(|ns| ns.iter().map(|n| n["feasible"] == true).collect())
+                    .unwrap_or_default()
+            };
+            if let Ok(e2) = rkube_sim::explain(&c2, &cfg, &case.pod, 0) {
+                if feasible(&serde_json::to_value(&e2).unwrap()) != feasible(&v) {
+                    *seen.entry("DeviceTaintRule decides".into()).or_default() += 1;
+                }
+            }
+        }
         let pod = c.pods.iter().find(|p| p.key() == case.pod).unwrap();
         let ext = pod
             .requests
@@ -148,6 +173,7 @@ fn the_generator_reaches_every_dynamic_resources_outcome() {
         "extended resource: scored",
         "binding conditions: claim unavailable",
         "binding conditions: available",
+        "DeviceTaintRule decides",
     ] {
         assert!(
             seen.get(want).copied().unwrap_or(0) > 0,

@@ -161,6 +161,16 @@ pub async fn unix_channel(
         .await
 }
 
+/// A gRPC channel to the Unix socket at `path` that connects when first
+/// used (each attempt within `connect_timeout`), and again after its
+/// connection drops: grpc-go's `NewClient`, which the kubelet uses for DRA
+/// drivers (a driver registers even while its socket cannot be reached).
+pub fn unix_channel_lazy(path: PathBuf, connect_timeout: Duration) -> Channel {
+    Endpoint::from_static("http://localhost")
+        .connect_timeout(connect_timeout)
+        .connect_with_connector_lazy(CriClient::dialer(path))
+}
+
 /// Parses `unix:///path` (or a bare absolute path) into the socket path.
 pub fn socket_path(endpoint: &str) -> Result<PathBuf> {
     let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);

@@ -124,19 +124,30 @@ fn violates_policy(val: &Quantity, cap: &Capacity) -> bool {
     false
 }
 
-/// Whether a request for `requests` fits a device's `capacity` beside
-/// `held` (allocated before) and `allocating` (this attempt).
+/// What a request asks of capacity `cap`: the value it names `cap` by,
+/// the slice's own name (upstream compares the names as written:
+/// `memory` is not `gpu.example.com/memory`).
+fn asked<'a>(requests: &'a BTreeMap<String, Quantity>, cap: &Capacity) -> Option<&'a Quantity> {
+    requests.get(&cap.name)
+}
+
+/// Whether a request for `requests` fits a device with `capacity`,
+/// beside `held` (allocated before) and `allocating` (this attempt).
 pub fn fits(
     requests: &BTreeMap<String, Quantity>,
     capacity: &BTreeMap<String, Capacity>,
     held: Option<&BTreeMap<String, Quantity>>,
     allocating: Option<&BTreeMap<String, Quantity>>,
 ) -> Result<bool, String> {
-    if requests.keys().any(|k| !capacity.contains_key(k)) {
+    if requests
+        .keys()
+        .any(|k| !capacity.values().any(|c| &c.name == k))
+    {
         return Ok(false);
     }
     for (name, cap) in capacity {
-        let c = consumed(requests.get(name), cap).map_err(|e| format!("capacity {name:?}: {e}"))?;
+        let c =
+            consumed(asked(requests, cap), cap).map_err(|e| format!("capacity {name:?}: {e}"))?;
         if c.is_negative() {
             return Err(format!("capacity {name:?}: capacity value is negative"));
         }
@@ -165,7 +176,7 @@ pub fn consumed_all(
     capacity
         .iter()
         .map(|(name, cap)| {
-            consumed(requests.get(name), cap)
+            consumed(asked(requests, cap), cap)
                 .map(|q| (name.clone(), q))
                 .map_err(|e| format!("capacity {name:?}: {e}"))
         })
@@ -182,6 +193,7 @@ mod tests {
 
     fn cap(value: &str) -> Capacity {
         Capacity {
+            name: "memory".into(),
             value: q(value),
             default: None,
             valid_values: Vec::new(),
@@ -219,14 +231,21 @@ mod tests {
     fn shares_must_fit_beside_others() {
         let mut capacity = BTreeMap::new();
         capacity.insert("d/memory".to_string(), cap("40Gi"));
+        // A claim names the capacity as the slice does (`memory`); the
+        // device's map keeps it qualified with its driver's domain. A
+        // qualified name the slice did not use matches nothing, as upstream.
         let mut r = BTreeMap::new();
-        r.insert("d/memory".to_string(), q("30Gi"));
+        r.insert("memory".to_string(), q("30Gi"));
         assert_eq!(fits(&r, &capacity, None, None), Ok(true));
         let mut held = BTreeMap::new();
         held.insert("d/memory".to_string(), q("20Gi"));
         assert_eq!(fits(&r, &capacity, Some(&held), None), Ok(false));
         let mut unknown = BTreeMap::new();
-        unknown.insert("d/cores".to_string(), q("1"));
+        unknown.insert("cores".to_string(), q("1"));
         assert_eq!(fits(&unknown, &capacity, None, None), Ok(false));
+        let mut qualified = BTreeMap::new();
+        qualified.insert("d/memory".to_string(), q("1Gi"));
+        assert_eq!(fits(&qualified, &capacity, None, None), Ok(false));
+        assert_eq!(consumed_all(&r, &capacity).unwrap()["d/memory"], q("30Gi"));
     }
 }

@@ -529,6 +529,7 @@ mod tests {
         c.insert(
             "gpu.example.com/memory".into(),
             Capacity {
+                name: "memory".into(),
                 value: Quantity::parse("40Gi").unwrap(),
                 default: None,
                 valid_values: vec![],

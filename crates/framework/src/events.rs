@@ -330,6 +330,15 @@ pub struct CsiNode {
     pub migrated_plugins: String,
 }
 
+/// A CSIDriver as the hints read it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CsiDriver {
+    /// Name (the driver's).
+    pub name: String,
+    /// `spec.storageCapacity`.
+    pub storage_capacity: bool,
+}
+
 /// The object an event carries (the old or the new version).
 #[derive(Debug, Clone)]
 pub enum EventObject {
@@ -345,6 +354,8 @@ pub enum EventObject {
     StorageClass(Arc<StorageClass>),
     /// A CSINode.
     CsiNode(Arc<CsiNode>),
+    /// A CSIDriver.
+    CsiDriver(Arc<CsiDriver>),
 }
 
 /// Converts an [`EventObject`] to the type a hint expects.
@@ -374,6 +385,7 @@ from_event_object!(Pv, PersistentVolume, "*v1.PersistentVolume");
 from_event_object!(Pvc, PersistentVolumeClaim, "*v1.PersistentVolumeClaim");
 from_event_object!(StorageClass, StorageClass, "*v1.StorageClass");
 from_event_object!(CsiNode, CsiNode, "*v1.CSINode");
+from_event_object!(CsiDriver, CsiDriver, "*v1.CSIDriver");
 
 /// Upstream's `util.As[T](oldObj, newObj)`: both objects as `T` (absent
 /// ones as `None`), or an error when one is of another type.
@@ -569,6 +581,10 @@ pub fn node_scheduling_properties_change(new: &Node, old: &Node) -> Vec<ClusterE
     );
     push(new.labels != old.labels, ActionType::UPDATE_NODE_LABEL);
     push(new.taints != old.taints, ActionType::UPDATE_NODE_TAINT);
+    push(
+        new.declared_features != old.declared_features,
+        ActionType::UPDATE_NODE_DECLARED_FEATURE,
+    );
     events
 }
 

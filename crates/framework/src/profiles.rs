@@ -17,6 +17,9 @@ pub struct Profiles {
     by_name: HashMap<String, usize>,
     /// Global percentageOfNodesToScore.
     pub percentage_of_nodes_to_score: i32,
+    /// The OpportunisticBatching gate (on unless the command line turned
+    /// it off).
+    pub opportunistic_batching: bool,
 }
 
 impl Profiles {
@@ -62,6 +65,7 @@ impl Profiles {
             frameworks,
             by_name,
             percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score.unwrap_or(0),
+            opportunistic_batching: !cfg.disable_opportunistic_batching,
         })
     }
 

@@ -45,6 +45,7 @@ pub mod checkpoint;
 pub mod cm;
 pub mod config;
 pub mod devices;
+pub mod dra;
 pub mod events;
 pub mod eviction;
 pub mod gc;
@@ -208,6 +209,14 @@ pub fn make_runtime(opts: &Options, names: &[String]) -> Result<Arc<dyn Runtime>
     }
 }
 
+/// The managers that hand devices to containers.
+struct Hardware {
+    /// The device plugins' devices.
+    devices: Option<Arc<devices::Manager>>,
+    /// The ResourceClaims' devices.
+    dra: Option<Arc<dra::Manager>>,
+}
+
 /// Makes the CRI runtime for the one node `desc`: connected at
 /// `containerRuntimeEndpoint`, data under `--root-dir`, complete with its
 /// pull records, events and volume manager. The Event writer task is
@@ -218,7 +227,7 @@ async fn make_cri(
     cri: rkube_cri::CriClient,
     desc: &NodeDesc,
     client: &Client,
-    devices: Option<Arc<devices::Manager>>,
+    hardware: Hardware,
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> Result<Arc<CriRuntime>> {
     // The runtime's cgroup driver when it says (upstream's
@@ -297,7 +306,8 @@ async fn make_cri(
             &opts.root_dir,
             allocation::ACTUATED_FILE,
         )?),
-        devices,
+        devices: hardware.devices,
+        dra: hardware.dra,
     };
     let cri = Arc::new(CriRuntime::new(cri, parts)?);
     // The QoS cgroups brought up to date every minute, as upstream.
@@ -590,6 +600,26 @@ pub async fn run_with_metrics(
             .run(),
         );
     }
+    // The claims prepared on the node (upstream's checkpoint: an
+    // unreadable file stops the kubelet, as upstream's) and the drivers'
+    // plugins; the node's ResourceSlices of drivers that do not run are
+    // deleted.
+    let dra_manager = match (&cri_client, descs.as_slice()) {
+        (Some(_), [desc]) => {
+            let slices = dra::plugins::Slices {
+                client: client.clone(),
+                node: desc.name.clone(),
+            };
+            let health = dra::health::HealthCache::open(&opts.root_dir);
+            let plugins = dra::Plugins::new(Some(slices.clone()), health);
+            let m = dra::Manager::open(&opts.root_dir, Some(client.clone()), plugins)
+                .map_err(anyhow::Error::msg)?;
+            // Not one of `tasks` (each runs for the kubelet's life).
+            tokio::spawn(async move { slices.wipe(None).await });
+            Some(Arc::new(m))
+        }
+        _ => None,
+    };
     let cri = match (cri_client, descs.as_slice()) {
         (Some(c), [desc]) => Some(
             make_cri(
@@ -598,7 +628,10 @@ pub async fn run_with_metrics(
                 c,
                 desc,
                 &client,
-                device_manager.clone(),
+                Hardware {
+                    devices: device_manager.clone(),
+                    dra: dra_manager.clone(),
+                },
                 &mut tasks,
             )
             .await?,
@@ -801,10 +834,16 @@ pub async fn run_with_metrics(
         // The pod-resources API on <root-dir>/pod-resources/kubelet.sock:
         // monitoring agents list the pods' containers and their devices.
         let socket = podresources::socket_path(&opts.root_dir);
-        let resources: Arc<dyn podresources::ResourcesSource> = match &device_manager {
+        let mut resources: Arc<dyn podresources::ResourcesSource> = match &device_manager {
             Some(d) => d.clone(),
             None => Arc::new(podresources::NoResources),
         };
+        if let Some(d) = &dra_manager {
+            resources = Arc::new(dra::pod_resources::WithClaims {
+                inner: resources,
+                dra: d.clone(),
+            });
+        }
         let server = podresources::serve_with(&socket, active.clone(), resources)
             .await
             .with_context(|| format!("serving the pod-resources API on {}", socket.display()))?;
@@ -813,22 +852,29 @@ pub async fn run_with_metrics(
                 tracing::error!(error = %e, "the pod-resources API");
             }
         });
+        // Device plugins register on <root-dir>/device-plugins/kubelet.sock,
+        // or through <root-dir>/plugins_registry; DRA drivers through the
+        // latter.
+        let mut plugins = pluginmanager::PluginManager::new(&opts.root_dir);
         if let Some(d) = &device_manager {
-            // Device plugins register on <root-dir>/device-plugins/kubelet.sock,
-            // or through <root-dir>/plugins_registry.
             let server = devices::serve(d.clone()).await?;
             tasks.spawn(async move {
                 if let Err(e) = server.await {
                     tracing::error!(error = %e, "device plugin registration");
                 }
             });
-            let mut plugins = pluginmanager::PluginManager::new(&opts.root_dir);
             plugins.add_handler(
                 pluginmanager::DEVICE_PLUGIN,
                 Arc::new(devices::registration::WatcherHandler(d.clone())),
             );
-            tasks.spawn(plugins.run());
         }
+        if let Some(d) = &dra_manager {
+            plugins.add_handler(
+                dra::PLUGIN_TYPE,
+                Arc::new(dra::plugins::Handler(d.plugins().clone())),
+            );
+        }
+        tasks.spawn(plugins.run());
     }
     let pressure = Arc::new(node::pressure::PressureBoard::default());
     let source: Option<Arc<dyn eviction::SignalSource>> = match (&cri, &opts.sim_signals) {
@@ -941,6 +987,7 @@ pub async fn run_with_metrics(
         states: pod_states,
         allocated: Arc::new(allocated),
         devices: device_manager,
+        dra: dra_manager,
     });
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));

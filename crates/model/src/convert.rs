@@ -371,7 +371,53 @@ pub fn node(n: &core::Node) -> Result<Node> {
         unschedulable: spec.unschedulable.unwrap_or(false),
         allocatable: Resources::from_list(&allocatable),
         images,
+        declared_features: status.declared_features.clone().unwrap_or_default(),
     })
+}
+
+/// The node features a pod needs to be scheduled (upstream v1.37's
+/// `k8s.io/component-helpers/nodedeclaredfeatures` registry: the three of
+/// its features whose `InferForScheduling` can say yes), sorted by name.
+pub fn required_node_features(spec: &core::PodSpec) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let restart_all = |rules: Option<&Vec<core::ContainerRestartRule>>| {
+        rules
+            .into_iter()
+            .flatten()
+            .any(|r| r.action == "RestartAllContainers")
+    };
+    if spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .any(|c| restart_all(c.restart_policy_rules.as_ref()))
+    {
+        out.push("RestartAllContainersOnContainerExits");
+    }
+    if spec.host_network == Some(true) && spec.host_users == Some(false) {
+        out.push("UserNamespacesHostNetworkSupport");
+    }
+    let bind_options = |mounts: Option<&Vec<core::VolumeMount>>| {
+        mounts
+            .into_iter()
+            .flatten()
+            .any(|m| m.bind_mount_options.as_ref().is_some_and(|o| !o.is_empty()))
+    };
+    if spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .any(|c| bind_options(c.volume_mounts.as_ref()))
+        || spec
+            .ephemeral_containers
+            .iter()
+            .flatten()
+            .any(|c| bind_options(c.volume_mounts.as_ref()))
+    {
+        out.push("VolumeBindMountOptions");
+    }
+    out.sort_unstable();
+    out
 }
 
 /// The API server's defaulting: a container's requests default to its
@@ -581,6 +627,11 @@ fn volume(pod_name: &str, v: &core::Volume) -> Volume {
     }
     if v.empty_dir.is_some() {
         return Volume::EmptyDir;
+    }
+    if let Some(csi) = &v.csi {
+        return Volume::Csi {
+            driver: csi.driver.clone(),
+        };
     }
     Volume::Other
 }
@@ -853,6 +904,7 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
                 template_name: c.resource_claim_template_name.clone(),
             })
             .collect(),
+        required_features: required_node_features(spec),
         claim_statuses: status
             .and_then(|s| s.resource_claim_statuses.as_ref())
             .into_iter()

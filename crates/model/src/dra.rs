@@ -55,6 +55,10 @@ pub enum AttrValue {
 /// A capacity of a device.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Capacity {
+    /// Its name as the slice gives it (`memory`, or `domain/memory`): what
+    /// a claim's `capacity.requests` names it by (the map's key is
+    /// qualified with the driver's domain, as CEL reads it).
+    pub name: String,
     /// `value`.
     pub value: Quantity,
     /// `requestPolicy.default`.
@@ -176,6 +180,50 @@ pub struct ResourceSlice {
     pub shared_counters: BTreeMap<String, BTreeMap<String, Quantity>>,
     /// Devices.
     pub devices: Vec<Device>,
+}
+
+/// A DeviceTaintRule: one taint added to every device its selector
+/// matches, as if the driver had published it in the slice.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeviceTaintRule {
+    /// Name.
+    pub name: String,
+    /// `spec.deviceSelector` (None: no device matches).
+    pub selector: Option<DeviceTaintSelector>,
+    /// `spec.taint`.
+    pub taint: DeviceTaint,
+}
+
+/// `spec.deviceSelector` of a DeviceTaintRule: each part that is set must
+/// match; the empty selector matches every device.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeviceTaintSelector {
+    /// `driver`.
+    pub driver: Option<String>,
+    /// `pool`.
+    pub pool: Option<String>,
+    /// `device` (the device's name).
+    pub device: Option<String>,
+}
+
+impl DeviceTaintRule {
+    /// Adds the taint to the devices of `slice` the selector matches
+    /// (upstream's ResourceSlice tracker, `applyPatches`).
+    pub fn apply(&self, slice: &mut ResourceSlice) {
+        let Some(s) = &self.selector else {
+            return;
+        };
+        if s.driver.as_ref().is_some_and(|d| *d != slice.driver)
+            || s.pool.as_ref().is_some_and(|p| *p != slice.pool)
+        {
+            return;
+        }
+        for d in &mut slice.devices {
+            if s.device.as_ref().is_none_or(|n| *n == d.name) {
+                d.taints.push(self.taint.clone());
+            }
+        }
+    }
 }
 
 /// A DeviceClass.
@@ -446,6 +494,8 @@ pub struct Dra {
     pub claims: BTreeMap<ClaimKey, Arc<ResourceClaim>>,
     /// Templates by (namespace, name).
     pub templates: BTreeMap<(String, String), ResourceClaimTemplate>,
+    /// DeviceTaintRules, already applied to `slices`.
+    pub taint_rules: Vec<DeviceTaintRule>,
 }
 
 impl Dra {
@@ -537,7 +587,11 @@ impl Dra {
     pub fn take(&mut self, o: &RawObject) -> std::result::Result<bool, LoadError> {
         if !matches!(
             o.kind.as_str(),
-            "DeviceClass" | "ResourceSlice" | "ResourceClaim" | "ResourceClaimTemplate"
+            "DeviceClass"
+                | "ResourceSlice"
+                | "ResourceClaim"
+                | "ResourceClaimTemplate"
+                | "DeviceTaintRule"
         ) {
             return Ok(false);
         }
@@ -564,7 +618,19 @@ impl Dra {
             }
             "ResourceSlice" => {
                 let s: api::ResourceSlice = o.decode()?;
-                Arc::make_mut(&mut self.slices).push(resource_slice(&s).map_err(fe)?);
+                let mut slice = resource_slice(&s).map_err(fe)?;
+                for r in &self.taint_rules {
+                    r.apply(&mut slice);
+                }
+                Arc::make_mut(&mut self.slices).push(slice);
+            }
+            "DeviceTaintRule" => {
+                let r: api::DeviceTaintRule = o.decode()?;
+                let rule = device_taint_rule(&r);
+                for s in Arc::make_mut(&mut self.slices) {
+                    rule.apply(s);
+                }
+                self.taint_rules.push(rule);
             }
             "ResourceClaim" => {
                 let c: api::ResourceClaim = o.decode()?;
@@ -608,14 +674,18 @@ fn ferr(path: impl Into<String>, message: impl Into<String>) -> FieldError {
     }
 }
 
-fn namespace_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+/// An object's namespace, `default` when unset (as cluster files mean it).
+pub(crate) fn namespace_of(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> String {
     m.namespace
         .clone()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "default".into())
 }
 
-fn quantity(
+/// A quantity field, or the field error naming it.
+pub(crate) fn quantity(
     q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
     path: &str,
 ) -> Result<Quantity> {
@@ -708,15 +778,33 @@ fn counters(m: &BTreeMap<String, api::Counter>, path: &str) -> Result<BTreeMap<S
         .collect()
 }
 
+fn taint(t: &api::DeviceTaint) -> DeviceTaint {
+    DeviceTaint {
+        key: t.key.clone(),
+        value: t.value.clone().unwrap_or_default(),
+        effect: t.effect.clone(),
+    }
+}
+
 fn taints(ts: Option<&Vec<api::DeviceTaint>>) -> Vec<DeviceTaint> {
-    ts.iter()
-        .flat_map(|v| v.iter())
-        .map(|t| DeviceTaint {
-            key: t.key.clone(),
-            value: t.value.clone().unwrap_or_default(),
-            effect: t.effect.clone(),
-        })
-        .collect()
+    ts.iter().flat_map(|v| v.iter()).map(taint).collect()
+}
+
+/// A DeviceTaintRule as the scheduler applies it.
+pub fn device_taint_rule(r: &api::DeviceTaintRule) -> DeviceTaintRule {
+    DeviceTaintRule {
+        name: r.metadata.name.clone().unwrap_or_default(),
+        selector: r
+            .spec
+            .device_selector
+            .as_ref()
+            .map(|s| DeviceTaintSelector {
+                driver: s.driver.clone(),
+                pool: s.pool.clone(),
+                device: s.device.clone(),
+            }),
+        taint: taint(&r.spec.taint),
+    }
 }
 
 fn device(d: &api::Device, driver: &str, per_device: bool, path: &str) -> Result<Device> {
@@ -757,6 +845,7 @@ fn device(d: &api::Device, driver: &str, per_device: bool, path: &str) -> Result
         capacity.insert(
             qualify(k, driver),
             Capacity {
+                name: k.clone(),
                 value: quantity(&c.value, &format!("{p}.value"))?,
                 default: policy
                     .and_then(|p| p.default.as_ref())

@@ -147,7 +147,7 @@ fn build_objects(objects: &mut [RawObject], extra: ExtraKinds<'_>) -> Result<Clu
                     return Err(o.error(
                         Some("kind".into()),
                         format!(
-                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services, storage objects (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes), DRA objects (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates) and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
+                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services, storage objects (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSIDrivers, CSIStorageCapacities, CSINodes), DRA objects (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates, DeviceTaintRules) and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
                             o.kind
                         ),
                     ));

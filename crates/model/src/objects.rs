@@ -105,6 +105,8 @@ pub struct Node {
     pub allocatable: Resources,
     /// `status.images`.
     pub images: Vec<ContainerImage>,
+    /// `status.declaredFeatures`, as the node lists them.
+    pub declared_features: Vec<String>,
 }
 
 /// Protocol of a host port.
@@ -321,6 +323,11 @@ pub enum Volume {
     /// An `emptyDir` volume: local storage on the node (`kubectl drain`
     /// refuses such pods without `--delete-emptydir-data`).
     EmptyDir,
+    /// An inline (ephemeral) CSI volume of this driver.
+    Csi {
+        /// `csi.driver`.
+        driver: String,
+    },
     /// A volume with no scheduling meaning (configMap, secret, ...).
     Other,
 }
@@ -405,6 +412,9 @@ pub struct Pod {
     pub volume_sources: Vec<String>,
     /// `spec.resourceClaims`.
     pub resource_claims: Vec<PodResourceClaim>,
+    /// The node features the pod needs (upstream's node declared features
+    /// framework, `InferForPodScheduling`), by name, sorted.
+    pub required_features: Vec<&'static str>,
     /// `status.resourceClaimStatuses`: pod claim name → generated claim's
     /// name (None: the controller decided no claim is needed).
     pub claim_statuses: Vec<(String, Option<String>)>,

@@ -3,7 +3,7 @@
 //! state the simulator updates as pods are placed (upstream's volume binder
 //! assumes bindings the same way).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::storage::v1 as storage;
@@ -129,6 +129,43 @@ pub struct Volumes {
     pub classes: BTreeMap<String, StorageClass>,
     /// CSINode attach limits: node → driver → `allocatable.count`.
     pub csi_limits: BTreeMap<String, BTreeMap<String, i32>>,
+    /// The drivers each node's CSINode lists (a node without a CSINode has
+    /// no entry).
+    pub csi_node_drivers: BTreeMap<String, BTreeSet<String>>,
+    /// The CSIDrivers with `preventPodSchedulingIfMissing: true`.
+    pub csi_drivers_required_on_node: BTreeSet<String>,
+    /// The CSIDrivers with `storageCapacity: true` (their provisioning is
+    /// checked against CSIStorageCapacity objects).
+    pub csi_drivers_with_capacity: BTreeSet<String>,
+    /// CSIStorageCapacity objects by (namespace, name).
+    pub storage_capacities: BTreeMap<(String, String), StorageCapacity>,
+}
+
+/// A CSIStorageCapacity: what a driver can still provision for a class,
+/// from the nodes its topology selects.
+#[derive(Debug, Clone, Default)]
+pub struct StorageCapacity {
+    /// `storageClassName`.
+    pub class: String,
+    /// `nodeTopology` (None: no node has access).
+    pub topology: Option<LabelSelector>,
+    /// `capacity` in bytes.
+    pub capacity: Option<i64>,
+    /// `maximumVolumeSize` in bytes.
+    pub maximum_volume_size: Option<i64>,
+}
+
+/// Upstream's `hasEnoughCapacity` for one claim to provision on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProvisionCapacity {
+    /// The driver does not publish capacity (or the claim asks for no
+    /// storage): nothing to check.
+    Unchecked,
+    /// A CSIStorageCapacity the node reaches holds the claim: its
+    /// `capacity` (for StorageCapacityScoring; 0 when unset).
+    Enough(i64),
+    /// No CSIStorageCapacity the node reaches holds the claim.
+    NotEnough,
 }
 
 fn err(o: &RawObject, e: convert::FieldError) -> LoadError {
@@ -156,12 +193,7 @@ impl Volumes {
             "PersistentVolumeClaim" => {
                 let c: core::PersistentVolumeClaim = o.decode()?;
                 let spec = c.spec.clone().unwrap_or_default();
-                let namespace = c
-                    .metadata
-                    .namespace
-                    .clone()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| "default".into());
+                let namespace = crate::dra::namespace_of(&c.metadata);
                 let name = c.metadata.name.clone().unwrap_or_default();
                 convert::validate_subdomain_name(&name, "metadata.name").map_err(|e| err(o, e))?;
                 let pvc = Pvc {
@@ -289,20 +321,107 @@ impl Volumes {
             }
             "CSINode" => {
                 let n: storage::CSINode = o.decode()?;
-                let limits = self
-                    .csi_limits
-                    .entry(n.metadata.name.clone().unwrap_or_default())
-                    .or_default();
+                let name = n.metadata.name.clone().unwrap_or_default();
+                let limits = self.csi_limits.entry(name.clone()).or_default();
                 for d in &n.spec.drivers {
                     if let Some(count) = d.allocatable.as_ref().and_then(|a| a.count) {
                         limits.insert(d.name.clone(), count);
                     }
                 }
+                self.csi_node_drivers.insert(
+                    name,
+                    n.spec.drivers.iter().map(|d| d.name.clone()).collect(),
+                );
             }
-            "CSIDriver" | "VolumeAttachment" | "CSIStorageCapacity" => {}
+            "CSIDriver" => {
+                let d: storage::CSIDriver = o.decode()?;
+                let name = d.metadata.name.clone().unwrap_or_default();
+                if d.spec.storage_capacity == Some(true) {
+                    self.csi_drivers_with_capacity.insert(name.clone());
+                } else {
+                    self.csi_drivers_with_capacity.remove(&name);
+                }
+                if d.spec.prevent_pod_scheduling_if_missing == Some(true) {
+                    self.csi_drivers_required_on_node.insert(name);
+                } else {
+                    self.csi_drivers_required_on_node.remove(&name);
+                }
+            }
+            "CSIStorageCapacity" => {
+                let c: storage::CSIStorageCapacity = o.decode()?;
+                let namespace = crate::dra::namespace_of(&c.metadata);
+                let name = c.metadata.name.clone().unwrap_or_default();
+                let bytes = |q: Option<&_>, path: &str| {
+                    q.map(|q| crate::dra::quantity(q, path).map(|q| q.value()))
+                        .transpose()
+                        .map_err(|e| err(o, e))
+                };
+                let topology = c
+                    .node_topology
+                    .as_ref()
+                    .map(|t| convert::label_selector(t, "nodeTopology"))
+                    .transpose()
+                    .map_err(|e| err(o, e))?;
+                let capacity = StorageCapacity {
+                    class: c.storage_class_name.clone(),
+                    topology,
+                    capacity: bytes(c.capacity.as_ref(), "capacity")?,
+                    maximum_volume_size: bytes(
+                        c.maximum_volume_size.as_ref(),
+                        "maximumVolumeSize",
+                    )?,
+                };
+                self.storage_capacities.insert((namespace, name), capacity);
+            }
+            "VolumeAttachment" => {}
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// Upstream's `hasEnoughCapacity`: may `class` provision `pvc` on
+    /// `node` as far as its driver's published capacity goes? The first
+    /// CSIStorageCapacity (by namespace and name) of the class that the
+    /// node's labels select and whose `maximumVolumeSize` (else
+    /// `capacity`) holds the request answers.
+    pub fn provision_capacity(
+        &self,
+        pvc: &Pvc,
+        class: &StorageClass,
+        node: &Node,
+    ) -> ProvisionCapacity {
+        if pvc.request == 0 || !self.csi_drivers_with_capacity.contains(&class.provisioner) {
+            return ProvisionCapacity::Unchecked;
+        }
+        self.storage_capacities
+            .values()
+            .find(|c| {
+                c.class == class.name
+                    && c.maximum_volume_size
+                        .or(c.capacity)
+                        .is_some_and(|limit| limit >= pvc.request)
+                    && c.topology.as_ref().is_some_and(|t| t.matches(&node.labels))
+            })
+            .map_or(ProvisionCapacity::NotEnough, |c| {
+                ProvisionCapacity::Enough(c.capacity.unwrap_or(0))
+            })
+    }
+
+    /// Forgets what a CSINode said (before it is taken again, or deleted).
+    pub fn forget_csi_node(&mut self, node: &str) {
+        self.csi_limits.remove(node);
+        self.csi_node_drivers.remove(node);
+    }
+
+    /// Is `driver` installed on `node` as far as scheduling is concerned?
+    /// Upstream's `checkCSIDriverOnNode`: only a CSIDriver that sets
+    /// `preventPodSchedulingIfMissing` must be listed in the node's CSINode.
+    pub fn csi_driver_installed(&self, driver: &str, node: &str) -> bool {
+        !self.csi_drivers_required_on_node.contains(driver)
+            || self
+                .csi_node_drivers
+                .get(node)
+                .is_some_and(|d| d.contains(driver))
     }
 
     /// A claim by namespace and name.
@@ -414,6 +533,9 @@ pub struct PodVolumes {
     pub static_bindings: Vec<(Pvc, Pv)>,
     /// Claims to be provisioned on the chosen node.
     pub provisions: Vec<Pvc>,
+    /// For each of `provisions`, the `capacity` of the CSIStorageCapacity
+    /// that holds it (None when its driver publishes no capacity).
+    pub provision_capacities: Vec<Option<i64>>,
 }
 
 impl PodVolumes {

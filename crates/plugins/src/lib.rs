@@ -9,6 +9,7 @@ pub mod helper;
 pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
+pub mod node_declared_features;
 mod node_memo;
 pub mod node_name;
 pub mod node_ports;

@@ -19,6 +19,8 @@ use rkube_model::{Disk, Pod, Volume};
 pub const NAME: &str = "NodeVolumeLimits";
 /// Upstream's reason.
 pub const ERR_REASON_MAX_VOLUME_COUNT: &str = "node(s) exceed max volume count";
+/// Upstream's reason after the driver's name (VolumeLimitScaling).
+pub const ERR_REASON_DRIVER_NOT_INSTALLED: &str = "CSI driver is not installed on the node";
 
 /// The plugin.
 pub struct NodeVolumeLimits;
@@ -120,10 +122,11 @@ fn csi_volumes(pod: &Pod, vols: &Volumes, out: &mut BTreeMap<String, String>) {
         let Some(pvc) = vols.pvc(&pod.namespace, claim) else {
             continue;
         };
-        if !pvc.volume_name.is_empty() {
-            if let Some((driver, handle)) =
-                vols.pvs.get(&pvc.volume_name).and_then(|pv| pv.csi.clone())
-            {
+        let pv = Some(&pvc.volume_name)
+            .filter(|v| !v.is_empty())
+            .and_then(|v| vols.pvs.get(v));
+        if let Some(pv) = pv {
+            if let Some((driver, handle)) = pv.csi.clone() {
                 out.insert(format!("{driver}/{handle}"), driver);
             }
         } else if let Some(class) = vols.classes.get(&pvc.storage_class) {
@@ -161,6 +164,22 @@ impl FilterPlugin for NodeVolumeLimits {
         let Some(s) = state.read::<State>(NAME) else {
             return Status::success();
         };
+        let mut new = BTreeMap::new();
+        csi_volumes(pod, &s.volumes, &mut new);
+        if new.is_empty() {
+            return Status::success();
+        }
+        // VolumeLimitScaling (beta, on by default): a driver whose CSIDriver
+        // asks for it must be installed on the node.
+        if let Some(driver) = new
+            .values()
+            .find(|d| !s.volumes.csi_driver_installed(d, node.name()))
+        {
+            return Status::new(
+                Code::Unschedulable,
+                format!("{driver} {ERR_REASON_DRIVER_NOT_INSTALLED}"),
+            );
+        }
         let Some(limits) = s
             .volumes
             .csi_limits
@@ -169,11 +188,6 @@ impl FilterPlugin for NodeVolumeLimits {
         else {
             return Status::success();
         };
-        let mut new = BTreeMap::new();
-        csi_volumes(pod, &s.volumes, &mut new);
-        if new.is_empty() {
-            return Status::success();
-        }
         let mut attached = BTreeMap::new();
         for p in &node.pods {
             csi_volumes(p, &s.volumes, &mut attached);

@@ -57,8 +57,8 @@ pub fn in_tree() -> Registry {
     r.register(pod_topology_spread::NAME, pod_topology_spread::new);
     r.register(inter_pod_affinity::NAME, inter_pod_affinity::new);
     r.register(dynamic_resources::NAME, dynamic_resources::new);
-    r.register("NodeDeclaredFeatures", |_, _| {
-        simple(skip_unless::node_declared_features())
+    r.register(node_declared_features::NAME, |_, _| {
+        simple(Arc::new(node_declared_features::NodeDeclaredFeatures))
     });
     r.register("GangScheduling", |_, _| {
         simple(skip_unless::gang_scheduling())

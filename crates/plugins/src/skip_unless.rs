@@ -1,7 +1,6 @@
 //! Default plugins whose work does not arise for the objects rkube models
-//! (NodeDeclaredFeatures, GangScheduling). Each behaves as upstream does
-//! for a pod that does not use the feature: PreFilter Skip, GangScheduling
-//! admits pods without a pod group.
+//! (GangScheduling). Each behaves as upstream does for a pod that does not
+//! use the feature: GangScheduling admits pods without a pod group.
 
 use std::sync::Arc;
 
@@ -41,23 +40,6 @@ fn plugin(name: &'static str, uses: fn(&Pod) -> bool, reason: &'static str) -> S
         permit: false,
         events: Vec::new,
     }
-}
-
-/// NodeDeclaredFeatures: rkube infers no feature requirements, so it always
-/// skips (and never rejects; its registrations are upstream's, unhinted).
-pub fn node_declared_features() -> Arc<dyn Plugin> {
-    Arc::new(SkipUnless {
-        events: || {
-            vec![
-                ClusterEventWithHint::always(
-                    EventResource::Node,
-                    ActionType::ADD | ActionType::UPDATE_NODE_DECLARED_FEATURE,
-                ),
-                ClusterEventWithHint::always(EventResource::TargetPod, ActionType::UPDATE),
-            ]
-        },
-        ..plugin("NodeDeclaredFeatures", never, "")
-    })
 }
 
 /// GangScheduling: only pods of a workload's pod group are gated.
@@ -163,10 +145,9 @@ pub fn pending_plugin(name: &'static str) -> Arc<dyn Plugin> {
     })
 }
 
-/// NodeDeclaredFeatures signs the features it infers for the pod; rkube
-/// infers none, so every pod signs the same.
+/// These plugins read nothing of a pod that could tell two pods apart.
 impl rkube_framework::SignPlugin for SkipUnless {
     fn sign(&self, _: &rkube_model::Pod, _: &rkube_framework::Snapshot) -> rkube_framework::Signed {
-        crate::signers::fragments([(crate::signers::FEATURES, serde_json::json!(""))])
+        crate::signers::fragments([])
     }
 }

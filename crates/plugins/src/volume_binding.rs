@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rkube_config::args::{decode, VolumeBindingArgs};
-use rkube_framework::events::{objects_as, CsiNode};
+use rkube_framework::events::{objects_as, CsiDriver, CsiNode};
 use rkube_framework::{
     ActionType, AssumeCache, ClusterApi, ClusterEventWithHint, Code, CycleState, EventObject,
     EventResource, FilterPlugin, HintContext, HintResult, NodeInfo, Plugin, PreBindPlugin,
@@ -25,14 +25,17 @@ use rkube_framework::{
     Snapshot, Status, MAX_NODE_SCORE,
 };
 use rkube_model::volumes::{
-    can_provision, find_matching_volume, pv_fits_node, PodVolumes, Pv, Pvc, StorageClass,
+    can_provision, find_matching_volume, pv_fits_node, PodVolumes, ProvisionCapacity, Pv, Pvc,
+    StorageClass,
 };
-use rkube_model::{Node, Pod};
+use rkube_model::{Node, Pod, Volume};
 
 use crate::noderesources::fit::broken_linear;
 
 /// Upstream name.
 pub const NAME: &str = "VolumeBinding";
+/// No CSIStorageCapacity the node reaches holds a claim to provision.
+pub const ERR_REASON_NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free storage";
 /// No matching volume and no way to provision one.
 pub const ERR_REASON_BIND_CONFLICT: &str =
     "node(s) didn't find available persistent volumes to bind";
@@ -146,7 +149,11 @@ impl Plugin for VolumeBinding {
                 A::ADD | A::UPDATE,
                 is_schedulable_after_csi_node_change,
             ),
-            ClusterEventWithHint::always(R::CsiDriver, A::UPDATE),
+            ClusterEventWithHint::with_hint(
+                R::CsiDriver,
+                A::UPDATE,
+                is_schedulable_after_csi_driver_change,
+            ),
             ClusterEventWithHint::always(R::CsiStorageCapacity, A::ADD | A::UPDATE),
         ])
     }
@@ -174,6 +181,25 @@ pub fn is_schedulable_after_csi_node_change(
         (Some(o), Some(n)) => queue_if(o.migrated_plugins != n.migrated_plugins),
         (Some(_), None) => Err("no modified CSINode".into()),
     }
+}
+
+/// A CSIDriver stopped publishing storage capacity (`storageCapacity`
+/// true → false) and the pod has an inline volume of it.
+pub fn is_schedulable_after_csi_driver_change(
+    pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (old, new) = objects_as::<CsiDriver>(old, new)?;
+    let (Some(old), Some(new)) = (old, new) else {
+        return Err("no original or modified CSIDriver".into());
+    };
+    let inline = pod
+        .volumes
+        .iter()
+        .any(|v| matches!(v, Volume::Csi { driver } if *driver == new.name));
+    queue_if(inline && old.storage_capacity && !new.storage_capacity)
 }
 
 /// A claim of the pod (by name, ephemeral ones included) was added or updated.
@@ -288,6 +314,7 @@ impl VolumeBinding {
         let mut found = PodVolumes::default();
         let mut taken: Vec<String> = Vec::new();
         let mut bind_conflict = false;
+        let mut not_enough_space = false;
         // A claim whose provisioning already chose a node fits only there.
         let selected_elsewhere = s
             .delayed
@@ -309,16 +336,30 @@ impl VolumeBinding {
                     None => found.provisions.push(pvc.clone()),
                 }
             }
-            if found
-                .provisions
-                .iter()
-                .any(|pvc| !can_provision(pvc, &s.volumes, &node.node))
-            {
-                bind_conflict = true;
+            // Upstream's `checkVolumeProvisions`: the first claim that
+            // cannot be provisioned here ends the check.
+            for pvc in &found.provisions {
+                let class = s.volumes.classes.get(&pvc.storage_class);
+                let Some(class) = class.filter(|_| can_provision(pvc, &s.volumes, &node.node))
+                else {
+                    bind_conflict = true;
+                    break;
+                };
+                match s.volumes.provision_capacity(pvc, class, &node.node) {
+                    ProvisionCapacity::NotEnough => {
+                        not_enough_space = true;
+                        break;
+                    }
+                    ProvisionCapacity::Enough(c) => found.provision_capacities.push(Some(c)),
+                    ProvisionCapacity::Unchecked => found.provision_capacities.push(None),
+                }
             }
         }
         if bind_conflict {
             reasons.push(ERR_REASON_BIND_CONFLICT);
+        }
+        if not_enough_space {
+            reasons.push(ERR_REASON_NOT_ENOUGH_SPACE);
         }
         (reasons, found)
     }
@@ -449,13 +490,23 @@ impl ScorePlugin for VolumeBinding {
             return Ok(0);
         };
         let (_, found) = self.check(s, node);
-        // Static bindings: requested vs capacity per class. Dynamic
-        // provisioning scores by CSIStorageCapacity, which rkube does not model (0).
+        // Static bindings: requested vs capacity per class. Without them
+        // (StorageCapacityScoring), claims to provision: requested vs the
+        // capacity of the CSIStorageCapacity that holds them (set, not
+        // added: two claims of one class share it).
         let mut classes: std::collections::BTreeMap<&str, (i64, i64)> = Default::default();
         for (pvc, pv) in &found.static_bindings {
             let e = classes.entry(pv.storage_class.as_str()).or_default();
             e.0 += pvc.request;
             e.1 += pv.capacity;
+        }
+        if found.static_bindings.is_empty() {
+            for (pvc, cap) in found.provisions.iter().zip(&found.provision_capacities) {
+                let Some(cap) = cap else { continue };
+                let e = classes.entry(pvc.storage_class.as_str()).or_default();
+                e.0 += pvc.request;
+                e.1 = *cap;
+            }
         }
         if classes.is_empty() {
             return Ok(0);
@@ -626,6 +677,89 @@ mod hint_tests {
             h(Some(csi("test1")), Some(csi("test1"))),
             QueueSkip,
             "CSINode is updated but migrated-plugins annotation gets unchanged"
+        );
+    }
+
+    #[test]
+    fn csi_driver_change() {
+        // Upstream's `TestIsSchedulableAfterCSIDriverChange`: a nil
+        // `storageCapacity` reads as false.
+        let driver = |name: &str, capacity: bool| {
+            Some(EventObject::CsiDriver(Arc::new(CsiDriver {
+                name: name.into(),
+                storage_capacity: capacity,
+            })))
+        };
+        let mut inline = pod("pod-a");
+        inline.volumes.push(Volume::Csi {
+            driver: "test1".into(),
+        });
+        let h = |p: &Pod, old, new| run(is_schedulable_after_csi_driver_change, p, old, new);
+        let cases = [
+            (
+                "pod has no CSIDriver",
+                pod("pod-a"),
+                "test1",
+                true,
+                false,
+                QueueSkip,
+            ),
+            (
+                "driver name in pod and csidriver name are different",
+                inline.clone(),
+                "test2",
+                true,
+                false,
+                QueueSkip,
+            ),
+            (
+                "original StorageCapacity is nil",
+                inline.clone(),
+                "test1",
+                false,
+                false,
+                QueueSkip,
+            ),
+            (
+                "original StorageCapacity is false",
+                inline.clone(),
+                "test1",
+                false,
+                false,
+                QueueSkip,
+            ),
+            (
+                "modified StorageCapacity is nil",
+                inline.clone(),
+                "test1",
+                true,
+                false,
+                Queue,
+            ),
+            (
+                "modified StorageCapacity is true",
+                inline.clone(),
+                "test1",
+                true,
+                true,
+                QueueSkip,
+            ),
+            (
+                "modified StorageCapacity is false",
+                inline.clone(),
+                "test1",
+                true,
+                false,
+                Queue,
+            ),
+        ];
+        for (name, p, d, old, new, want) in cases {
+            assert_eq!(h(&p, driver(d, old), driver(d, new)), want, "{name}");
+        }
+        assert_eq!(
+            h(&inline, Some(pod_obj(pod("x"))), Some(pod_obj(pod("x")))),
+            Queue,
+            "unexpected objects are passed"
         );
     }
 

@@ -553,3 +553,88 @@ fn dra_backed_extended_resources_are_scored_by_their_devices() {
     assert_eq!(fit(held), [100, 100]);
     assert_eq!(fit(""), [50, 100]);
 }
+
+/// DRADeviceTaintRules (GA, on by default in v1.37): a rule's taint is
+/// added to the devices its selector matches, as upstream's ResourceSlice
+/// tracker adds it, and keeps them from claims that do not tolerate it.
+/// n1 has gpu-0 and gpu-1, n2 has gpu-0; a claim for one device.
+#[test]
+fn device_taint_rules_taint_the_devices_they_select() {
+    let rule = |selector: &str, effect: &str| {
+        format!(
+            "- {{apiVersion: resource.k8s.io/v1, kind: DeviceTaintRule, metadata: {{name: r}}, spec: {{{selector}taint: {{key: broken, value: 'yes', effect: {effect}}}}}}}\n"
+        )
+    };
+    let feasible = |rules: &str| -> Vec<String> {
+        let c = cluster(&format!("{}{rules}{}", claim("one", 1), pod("p", "one")));
+        let snap = Snapshot::from_cluster(&c);
+        let e = explain(&framework(), &snap, &c.pods[0]).unwrap();
+        e.nodes
+            .iter()
+            .filter(|n| n.feasible)
+            .map(|n| snap.nodes[n.node].name().to_string())
+            .collect()
+    };
+    let both = vec!["n1".to_string(), "n2".to_string()];
+    let cases = [
+        ("no rule", String::new(), both.clone()),
+        (
+            "no selector matches nothing",
+            rule("", "NoSchedule"),
+            both.clone(),
+        ),
+        (
+            "the empty selector matches every device",
+            rule("deviceSelector: {}, ", "NoSchedule"),
+            vec![],
+        ),
+        (
+            "a pool",
+            rule("deviceSelector: {pool: n2}, ", "NoSchedule"),
+            vec!["n1".into()],
+        ),
+        (
+            "another driver",
+            rule(
+                "deviceSelector: {driver: other.example.com}, ",
+                "NoSchedule",
+            ),
+            both.clone(),
+        ),
+        (
+            "a device name, in every pool",
+            rule("deviceSelector: {device: gpu-0}, ", "NoExecute"),
+            vec!["n1".into()],
+        ),
+        (
+            "driver, pool and device: n1 keeps gpu-1",
+            rule(
+                "deviceSelector: {driver: gpu.example.com, pool: n1, device: gpu-0}, ",
+                "NoSchedule",
+            ),
+            both.clone(),
+        ),
+        (
+            "effect None does not keep a device",
+            rule("deviceSelector: {}, ", "None"),
+            both.clone(),
+        ),
+    ];
+    for (name, rules, want) in cases {
+        assert_eq!(feasible(&rules), want, "{name}");
+    }
+    // A claim that tolerates the taint gets the device anyway.
+    let tolerant = r#"
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata: {name: one, namespace: d}
+  spec: {devices: {requests: [{name: req, exactly: {deviceClassName: gpu, count: 1, tolerations: [{key: broken, operator: Exists}]}}]}}
+"#;
+    let c = cluster(&format!(
+        "{tolerant}{}{}",
+        rule("deviceSelector: {}, ", "NoSchedule"),
+        pod("p", "one")
+    ));
+    let e = explain(&framework(), &Snapshot::from_cluster(&c), &c.pods[0]).unwrap();
+    assert_eq!(e.nodes.iter().filter(|n| n.feasible).count(), 2);
+}

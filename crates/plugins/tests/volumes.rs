@@ -223,3 +223,111 @@ fn csi_attach_limits() {
         )]
     );
 }
+
+/// Upstream's `TestVolumeLimitScalingGate` with the gate on (its default):
+/// a CSIDriver with `preventPodSchedulingIfMissing` keeps a pod off nodes
+/// whose CSINode does not list the driver; without the field, or without a
+/// CSIDriver object, the driver is taken as installed.
+#[test]
+fn csi_driver_must_be_installed_when_its_csidriver_says_so() {
+    let volume = r#"
+- {apiVersion: v1, kind: PersistentVolume, metadata: {name: pv1}, spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], csi: {driver: ebs.csi.aws.com, volumeHandle: vol-1}, claimRef: {namespace: ns, name: c1}}}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: c1, namespace: ns, annotations: {pv.kubernetes.io/bind-completed: "yes"}}, spec: {volumeName: pv1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}
+- {apiVersion: v1, kind: Pod, metadata: {name: p, namespace: ns}, spec: {containers: [{name: c}], volumes: [{name: v, persistentVolumeClaim: {claimName: c1}}]}}
+"#;
+    // Node a's CSINode lists the driver with a limit of 2; node b has a
+    // CSINode without it.
+    let csi_nodes = r#"
+- {apiVersion: storage.k8s.io/v1, kind: CSINode, metadata: {name: a}, spec: {drivers: [{name: ebs.csi.aws.com, nodeID: i-1, allocatable: {count: 2}}]}}
+- {apiVersion: storage.k8s.io/v1, kind: CSINode, metadata: {name: b}, spec: {drivers: []}}
+"#;
+    let driver = |prevent: &str| {
+        format!("\n- {{apiVersion: storage.k8s.io/v1, kind: CSIDriver, metadata: {{name: ebs.csi.aws.com}}, spec: {{{prevent}}}}}\n")
+    };
+    let not_installed = |node: &str| {
+        (
+            node.to_string(),
+            "NodeVolumeLimits".to_string(),
+            "Unschedulable".to_string(),
+            vec!["ebs.csi.aws.com CSI driver is not installed on the node".to_string()],
+        )
+    };
+    let cases = [
+        ("CSIDriver exists but PreventPodSchedulingIfMissing is not set", driver(""), vec![]),
+        ("PreventPodSchedulingIfMissing false", driver("preventPodSchedulingIfMissing: false"), vec![]),
+        (
+            "driver not installed and PreventPodSchedulingIfMissing is true (a: installed within limit)",
+            driver("preventPodSchedulingIfMissing: true"),
+            vec![not_installed("b")],
+        ),
+        ("CSIDriver object missing", String::new(), vec![]),
+    ];
+    for (name, d, want) in cases {
+        let c = cluster(&with_nodes(&format!("{csi_nodes}{d}{volume}")));
+        assert_eq!(verdicts(&c, "ns/p").0, want, "{name}");
+    }
+    // A node without any CSINode: the driver is missing there too.
+    let c = cluster(&with_nodes(&format!(
+        "{}{}{volume}",
+        &csi_nodes[..csi_nodes
+            .find("\n- {apiVersion: storage.k8s.io/v1, kind: CSINode, metadata: {name: b}")
+            .unwrap()],
+        driver("preventPodSchedulingIfMissing: true")
+    )));
+    assert_eq!(
+        verdicts(&c, "ns/p").0,
+        vec![not_installed("b")],
+        "no CSINode"
+    );
+}
+
+/// Upstream's `hasEnoughCapacity` and StorageCapacityScoring (beta, on by
+/// default): a CSIDriver with `storageCapacity: true` provisions only from
+/// nodes a CSIStorageCapacity of the class reaches with room for the claim
+/// (`maximumVolumeSize` first), and the node is scored by the claim's
+/// share of that capacity. Checked against upstream v1.37.2's scheduler
+/// (`hack/k8s` oracle): a scores 90, b 50, c is refused.
+#[test]
+fn provisioning_follows_published_storage_capacity() {
+    let items = r#"
+- {apiVersion: v1, kind: Node, metadata: {name: c, labels: {kubernetes.io/hostname: c, topology.kubernetes.io/zone: z2}}, status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}}
+- {apiVersion: storage.k8s.io/v1, kind: CSIDriver, metadata: {name: block.csi.example.com}, spec: {storageCapacity: true}}
+- {apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: fast}, provisioner: block.csi.example.com, volumeBindingMode: WaitForFirstConsumer}
+- {apiVersion: storage.k8s.io/v1, kind: CSIStorageCapacity, metadata: {name: cap-a, namespace: kube-system}, storageClassName: fast, nodeTopology: {matchLabels: {kubernetes.io/hostname: a}}, capacity: 100Gi}
+- {apiVersion: storage.k8s.io/v1, kind: CSIStorageCapacity, metadata: {name: cap-b, namespace: kube-system}, storageClassName: fast, nodeTopology: {matchLabels: {kubernetes.io/hostname: b}}, capacity: 20Gi}
+- {apiVersion: storage.k8s.io/v1, kind: CSIStorageCapacity, metadata: {name: cap-c, namespace: kube-system}, storageClassName: fast, nodeTopology: {matchLabels: {kubernetes.io/hostname: c}}, capacity: 100Gi, maximumVolumeSize: 5Gi}
+- {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: data, namespace: ns}, spec: {storageClassName: fast, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}}
+- {apiVersion: v1, kind: Pod, metadata: {name: p, namespace: ns}, spec: {containers: [{name: c}], volumes: [{name: v, persistentVolumeClaim: {claimName: data}}]}}
+"#;
+    let c = cluster(&with_nodes(items));
+    let (v, _) = verdicts(&c, "ns/p");
+    assert_eq!(
+        v,
+        [(
+            "c".to_string(),
+            "VolumeBinding".to_string(),
+            "UnschedulableAndUnresolvable".to_string(),
+            vec!["node(s) did not have enough free storage".to_string()]
+        )]
+    );
+    let snap = Snapshot::from_cluster(&c);
+    let p = c.pods.iter().find(|p| p.key() == "ns/p").unwrap();
+    let e = explain(&framework(), &snap, p).unwrap();
+    let score = |node: &str| {
+        let n = e
+            .nodes
+            .iter()
+            .find(|n| snap.nodes[n.node].name() == node)
+            .unwrap();
+        n.scores
+            .iter()
+            .find(|s| s.plugin == "VolumeBinding")
+            .map(|s| s.raw)
+    };
+    assert_eq!((score("a"), score("b")), (Some(90), Some(50)));
+    // Without `storageCapacity` on the driver, nothing is checked.
+    let c = cluster(&with_nodes(
+        &items.replace("storageCapacity: true", "storageCapacity: false"),
+    ));
+    assert!(verdicts(&c, "ns/p").0.is_empty());
+}

@@ -505,6 +505,12 @@ fn spawn_informers(tasks: &mut tokio::task::JoinSet<()>, client: &Client, shared
     spawn::<storage::CSINode>(tasks, client, shared, |s, _, c, now| {
         s.csi_nodes_changed(c, now)
     });
+    spawn::<storage::CSIDriver>(tasks, client, shared, |s, _, c, now| {
+        s.csi_drivers_changed(c, now)
+    });
+    spawn::<storage::CSIStorageCapacity>(tasks, client, shared, |s, _, c, now| {
+        s.storage_capacities_changed(c, now)
+    });
     spawn::<resource::DeviceClass>(tasks, client, shared, |s, p, c, now| {
         s.device_classes_changed(p, c, now)
     });
@@ -513,6 +519,10 @@ fn spawn_informers(tasks: &mut tokio::task::JoinSet<()>, client: &Client, shared
     });
     spawn::<resource::ResourceClaim>(tasks, client, shared, |s, p, c, now| {
         s.resource_claims_changed(p, c, now)
+    });
+    // DRADeviceTaintRules (GA, on by default in v1.37).
+    spawn::<resource::DeviceTaintRule>(tasks, client, shared, |s, p, c, now| {
+        s.device_taint_rules_changed(p, c, now)
     });
 }
 

@@ -63,7 +63,8 @@ pub struct Options {
     /// decision order.
     pub record_decisions: bool,
     /// `--feature-gates OpportunisticBatching=...` (on by default, as in
-    /// v1.37); the other gates in the list are ignored with a warning.
+    /// v1.37); every other scheduling gate is refused away from its
+    /// default, and gates the scheduler does not read are accepted.
     pub opportunistic_batching: bool,
     /// Warnings about ignored flags.
     pub warnings: Vec<String>,
@@ -126,6 +127,8 @@ and ignored with a warning). Flags also set in --config win when given.
       --explain-scores                   log each pod's per-plugin score table (as rkube explain)
       --record-decisions                 annotate each bound pod with scheduling.rkube.dev/decision
                                          (term, cycle, what the cache had seen), for rkube replay
+      --feature-gates K=V,...            OpportunisticBatching either way; other scheduling gates
+                                         only at their v1.37 defaults (refused otherwise)
       --bind-address IP                  address of the secure port (default 127.0.0.1)
       --secure-port PORT                 HTTPS /healthz /livez /readyz /metrics (default 10259, 0 disables)
       --tls-cert-file FILE               serving certificate (default: self-signed)
@@ -144,6 +147,7 @@ use rkube_daemon::flags::{parse_bool, Flags};
 /// Parses the arguments after `rkube scheduler`.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseError> {
     let mut o = Options::default();
+    let mut gates = std::collections::BTreeMap::new();
     let mut flags = Flags::new(args, "kube-scheduler");
     while let Some(flag) = flags.next_flag() {
         let flag = flag?;
@@ -220,22 +224,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             "cert-dir" => o.cert_dir = Some(PathBuf::from(value()?)),
             "client-ca-file" => o.client_ca_file = Some(PathBuf::from(value()?)),
             "feature-gates" => {
-                for gate in value()?.split(',').map(str::trim).filter(|g| !g.is_empty()) {
-                    let (k, v) = gate.split_once('=').ok_or_else(|| {
-                        ParseError::Invalid(format!(
-                            "invalid argument {gate:?} for \"--feature-gates\" flag: missing bool value for {gate}"
-                        ))
-                    })?;
-                    let on = parse_bool("feature-gates", v.trim())?;
-                    if k.trim() == "OpportunisticBatching" {
-                        o.opportunistic_batching = on;
-                    } else {
-                        o.warnings.push(format!(
-                            "feature gate {} is not implemented by rkube scheduler and is ignored",
-                            k.trim()
-                        ));
-                    }
-                }
+                gates.extend(gate_list(&value()?).map_err(ParseError::Invalid)?);
             }
             _ => {
                 // An unknown flag: its value is the next argument unless that
@@ -247,8 +236,95 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             }
         }
     }
+    let (batching, warnings) = check_gates(&gates).map_err(ParseError::Invalid)?;
+    o.warnings.extend(warnings);
+    o.opportunistic_batching = batching;
     Ok(o)
 }
+
+/// A `--feature-gates` value (`K=V,...`) as a map, in pflag's words when
+/// an entry is not `name=bool`.
+pub fn gate_list(list: &str) -> Result<std::collections::BTreeMap<String, bool>, String> {
+    let mut gates = std::collections::BTreeMap::new();
+    for gate in list.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+        let (k, v) = gate.split_once('=').ok_or_else(|| {
+            format!(
+                "invalid argument {gate:?} for \"--feature-gates\" flag: missing bool value for {gate}"
+            )
+        })?;
+        let on = parse_bool("feature-gates", v.trim()).map_err(|e| match e {
+            ParseError::Invalid(m) => m,
+            other => format!("{other:?}"),
+        })?;
+        gates.insert(k.trim().to_string(), on);
+    }
+    Ok(gates)
+}
+
+/// Checks gates as the scheduler takes them: every gate upstream knows is
+/// accepted at its default, and a gate kube-scheduler does not read in any
+/// position (kubeadm passes one list to every component). A scheduling
+/// gate rkube does not implement is refused away from its default, never
+/// ignored. Returns OpportunisticBatching's value and upstream's warnings.
+pub fn check_gates(
+    gates: &std::collections::BTreeMap<String, bool>,
+) -> Result<(bool, Vec<String>), String> {
+    let implemented =
+        |name: &str, _: bool| name == "OpportunisticBatching" || !SCHEDULER_GATES.contains(&name);
+    let (_, warnings) =
+        rkube_util::feature_gates::FeatureGates::new(gates, &implemented, "rkube scheduler")
+            .map_err(|e| format!("--feature-gates: {e}"))?;
+    Ok((
+        gates.get("OpportunisticBatching").copied().unwrap_or(true),
+        warnings,
+    ))
+}
+
+/// The gates kube-scheduler v1.37.2 reads (`pkg/scheduler`,
+/// `cmd/kube-scheduler`).
+pub const SCHEDULER_GATES: &[&str] = &[
+    "CompositePodGroup",
+    "CoordinatedLeaderElection",
+    "DRAAdminAccess",
+    "DRAConsumableCapacity",
+    "DRADerivedAttributes",
+    "DRADeviceBindingConditions",
+    "DRADeviceCompatibilityGroups",
+    "DRADeviceTaintRules",
+    "DRADeviceTaints",
+    "DRAExtendedResource",
+    "DRAFractionalCapacityRange",
+    "DRAListTypeAttributes",
+    "DRANodeAllocatableResources",
+    "DRAOptionalNodeOperations",
+    "DRAPartitionableDevices",
+    "DRAPrioritizedList",
+    "DRAResourceClaimDeviceStatus",
+    "DRASchedulerFilterTimeout",
+    "DRAWorkloadResourceClaims",
+    "DynamicResourceAllocation",
+    "GenericWorkload",
+    "InPlacePodLevelResourcesVerticalScaling",
+    "InPlacePodVerticalScaling",
+    "InPlacePodVerticalScalingSchedulerPreemption",
+    "InterPodAffinityHostnameFastPath",
+    "MatchLabelKeysInPodTopologySpread",
+    "NodeDeclaredFeatures",
+    "NodeInclusionPolicyInPodTopologySpread",
+    "NominatedNodeNameForExpectation",
+    "OpportunisticBatching",
+    "PodGroupPreemptionPolicy",
+    "PodLevelResources",
+    "SchedulerAsyncAPICalls",
+    "SchedulerAsyncPreemption",
+    "SchedulerPopFromBackoffQ",
+    "SchedulerPreQueueingHints",
+    "StorageCapacityScoring",
+    "TaintTolerationComparisonOperators",
+    "TopologyAwareWorkloadScheduling",
+    "VolumeAttributesClass",
+    "VolumeLimitScaling",
+];
 
 #[cfg(test)]
 mod tests {
@@ -261,13 +337,42 @@ mod tests {
     #[test]
     fn feature_gates() {
         assert!(p(&[]).unwrap().opportunistic_batching);
-        let o = p(&["--feature-gates=OpportunisticBatching=false,SchedulerAsyncAPICalls=true"])
+        // A gate only other components read, a scheduling gate at its
+        // default, and GA ones (upstream's warning).
+        let o = p(&["--feature-gates=OpportunisticBatching=false,SchedulerAsyncAPICalls=false,APIServingWithRoutine=true,VolumeLimitScaling=true,DRADeviceTaintRules=true"])
             .unwrap();
         assert!(!o.opportunistic_batching);
         assert_eq!(
             o.warnings,
-            ["feature gate SchedulerAsyncAPICalls is not implemented by rkube scheduler and is ignored"]
+            ["Setting GA feature gate DRADeviceTaintRules=true. It will be removed in a future release."]
         );
+        // A scheduling gate rkube does not implement, away from its default.
+        let e = p(&["--feature-gates=SchedulerAsyncAPICalls=true"]).unwrap_err();
+        assert!(
+            format!("{e:?}").contains(
+                "feature gate SchedulerAsyncAPICalls=true is not implemented by rkube scheduler"
+            ),
+            "{e:?}"
+        );
+        // Unknown and locked gates, as upstream refuses them.
+        let e = p(&["--feature-gates=NoSuchGate=true"]).unwrap_err();
+        assert!(
+            format!("{e:?}").contains("unrecognized feature gate: NoSuchGate"),
+            "{e:?}"
+        );
+        let e = p(&["--feature-gates=NodeDeclaredFeatures=false"]).unwrap_err();
+        assert!(
+            format!("{e:?}").contains("feature is locked to true"),
+            "{e:?}"
+        );
+        for g in SCHEDULER_GATES {
+            assert!(
+                rkube_util::feature_gates::generated::GATES
+                    .iter()
+                    .any(|x| x.name == *g),
+                "{g} is one of v1.37.2's gates"
+            );
+        }
         assert!(
             p(&["--feature-gates", "OpportunisticBatching=true"])
                 .unwrap()

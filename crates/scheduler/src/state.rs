@@ -29,7 +29,7 @@ use k8s_openapi::api::storage::v1 as storage;
 use kube::ResourceExt;
 use rkube_framework::events::{
     self, node_scheduling_properties_change, pod_scheduling_properties_change, ActionType,
-    ClusterEvent, CsiNode, EventObject, EventResource,
+    ClusterEvent, CsiDriver, CsiNode, EventObject, EventResource,
 };
 use rkube_framework::{AssumeCache, Nominator, Profiles, Snapshot, WaitingPods};
 use rkube_model::convert::{self, PriorityClasses};
@@ -90,6 +90,7 @@ pub struct State {
     assumed_volumes: HashMap<String, (String, PodVolumes)>,
     /// CSINodes as the hints read them, by name.
     csi_nodes: BTreeMap<String, Arc<CsiNode>>,
+    csi_drivers: BTreeMap<String, Arc<CsiDriver>>,
     /// DeviceClasses, ResourceSlices and ResourceClaims (and the claims
     /// assumed by pods in their binding cycle).
     dra: dra::DraCache,
@@ -147,6 +148,7 @@ impl State {
             volumes: Volumes::default(),
             assumed_volumes: HashMap::new(),
             csi_nodes: BTreeMap::new(),
+            csi_drivers: BTreeMap::new(),
             dra: dra::DraCache::default(),
             workloads_synced: false,
             waiting: WaitingPods::new(),
@@ -864,7 +866,7 @@ impl State {
         match change {
             Change::Apply(o) => {
                 let name = o.name_any();
-                self.volumes.csi_limits.remove(&name);
+                self.volumes.forget_csi_node(&name);
                 self.take_volume_object("CSINode", &o);
                 let new = Arc::new(csi_node(&o));
                 let old = self.csi_nodes.insert(name, new.clone());
@@ -872,11 +874,12 @@ impl State {
             }
             Change::Delete(o) => {
                 let name = o.name_any();
-                self.volumes.csi_limits.remove(&name);
+                self.volumes.forget_csi_node(&name);
                 changes.push((self.csi_nodes.remove(&name), None));
             }
             Change::Replace(list) => {
                 self.volumes.csi_limits.clear();
+                self.volumes.csi_node_drivers.clear();
                 let mut old = std::mem::take(&mut self.csi_nodes);
                 for o in &list {
                     self.take_volume_object("CSINode", o);
@@ -892,6 +895,94 @@ impl State {
             .map(|(o, n)| (o.map(EventObject::CsiNode), n.map(EventObject::CsiNode)))
             .collect();
         self.volume_events(EventResource::CsiNode, changes, now);
+    }
+
+    /// Applies a CSIDriver watch event.
+    pub fn csi_drivers_changed(&mut self, change: Change<storage::CSIDriver>, now: Instant) {
+        self.invalidate();
+        let mut changes = Vec::new();
+        match change {
+            Change::Apply(o) => {
+                self.take_volume_object("CSIDriver", &o);
+                let new = Arc::new(csi_driver(&o));
+                let old = self.csi_drivers.insert(new.name.clone(), new.clone());
+                changes.push((old, Some(new)));
+            }
+            Change::Delete(o) => {
+                let name = o.name_any();
+                self.volumes.csi_drivers_required_on_node.remove(&name);
+                self.volumes.csi_drivers_with_capacity.remove(&name);
+                changes.push((self.csi_drivers.remove(&name), None));
+            }
+            Change::Replace(list) => {
+                self.volumes.csi_drivers_required_on_node.clear();
+                self.volumes.csi_drivers_with_capacity.clear();
+                let mut old = std::mem::take(&mut self.csi_drivers);
+                for o in &list {
+                    self.take_volume_object("CSIDriver", o);
+                    let new = Arc::new(csi_driver(o));
+                    self.csi_drivers.insert(new.name.clone(), new.clone());
+                    changes.push((old.remove(&new.name), Some(new)));
+                }
+                changes.extend(old.into_values().map(|o| (Some(o), None)));
+            }
+        }
+        let changes = changes
+            .into_iter()
+            .map(|(o, n)| (o.map(EventObject::CsiDriver), n.map(EventObject::CsiDriver)))
+            .collect();
+        self.volume_events(EventResource::CsiDriver, changes, now);
+    }
+
+    /// Applies a CSIStorageCapacity watch event.
+    pub fn storage_capacities_changed(
+        &mut self,
+        change: Change<storage::CSIStorageCapacity>,
+        now: Instant,
+    ) {
+        self.invalidate();
+        let key =
+            |o: &storage::CSIStorageCapacity| (o.namespace().unwrap_or_default(), o.name_any());
+        let mut actions = Vec::new();
+        match change {
+            Change::Apply(o) => {
+                let had = self.volumes.storage_capacities.remove(&key(&o)).is_some();
+                self.take_volume_object("CSIStorageCapacity", &o);
+                actions.push(if had {
+                    ActionType::UPDATE
+                } else {
+                    ActionType::ADD
+                });
+            }
+            Change::Delete(o) => {
+                if self.volumes.storage_capacities.remove(&key(&o)).is_some() {
+                    actions.push(ActionType::DELETE);
+                }
+            }
+            Change::Replace(list) => {
+                let old = std::mem::take(&mut self.volumes.storage_capacities);
+                for o in &list {
+                    self.take_volume_object("CSIStorageCapacity", o);
+                    actions.push(if old.contains_key(&key(o)) {
+                        ActionType::UPDATE
+                    } else {
+                        ActionType::ADD
+                    });
+                }
+                if old
+                    .keys()
+                    .any(|k| !self.volumes.storage_capacities.contains_key(k))
+                {
+                    actions.push(ActionType::DELETE);
+                }
+            }
+        }
+        actions.sort();
+        actions.dedup();
+        for action in actions {
+            let event = ClusterEvent::new(EventResource::CsiStorageCapacity, action);
+            self.move_pods(&event, None, None, None, now);
+        }
     }
 
     /// The Add, Update or Delete event of each (old, new) pair.
@@ -910,6 +1001,14 @@ impl State {
             };
             self.move_pods(&ClusterEvent::new(resource, action), old, new, None, now);
         }
+    }
+}
+
+/// A CSIDriver as the hints read it.
+fn csi_driver(o: &storage::CSIDriver) -> CsiDriver {
+    CsiDriver {
+        name: o.name_any(),
+        storage_capacity: o.spec.storage_capacity == Some(true),
     }
 }
 

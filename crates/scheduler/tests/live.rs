@@ -581,6 +581,95 @@ async fn scenario(cp: &ControlPlane) {
         assert!(text.contains(line), "missing {line:?} in /metrics:\n{text}");
     }
 
+    // VolumeLimitScaling, live: a CSIDriver with preventPodSchedulingIfMissing
+    // keeps a pod with one of its volumes off every node until a CSINode
+    // lists the driver; the new CSINode requeues the pod.
+    const DRIVER: &str = "block.csi.example.com";
+    let create = |kind: &'static str, v: serde_json::Value| {
+        let admin = admin.clone();
+        async move {
+            let dyn_api = |plural: &str, group: &str, version: &str| {
+                let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+                kube::api::ApiResource::from_gvk_with_plural(&gvk, plural)
+            };
+            let (ar, namespaced) = match kind {
+                "CSIDriver" => (dyn_api("csidrivers", "storage.k8s.io", "v1"), false),
+                "CSINode" => (dyn_api("csinodes", "storage.k8s.io", "v1"), false),
+                "PersistentVolume" => (dyn_api("persistentvolumes", "", "v1"), false),
+                _ => (dyn_api("persistentvolumeclaims", "", "v1"), true),
+            };
+            let api: Api<kube::api::DynamicObject> = if namespaced {
+                Api::namespaced_with(admin, "default", &ar)
+            } else {
+                Api::all_with(admin, &ar)
+            };
+            api.create(&PostParams::default(), &serde_json::from_value(v).unwrap())
+                .await
+                .unwrap_or_else(|e| panic!("creating a {kind}: {e}"));
+        }
+    };
+    create(
+        "CSIDriver",
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+        "metadata": {"name": DRIVER}, "spec": {"preventPodSchedulingIfMissing": true}}),
+    )
+    .await;
+    create(
+        "PersistentVolume",
+        json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "csi-pv"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "csi": {"driver": DRIVER, "volumeHandle": "vol-1"},
+            "claimRef": {"namespace": "default", "name": "csi-claim"}}}),
+    )
+    .await;
+    create(
+        "PersistentVolumeClaim",
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "csi-claim", "namespace": "default",
+            "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"volumeName": "csi-pv", "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await;
+    // The scheduler's CSIDriver watch has no way to be waited on from
+    // here; a quiet API server delivers the event well within this.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut user = pod("csi-user", "10m", "16Mi", None);
+    user.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(json!(
+        {"name": "data", "persistentVolumeClaim": {"claimName": "csi-claim"}}
+    ))
+    .unwrap()]);
+    pods.create(&PostParams::default(), &user).await.unwrap();
+    let refused = wait_for("csi-user refused", Duration::from_secs(20), || async {
+        events_for(&events, "csi-user", "FailedScheduling")
+            .await
+            .into_iter()
+            .find_map(|e| e.note)
+    })
+    .await;
+    assert!(
+        refused.starts_with(&format!(
+            "0/21 nodes are available: 21 {DRIVER} CSI driver is not installed on the node."
+        )),
+        "{refused}"
+    );
+    create(
+        "CSINode",
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+        "metadata": {"name": "node-05"},
+        "spec": {"drivers": [{"name": DRIVER, "nodeID": "node-05"}]}}),
+    )
+    .await;
+    let on = wait_for("csi-user bound", Duration::from_secs(30), || async {
+        pods.get("csi-user").await.ok()?.spec?.node_name
+    })
+    .await;
+    assert_eq!(
+        on, "node-05",
+        "the only node whose CSINode lists the driver"
+    );
+
     // SIGTERM-like stop: the lease is released.
     let _ = stop.send(());
     sched.await.unwrap().unwrap();

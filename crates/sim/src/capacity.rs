@@ -122,6 +122,7 @@ pub fn capacity(
     }
     let mut snapshot = Snapshot::from_cluster(cluster);
     let mut scheduler = Scheduler::new(opts.seed, profiles.percentage_of_nodes_to_score);
+    scheduler.opportunistic_batching = profiles.opportunistic_batching;
     let nominator = Nominator::new();
     let mut results: Vec<ShapeCapacity> = shapes
         .iter()

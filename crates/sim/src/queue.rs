@@ -56,7 +56,11 @@ impl<'p> Queue<'p> {
     pub fn new(profiles: &'p Profiles, seed: u64, pending: &[&Pod]) -> Self {
         Queue {
             profiles,
-            scheduler: Scheduler::new(seed, profiles.percentage_of_nodes_to_score),
+            scheduler: {
+                let mut s = Scheduler::new(seed, profiles.percentage_of_nodes_to_score);
+                s.opportunistic_batching = profiles.opportunistic_batching;
+                s
+            },
             nominator: initial_nominator(pending),
             cleared: HashSet::new(),
         }

@@ -49,6 +49,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "cm",
                 "allocation",
                 "devices",
+                "dra",
                 "pluginmanager",
             ],
             // The runtime: the trait, the sim, CRI (plan, execution, specs).

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod containerd;
 pub mod live;
 pub mod netns;
+pub mod node_bench;
 pub mod registry;
 pub mod relay;
 

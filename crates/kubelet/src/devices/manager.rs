@@ -82,12 +82,19 @@ pub struct Manager {
     pub(super) state: Mutex<State>,
 }
 
-fn container_limits(c: &Container) -> Vec<(String, i64)> {
+/// The limits of container `c` of `pod`, without the extended resources
+/// the scheduler mapped to a DRA claim for it (upstream's
+/// `isDRAExtendedResource`: those are DRA's, even when a device plugin
+/// serves the same resource on the node).
+fn container_limits(pod: &Pod, c: &Container) -> Vec<(String, i64)> {
+    let backed_by_dra =
+        |resource: &str| crate::dra::claims::is_dra_extended_resource(pod, &c.name, resource);
     c.resources
         .as_ref()
         .and_then(|r| r.limits.as_ref())
         .map(|l| {
             l.iter()
+                .filter(|(k, _)| !backed_by_dra(k))
                 .map(|(k, v)| (k.clone(), quantity_value(v)))
                 .collect()
         })
@@ -350,7 +357,7 @@ impl Manager {
     /// need [`Manager::allocate_pod`]).
     pub fn wants_devices(&self, pod: &Pod) -> bool {
         all_containers(pod).iter().any(|c| {
-            container_limits(c)
+            container_limits(pod, c)
                 .iter()
                 .any(|(r, _)| self.is_device_resource(r))
         })
@@ -406,7 +413,7 @@ impl Manager {
     ) -> Result<(), String> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let mut changed = false;
-        for (resource, needed) in container_limits(c) {
+        for (resource, needed) in container_limits(pod, c) {
             if !self.is_device_resource(&resource) {
                 continue;
             }
@@ -596,7 +603,7 @@ impl Manager {
     ) -> Result<Option<RunOptions>, String> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let mut reallocate = false;
-        for (resource, n) in container_limits(c) {
+        for (resource, n) in container_limits(pod, c) {
             if n == 0 || !self.is_device_resource(&resource) {
                 continue;
             }

@@ -176,6 +176,22 @@ async fn allocates_as_upstream_and_keeps_it_in_the_checkpoint() {
     assert_eq!(m.allocate_pod(&q).await.unwrap_err(), why);
     assert_eq!(m.allocate_pod(&q).await.unwrap_err(), why);
 
+    // The same request mapped by the scheduler to a DRA claim (the
+    // resource is also backed by DRA): not the device plugin's to serve.
+    let mut dra = pod("dra", 0, 2);
+    dra.status = Some(
+        serde_json::from_value(serde_json::json!({"extendedResourceClaimStatus": {
+            "resourceClaimName": "dra-extended-resources-x",
+            "requestMappings": [{"containerName": "app", "resourceName": GPU,
+                                 "requestName": "container-0-request-0"}]}}))
+        .unwrap(),
+    );
+    // (One device is free; the two asked for are not the plugin's.)
+    m.allocate_pod(&dra).await.unwrap();
+    assert!(held(&m, "dra", "app").is_empty());
+    let dra_app = &dra.spec.as_ref().unwrap().containers[0];
+    assert!(m.run_options(&dra, dra_app).await.unwrap().is_none());
+
     // A restarted kubelet reads what containers hold; the resource is at
     // zero until its plugin registers again.
     let again = Manager::open(&dir);

@@ -39,9 +39,11 @@
 //! have a deadline ([`manager::CALL_TIMEOUT`], upstream none); a plugin
 //! endpoint must be a socket name in the directory, not a path. Not
 //! implemented: topology alignment (rkube has no topology manager, as
-//! upstream's default `none` policy), device health in `allocatedResourcesStatus`
-//! (`ResourceHealthStatus`, off by default), and the
-//! `DRAExtendedResource` exception (extended resources backed by DRA).
+//! upstream's default `none` policy) and device health in
+//! `allocatedResourcesStatus` (`ResourceHealthStatus`, beta and on; rkube
+//! reports DRA devices' health only). A container's extended resource the
+//! scheduler mapped to a DRA claim (`DRAExtendedResource`) is DRA's, not
+//! the device plugin's, as upstream's.
 
 pub mod checkpoint;
 pub mod manager;

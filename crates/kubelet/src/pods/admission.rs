@@ -94,6 +94,46 @@ impl Failure {
     }
 }
 
+/// `pod` without the extended resources its containers get through DRA
+/// (the scheduler mapped them to requests of a claim,
+/// `status.extendedResourceClaimStatus`): the node's capacity does not
+/// count them (upstream's `removeMissingExtendedResources`, for
+/// `DRAExtendedResource`).
+pub fn without_dra_extended_resources(pod: &Pod) -> std::borrow::Cow<'_, Pod> {
+    if crate::dra::claims::extended_claim(pod).is_none() {
+        return std::borrow::Cow::Borrowed(pod);
+    }
+    let dra_name = |n: &str| {
+        is_extended_resource_name(n) || n.starts_with("deviceclass.resource.kubernetes.io/")
+    };
+    let mut out = pod.clone();
+    if let Some(spec) = out.spec.as_mut() {
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            let backed = |n: &String| {
+                dra_name(n) && crate::dra::claims::is_dra_extended_resource(pod, &c.name, n)
+            };
+            let drop: Vec<String> = c
+                .resources
+                .iter()
+                .flat_map(|r| r.requests.iter().chain(r.limits.iter()).flatten())
+                .map(|(n, _)| n.clone())
+                .filter(|n| backed(n))
+                .collect();
+            if let Some(r) = c.resources.as_mut() {
+                for n in &drop {
+                    r.requests.as_mut().map(|m| m.remove(n));
+                    r.limits.as_mut().map(|m| m.remove(n));
+                }
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The resources `others` request.
 fn used(others: &[&MPod]) -> Resources {
     let mut r = Resources::default();
@@ -271,7 +311,8 @@ impl Admission {
         let _one_at_a_time = self.gate.lock().await;
         let name = node_of(pod);
         let static_pod = is_static(pod);
-        let Ok(mpod) = convert::pod(pod, 0, &PriorityClasses::default()) else {
+        let checked = without_dra_extended_resources(pod);
+        let Ok(mpod) = convert::pod(&checked, 0, &PriorityClasses::default()) else {
             self.count(pod);
             return Ok(());
         };
@@ -356,7 +397,8 @@ impl Admission {
 
     /// Counts a pod admitted before (running when the kubelet started).
     pub fn count(&self, pod: &Pod) {
-        if let Ok(m) = convert::pod(pod, 0, &PriorityClasses::default()) {
+        let counted = without_dra_extended_resources(pod);
+        if let Ok(m) = convert::pod(&counted, 0, &PriorityClasses::default()) {
             self.lock()
                 .entry(node_of(pod))
                 .or_default()

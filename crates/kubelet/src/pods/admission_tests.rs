@@ -199,3 +199,37 @@ fn a_pod_for_another_node_is_refused() {
     let r = first(&p, &small_node(), &[]).unwrap();
     assert_eq!(r.reason, "NodeName");
 }
+
+#[test]
+fn extended_resources_backed_by_dra_are_not_checked_against_the_node() {
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "p"},
+        "spec": {"nodeName": "n1", "containers": [
+            {"name": "dra", "image": "i", "resources": {
+                "requests": {"deviceclass.resource.kubernetes.io/gpu-class": "1", "cpu": "1"},
+                "limits": {"deviceclass.resource.kubernetes.io/gpu-class": "1"}}},
+            {"name": "plugin", "image": "i", "resources": {
+                "requests": {"example.com/gpu": "2"}, "limits": {"example.com/gpu": "2"}}}]},
+        "status": {"extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-x",
+            "requestMappings": [
+                {"containerName": "dra", "resourceName": "deviceclass.resource.kubernetes.io/gpu-class", "requestName": "container-0-request-0"},
+                {"containerName": "dra", "resourceName": "example.com/gpu", "requestName": "container-0-request-1"}]}},
+    }))
+    .unwrap();
+    let checked = without_dra_extended_resources(&p);
+    let c = &checked.spec.as_ref().unwrap().containers;
+    let req = |i: usize| c[i].resources.as_ref().unwrap().requests.clone().unwrap();
+    assert_eq!(req(0).keys().collect::<Vec<_>>(), ["cpu"]);
+    // Mapped for another container only: still the node's to check.
+    assert!(req(1).contains_key("example.com/gpu"));
+    let m = convert::pod(&checked, 0, &PriorityClasses::default()).unwrap();
+    let r = first(&m, &small_node(), &[]).unwrap();
+    assert_eq!(r.reason, "OutOfexample.com/gpu");
+    // Without the claim's status the pod is what it asks.
+    let mut plain = p.clone();
+    plain.status = None;
+    assert!(matches!(
+        without_dra_extended_resources(&plain),
+        std::borrow::Cow::Borrowed(_)
+    ));
+}

@@ -139,6 +139,19 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
                 tracing::info!(pods = d.len(), "pods listed");
                 if first_list {
                     first_list = false;
+                    // A period after the first list, not at once: the
+                    // workers of the pods just listed record themselves
+                    // as they start, and a claim of a pod whose worker has
+                    // not yet must not look abandoned.
+                    if let Some(dra) = ctx.dra.clone() {
+                        let states = ctx.states.clone();
+                        tokio::spawn(async move {
+                            loop {
+                                tokio::time::sleep(crate::dra::RECONCILE_PERIOD).await;
+                                dra.reconcile(&|uid| states.active(uid)).await;
+                            }
+                        });
+                    }
                     if let Ok(uids) = ctx.runtime.list_pods().await {
                         ctx.runtime.forget_others(&uids);
                         for uid in uids.into_iter().filter(|u| !seen.contains(u)) {

@@ -50,6 +50,9 @@ pub struct WorkerContext {
     pub allocated: Arc<crate::allocation::State>,
     /// The device plugins' devices (none on simulated nodes).
     pub devices: Option<Arc<crate::devices::Manager>>,
+    /// The DRA manager (none on simulated nodes): claims of pods that are
+    /// gone are unprepared once the pods are listed.
+    pub dra: Option<Arc<crate::dra::Manager>>,
 }
 
 /// What the garbage collector asks the pod workers (upstream's
@@ -78,6 +81,12 @@ impl PodStates {
     /// was evicted.
     pub fn content_removable(&self, uid: &str) -> bool {
         self.lock().get(uid).is_some_and(|s| s.1)
+    }
+
+    /// Whether pod `uid` has a worker and is not terminated (upstream's
+    /// active pods).
+    pub fn active(&self, uid: &str) -> bool {
+        self.lock().get(uid).is_some_and(|s| !s.0)
     }
 
     /// Upstream's `ShouldPodRuntimeBeRemoved`: the pod is terminated.
@@ -339,6 +348,9 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                     let host_ip = node_ip(&ctx, &pod);
                     let now = Timestamp::now();
                     let mut status = pod_status(&pod, last.as_ref(), &obs, &host_ip, now);
+                    if let Some(d) = &ctx.dra {
+                        d.set_allocated_resources_status(&pod, &mut status);
+                    }
                     add_resize_conditions(
                         &mut status,
                         &pod,

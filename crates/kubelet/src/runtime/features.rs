@@ -53,11 +53,12 @@ pub fn admit(pod: &Pod) -> Result<(), Rejection> {
 /// containers.
 pub const DYNAMIC_RESOURCES_UNSUPPORTED: &str = "DynamicResourcesUnsupported";
 
-/// Whether `pod` can run on containerd: rkube's kubelet cannot yet prepare
-/// ResourceClaims (`NodePrepareResources`, the CDI devices of a claim), so
-/// a pod with claims — its own, or those generated for extended resources
-/// backed by DRA — is refused rather than started without its devices.
-/// Simulated nodes run no containers and admit it.
+/// Whether `pod` can run on a CRI runtime made without a DRA manager
+/// (`CriParts::bare`), which cannot prepare ResourceClaims: a pod with
+/// claims — its own, or those generated for extended resources backed by
+/// DRA — is refused rather than started without its devices. The kubelet's
+/// own CRI runtime has the manager ([`crate::dra`]); simulated nodes run no
+/// containers and admit such pods.
 pub fn admit_without_claims(pod: &Pod) -> Result<(), Rejection> {
     let own = pod
         .spec
@@ -72,7 +73,7 @@ pub fn admit_without_claims(pod: &Pod) -> Result<(), Rejection> {
     if own || extended {
         return Err(Rejection {
             reason: DYNAMIC_RESOURCES_UNSUPPORTED.into(),
-            message: "rkube's kubelet cannot prepare ResourceClaims (the node side of dynamic resource allocation is not implemented): the pod would run without its devices".into(),
+            message: "this runtime has no DRA manager and cannot prepare ResourceClaims: the pod would run without its devices".into(),
         });
     }
     Ok(())

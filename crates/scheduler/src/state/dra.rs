@@ -18,7 +18,9 @@ use k8s_openapi::api::resource::v1 as api;
 use kube::ResourceExt;
 use rkube_framework::events::{ActionType, ClusterEvent, EventResource};
 use rkube_framework::Profiles;
-use rkube_model::dra::{self, ClaimKey, DeviceClass, Dra, ResourceClaim, ResourceSlice};
+use rkube_model::dra::{
+    self, ClaimKey, DeviceClass, DeviceTaintRule, Dra, ResourceClaim, ResourceSlice,
+};
 
 use super::{key_of, Change, State};
 
@@ -29,7 +31,11 @@ type Key = (String, String);
 pub(crate) struct DraCache {
     classes: Arc<BTreeMap<String, DeviceClass>>,
     slices: BTreeMap<String, ResourceSlice>,
-    /// `slices` in name order, shared by every view until a slice changes.
+    /// DeviceTaintRules by name.
+    taint_rules: BTreeMap<String, DeviceTaintRule>,
+    /// `slices` in name order with the taint rules applied (upstream's
+    /// ResourceSlice tracker), shared by every view until a slice or a
+    /// rule changes.
     slice_list: Arc<Vec<ResourceSlice>>,
     claims: BTreeMap<ClaimKey, Arc<ResourceClaim>>,
     /// Claims as Reserve left them (allocated for a pod in its binding
@@ -56,7 +62,24 @@ impl DraCache {
             slices: self.slice_list.clone(),
             claims,
             templates: BTreeMap::new(),
+            taint_rules: self.taint_rules.values().cloned().collect(),
         });
+    }
+
+    /// Lists the slices again with the taint rules applied.
+    fn relist_slices(&mut self) {
+        let list: Vec<ResourceSlice> = self
+            .slices
+            .values()
+            .map(|s| {
+                let mut s = s.clone();
+                for r in self.taint_rules.values() {
+                    r.apply(&mut s);
+                }
+                s
+            })
+            .collect();
+        self.slice_list = Arc::new(list);
     }
 
     /// The claim as the informer last sent it.
@@ -276,7 +299,36 @@ impl State {
             .collect();
         let actions = apply(&mut keyed, change, "ResourceSlice", dra::resource_slice);
         self.dra.slices = keyed.into_iter().map(|((_, k), v)| (k, v)).collect();
-        self.dra.slice_list = Arc::new(self.dra.slices.values().cloned().collect());
+        self.dra.relist_slices();
+        self.dra_changed(profiles, EventResource::ResourceSlice, actions, now);
+    }
+
+    /// Applies a DeviceTaintRule watch event. As upstream's tracker, a
+    /// rule is no event of its own: the slices whose devices it taints or
+    /// untaints are updated.
+    pub fn device_taint_rules_changed(
+        &mut self,
+        profiles: &Profiles,
+        change: Change<api::DeviceTaintRule>,
+        now: Instant,
+    ) {
+        let mut keyed: BTreeMap<Key, DeviceTaintRule> = std::mem::take(&mut self.dra.taint_rules)
+            .into_iter()
+            .map(|(k, v)| ((String::new(), k), v))
+            .collect();
+        apply(&mut keyed, change, "DeviceTaintRule", |r| {
+            Ok(dra::device_taint_rule(r))
+        });
+        self.dra.taint_rules = keyed.into_iter().map(|((_, k), v)| (k, v)).collect();
+        // Only a rule change pays for the comparison: slices changed when
+        // the rule tainted or untainted a device.
+        let before = self.dra.slice_list.clone();
+        self.dra.relist_slices();
+        let actions = if *before != *self.dra.slice_list {
+            vec![ActionType::UPDATE]
+        } else {
+            Vec::new()
+        };
         self.dra_changed(profiles, EventResource::ResourceSlice, actions, now);
     }
 

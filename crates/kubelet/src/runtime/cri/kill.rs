@@ -76,6 +76,14 @@ impl CriRuntime {
         for s in self.sandboxes(&uid).await? {
             self.cri.stop_pod_sandbox(&s.id).await.map_err(err)?;
         }
+        // Its claims, once every container stopped and before the final
+        // status (upstream's UnprepareDynamicResources); a failure fails
+        // the kill, which is tried again. Only claims the cache holds for
+        // the pod are unprepared (upstream's fallback to the pod's spec
+        // finds nothing else to do).
+        if let Some(d) = self.dra.as_ref().filter(|d| d.might_need_unprepare(&uid)) {
+            d.unprepare(pod).await.map_err(err)?;
+        }
         let mut obs = self.observe(pod, &HashMap::new(), None, None).await?;
         obs.resync_after = None;
         Ok(obs)

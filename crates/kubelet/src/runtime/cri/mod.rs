@@ -149,6 +149,8 @@ pub struct CriRuntime {
     actuated: Arc<crate::allocation::State>,
     /// The device plugins' devices (none: no device plugins).
     devices: Option<Arc<crate::devices::Manager>>,
+    /// The DRA manager (none: pods with ResourceClaims are refused).
+    dra: Option<Arc<crate::dra::Manager>>,
     /// The node's cgroups (none: the runtime makes no pod cgroups).
     cgroups: Option<Arc<crate::cm::ContainerManager>>,
     /// The pods' cgroups, by uid.
@@ -233,6 +235,8 @@ pub struct CriParts {
     pub actuated: Arc<crate::allocation::State>,
     /// The device manager (none: no device plugins).
     pub devices: Option<Arc<crate::devices::Manager>>,
+    /// The DRA manager (none: pods with ResourceClaims are refused).
+    pub dra: Option<Arc<crate::dra::Manager>>,
 }
 
 impl CriParts {
@@ -249,6 +253,7 @@ impl CriParts {
             pull_limiter: None,
             actuated: Arc::new(crate::allocation::State::in_memory()),
             devices: None,
+            dra: None,
         }
     }
 }
@@ -395,6 +400,7 @@ impl CriRuntime {
             pull_limiter,
             actuated,
             devices,
+            dra,
         } = parts;
         std::fs::create_dir_all(&dirs.logs)
             .map_err(|e| err(format!("creating {}: {e}", dirs.logs.display())))?;
@@ -425,6 +431,7 @@ impl CriRuntime {
             events,
             actuated,
             devices,
+            dra,
             cgroups,
             pod_cgroups: Mutex::new(HashMap::new()),
         })
@@ -594,9 +601,11 @@ impl CriRuntime {
         attempt: u32,
         sb: &Sandbox,
     ) -> Result<v1::ContainerConfig, String> {
-        // A pod admitted by another kubelet (a handover) is not admitted
-        // again: its claims are refused here, for each container.
-        super::features::admit_without_claims(pod).map_err(|r| r.message)?;
+        // Without a DRA manager, a pod admitted by another kubelet (a
+        // handover) is not admitted again: its claims are refused here.
+        if self.dra.is_none() {
+            super::features::admit_without_claims(pod).map_err(|r| r.message)?;
+        }
         let env = match self.volumes.as_ref() {
             Some(vm) => vm.env_inputs(pod).await?,
             None => EnvInputs::default(),
@@ -615,10 +624,21 @@ impl CriRuntime {
             Some(m) => m.run_options(pod, c).await?,
             None => None,
         };
+        // The claims' CDI devices (upstream's order: before the device
+        // plugins').
+        let claim_cdi = match &self.dra {
+            Some(d) if crate::dra::claims::uses_claims(pod) => d.cdi_devices(pod, c)?,
+            _ => vec![],
+        };
         // A runtime without CDI would start the container without them.
-        if let Some(d) = devices.as_ref().filter(|d| !d.cdi_devices.is_empty()) {
+        let cdi: Vec<String> = claim_cdi
+            .iter()
+            .chain(devices.iter().flat_map(|d| &d.cdi_devices))
+            .cloned()
+            .collect();
+        if !cdi.is_empty() {
             let v = self.cri.version().await.map_err(|e| e.to_string())?;
-            spec::cdi_supported(&v.runtime_name, &v.runtime_version, &d.cdi_devices)?;
+            spec::cdi_supported(&v.runtime_name, &v.runtime_version, &cdi)?;
         }
         let inputs = ContainerInputs {
             env: EnvSources {
@@ -633,6 +653,7 @@ impl CriRuntime {
             resources: &resources,
             cluster_domain: &self.node.dns.cluster_domain,
             devices: devices.as_ref(),
+            claim_cdi: &claim_cdi,
         };
         spec::container_config(pod, c, attempt, &self.dirs, &inputs)
     }
@@ -885,7 +906,10 @@ impl Runtime for CriRuntime {
     fn admit(&self, pod: &Pod) -> Result<(), super::Rejection> {
         let r = super::admit_os(pod)
             .and_then(|()| super::features::admit(pod))
-            .and_then(|()| super::features::admit_without_claims(pod))
+            .and_then(|()| match self.dra {
+                Some(_) => Ok(()),
+                None => super::features::admit_without_claims(pod),
+            })
             .and_then(|()| {
                 spec::security::admit_sysctls(pod, &self.security.allowed_unsafe_sysctls).map_err(
                     |message| super::Rejection {

@@ -165,8 +165,8 @@ impl CriRuntime {
     }
 
     /// Why the pod cannot start, if it cannot: a field the node cannot
-    /// enforce, or volumes it cannot set up (fail closed): the containers'
-    /// waiting reason and message.
+    /// enforce, volumes it cannot set up or claims not prepared (fail
+    /// closed): the containers' waiting reason and message.
     async fn blocked(&self, pod: &Pod, is_static: bool) -> Option<(&'static str, String)> {
         if let Err(m) = self.sandbox_config(pod, 0, is_static) {
             return Some(("CreateContainerConfigError", m));
@@ -182,7 +182,29 @@ impl CriRuntime {
             true => "PodInitializing",
             false => "ContainerCreating",
         };
-        self.prepare_volumes(pod).await.err().map(|m| (reason, m))
+        if let Err(m) = self.prepare_volumes(pod).await {
+            return Some((reason, m));
+        }
+        // The pod's ResourceClaims, prepared by their drivers before the
+        // sandbox starts (upstream's PrepareDynamicResources): a pod whose
+        // claims cannot be prepared does not start, and is tried again.
+        if let Some(d) = self
+            .dra
+            .as_ref()
+            .filter(|_| crate::dra::claims::uses_claims(pod))
+        {
+            if let Err(m) = d.prepare(pod).await {
+                self.event(
+                    pod,
+                    None,
+                    true,
+                    "FailedPrepareDynamicResources",
+                    format!("Failed to prepare dynamic resources: {m}"),
+                );
+                return Some((reason, m));
+            }
+        }
+        None
     }
 
     /// Gathers, plans and executes one sync of `pod`, then observes it.

@@ -432,6 +432,8 @@ pub struct ContainerInputs<'a> {
     pub cluster_domain: &'a str,
     /// What the container runs with for its device plugin devices.
     pub devices: Option<&'a crate::devices::RunOptions>,
+    /// The CDI devices of its ResourceClaims.
+    pub claim_cdi: &'a [String],
 }
 
 /// The container config of `c` (attempt `attempt`). `Err` is the message
@@ -500,12 +502,14 @@ pub fn container_config(
                 permissions: d.permissions.clone(),
             })
             .collect();
-        config.cdi_devices = d
-            .cdi_devices
-            .iter()
-            .map(|name| v1::CdiDevice { name: name.clone() })
-            .collect();
     }
+    // The claims' CDI devices, then the device plugins' (upstream's order).
+    config.cdi_devices = inputs
+        .claim_cdi
+        .iter()
+        .chain(inputs.devices.iter().flat_map(|d| &d.cdi_devices))
+        .map(|name| v1::CdiDevice { name: name.clone() })
+        .collect();
     config.stdin = c.stdin.unwrap_or(false);
     config.stdin_once = c.stdin_once.unwrap_or(false);
     config.tty = c.tty.unwrap_or(false);
@@ -517,7 +521,7 @@ pub fn container_config(
 }
 
 /// Whether the runtime `name` at `version` injects CDI devices (`names`, a
-/// device plugin's): containerd before 1.7 ignores CRI's `CDIDevices`, and
+/// device plugin's or a claim's): containerd before 1.7 ignores CRI's `CDIDevices`, and
 /// the container would start without them. Other runtimes are trusted.
 pub fn cdi_supported(name: &str, version: &str, names: &[String]) -> Result<(), String> {
     if name != "containerd" {
@@ -532,7 +536,7 @@ pub fn cdi_supported(name: &str, version: &str, names: &[String]) -> Result<(), 
         return Ok(());
     }
     Err(format!(
-        "the container runtime (containerd {version}) does not support CDI devices, which a device plugin gave this container: {}",
+        "the container runtime (containerd {version}) does not support CDI devices, which this container is given (by a device plugin or a ResourceClaim): {}",
         names.join(", ")
     ))
 }
@@ -847,6 +851,7 @@ mod tests {
             resources: &resources,
             cluster_domain: "cluster.local",
             devices: None,
+            claim_cdi: &[],
         };
         container_config(p, &p.spec.as_ref().unwrap().containers[0], 3, dirs, &inputs)
     }
