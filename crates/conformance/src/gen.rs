@@ -377,6 +377,7 @@ pub fn case(seed: u64) -> Case {
     if before == (items.len(), incoming.clone()) {
         crate::gen_csi::add(seed, &mut items, n_nodes, &mut incoming);
         declared_features(seed, &mut items, &mut incoming);
+        resizes(seed, &mut items, &mut incoming);
     }
     let mut config = config(r);
     crate::gen_dra::scoring_config(seed, &incoming, &mut config);
@@ -431,6 +432,77 @@ fn declared_features(seed: u64, items: &mut [Value], incoming: &mut Value) {
         if let Some(v) = volumes.as_array_mut() {
             v.push(json!({"name": "scratch", "emptyDir": {}}));
         }
+    }
+}
+
+/// In-place resizes under way: some pods' status says what the kubelet
+/// allocated and what the runtime applied, per container and (with
+/// pod-level requests) for the pod, and sometimes that the resize is
+/// infeasible or deferred. Bound pods mostly; the incoming pod rarely (the
+/// filter reads its spec, the score its status). Its own generator, as
+/// gen_dra's.
+fn resizes(seed: u64, items: &mut [Value], incoming: &mut Value) {
+    let r = &mut Rng::new(seed ^ 0x2E51_2E00_0000_0007);
+    if !r.chance(30) {
+        return;
+    }
+    let pods = items
+        .iter_mut()
+        .filter(|i| i["kind"] == "Pod")
+        .chain(std::iter::once(incoming));
+    for pod in pods {
+        let bound = pod["spec"]["nodeName"].is_string();
+        if !r.chance(if bound { 60 } else { 20 }) {
+            continue;
+        }
+        let statuses = |list: &str, r: &mut Rng| -> Vec<Value> {
+            let names: Vec<String> = pod["spec"][list]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["name"].as_str().map(String::from))
+                .collect();
+            let kept: Vec<String> = names.into_iter().filter(|_| r.chance(80)).collect();
+            kept.into_iter()
+                .map(|name| {
+                    let mut cs = json!({"name": name, "image": "busybox:1.36", "imageID": "", "ready": true, "restartCount": 0});
+                    if r.chance(70) {
+                        // Half of them growing a lot: a resize up that
+                        // the node may not have room for.
+                        cs["allocatedResources"] = if r.chance(50) {
+                            json!({"cpu": r.pick(&["2", "3", "4"]).to_string(), "memory": r.pick(&["2Gi", "4Gi"]).to_string()})
+                        } else {
+                            requests(r, false)
+                        };
+                    }
+                    if r.chance(70) {
+                        cs["resources"] = json!({"requests": requests(r, false)});
+                    }
+                    cs
+                })
+                .collect()
+        };
+        let containers = statuses("containers", r);
+        let init = statuses("initContainers", r);
+        let mut status = json!({"containerStatuses": containers});
+        if !init.is_empty() {
+            status["initContainerStatuses"] = json!(init);
+        }
+        if r.chance(35) {
+            let reason = r.pick(&["Infeasible", "Deferred"]).to_string();
+            status["conditions"] =
+                json!([{"type": "PodResizePending", "status": "True", "reason": reason}]);
+        }
+        if r.chance(30) {
+            pod["spec"]["resources"] = json!({"requests": {"cpu": cpu(r), "memory": mem(r)}});
+            if r.chance(60) {
+                status["allocatedResources"] = json!({"cpu": cpu(r), "memory": mem(r)});
+            }
+            if r.chance(60) {
+                status["resources"] = json!({"requests": {"cpu": cpu(r)}});
+            }
+        }
+        pod["status"] = status;
     }
 }
 

@@ -309,6 +309,9 @@ pub const FORCE_ACTIVATE: ClusterEvent = ClusterEvent {
 pub const SCHEDULE_ATTEMPT_FAILURE: &str = "ScheduleAttemptFailure";
 /// Label of a pod whose backoff ended.
 pub const BACKOFF_COMPLETE: &str = "BackoffComplete";
+/// Label of a pod popped from the backoff queue because the active queue
+/// was empty.
+pub const POP_FROM_BACKOFF_Q: &str = "PopFromBackoffQ";
 
 /// A hint's verdict (upstream's `fwk.QueueingHint`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

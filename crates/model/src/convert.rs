@@ -925,6 +925,11 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
                 .is_some_and(|c| {
                     c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
                 }),
+        status_resources: status
+            .map(status_resources)
+            .transpose()?
+            .flatten()
+            .map(Box::new),
         start_time: status
             .and_then(|s| s.start_time.as_ref())
             .map(|t| t.0.to_string())
@@ -935,6 +940,73 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
     };
     requests::compute(&mut out);
     Ok(out)
+}
+
+/// What a pod's status says of its resources during an in-place resize;
+/// `None` when it says nothing (no allocated or actuated resources, no
+/// infeasible resize).
+fn status_resources(s: &core::PodStatus) -> Result<Option<StatusResources>> {
+    let containers = s
+        .container_statuses
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| ("containerStatuses", i, c))
+        .chain(
+            s.init_container_statuses
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, c)| ("initContainerStatuses", i, c)),
+        )
+        .filter(|(_, _, c)| {
+            c.allocated_resources.is_some()
+                || c.resources.as_ref().is_some_and(|r| r.requests.is_some())
+        })
+        .map(|(list, i, c)| {
+            let path = format!("status.{list}[{i}]");
+            Ok(ContainerStatusResources {
+                name: c.name.clone(),
+                allocated: c
+                    .allocated_resources
+                    .as_ref()
+                    .map(|r| resource_list(Some(r), &format!("{path}.allocatedResources")))
+                    .transpose()?,
+                actuated: c
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.requests.as_ref())
+                    .map(|r| resource_list(Some(r), &format!("{path}.resources.requests")))
+                    .transpose()?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // Upstream reads the first PodResizePending condition.
+    let resize_infeasible = s
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodResizePending")
+        .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"));
+    let pod_allocated = s
+        .allocated_resources
+        .as_ref()
+        .map(|r| resource_list(Some(r), "status.allocatedResources"))
+        .transpose()?;
+    let pod_actuated = s
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .map(|r| resource_list(Some(r), "status.resources.requests"))
+        .transpose()?;
+    let out = StatusResources {
+        resize_infeasible,
+        containers,
+        pod_allocated,
+        pod_resources_set: s.resources.is_some(),
+        pod_actuated,
+    };
+    Ok((out != StatusResources::default()).then_some(out))
 }
 
 /// `minAvailable` / `maxUnavailable`, validated as the API server does

@@ -430,15 +430,61 @@ pub struct Pod {
     pub terminating_by_preemption: bool,
     /// `status.startTime` as RFC 3339 (empty when unset).
     pub start_time: String,
-    /// Computed requests (see [`crate::requests`]).
+    /// What the pod's status says of its resources during an in-place
+    /// resize (`None` when it says nothing).
+    pub status_resources: Option<Box<StatusResources>>,
+    /// Computed requests (see [`crate::requests`]): the larger of the
+    /// spec's and the status's while a resize is under way, as upstream
+    /// counts a pod on its node.
     pub requests: Resources,
+    /// The spec's requests alone, when the status changes them: what
+    /// NodeResourcesFit asks of a node for the pod (see
+    /// [`Pod::fit_requests`]).
+    pub spec_requests: Option<Resources>,
     /// Computed non-zero CPU request used for scoring.
     pub non_zero_milli_cpu: i64,
     /// Computed non-zero memory request used for scoring.
     pub non_zero_memory: i64,
 }
 
+/// A pod's status during an in-place resize (upstream's
+/// InPlacePodVerticalScaling and InPlacePodLevelResourcesVerticalScaling,
+/// both on in v1.37): what the kubelet allocated and what the runtime
+/// applied, per container and for the pod.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StatusResources {
+    /// The `PodResizePending` condition says `Infeasible`: the spec's new
+    /// requests will never be applied, so they do not count.
+    pub resize_infeasible: bool,
+    /// Per container status (`containerStatuses`, then
+    /// `initContainerStatuses`), by name.
+    pub containers: Vec<ContainerStatusResources>,
+    /// `status.allocatedResources`.
+    pub pod_allocated: Option<ResourceList>,
+    /// `status.resources` is set.
+    pub pod_resources_set: bool,
+    /// `status.resources.requests`.
+    pub pod_actuated: Option<ResourceList>,
+}
+
+/// One container's status resources.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ContainerStatusResources {
+    /// The container's name.
+    pub name: String,
+    /// `allocatedResources`.
+    pub allocated: Option<ResourceList>,
+    /// `resources.requests`.
+    pub actuated: Option<ResourceList>,
+}
+
 impl Pod {
+    /// The requests NodeResourcesFit checks against a node: the spec's
+    /// (upstream's Fit does not read the status of the pod it places).
+    pub fn fit_requests(&self) -> &Resources {
+        self.spec_requests.as_ref().unwrap_or(&self.requests)
+    }
+
     /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)

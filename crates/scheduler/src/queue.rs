@@ -32,13 +32,20 @@
 //! * `scheduler_queue_incoming_pods_total{queue,event}` counts every pod
 //!   entering a queue, by the event that sent it there.
 //!
+//! * Backoff (upstream's `SchedulerPopFromBackoffQ`, beta, on by default):
+//!   a backoff ends at a whole second of the wall clock (its end rounded
+//!   down), and a pod still backs off while that second has not passed.
+//!   Pods that failed with an error wait in a heap of their own, by the
+//!   end of their backoff; the others by the end of their backoff, then
+//!   in QueueSort order. When the active queue is empty the first of the
+//!   others is popped even if it still backs off (incoming event
+//!   `PopFromBackoffQ`).
+//!
 //! Kept from rkube's earlier queue rather than upstream: the backoff
 //! counts attempts (upstream counts rejections and errors separately); a
 //! pod's queue timestamp is renewed whenever it enters the active queue
-//! from elsewhere; pods are not popped from the backoff queue when the
-//! active queue is empty (upstream's `SchedulerPopFromBackoffQ`). Pending
-//! plugins (`queueImmediately`) do not exist: no rkube plugin returns
-//! Pending.
+//! from elsewhere. Pending plugins (`queueImmediately`) do not exist: no
+//! rkube plugin returns Pending.
 //!
 //! No I/O and no clock of its own: callers pass `now`.
 
@@ -73,7 +80,8 @@ pub struct QueuedPod {
     pub timestamp: u64,
     /// Scheduling attempts so far (incremented on pop).
     pub attempts: u32,
-    /// End of the current backoff.
+    /// End of the current backoff, rounded down to its whole second of
+    /// the wall clock (`None`: no backoff).
     pub backoff_until: Option<Instant>,
     /// When it entered the unschedulable pool.
     pub unschedulable_since: Instant,
@@ -136,7 +144,14 @@ struct Recorded {
 /// The queue. Pods are keyed by UID.
 pub struct Queue {
     active: PodHeap,
+    /// Pods rejected by plugins, backing off.
     backoff: PodHeap,
+    /// Pods that failed with an error (no rejector plugins), backing off.
+    backoff_errors: PodHeap,
+    /// An instant and the fraction of its wall-clock second, to round
+    /// backoffs to whole seconds.
+    window_start: Instant,
+    window_offset: Duration,
     unschedulable: HashMap<String, QueuedPod>,
     /// Non-gated pods of the pool by the time they entered it (for the
     /// 5-minute flush).
@@ -179,6 +194,17 @@ fn backoff_order(a: &QueuedPod, b: &QueuedPod) -> bool {
     (a.backoff_until, a.timestamp) < (b.backoff_until, b.timestamp)
 }
 
+/// Earlier end of backoff first, then the active queue's order
+/// (upstream's backoff order with `SchedulerPopFromBackoffQ`).
+fn backoff_then(active: Less) -> Less {
+    Arc::new(
+        move |a: &QueuedPod, b: &QueuedPod| match a.backoff_until.cmp(&b.backoff_until) {
+            std::cmp::Ordering::Equal => active(a, b),
+            o => o.is_lt(),
+        },
+    )
+}
+
 impl Queue {
     /// An empty queue with the configured backoffs (each capped at Go's
     /// largest duration, so `now + backoff` cannot overflow), ordered by
@@ -187,9 +213,17 @@ impl Queue {
     pub fn new(initial_backoff: Duration, max_backoff: Duration) -> Self {
         let initial_backoff = initial_backoff.min(rkube_util::duration::MAX);
         let max_backoff = max_backoff.min(rkube_util::duration::MAX);
+        let window_offset = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(Duration::ZERO, |d| {
+                Duration::from_nanos(d.subsec_nanos().into())
+            });
         Queue {
             active: PodHeap::new(Arc::new(priority_then_time)),
-            backoff: PodHeap::new(Arc::new(backoff_order)),
+            backoff: PodHeap::new(backoff_then(Arc::new(priority_then_time))),
+            backoff_errors: PodHeap::new(Arc::new(backoff_order)),
+            window_start: Instant::now(),
+            window_offset,
             unschedulable: HashMap::new(),
             pool_since: BTreeSet::new(),
             in_flight: HashMap::new(),
@@ -225,7 +259,8 @@ impl Queue {
                     )
                 })
             });
-            self.active = PodHeap::new(less);
+            self.active = PodHeap::new(less.clone());
+            self.backoff = PodHeap::new(backoff_then(less));
         }
         self.hints = profiles
             .frameworks()
@@ -266,7 +301,7 @@ impl Queue {
     pub fn place(&self, uid: &str) -> Option<Place> {
         if self.active.contains(uid) {
             Some(Place::Active)
-        } else if self.backoff.contains(uid) {
+        } else if self.backoff.contains(uid) || self.backoff_errors.contains(uid) {
             Some(Place::Backoff)
         } else if self.unschedulable.contains_key(uid) {
             Some(Place::Unschedulable)
@@ -283,13 +318,17 @@ impl Queue {
             self.active
                 .iter()
                 .chain(self.backoff.iter())
+                .chain(self.backoff_errors.iter())
                 .find(|q| q.pod.uid == uid)
         })
     }
 
     /// Number of pods waiting (active, backoff, unschedulable), not in flight.
     pub fn len(&self) -> usize {
-        self.active.len() + self.backoff.len() + self.unschedulable.len()
+        self.active.len()
+            + self.backoff.len()
+            + self.backoff_errors.len()
+            + self.unschedulable.len()
     }
 
     /// Sizes for `scheduler_pending_pods`.
@@ -297,7 +336,7 @@ impl Queue {
         let gated = self.unschedulable.values().filter(|q| q.gated).count();
         crate::metrics::Pending {
             active: self.active.len(),
-            backoff: self.backoff.len(),
+            backoff: self.backoff.len() + self.backoff_errors.len(),
             unschedulable: self.unschedulable.len() - gated,
             gated,
         }
@@ -319,9 +358,48 @@ impl Queue {
         self.len() == 0
     }
 
-    /// True when a pod can be popped now.
+    /// True when a pod can be popped now (from the active queue, or the
+    /// backoff queue when the active one is empty).
     pub fn has_active(&self) -> bool {
-        !self.active.is_empty()
+        !self.active.is_empty() || !self.backoff.is_empty()
+    }
+
+    /// Makes `start` the beginning of a wall-clock second for rounding
+    /// backoffs (tests pin it; the queue takes the clock's own).
+    pub fn with_window_start(mut self, start: Instant) -> Self {
+        self.window_start = start;
+        self.window_offset = Duration::ZERO;
+        self
+    }
+
+    /// `t` rounded down to its whole second of the wall clock (upstream's
+    /// `alignToWindow`).
+    fn align(&self, t: Instant) -> Instant {
+        const SECOND: u32 = 1_000_000_000;
+        let offset = self.window_offset.subsec_nanos();
+        let into_second = match t.checked_duration_since(self.window_start) {
+            Some(d) => (d.subsec_nanos() + offset) % SECOND,
+            None => {
+                let back = self.window_start.duration_since(t).subsec_nanos();
+                (offset + SECOND - back) % SECOND
+            }
+        };
+        t.checked_sub(Duration::from_nanos(into_second.into()))
+            .unwrap_or(t)
+    }
+
+    /// Still backing off at `now`: its backoff's second has not passed
+    /// (upstream's `isPodBackingoff`).
+    fn backing_off(&self, qp: &QueuedPod, now: Instant) -> bool {
+        qp.backoff_until.is_some_and(|t| t >= self.align(now))
+    }
+
+    fn push_backoff(&mut self, qp: QueuedPod) {
+        if qp.unschedulable_plugins.is_empty() {
+            self.backoff_errors.push(qp);
+        } else {
+            self.backoff.push(qp);
+        }
     }
 
     fn park(&mut self, qp: QueuedPod) {
@@ -342,9 +420,9 @@ impl Queue {
     /// To the active queue, or the backoff queue while its backoff lasts
     /// (upstream's `requeueEntityWithQueueingStrategy(queueAfterBackoff)`).
     fn activate(&mut self, mut qp: QueuedPod, now: Instant, event: &str) {
-        if qp.backoff_until.is_some_and(|t| t > now) {
+        if self.backing_off(&qp, now) {
             self.incoming(Target::Backoff, event);
-            self.backoff.push(qp);
+            self.push_backoff(qp);
         } else {
             qp.timestamp = self.stamp();
             self.incoming(Target::Active, event);
@@ -378,15 +456,16 @@ impl Queue {
             .active
             .remove(&uid)
             .or_else(|| self.backoff.remove(&uid))
+            .or_else(|| self.backoff_errors.remove(&uid))
         {
-            let was_backoff = qp.backoff_until.is_some_and(|t| t > now);
+            let was_backoff = self.backing_off(&qp, now);
             qp.pod = pod;
             qp.gated = gated;
             if gated {
                 qp.unschedulable_since = now;
                 self.park(qp);
             } else if was_backoff {
-                self.backoff.push(qp);
+                self.push_backoff(qp);
             } else {
                 self.active.push(qp);
             }
@@ -474,18 +553,22 @@ impl Queue {
     pub fn delete(&mut self, uid: &str) {
         self.active.remove(uid);
         self.backoff.remove(uid);
+        self.backoff_errors.remove(uid);
         self.unpark(uid);
     }
 
     /// Moves expired backoffs to the active queue and pods that waited too
     /// long in the unschedulable pool onwards.
     pub fn flush(&mut self, now: Instant) {
-        while self
-            .backoff
-            .peek()
-            .is_some_and(|qp| qp.backoff_until.is_none_or(|t| t <= now))
-        {
+        let window = self.align(now);
+        let done = |qp: &QueuedPod| qp.backoff_until.is_none_or(|t| t < window);
+        while self.backoff.peek().is_some_and(done) {
             if let Some(qp) = self.backoff.pop() {
+                self.activate(qp, now, events::BACKOFF_COMPLETE);
+            }
+        }
+        while self.backoff_errors.peek().is_some_and(done) {
+            if let Some(qp) = self.backoff_errors.pop() {
                 self.activate(qp, now, events::BACKOFF_COMPLETE);
             }
         }
@@ -500,11 +583,19 @@ impl Queue {
         }
     }
 
-    /// Pops the first pod of the active queue (QueueSort order) and marks it
+    /// Pops the first pod of the active queue (QueueSort order), or when it
+    /// is empty the first pod backing off after a rejection, and marks it
     /// in flight.
     pub fn pop(&mut self, now: Instant) -> Option<QueuedPod> {
         self.flush(now);
-        let mut qp = self.active.pop()?;
+        let mut qp = match self.active.pop() {
+            Some(qp) => qp,
+            None => {
+                let qp = self.backoff.pop()?;
+                self.incoming(Target::Active, events::POP_FROM_BACKOFF_Q);
+                qp
+            }
+        };
         qp.attempts += 1;
         self.in_flight.insert(
             qp.pod.uid.clone(),
@@ -593,7 +684,8 @@ impl Queue {
         let seen = f.seen;
         qp.pod = pod;
         qp.unschedulable_plugins = rejectors;
-        qp.backoff_until = Some(now + self.backoff_duration(qp.attempts));
+        let backoff = self.backoff_duration(qp.attempts);
+        qp.backoff_until = (!backoff.is_zero()).then(|| self.align(now + backoff));
         qp.unschedulable_since = now;
         qp.gated = false;
         let strategy = if qp.unschedulable_plugins.is_empty() {
@@ -688,9 +780,14 @@ impl Queue {
         moving.len()
     }
 
-    /// When the next backoff ends or the next unschedulable pod is flushed.
+    /// When the next backoff ends (the second after its own) or the next
+    /// unschedulable pod is flushed.
     pub fn next_wakeup(&self) -> Option<Instant> {
-        let b = self.backoff.peek().and_then(|qp| qp.backoff_until);
+        let b = [&self.backoff, &self.backoff_errors]
+            .into_iter()
+            .filter_map(|h| h.peek().and_then(|qp| qp.backoff_until))
+            .min()
+            .map(|t| t + Duration::from_secs(1));
         let u = self
             .pool_since
             .first()

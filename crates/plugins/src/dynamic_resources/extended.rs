@@ -97,7 +97,7 @@ pub fn on_node(
         return Err(ERR_STALE);
     }
     let mut needed = BTreeMap::new();
-    for (name, &want) in &pod.requests.scalar {
+    for (name, &want) in &pod.fit_requests().scalar {
         if want == 0 || !is_dra_extended_resource_name(name) {
             continue;
         }

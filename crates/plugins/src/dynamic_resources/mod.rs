@@ -426,7 +426,7 @@ impl PreFilterPlugin for DynamicResources {
         snapshot: &Snapshot,
     ) -> (PreFilterResult, Status) {
         let has_claims = pod.has_resource_claims();
-        if !has_claims && pod.requests.scalar.is_empty() {
+        if !has_claims && pod.fit_requests().scalar.is_empty() {
             return (None, Status::skip());
         }
         let Some(dra) = snapshot.dra.as_ref() else {
@@ -444,7 +444,7 @@ impl PreFilterPlugin for DynamicResources {
             Vec::new()
         };
         let mut extended = None;
-        if !dra.served_requests(&pod.requests).is_empty() {
+        if !dra.served_requests(pod.fit_requests()).is_empty() {
             extended = Some(found.len());
             found.push(extended::claim_for(pod, dra));
         }

@@ -66,7 +66,10 @@ pub struct DraBacked(BTreeSet<String>);
 impl DraBacked {
     /// Of `pod`'s requests, those a class in `dra` serves; `None` if none.
     pub fn of(pod: &Pod, dra: Option<&Dra>) -> Option<DraBacked> {
-        let names: BTreeSet<String> = dra?.served_requests(&pod.requests).into_keys().collect();
+        let names: BTreeSet<String> = dra?
+            .served_requests(pod.fit_requests())
+            .into_keys()
+            .collect();
         (!names.is_empty()).then_some(DraBacked(names))
     }
 
@@ -113,7 +116,7 @@ fn fits(
     ignored_groups: &HashSet<String>,
     delegated: Option<&DraBacked>,
 ) -> bool {
-    let req = &pod.requests;
+    let req = pod.fit_requests();
     let alloc = &node.allocatable;
     let used = &node.requested;
     if node.pods.len() as i64 + 1 > alloc.allowed_pod_number {
@@ -153,7 +156,7 @@ pub fn fits_request(
     delegated: Option<&DraBacked>,
 ) -> Vec<InsufficientResource> {
     let mut out = Vec::new();
-    let req = &pod.requests;
+    let req = pod.fit_requests();
     let alloc = &node.allocatable;
     let used = &node.requested;
     if node.pods.len() as i64 + 1 > alloc.allowed_pod_number {
@@ -377,7 +380,7 @@ pub fn is_schedulable_after_assigned_pod_scale_down(
 /// `fitsRequest` on a node without pods, no resource ignored, resources
 /// left to DRA on that node not counted).
 pub fn is_fit(pod: &Pod, node: &Node, dra: Option<&Dra>) -> bool {
-    let (want, have) = (&pod.requests, &node.allocatable);
+    let (want, have) = (pod.fit_requests(), &node.allocatable);
     let ok = |w: i64, h: i64| w <= 0 || w <= h;
     have.allowed_pod_number >= 1
         && ok(want.milli_cpu, have.milli_cpu)
@@ -399,7 +402,7 @@ pub fn have_any_requested_resources_increased(pod: &Pod, original: &Node, modifi
     if m.allowed_pod_number > o.allowed_pod_number {
         return true;
     }
-    let r = &pod.requests;
+    let r = pod.fit_requests();
     if r.milli_cpu == 0 && r.memory == 0 && r.ephemeral_storage == 0 && r.scalar.is_empty() {
         return false;
     }

@@ -16,6 +16,6 @@ pub(crate) fn signature(
     }
     rkube_framework::Signed::Fragments(vec![(
         crate::signers::RESOURCES,
-        serde_json::json!(format!("{:?}", pod.requests)),
+        serde_json::json!(format!("{:?}", pod.fit_requests())),
     )])
 }

@@ -63,7 +63,9 @@ impl DraScoring {
     }
 }
 
-/// The pod's request for each configured resource.
+/// The pod's request for each configured resource: as NodeResourcesFit's
+/// scorer computes it without `use_requested`, as BalancedAllocation's
+/// with it ([`rkube_model::requests::scoring_requests`]).
 pub fn pod_request_list(pod: &Pod, resources: &[ResourceSpec], use_requested: bool) -> Vec<i64> {
     let r = rkube_model::requests::scoring_requests(pod, !use_requested);
     resources.iter().map(|spec| r.get(&spec.name)).collect()

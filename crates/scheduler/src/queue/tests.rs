@@ -113,9 +113,12 @@ fn backoff_doubles_and_caps() {
 fn huge_backoffs_do_not_overflow_the_clock() {
     let t0 = Instant::now();
     let mut q = Queue::new(Duration::MAX, Duration::MAX);
-    reject(&mut q, pod("a", 0), &["X"], t0);
-    q.move_pods(&events::NODE_ADD, None, None, None, t0);
+    q.upsert(None, pod("a", 0), false, t0);
+    let p = q.pop(t0).unwrap();
+    // An error: its backoff is waited out, however long.
+    q.requeue_backoff(p.pod.clone(), t0);
     assert!(q.pop(t0 + Duration::from_secs(3600)).is_none());
+    assert!(q.next_wakeup().unwrap() > t0 + Duration::from_secs(3600 * 24 * 365));
     assert_eq!(q.backoff_duration(200), rkube_util::duration::MAX);
 }
 
@@ -136,9 +139,14 @@ fn without_hints_every_event_moves_and_backoff_is_respected() {
         t0 + Duration::from_millis(100),
     );
     assert_eq!(q.place("a"), Some(Place::Backoff));
-    assert!(q.pop(t0 + Duration::from_millis(500)).is_none());
-    let p = q.pop(t0 + Duration::from_secs(1)).unwrap();
-    assert_eq!(p.attempts, 2);
+    // Another pod active: it goes first.
+    q.upsert(None, pod("b", 0), false, t0 + Duration::from_millis(200));
+    let b = q.pop(t0 + Duration::from_millis(500)).unwrap();
+    assert_eq!(b.pod.uid, "b");
+    q.done("b");
+    // Nothing else active: the pod backing off is tried at once.
+    let p = q.pop(t0 + Duration::from_millis(500)).unwrap();
+    assert_eq!((p.pod.uid.as_str(), p.attempts), ("a", 2));
     // A move during the attempt: straight to backoff, not the pool.
     q.move_pods(
         &events::NODE_ADD,
@@ -153,8 +161,7 @@ fn without_hints_every_event_moves_and_backoff_is_respected() {
         t0 + Duration::from_secs(1),
     );
     assert_eq!(q.place("a"), Some(Place::Backoff));
-    assert!(q.pop(t0 + Duration::from_secs(2)).is_none());
-    assert!(q.pop(t0 + Duration::from_secs(3)).is_some());
+    assert!(q.pop(t0 + Duration::from_secs(2)).is_some());
 }
 
 #[test]
@@ -226,7 +233,7 @@ fn updates_of_a_rejected_pod_go_through_its_hints() {
 fn a_pod_without_rejectors_backs_off_and_every_event_moves_it() {
     let m = Arc::new(Metrics::new());
     let t0 = Instant::now();
-    let mut q = default_queue(&m);
+    let mut q = default_queue(&m).with_window_start(t0);
     q.upsert(None, pod("e", 0), false, t0);
     let p = q.pop(t0).unwrap();
     q.requeue_backoff(p.pod.clone(), t0);
@@ -235,7 +242,9 @@ fn a_pod_without_rejectors_backs_off_and_every_event_moves_it() {
         m.incoming_pods_count("backoff", "ScheduleAttemptFailure"),
         1
     );
-    let p = q.pop(t0 + Duration::from_secs(1)).unwrap();
+    // Its backoff ends with the second [1 s, 2 s).
+    assert!(q.pop(t0 + Duration::from_millis(1999)).is_none());
+    let p = q.pop(t0 + Duration::from_secs(2)).unwrap();
     assert_eq!(m.incoming_pods_count("active", "BackoffComplete"), 1);
     // No rejectors after an unschedulable attempt (no node at all): backoff.
     q.requeue_unschedulable(p.pod.clone(), BTreeSet::new(), t0 + Duration::from_secs(1));
@@ -472,4 +481,62 @@ fn pre_check_and_gated_pods_are_left_alone() {
     assert_eq!(q.place("low"), Some(Place::Active));
     assert_eq!(q.place("high"), Some(Place::Unschedulable));
     assert_eq!(m.incoming_pods_count("active", "AssignedPodDelete"), 1);
+}
+
+/// Upstream's SchedulerPopFromBackoffQ: with the active queue empty, a pod
+/// backing off after a rejection is popped at once; one backing off after
+/// an error is not.
+#[test]
+fn pops_from_backoff_when_the_active_queue_is_empty() {
+    let m = Arc::new(Metrics::new());
+    let t0 = Instant::now();
+    let mut q = default_queue(&m).with_window_start(t0);
+    reject(&mut q, pod("a", 0), &["NodeResourcesFit"], t0);
+    let (e, n) = node_add(node("big", 8000));
+    let t1 = t0 + Duration::from_millis(100);
+    assert_eq!(q.move_pods(&e, None, n.as_ref(), None, t1), 1);
+    assert_eq!(q.place("a"), Some(Place::Backoff));
+    assert!(q.has_active());
+    let p = q.pop(t1).expect("popped from backoff");
+    assert_eq!((p.pod.uid.as_str(), p.attempts), ("a", 2));
+    assert_eq!(m.incoming_pods_count("active", "PopFromBackoffQ"), 1);
+
+    // An error: the error backoff is waited out.
+    q.requeue_backoff(p.pod.clone(), t1);
+    assert_eq!(q.place("a"), Some(Place::Backoff));
+    assert!(!q.has_active());
+    assert!(q.pop(t1).is_none());
+    assert_eq!(m.incoming_pods_count("active", "PopFromBackoffQ"), 1);
+}
+
+/// A backoff ends with the whole second its end falls in; the pods of
+/// one second come out in QueueSort order, not by when they entered.
+#[test]
+fn backoffs_end_on_whole_seconds_in_queue_sort_order() {
+    let m = Arc::new(Metrics::new());
+    let t0 = Instant::now();
+    let mut q = default_queue(&m).with_window_start(t0);
+    // Errors (no rejectors), so nothing is popped early: 1 s of backoff
+    // from 0.3 s or 0.8 s ends with the second [1 s, 2 s), and both come
+    // out at 2 s.
+    let t = |ms: u64| t0 + Duration::from_millis(ms);
+    for (uid, prio, at) in [("low", 0, 300), ("high", 100, 800)] {
+        q.upsert(None, pod(uid, prio), false, t(at));
+        let p = q.pop(t(at)).unwrap();
+        q.requeue_backoff(p.pod.clone(), t(at));
+    }
+    assert_eq!(q.next_wakeup(), Some(t(2000)));
+    assert!(q.pop(t(1999)).is_none());
+    assert_eq!(q.pop(t(2000)).unwrap().pod.uid, "high");
+    assert_eq!(q.pop(t(2000)).unwrap().pod.uid, "low");
+
+    // Rejected pods: the same second, higher priority first.
+    let mut q = default_queue(&m).with_window_start(t0);
+    for (uid, prio, at) in [("low", 0, 300), ("high", 100, 800)] {
+        reject(&mut q, pod(uid, prio), &["NodeResourcesFit"], t(at));
+    }
+    let (e, n) = node_add(node("big", 8000));
+    assert_eq!(q.move_pods(&e, None, n.as_ref(), None, t(900)), 2);
+    assert_eq!(q.pop(t(900)).unwrap().pod.uid, "high");
+    assert_eq!(q.pop(t(900)).unwrap().pod.uid, "low");
 }
