@@ -988,6 +988,8 @@ pub async fn run_with_metrics(
         allocated: Arc::new(allocated),
         devices: device_manager,
         dra: dra_manager,
+        static_pod_path: (!cfg.static_pod_path.is_empty())
+            .then(|| cfg.static_pod_path.clone().into()),
     });
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));

@@ -128,6 +128,11 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
                 if let Some(uid) = p.metadata.uid.clone() {
                     seen.insert(uid);
                 }
+                // A mirror pod stands for its static pod, whose directory
+                // and cgroup go by the static pod's uid.
+                if let Some(uid) = crate::pod::mirror_of(&p) {
+                    seen.insert(uid);
+                }
                 d.apply(p);
             }
             Ok(Event::InitDone) => {
@@ -157,6 +162,24 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
                         for uid in uids.into_iter().filter(|u| !seen.contains(u)) {
                             tracing::info!(%uid, "removing a pod the API no longer has");
                             let _ = ctx.runtime.remove_pod(&uid).await;
+                        }
+                    }
+                    let statics: HashSet<String> = ctx
+                        .static_pod_path
+                        .iter()
+                        .flat_map(|dir| {
+                            d.nodes
+                                .iter()
+                                .flat_map(|n| static_pods::read_dir(dir, n).into_keys())
+                        })
+                        .collect();
+                    for uid in ctx.runtime.leftovers().await {
+                        if seen.contains(&uid) || statics.contains(&uid) {
+                            continue;
+                        }
+                        tracing::info!(%uid, "orphaned pod found, removing its directory and cgroup");
+                        if let Err(e) = ctx.runtime.remove_pod(&uid).await {
+                            tracing::warn!(%uid, error = %e, "orphaned pod found, but it could not be cleaned up");
                         }
                     }
                 }

@@ -53,6 +53,8 @@ pub struct WorkerContext {
     /// The DRA manager (none on simulated nodes): claims of pods that are
     /// gone are unprepared once the pods are listed.
     pub dra: Option<Arc<crate::dra::Manager>>,
+    /// `staticPodPath`, if set: its pods' uids are never swept as orphans.
+    pub static_pod_path: Option<std::path::PathBuf>,
 }
 
 /// What the garbage collector asks the pod workers (upstream's

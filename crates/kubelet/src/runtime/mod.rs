@@ -220,6 +220,16 @@ pub trait Runtime: Send + Sync + 'static {
     /// the kubelet was down).
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>>;
 
+    /// Uids of pods the node still has something of (a pod directory, a
+    /// pod cgroup) while the runtime holds none of their sandboxes or
+    /// containers: what a kubelet killed between removing a pod's sandbox
+    /// and its directory leaves (upstream's `cleanupOrphanedPodDirs` and
+    /// `cleanupOrphanedPodCgroups` find them). Empty when the runtime
+    /// cannot be listed.
+    fn leftovers(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(async { Vec::new() })
+    }
+
     /// Forgets what the runtime recorded of pods it no longer holds
     /// (`held`: [`Runtime::list_pods`]'s answer), e.g. the actuated
     /// resources of pods deleted while the kubelet was down.

@@ -907,6 +907,22 @@ fn is_mount_point(path: &Path) -> io::Result<bool> {
     Ok(mount_points()?.contains(&key))
 }
 
+/// The mount points strictly under the directory `dir` (its canonical
+/// path) in this mount namespace: what a pod directory must not hold when
+/// it is removed (upstream removes a pod's directory only once its volumes
+/// are unmounted). `dir` missing: none.
+pub fn mounts_under(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let dir = match fs::canonicalize(dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(mount_points()?
+        .into_iter()
+        .filter(|m| m != &dir && m.starts_with(&dir))
+        .collect())
+}
+
 /// The mount points of this mount namespace.
 fn mount_points() -> io::Result<Vec<PathBuf>> {
     let table = fs::read("/proc/self/mountinfo")?;
@@ -1484,6 +1500,45 @@ mod tests {
         assert!(check_beneath(root.as_fd(), sibling.as_fd(), &cx).is_err());
         let inside = open_root(&s.vol()).expect("vol");
         assert!(check_beneath(root.as_fd(), inside.as_fd(), &cx).is_ok());
+    }
+
+    #[test]
+    fn mounts_under_lists_only_what_is_below() {
+        let dir = std::env::temp_dir().join(format!("rkube-mounts-under-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("a/b")).unwrap();
+        assert_eq!(mounts_under(&dir).unwrap(), Vec::<PathBuf>::new());
+        assert_eq!(
+            mounts_under(&dir.join("missing")).unwrap(),
+            Vec::<PathBuf>::new()
+        );
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let target = dir.join("a/b");
+            let (src, dst) = (cpath(&dir.join("a")).unwrap(), cpath(&target).unwrap());
+            // SAFETY: valid NUL-terminated paths.
+            let rc = unsafe {
+                libc::mount(
+                    src.as_ptr(),
+                    dst.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            };
+            assert_eq!(rc, 0, "bind mount: {}", io::Error::last_os_error());
+            let found = mounts_under(&dir);
+            // SAFETY: as above.
+            unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+            let canonical = fs::canonicalize(&target).unwrap();
+            assert_eq!(found.unwrap(), vec![canonical]);
+            assert_eq!(
+                mounts_under(&target).unwrap(),
+                Vec::<PathBuf>::new(),
+                "not itself"
+            );
+        }
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -123,6 +123,17 @@ impl CriRuntime {
         let pod_dir = self.dirs.pod_dir(uid);
         subpath::cleanup(&pod_dir).map_err(err)?;
         empty_dir::cleanup(&pod_dir).map_err(err)?;
+        // Something still mounted (not one of the kubelet's own volumes):
+        // left in place, as upstream leaves an orphaned pod whose volumes
+        // are not cleaned up, never deleted through.
+        let left = subpath::mounts_under(&pod_dir).map_err(err)?;
+        if let Some(m) = left.first() {
+            return Err(err(format!(
+                "pod {uid}: {} is still mounted; its directory {} is left in place",
+                m.display(),
+                pod_dir.display()
+            )));
+        }
         let _ = std::fs::remove_dir_all(&pod_dir);
         if let Ok(rd) = std::fs::read_dir(&self.dirs.logs) {
             for e in rd.flatten() {

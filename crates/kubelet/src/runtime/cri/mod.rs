@@ -903,6 +903,30 @@ impl Runtime for CriRuntime {
         Box::pin(self.uids(false))
     }
 
+    fn leftovers(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(async move {
+            let (Ok(mut held), Ok(statics)) = (self.uids(false).await, self.uids(true).await)
+            else {
+                return Vec::new();
+            };
+            held.extend(statics);
+            let mut found: Vec<String> = std::fs::read_dir(self.dirs.root.join("pods"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .collect();
+            if let Some(cm) = &self.cgroups {
+                found.extend(cm.pod_cgroups().into_iter().map(|(uid, _)| uid));
+            }
+            found.sort();
+            found.dedup();
+            found.retain(|uid| !held.contains(uid));
+            found
+        })
+    }
+
     fn admit(&self, pod: &Pod) -> Result<(), super::Rejection> {
         let r = super::admit_os(pod)
             .and_then(|()| super::features::admit(pod))
