@@ -424,6 +424,21 @@ fn a_two_node_cluster_of_rkube_nodes() {
     assert_eq!(node_ips.len(), 2, "{node_ips:?}");
     let dns = Duration::from_secs(60);
 
+    // Each kubelet made its own iptables chains and rule in its node's
+    // network namespace (makeIPTablesUtilChains, on by default).
+    for node in ["node-1", "node-2"] {
+        let mangle = c.cluster(&["exec", node, "iptables", "-w", "5", "-t", "mangle", "-S"]);
+        for chain in ["KUBE-IPTABLES-HINT", "KUBE-KUBELET-CANARY"] {
+            assert!(mangle.contains(&format!("-N {chain}")), "{node}: {mangle}");
+        }
+        let filter = c.cluster(&["exec", node, "iptables", "-w", "5", "-t", "filter", "-S"]);
+        assert!(
+            filter.contains("-A INPUT -j KUBE-FIREWALL")
+                && filter.contains("\"block incoming localnet connections\""),
+            "{node}: {filter}"
+        );
+    }
+
     // Cluster DNS: ClusterFirst pods ask CoreDNS at 10.96.0.10.
     let resolv = c.ok(&["exec", "client", "--", "cat", "/etc/resolv.conf"]);
     assert!(resolv.contains("nameserver 10.96.0.10"), "{resolv}");

@@ -177,7 +177,7 @@ fn kubelet(cp: &ControlPlane, work: &Path, ctrd: &Containerd) -> Proc {
              address: 127.0.0.1\nport: {}\nhealthzPort: 0\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
              imageGCHighThresholdPercent: 100\nfailCgroupV1: false\n\
-             containerRuntimeEndpoint: {}\npodLogsDir: {}\n\
+             containerRuntimeEndpoint: {}\nmakeIPTablesUtilChains: false\npodLogsDir: {}\n\
              authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
              authorization: {{mode: Webhook}}\n",
             free_port(),

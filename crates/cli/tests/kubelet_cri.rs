@@ -160,13 +160,15 @@ impl Agent {
 /// GC off (imageGCHighThresholdPercent 100: the sandbox image is imported,
 /// not pullable, and containerd 1.6 does not pin it), the runtime at
 /// `endpoint`; then the lines `extra`.
+/// (`makeIPTablesUtilChains: false`: the kubelets of these tests run in the
+/// host's network namespace, where their chains would stay.)
 fn kubelet_yaml(address: &str, port: u16, endpoint: &str, logs: &Path, extra: &str) -> String {
     format!(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
          address: {address}\nport: {port}\nhealthzPort: 0\n\
          evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
          imageGCHighThresholdPercent: 100\ncontainerRuntimeEndpoint: {endpoint}\n\
-         failCgroupV1: false\npodLogsDir: {}\n{extra}",
+         failCgroupV1: false\nmakeIPTablesUtilChains: false\npodLogsDir: {}\n{extra}",
         logs.display()
     )
 }
@@ -2714,9 +2716,6 @@ fn pod_state(p: &Pod) -> PodRun {
 fn handover_between_upstream_and_rkube_kubelets() {
     trace("warn");
     let upstream_bin = built("cluster", &["node-bin", "kubelet"]);
-    // makeIPTablesUtilChains: false: upstream's kubelet runs in the host's
-    // network namespace here, and its KUBE-FIREWALL chains would stay in
-    // the host's iptables (kube-proxy's job in a cluster).
     let cp = ControlPlane::start().expect("control plane starts");
     let ctrd = Containerd::up();
     let node = node_name();
@@ -2734,7 +2733,6 @@ fn handover_between_upstream_and_rkube_kubelets() {
             &format!(
                 "readOnlyPort: 0\nimageGCLowThresholdPercent: 99\n\
                  cgroupDriver: cgroupfs\nfailSwapOn: false\n\
-                 makeIPTablesUtilChains: false\n\
                  authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
                  authorization: {{mode: Webhook}}\n",
                 cp.dir().join("pki/ca.crt").display()

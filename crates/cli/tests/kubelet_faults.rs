@@ -19,6 +19,10 @@
 //!   Ready=False, "container runtime is down"), started again on the same
 //!   state: the kubelet recovers without a restart, the pod keeps its
 //!   container id and restartCount, and a pod created afterwards runs.
+//! * `kubelet_killed_between_sandbox_and_directory_removal`: the kubelet
+//!   SIGKILLed mid-teardown of a pod with tmpfs volumes (its sandbox
+//!   removed, its directory, mounts and cgroup not yet): the restarted
+//!   kubelet removes them, and leaves a running pod's alone.
 //!
 //! All print the numbers RELIABILITY.md's table shows. Needs hack/build-k8s
 //! (and root for containerd); run by hack/test with --test-threads=1.
@@ -297,7 +301,7 @@ async fn silence_scenario(
         config.push_str(&format!(
             "address: 127.0.0.1\nport: {}\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\n\
+             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\nmakeIPTablesUtilChains: false\n\
              containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
             free_port(),
             ctrd.endpoint,
@@ -535,7 +539,7 @@ async fn containerd_scenario(cp: &ControlPlane, ctrd: &Containerd) {
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
              address: 127.0.0.1\nport: {}\nhealthzPort: 0\nnodeStatusUpdateFrequency: 2s\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\n\
+             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\nmakeIPTablesUtilChains: false\n\
              containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
             free_port(),
             ctrd.endpoint,
@@ -749,7 +753,7 @@ async fn orphan_scenario(cp: &ControlPlane, ctrd: &Containerd) {
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
              address: 127.0.0.1\nport: {}\nhealthzPort: 0\nnodeStatusUpdateFrequency: 2s\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\n\
+             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\nmakeIPTablesUtilChains: false\n\
              containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
             free_port(),
             ctrd.endpoint,

@@ -109,6 +109,9 @@ pub struct KubeletConfiguration {
     pub image_maximum_gc_age: Duration,
     /// `failSwapOn`: refuse to start on a host with swap on.
     pub fail_swap_on: bool,
+    /// `makeIPTablesUtilChains`: the kubelet's own iptables chains and
+    /// rules ([`crate::network::iptables`]).
+    pub make_iptables_util_chains: bool,
     /// `failCgroupV1`: refuse to start on a host using cgroup v1.
     pub fail_cgroup_v1: bool,
     /// `logging.verbosity` (`-v` overrides it).
@@ -272,6 +275,7 @@ impl Default for KubeletConfiguration {
             image_minimum_gc_age: Duration::from_secs(120),
             image_maximum_gc_age: Duration::ZERO,
             fail_swap_on: true,
+            make_iptables_util_chains: true,
             fail_cgroup_v1: true,
             logging_verbosity: 0,
             kube_api_qps: 50,
@@ -350,10 +354,11 @@ const IGNORED: &[(&str, &str)] = &[
     // No effect with the managers and plugins rkube has.
     ("cpuManagerReconcilePeriod", "only with cpuManagerPolicy static, which is refused"),
     ("topologyManagerScope", "only with a topologyManagerPolicy other than none, which is refused"),
+    // Validated as upstream validates them; upstream's kubelet does
+    // nothing else with them either.
     ("hairpinMode", "hairpin traffic is the CNI plugin's (no kubenet)"),
-    ("makeIPTablesUtilChains", "kube-proxy owns the iptables chains"),
-    ("iptablesMasqueradeBit", "kube-proxy owns the iptables chains"),
-    ("iptablesDropBit", "kube-proxy owns the iptables chains"),
+    ("iptablesMasqueradeBit", "kube-proxy marks its own packets"),
+    ("iptablesDropBit", "kube-proxy marks its own packets"),
     ("volumePluginDir", "FlexVolume drivers are refused"),
     ("defaultPodSysctls", "only with the DefaultPodSysctls feature gate (alpha), which is refused"),
 ];
@@ -549,6 +554,46 @@ fn duration(file: &str, key: &str, v: &Value) -> Result<Duration, ConfigError> {
     })
 }
 
+/// Upstream's validation of the [`IGNORED`] fields it checks: a value
+/// upstream's kubelet refuses at start is refused here too, even though
+/// rkube does nothing with the field.
+fn validate_ignored(file: &str, key: &str, v: &Value) -> Result<(), ConfigError> {
+    let refuse = |message: String| {
+        Err(ConfigError {
+            file: file.into(),
+            message,
+        })
+    };
+    if v.is_null() {
+        return Ok(());
+    }
+    match key {
+        "hairpinMode" => {
+            let mode: String = field(file, key, v)?;
+            if !["none", "hairpin-veth", "promiscuous-bridge"].contains(&mode.as_str()) {
+                return refuse(format!(
+                    "invalid configuration: option {mode:?} specified for hairpinMode (--hairpin-mode). Valid options are \"none\", \"hairpin-veth\" or \"promiscuous-bridge\""
+                ));
+            }
+        }
+        "iptablesMasqueradeBit" | "iptablesDropBit" => {
+            let bit: i64 = field(file, key, v)?;
+            if !(0..=31).contains(&bit) {
+                let flag = if key == "iptablesDropBit" {
+                    "iptables-drop-bit"
+                } else {
+                    "iptables-masquerade-bit"
+                };
+                return refuse(format!(
+                    "invalid configuration: {key} (--{flag}) {bit} must be between 0 and 31, inclusive"
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Decodes, defaults and validates a KubeletConfiguration document.
 pub fn load_str(file: &str, text: &str) -> Result<Loaded, ConfigError> {
     decode(file, &parse_document(file, text)?, &BTreeMap::new())
@@ -731,6 +776,7 @@ fn decode(
             "imageMinimumGCAge" => c.image_minimum_gc_age = duration(file, key, v)?,
             "imageMaximumGCAge" => c.image_maximum_gc_age = duration(file, key, v)?,
             "failSwapOn" => c.fail_swap_on = field(file, key, v)?,
+            "makeIPTablesUtilChains" => c.make_iptables_util_chains = field(file, key, v)?,
             "failCgroupV1" => c.fail_cgroup_v1 = field(file, key, v)?,
             "logging" => c.logging_verbosity = logging(file, v)?,
             "kubeAPIQPS" => c.kube_api_qps = field(file, key, v)?,
@@ -895,14 +941,17 @@ fn decode(
                     )));
                 }
             }
-            k if IGNORED.iter().any(|(f, _)| *f == k) => warnings.push(format!(
-                "{file}: field {k} is accepted and has no effect on rkube kubelet ({})",
-                IGNORED
-                    .iter()
-                    .find(|(f, _)| *f == k)
-                    .map(|(_, w)| *w)
-                    .unwrap_or("")
-            )),
+            k if IGNORED.iter().any(|(f, _)| *f == k) => {
+                validate_ignored(file, k, v)?;
+                warnings.push(format!(
+                    "{file}: field {k} is accepted and has no effect on rkube kubelet ({})",
+                    IGNORED
+                        .iter()
+                        .find(|(f, _)| *f == k)
+                        .map(|(_, w)| *w)
+                        .unwrap_or("")
+                ))
+            }
             k => return Err(err(format!("unknown field \"{k}\""))),
         }
     }
@@ -1496,6 +1545,18 @@ mod tests {
             ),
             ("oomScoreAdj: -1001\n", "must be between -1000 and 1000"),
             ("maxOpenFiles: -1\n", "must not be a negative number"),
+            (
+                "hairpinMode: bridge\n",
+                "invalid configuration: option \"bridge\" specified for hairpinMode (--hairpin-mode). Valid options are \"none\", \"hairpin-veth\" or \"promiscuous-bridge\"",
+            ),
+            (
+                "iptablesDropBit: 32\n",
+                "invalid configuration: iptablesDropBit (--iptables-drop-bit) 32 must be between 0 and 31, inclusive",
+            ),
+            (
+                "iptablesMasqueradeBit: -1\n",
+                "invalid configuration: iptablesMasqueradeBit (--iptables-masquerade-bit) -1 must be between 0 and 31, inclusive",
+            ),
         ] {
             let e = load(body).unwrap_err().to_string();
             assert!(e.contains(needle), "{body}: {e}");

@@ -796,6 +796,18 @@ pub async fn run_with_metrics(
             };
             tasks.spawn(server::serve(listener, tls, Arc::new(ctx)));
         }
+        // The node's own iptables rules, as upstream's kubelet makes them.
+        if cfg.make_iptables_util_chains {
+            tasks.spawn(async {
+                let families = tokio::task::spawn_blocking(network::iptables::Iptables::available)
+                    .await
+                    .unwrap_or_default();
+                network::iptables::run(families).await;
+                // Nothing to keep (no iptables here, or it refused): not
+                // the end of the kubelet.
+                std::future::pending::<()>().await;
+            });
+        }
         if !cfg.static_pod_path.is_empty() {
             tasks.spawn(
                 pods::static_pods::StaticPods {
