@@ -499,6 +499,41 @@ impl Drop for Containerd {
     }
 }
 
+/// The flags of an `rkube kubelet --runtime cri` for `node` on `ctrd`,
+/// its configuration and root directory (`root`) under `work`.
+fn cri_kubelet(cp: &ControlPlane, ctrd: &Containerd, work: &Path, node: &str) -> Vec<String> {
+    std::fs::create_dir_all(work).unwrap();
+    let cfg = work.join("kubelet.yaml");
+    // Absolute disk thresholds: this machine's disk is > 90% full (below
+    // the default nodefs.available<10%), which would evict the pods.
+    // Image GC off (imageGCHighThresholdPercent 100): the sandbox image is
+    // imported, not pullable, and containerd 1.6 does not pin it. No
+    // iptables chains: the kubelet runs in the host's network namespace.
+    std::fs::write(
+        &cfg,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             address: 127.0.0.1\nport: {}\nhealthzPort: 0\nnodeStatusUpdateFrequency: 2s\n\
+             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
+             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\nmakeIPTablesUtilChains: false\n\
+             containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
+            free_port(),
+            ctrd.endpoint,
+            work.join("root/pod-logs").display()
+        ),
+    )
+    .unwrap();
+    let kc = cp.node_kubeconfig(node).unwrap();
+    vec![
+        "--runtime=cri".into(),
+        format!("--kubeconfig={}", kc.display()),
+        format!("--hostname-override={node}"),
+        "--node-ip=127.0.0.1".into(),
+        format!("--root-dir={}", work.join("root").display()),
+        format!("--config={}", cfg.display()),
+    ]
+}
+
 fn busybox_pod(name: &str, node: &str) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default"},
@@ -527,35 +562,7 @@ async fn containerd_scenario(cp: &ControlPlane, ctrd: &Containerd) {
     let nodes: Api<Node> = Api::all(admin.clone());
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
     let work = cp.dir().join("kubelet-cri-faults");
-    std::fs::create_dir_all(&work).unwrap();
-    let cfg = work.join("kubelet.yaml");
-    // Absolute disk thresholds: this machine's disk is > 90% full (below
-    // the default nodefs.available<10%), which would evict the pods.
-    // Image GC off (imageGCHighThresholdPercent 100): the sandbox image is
-    // imported, not pullable, and containerd 1.6 does not pin it.
-    std::fs::write(
-        &cfg,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             address: 127.0.0.1\nport: {}\nhealthzPort: 0\nnodeStatusUpdateFrequency: 2s\n\
-             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\nmakeIPTablesUtilChains: false\n\
-             containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
-            free_port(),
-            ctrd.endpoint,
-            work.join("root/pod-logs").display()
-        ),
-    )
-    .unwrap();
-    let kc = cp.node_kubeconfig(NODE).unwrap();
-    let args: Vec<String> = vec![
-        "--runtime=cri".into(),
-        format!("--kubeconfig={}", kc.display()),
-        format!("--hostname-override={NODE}"),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", work.join("root").display()),
-        format!("--config={}", cfg.display()),
-    ];
+    let args = cri_kubelet(cp, ctrd, &work, NODE);
     let mut kubelet = Kubelet::start(&args, work.join("cri-kubelet.log"));
     wait_for("node Ready", Duration::from_secs(60), || async {
         let n = nodes.get_opt(NODE).await.ok()??;
@@ -745,31 +752,7 @@ async fn orphan_scenario(cp: &ControlPlane, ctrd: &Containerd) {
         .unwrap();
     let work = cp.dir().join("kubelet-orphans");
     let root = work.join("root");
-    std::fs::create_dir_all(&work).unwrap();
-    let cfg = work.join("kubelet.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
-             address: 127.0.0.1\nport: {}\nhealthzPort: 0\nnodeStatusUpdateFrequency: 2s\n\
-             evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\nmakeIPTablesUtilChains: false\n\
-             containerRuntimeEndpoint: {}\npodLogsDir: {}\n",
-            free_port(),
-            ctrd.endpoint,
-            root.join("pod-logs").display()
-        ),
-    )
-    .unwrap();
-    let kc = cp.node_kubeconfig(NODE).unwrap();
-    let args: Vec<String> = vec![
-        "--runtime=cri".into(),
-        format!("--kubeconfig={}", kc.display()),
-        format!("--hostname-override={NODE}"),
-        "--node-ip=127.0.0.1".into(),
-        format!("--root-dir={}", root.display()),
-        format!("--config={}", cfg.display()),
-    ];
+    let args = cri_kubelet(cp, ctrd, &work, NODE);
     let kubelet = Kubelet::start(&args, work.join("kubelet-1.log"));
     wait_for("node Ready", Duration::from_secs(60), || async {
         let n = nodes.get_opt(NODE).await.ok()??;
