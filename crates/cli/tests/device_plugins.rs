@@ -273,6 +273,19 @@ fn sample_device_plugin_on_an_rkube_node() {
         assert_eq!(listed(&pr, "two").await.unwrap(), ["Dev-1", "Dev-2"]);
         let uid = two.uid().unwrap();
         assert_eq!(checkpointed(dir, &uid), ["Dev-1", "Dev-2"]);
+        // Their health in the container's status (ResourceHealthStatus).
+        let health = wait_for("allocatedResourcesStatus", Duration::from_secs(30), || async {
+            let p = pods.get("two").await.ok()?;
+            let cs = p.status?.container_statuses?.into_iter().next()?;
+            cs.allocated_resources_status
+        })
+        .await;
+        assert_eq!(
+            serde_json::to_value(&health).unwrap(),
+            serde_json::json!([{"name": RESOURCE, "resources": [
+                {"resourceID": "Dev-1", "health": "Healthy"},
+                {"resourceID": "Dev-2", "health": "Healthy"}]}])
+        );
 
         // None left: refused as upstream refuses it.
         pods.create(&Default::default(), &devices_pod("three", 1)).await.unwrap();

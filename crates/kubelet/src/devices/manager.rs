@@ -646,6 +646,50 @@ impl Manager {
         Ok(self.lock().pods.run_options(&uid, &c.name))
     }
 
+    /// The `allocatedResourcesStatus` of the containers of pod `uid` that
+    /// hold devices (upstream's `UpdateAllocatedResourcesStatus` of the
+    /// device manager, `ResourceHealthStatus`): per resource, each device
+    /// the container holds with its health in the plugin's last list
+    /// (`Healthy` when the plugin has not listed it), by device ID. An entry
+    /// of the same name is replaced, others are kept.
+    pub fn set_allocated_resources_status(
+        &self,
+        uid: &str,
+        status: &mut k8s_openapi::api::core::v1::PodStatus,
+    ) {
+        use k8s_openapi::api::core::v1::{ResourceHealth, ResourceStatus};
+        let st = self.lock();
+        for cs in status.container_statuses.iter_mut().flatten() {
+            for (resource, a) in st.pods.container(uid, &cs.name).into_iter().flatten() {
+                let resources = a
+                    .devices()
+                    .into_iter()
+                    .map(|id| {
+                        let healthy = st
+                            .all
+                            .get(resource)
+                            .and_then(|listed| listed.get(&id))
+                            .is_none_or(|d| d.health == HEALTHY);
+                        ResourceHealth {
+                            health: Some(if healthy { "Healthy" } else { "Unhealthy" }.into()),
+                            message: None,
+                            resource_id: id,
+                        }
+                    })
+                    .collect();
+                let entry = ResourceStatus {
+                    name: resource.clone(),
+                    resources: Some(resources),
+                };
+                let list = cs.allocated_resources_status.get_or_insert_with(Vec::new);
+                match list.iter_mut().find(|r| r.name == entry.name) {
+                    Some(r) => *r = entry,
+                    None => list.push(entry),
+                }
+            }
+        }
+    }
+
     /// The devices `container` of pod `uid` holds: resource → device →
     /// its NUMA nodes (upstream's `GetDevices`).
     pub fn devices_of(

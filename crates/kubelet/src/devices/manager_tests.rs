@@ -214,8 +214,52 @@ async fn allocates_as_upstream_and_keeps_it_in_the_checkpoint() {
     .await
     .unwrap();
     advertised(&m, ("3", "2")).await;
+
+    // The devices' health in the container's status: per resource, by
+    // device ID, entries of others (DRA's) kept, its own replaced.
+    let health = |m: &Manager| {
+        let mut status: k8s_openapi::api::core::v1::PodStatus =
+            serde_json::from_value(serde_json::json!({"containerStatuses": [
+                {"name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+                 "allocatedResourcesStatus": [
+                     {"name": "claim:c", "resources": [{"resourceID": "cdi/x", "health": "Healthy"}]},
+                     {"name": GPU, "resources": []}]},
+                {"name": "other", "image": "x", "imageID": "", "ready": true, "restartCount": 0}]}))
+            .unwrap();
+        m.set_allocated_resources_status("q", &mut status);
+        serde_json::to_value(status.container_statuses.unwrap()).unwrap()
+    };
+    let expect = |d2: &str| {
+        serde_json::json!([
+            {"name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+             "allocatedResourcesStatus": [
+                 {"name": "claim:c", "resources": [{"resourceID": "cdi/x", "health": "Healthy"}]},
+                 {"name": GPU, "resources": [{"resourceID": "d2", "health": d2},
+                                             {"resourceID": "d3", "health": "Healthy"}]}]},
+            {"name": "other", "image": "x", "imageID": "", "ready": true, "restartCount": 0}])
+    };
+    assert_eq!(health(&m), expect("Healthy"));
+    tx.send(vec![
+        device("d1", HEALTHY),
+        device("d2", "Unhealthy"),
+        device("d3", HEALTHY),
+    ])
+    .await
+    .unwrap();
+    advertised(&m, ("3", "2")).await;
+    for _ in 0..200 {
+        if health(&m) == expect("Unhealthy") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(health(&m), expect("Unhealthy"));
+
     server.abort();
     drop(tx);
     advertised(&m, ("3", "0")).await;
+    // As upstream: the plugin's last list still tells (its devices are
+    // unschedulable, not reported otherwise).
+    assert_eq!(health(&m), expect("Unhealthy"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -37,11 +37,12 @@
 //! two agree at the default root directory, and several rkube kubelets on
 //! one machine each get their own); `Allocate` and `GetPreferredAllocation`
 //! have a deadline ([`manager::CALL_TIMEOUT`], upstream none); a plugin
-//! endpoint must be a socket name in the directory, not a path. Not
-//! implemented: topology alignment (rkube has no topology manager, as
-//! upstream's default `none` policy) and device health in
-//! `allocatedResourcesStatus` (`ResourceHealthStatus`, beta and on; rkube
-//! reports DRA devices' health only). A container's extended resource the
+//! endpoint must be a socket name in the directory, not a path; a device's
+//! health reaches its container's `allocatedResourcesStatus`
+//! (`ResourceHealthStatus`, beta and on) at the pod's next sync (within
+//! ten seconds) rather than at once. Not implemented: topology alignment
+//! (rkube has no topology manager, as upstream's default `none` policy). A
+//! container's extended resource the
 //! scheduler mapped to a DRA claim (`DRAExtendedResource`) is DRA's, not
 //! the device plugin's, as upstream's.
 

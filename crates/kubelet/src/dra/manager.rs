@@ -477,7 +477,14 @@ impl Manager {
             if wanted.is_empty() {
                 continue;
             }
-            let mut out: Vec<ResourceStatus> = Vec::new();
+            // Entries of others (the device plugins') are kept.
+            let mut out: Vec<ResourceStatus> = cs
+                .allocated_resources_status
+                .take()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| !r.name.starts_with("claim:"))
+                .collect();
             for w in wanted {
                 let Some(pc) = claims::pod_resource_claims(pod)
                     .iter()

@@ -5,6 +5,9 @@
 //!
 //! * `memory.available`: the node's `availableBytes` (MemTotal − working
 //!   set of the root cgroup), capacity available + working set;
+//! * `allocatableMemory.available`: the same of the `pods` system
+//!   container (the `kubepods` cgroup, whose limit is the node's
+//!   allocatable memory);
 //! * `nodefs.*`: the node's `fs`; `imagefs.*`: the runtime's `imageFs`
 //!   (nodefs when the runtime does not name one);
 //! * `pid.available`: `rlimit.maxpid − rlimit.curproc`;
@@ -53,6 +56,23 @@ pub fn observations(s: &Summary) -> Observations {
     {
         obs.insert(
             Signal::MemoryAvailable,
+            Observation {
+                available: i64::try_from(a).unwrap_or(i64::MAX),
+                capacity: i64::try_from(a.saturating_add(ws)).unwrap_or(i64::MAX),
+            },
+        );
+    }
+    // allocatableMemory.available: the pods' cgroup (`kubepods`), as
+    // upstream reads it from the `pods` system container.
+    if let Some((a, ws)) = n
+        .system_containers
+        .iter()
+        .find(|c| c.name == "pods")
+        .and_then(|c| c.memory.as_ref())
+        .and_then(|m| Some((m.available_bytes?, m.working_set_bytes?)))
+    {
+        obs.insert(
+            Signal::AllocatableMemoryAvailable,
             Observation {
                 available: i64::try_from(a).unwrap_or(i64::MAX),
                 capacity: i64::try_from(a.saturating_add(ws)).unwrap_or(i64::MAX),
@@ -231,6 +251,27 @@ mod tests {
         let o = observations(&s);
         let get = |sig| o.get(&sig).map(|o| (o.available, o.capacity));
         assert_eq!(get(Signal::MemoryAvailable), Some((300, 1000)));
+        assert_eq!(
+            get(Signal::AllocatableMemoryAvailable),
+            None,
+            "no pods cgroup"
+        );
+        let mut with_pods = s.clone();
+        with_pods.node.system_containers = vec![ContainerStats {
+            name: "pods".into(),
+            memory: Some(MemoryStats {
+                available_bytes: Some(200),
+                working_set_bytes: Some(600),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+        let o2 = observations(&with_pods);
+        assert_eq!(
+            o2.get(&Signal::AllocatableMemoryAvailable)
+                .map(|o| (o.available, o.capacity)),
+            Some((200, 800))
+        );
         assert_eq!(get(Signal::NodeFsAvailable), Some((10, 100)));
         assert_eq!(
             get(Signal::ImageFsAvailable),

@@ -22,7 +22,7 @@ use crate::BoxFuture;
 pub enum Signal {
     /// `memory.available`.
     MemoryAvailable,
-    /// `allocatableMemory.available` (not observed by rkube).
+    /// `allocatableMemory.available` (the pods' cgroup).
     AllocatableMemoryAvailable,
     /// `nodefs.available`.
     NodeFsAvailable,

@@ -82,6 +82,20 @@ pub fn all_thresholds(c: &KubeletConfiguration) -> Vec<EvictionThreshold> {
             .get(t.signal.name())
             .and_then(|v| parse_min_reclaim(v));
     }
+    // Node allocatable enforced on the pods: each hard memory.available
+    // threshold also holds for the pods' cgroup (upstream's
+    // `addAllocatableThresholds`).
+    if c.enforce_node_allocatable.iter().any(|e| e == "pods") {
+        let copies: Vec<EvictionThreshold> = out
+            .iter()
+            .filter(|t| t.signal == Signal::MemoryAvailable && t.hard)
+            .map(|t| EvictionThreshold {
+                signal: Signal::AllocatableMemoryAvailable,
+                ..*t
+            })
+            .collect();
+        out.extend(copies);
+    }
     out
 }
 
@@ -341,7 +355,8 @@ mod tests {
              evictionSoftGracePeriod: {memory.available: 30s, nodefs.available: 1m30s}\n",
         );
         let t = all_thresholds(&c);
-        assert_eq!(t.len(), 3);
+        // (the hard memory threshold also for the pods' cgroup)
+        assert_eq!(t.len(), 4);
         let soft_mem = t
             .iter()
             .find(|x| !x.hard && x.signal == Signal::MemoryAvailable)
@@ -371,6 +386,54 @@ mod tests {
         assert_eq!(r.met.len(), 2);
         assert_eq!(r.actionable.len(), 1);
         assert!(to_reclaim(&r.met).unwrap().hard);
+    }
+
+    #[test]
+    fn hard_memory_thresholds_also_hold_for_the_pods_cgroup() {
+        // Upstream's addAllocatableThresholds: with enforceNodeAllocatable
+        // [pods] (the default) each hard memory.available threshold gets a
+        // copy for allocatableMemory.available, its minimum reclaim with
+        // it; soft ones do not.
+        let c = config(
+            "evictionHard: {memory.available: 150Mi, nodefs.available: 10%}\n\
+             evictionSoft: {memory.available: 300Mi}\n\
+             evictionSoftGracePeriod: {memory.available: 30s}\n\
+             evictionMinimumReclaim: {memory.available: 0.5Gi}\n",
+        );
+        let t = all_thresholds(&c);
+        let alloc: Vec<_> = t
+            .iter()
+            .filter(|x| x.signal == Signal::AllocatableMemoryAvailable)
+            .collect();
+        assert_eq!(alloc.len(), 1, "{t:?}");
+        let hard = t
+            .iter()
+            .find(|x| x.signal == Signal::MemoryAvailable && x.hard)
+            .unwrap();
+        assert_eq!(
+            (alloc[0].value, alloc[0].min_reclaim, alloc[0].hard),
+            (hard.value, hard.min_reclaim, true)
+        );
+        assert!(alloc[0].min_reclaim.is_some());
+        // The pods' cgroup short of memory: memory pressure, evicting.
+        let mut st = ThresholdState::default();
+        let o = obs(&[
+            (Signal::MemoryAvailable, 900 * MI, GI),
+            (Signal::AllocatableMemoryAvailable, 100 * MI, GI),
+        ]);
+        let r = st.round(&t, &o, Instant::now());
+        assert_eq!(r.actionable.len(), 1);
+        assert_eq!(r.actionable[0].signal, Signal::AllocatableMemoryAvailable);
+        assert_eq!(
+            to_reclaim(&r.met).unwrap().signal.condition(),
+            Condition::Memory
+        );
+        // Not enforced on the pods: no copy.
+        let none =
+            config("evictionHard: {memory.available: 150Mi}\nenforceNodeAllocatable: [none]\n");
+        assert!(all_thresholds(&none)
+            .iter()
+            .all(|x| x.signal != Signal::AllocatableMemoryAvailable));
     }
 
     #[test]

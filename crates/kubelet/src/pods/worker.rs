@@ -350,6 +350,11 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                     let host_ip = node_ip(&ctx, &pod);
                     let now = Timestamp::now();
                     let mut status = pod_status(&pod, last.as_ref(), &obs, &host_ip, now);
+                    // Device plugins' devices, then DRA's (upstream's
+                    // order): each keeps the other's entries.
+                    if let Some(d) = &ctx.devices {
+                        d.set_allocated_resources_status(&uid, &mut status);
+                    }
                     if let Some(d) = &ctx.dra {
                         d.set_allocated_resources_status(&pod, &mut status);
                     }
