@@ -807,6 +807,25 @@ async fn orphan_scenario(cp: &ControlPlane, ctrd: &Containerd) {
         .unwrap();
     assert!(orphan_dir.is_dir(), "the directory outlives the sandbox");
     assert_eq!(mounts_under(&orphan_dir), orphan_mounts, "and its mounts");
+    // And a directory of no pod holding a mount that is none of the
+    // kubelet's volumes (a bind mount of data elsewhere): never deleted
+    // through.
+    // (On disk, not on a tmpfs /tmp: the kubelet unmounts tmpfs mounts in
+    // a pod's volumes as its own.)
+    let data =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("orphan-data-{}", std::process::id()));
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("keep"), "precious").unwrap();
+    let foreign_dir = root.join("pods/00000000-0000-0000-0000-00000000f00d");
+    let foreign = foreign_dir.join("volumes/kubernetes.io~other/bound");
+    std::fs::create_dir_all(&foreign).unwrap();
+    let bound = Command::new("mount")
+        .args(["--bind"])
+        .arg(&data)
+        .arg(&foreign)
+        .status()
+        .unwrap();
+    assert!(bound.success(), "mount --bind");
 
     let t = Instant::now();
     let kubelet = Kubelet::start(&args, work.join("kubelet-2.log"));
@@ -822,6 +841,26 @@ async fn orphan_scenario(cp: &ControlPlane, ctrd: &Containerd) {
         Vec::<String>::new(),
         "nothing left mounted"
     );
+    let refused = wait_for(
+        "the foreign mount refused",
+        Duration::from_secs(30),
+        || async {
+            let log = kubelet.log_text();
+            log.contains("00000000-0000-0000-0000-00000000f00d")
+                .then(|| log.contains("is still mounted"))
+        },
+    )
+    .await;
+    assert!(refused, "the kubelet says why it left the directory");
+    assert!(foreign.is_dir(), "the directory holding the mount is left");
+    assert_eq!(
+        std::fs::read_to_string(data.join("keep")).unwrap(),
+        "precious",
+        "nothing deleted through the mount"
+    );
+    let _ = Command::new("umount").arg(&foreign).status();
+    let _ = std::fs::remove_dir_all(&foreign_dir);
+    let _ = std::fs::remove_dir_all(&data);
     wait_for(
         "the orphan's cgroup removed",
         Duration::from_secs(30),

@@ -132,23 +132,10 @@ impl Cgroups {
             .is_ok_and(|d| !d.is_empty() && d.iter().all(|(_, p)| p.is_dir()))
     }
 
-    /// The names of `name`'s child cgroups (`<name>/<child>`), read in its
-    /// first hierarchy; none when it does not exist.
-    pub fn children(&self, name: &str) -> Vec<String> {
-        let Some((_, dir)) = self.dirs(name).ok().and_then(|d| d.into_iter().next()) else {
-            return Vec::new();
-        };
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            return Vec::new();
-        };
-        let base = name.trim_end_matches('/');
-        let mut out: Vec<String> = rd
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|e| e.file_name().to_str().map(|c| format!("{base}/{c}")))
-            .collect();
-        out.sort();
-        out
+    /// Does `name` exist in at least one hierarchy?
+    pub fn exists_anywhere(&self, name: &str) -> bool {
+        self.all_dirs(name)
+            .is_ok_and(|d| d.iter().any(|p| p.is_dir()))
     }
 
     /// Makes `name` (and its parents) and gives it `config`.

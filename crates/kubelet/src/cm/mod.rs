@@ -234,22 +234,10 @@ impl ContainerManager {
         self.cgroups.update(name, config)
     }
 
-    /// The pod cgroups there are (`pod<uid>` under `kubepods` and its
-    /// `burstable` and `besteffort` QoS cgroups), as `(uid, name)`.
-    pub fn pod_cgroups(&self) -> Vec<(String, String)> {
-        let base = &self.kubepods;
-        [
-            base.clone(),
-            format!("{base}/burstable"),
-            format!("{base}/besteffort"),
-        ]
-        .iter()
-        .flat_map(|parent| self.cgroups.children(parent))
-        .filter_map(|name| {
-            let uid = name.rsplit('/').next()?.strip_prefix("pod")?.to_string();
-            (!uid.is_empty()).then_some((uid, name))
-        })
-        .collect()
+    /// Is something of pod cgroup `name` left in any hierarchy (upstream
+    /// deletes a pod cgroup found in even one)?
+    pub fn pod_left_anywhere(&self, name: &str) -> bool {
+        self.cgroups.exists_anywhere(name)
     }
 
     /// Removes the pod cgroup `name`, killing what still runs in it.
@@ -344,36 +332,5 @@ mod tests {
         );
         let e = ContainerManager::new(c, "/rk").unwrap_err();
         assert!(e.contains("cgroup-root \"/rk\" doesn't exist"), "{e}");
-    }
-
-    #[test]
-    fn pod_cgroups_are_found_under_every_qos_class() {
-        let root = std::env::temp_dir().join(format!("rkube-podcg-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        for d in [
-            "rk/kubepods/poda",
-            "rk/kubepods/burstable/podb",
-            "rk/kubepods/besteffort/podc",
-            // Not pod cgroups: the QoS ones themselves, a bare "pod", a file.
-            "rk/kubepods/besteffort/pod",
-            "rk/kubepods/other",
-            "kubepods/podelsewhere",
-        ] {
-            std::fs::create_dir_all(root.join(d)).unwrap();
-        }
-        std::fs::write(root.join("rk/kubepods/podfile"), "").unwrap();
-        std::fs::write(root.join("cgroup.controllers"), "memory").unwrap();
-        let cm = ContainerManager::new(Cgroups::at(&root, true), "/rk").unwrap();
-        let mut found = cm.pod_cgroups();
-        found.sort();
-        assert_eq!(
-            found,
-            vec![
-                ("a".to_string(), "/rk/kubepods/poda".to_string()),
-                ("b".to_string(), "/rk/kubepods/burstable/podb".to_string()),
-                ("c".to_string(), "/rk/kubepods/besteffort/podc".to_string()),
-            ]
-        );
-        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -39,8 +39,8 @@
 //! have a deadline ([`manager::CALL_TIMEOUT`], upstream none); a plugin
 //! endpoint must be a socket name in the directory, not a path; a device's
 //! health reaches its container's `allocatedResourcesStatus`
-//! (`ResourceHealthStatus`, beta and on) at the pod's next sync (within
-//! ten seconds) rather than at once. Not implemented: topology alignment
+//! (`ResourceHealthStatus`, beta and on) at the pod's next sync rather
+//! than at once. Not implemented: topology alignment
 //! (rkube has no topology manager, as upstream's default `none` policy). A
 //! container's extended resource the
 //! scheduler mapped to a DRA claim (`DRAExtendedResource`) is DRA's, not

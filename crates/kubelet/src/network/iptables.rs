@@ -145,19 +145,17 @@ impl Iptables {
         }
     }
 
+    /// Upstream's `Present`: the nat table's `POSTROUTING` can be listed
+    /// (a family without it, or a command that cannot run, is skipped).
     fn works(&self) -> bool {
-        self.command(&["--version"])
-            .output()
-            .is_ok_and(|o| o.status.success())
+        matches!(self.chain_exists("nat", "POSTROUTING"), Ok(true))
     }
 
     fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.argv[0]);
         c.args(&self.argv[1..]);
         // Wait for the xtables lock rather than fail, as upstream does.
-        if args != ["--version"] {
-            c.args(["-w", "5"]);
-        }
+        c.args(["-w", "5"]);
         c.args(args);
         c
     }
@@ -263,8 +261,7 @@ pub async fn run(families: Vec<Iptables>) {
     }
     let mut kept = Vec::new();
     for ipt in families {
-        let Some((ipt, ok)) = blocking(ipt, |t| t.sync().and_then(|()| t.ensure_canary())).await
-        else {
+        let Some((ipt, ok)) = blocking(ipt, |t| t.sync()).await else {
             continue;
         };
         match ok {
@@ -279,8 +276,13 @@ pub async fn run(families: Vec<Iptables>) {
             ),
         }
     }
+    // The canaries at once, then checked every period (upstream's
+    // `Monitor`: a canary that cannot be made is tried again).
+    let mut first = true;
     while !kept.is_empty() {
-        tokio::time::sleep(MONITOR_PERIOD).await;
+        if !std::mem::take(&mut first) {
+            tokio::time::sleep(MONITOR_PERIOD).await;
+        }
         for ipt in std::mem::take(&mut kept) {
             if let Some((ipt, ())) = blocking(ipt, keep).await {
                 kept.push(ipt);
@@ -289,10 +291,28 @@ pub async fn run(families: Vec<Iptables>) {
     }
 }
 
-/// One check of the canary: the rules made again if it is gone, then the
-/// canary (again).
+/// How long a flush gets to take the other tables' canaries too, and how
+/// often they are looked at meanwhile (upstream's `iptablesFlushTimeout`
+/// and `iptablesFlushPollTime`).
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+const FLUSH_POLL: Duration = Duration::from_millis(100);
+
+/// One check of the canary: when it is gone from the table polled, the
+/// others' going too is waited for (a flush in progress), then the rules
+/// are made again; then the canary (again).
 fn keep(t: &Iptables) {
     if t.canary_gone() {
+        let deadline = std::time::Instant::now() + FLUSH_TIMEOUT;
+        while CANARY_TABLES[1..]
+            .iter()
+            .any(|table| !matches!(t.chain_exists(table, CANARY_CHAIN), Ok(false)))
+        {
+            if std::time::Instant::now() >= deadline {
+                tracing::info!("Inconsistent iptables state detected");
+                break;
+            }
+            std::thread::sleep(FLUSH_POLL);
+        }
         tracing::info!(protocol = t.protocol(), "Reloading after iptables flush");
         if let Err(e) = t.sync() {
             tracing::warn!(protocol = t.protocol(), error = %e, "Failed to restore the iptables rules");

@@ -146,7 +146,10 @@ fn rules_are_made_once_and_made_again_after_a_flush() {
 #[test]
 fn a_missing_command_is_an_error_not_a_panic() {
     let ipt = Iptables::with(vec!["/nonexistent/iptables".into()], false);
-    assert!(!ipt.works());
+    assert!(
+        !ipt.works(),
+        "skipped, as upstream skips a family not present"
+    );
     assert!(ipt.sync().unwrap_err().contains("/nonexistent/iptables"));
     assert!(!ipt.canary_gone(), "unknown is not gone");
 }

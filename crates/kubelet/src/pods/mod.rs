@@ -164,6 +164,9 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
                             let _ = ctx.runtime.remove_pod(&uid).await;
                         }
                     }
+                    // The static pods' files read after what is left: one
+                    // started meanwhile is known by then.
+                    let leftovers = ctx.runtime.leftovers().await;
                     let statics: HashSet<String> = ctx
                         .static_pod_path
                         .iter()
@@ -173,8 +176,9 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
                                 .flat_map(|n| static_pods::read_dir(dir, n).into_keys())
                         })
                         .collect();
-                    for uid in ctx.runtime.leftovers().await {
-                        if seen.contains(&uid) || statics.contains(&uid) {
+                    for uid in leftovers {
+                        if seen.contains(&uid) || statics.contains(&uid) || ctx.states.active(&uid)
+                        {
                             continue;
                         }
                         tracing::info!(%uid, "orphaned pod found, removing its directory and cgroup");

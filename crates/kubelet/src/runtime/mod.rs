@@ -220,11 +220,12 @@ pub trait Runtime: Send + Sync + 'static {
     /// the kubelet was down).
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>>;
 
-    /// Uids of pods the node still has something of (a pod directory, a
-    /// pod cgroup) while the runtime holds none of their sandboxes or
-    /// containers: what a kubelet killed between removing a pod's sandbox
-    /// and its directory leaves (upstream's `cleanupOrphanedPodDirs` and
-    /// `cleanupOrphanedPodCgroups` find them). Empty when the runtime
+    /// Uids of pods whose directory is still on the node while the runtime
+    /// holds none of their sandboxes: what a kubelet killed between
+    /// removing a pod's sandbox and its directory leaves (its volumes
+    /// mounted, and its cgroup, which goes before the directory; upstream's
+    /// `cleanupOrphanedPodDirs` and `cleanupOrphanedPodCgroups` find them).
+    /// [`Runtime::remove_pod`] ends what is left. Empty when the runtime
     /// cannot be listed.
     fn leftovers(&self) -> BoxFuture<'_, Vec<String>> {
         Box::pin(async { Vec::new() })

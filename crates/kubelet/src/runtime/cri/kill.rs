@@ -118,6 +118,10 @@ impl CriRuntime {
         if let Some(vm) = self.volumes.as_ref() {
             vm.forget(uid);
         }
+        // The pod's cgroup before its directory: a kubelet killed between
+        // the two leaves the directory, by which the next one finds the
+        // pod (CriRuntime::leftovers) and ends what is left of it.
+        self.remove_pod_cgroup(uid).await;
         // Mounts first: removing the directory through a subPath bind mount
         // of a hostPath would delete host files.
         let pod_dir = self.dirs.pod_dir(uid);

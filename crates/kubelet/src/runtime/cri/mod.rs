@@ -888,9 +888,8 @@ impl Runtime for CriRuntime {
         Box::pin(async move {
             // A mirror pod's uid labels nothing: removing it is a no-op.
             self.actuated.remove_pod(uid);
-            self.remove(uid).await?;
-            self.remove_pod_cgroup(uid).await;
-            Ok(())
+            // (its cgroup too, before its directory)
+            self.remove(uid).await
         })
     }
 
@@ -905,11 +904,9 @@ impl Runtime for CriRuntime {
 
     fn leftovers(&self) -> BoxFuture<'_, Vec<String>> {
         Box::pin(async move {
-            let (Ok(mut held), Ok(statics)) = (self.uids(false).await, self.uids(true).await)
-            else {
-                return Vec::new();
-            };
-            held.extend(statics);
+            // What is on disk first, then what the runtime holds: a pod
+            // started meanwhile has its sandbox listed, not taken for an
+            // orphan.
             let mut found: Vec<String> = std::fs::read_dir(self.dirs.root.join("pods"))
                 .into_iter()
                 .flatten()
@@ -917,12 +914,14 @@ impl Runtime for CriRuntime {
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
                 .filter_map(|e| e.file_name().to_str().map(str::to_string))
                 .collect();
-            if let Some(cm) = &self.cgroups {
-                found.extend(cm.pod_cgroups().into_iter().map(|(uid, _)| uid));
-            }
+            let (Ok(mut held), Ok(statics)) = (self.uids(false).await, self.uids(true).await)
+            else {
+                return Vec::new();
+            };
+            held.extend(statics);
+            found.retain(|uid| !held.contains(uid));
             found.sort();
             found.dedup();
-            found.retain(|uid| !held.contains(uid));
             found
         })
     }

@@ -182,7 +182,7 @@ impl CriRuntime {
         let manager = cm.clone();
         let removed = tokio::task::spawn_blocking(move || {
             for name in names {
-                if manager.pod_exists(&name) {
+                if manager.pod_left_anywhere(&name) {
                     if let Err(e) = manager.destroy_pod(&name) {
                         tracing::warn!(cgroup = %name, error = %e, "removing the pod's cgroup");
                     }
