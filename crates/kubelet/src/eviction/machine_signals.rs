@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::signals::{Observation, Observations, PodUsage, Signal, SignalSource, Snapshot};
 use crate::node::NodeDesc;
-use crate::stats::summary::{FsStats, Summary};
+use crate::stats::summary::{FsStats, MemoryStats, Summary};
 use crate::stats::StatsProvider;
 use crate::BoxFuture;
 
@@ -45,39 +45,28 @@ fn fs_observations(obs: &mut Observations, fs: &FsStats, bytes: Signal, inodes: 
     }
 }
 
+/// Available memory (capacity: available + working set), when both are
+/// known.
+fn memory_observation(m: Option<&MemoryStats>) -> Option<Observation> {
+    let (a, ws) = m.and_then(|m| Some((m.available_bytes?, m.working_set_bytes?)))?;
+    Some(Observation {
+        available: i64::try_from(a).unwrap_or(i64::MAX),
+        capacity: i64::try_from(a.saturating_add(ws)).unwrap_or(i64::MAX),
+    })
+}
+
 /// The observations a summary gives.
 pub fn observations(s: &Summary) -> Observations {
     let mut obs = Observations::new();
     let n = &s.node;
-    if let Some((a, ws)) = n
-        .memory
-        .as_ref()
-        .and_then(|m| Some((m.available_bytes?, m.working_set_bytes?)))
-    {
-        obs.insert(
-            Signal::MemoryAvailable,
-            Observation {
-                available: i64::try_from(a).unwrap_or(i64::MAX),
-                capacity: i64::try_from(a.saturating_add(ws)).unwrap_or(i64::MAX),
-            },
-        );
+    if let Some(o) = memory_observation(n.memory.as_ref()) {
+        obs.insert(Signal::MemoryAvailable, o);
     }
     // allocatableMemory.available: the pods' cgroup (`kubepods`), as
     // upstream reads it from the `pods` system container.
-    if let Some((a, ws)) = n
-        .system_containers
-        .iter()
-        .find(|c| c.name == "pods")
-        .and_then(|c| c.memory.as_ref())
-        .and_then(|m| Some((m.available_bytes?, m.working_set_bytes?)))
-    {
-        obs.insert(
-            Signal::AllocatableMemoryAvailable,
-            Observation {
-                available: i64::try_from(a).unwrap_or(i64::MAX),
-                capacity: i64::try_from(a.saturating_add(ws)).unwrap_or(i64::MAX),
-            },
-        );
+    let pods = n.system_containers.iter().find(|c| c.name == "pods");
+    if let Some(o) = memory_observation(pods.and_then(|c| c.memory.as_ref())) {
+        obs.insert(Signal::AllocatableMemoryAvailable, o);
     }
     if let Some(fs) = &n.fs {
         fs_observations(

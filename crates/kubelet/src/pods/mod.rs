@@ -164,33 +164,40 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
                             let _ = ctx.runtime.remove_pod(&uid).await;
                         }
                     }
-                    // The static pods' files read after what is left: one
-                    // started meanwhile is known by then.
-                    let leftovers = ctx.runtime.leftovers().await;
-                    let statics: HashSet<String> = ctx
-                        .static_pod_path
-                        .iter()
-                        .flat_map(|dir| {
-                            d.nodes
-                                .iter()
-                                .flat_map(|n| static_pods::read_dir(dir, n).into_keys())
-                        })
-                        .collect();
-                    for uid in leftovers {
-                        if seen.contains(&uid) || statics.contains(&uid) || ctx.states.active(&uid)
-                        {
-                            continue;
-                        }
-                        tracing::info!(%uid, "orphaned pod found, removing its directory and cgroup");
-                        if let Err(e) = ctx.runtime.remove_pod(&uid).await {
-                            tracing::warn!(%uid, error = %e, "orphaned pod found, but it could not be cleaned up");
-                        }
-                    }
+                    remove_orphans(&ctx, &d.nodes, &seen).await;
                 }
             }
             Ok(Event::Apply(p)) => d.apply(p),
             Ok(Event::Delete(p)) => d.gone(&p.uid().unwrap_or_default()),
             Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+        }
+    }
+}
+
+/// Removes what is left of pods the kubelet no longer knows of (their
+/// directories; [`Runtime::leftovers`](crate::runtime::Runtime::leftovers)):
+/// not in the API (`seen`, with the static pods its mirror pods stand for),
+/// not in `staticPodPath`, not active.
+async fn remove_orphans(ctx: &WorkerContext, nodes: &HashSet<String>, seen: &HashSet<String>) {
+    // The static pods' files read after what is left: one started
+    // meanwhile is known by then.
+    let leftovers = ctx.runtime.leftovers().await;
+    let statics: HashSet<String> = ctx
+        .static_pod_path
+        .iter()
+        .flat_map(|dir| {
+            nodes
+                .iter()
+                .flat_map(|n| static_pods::read_dir(dir, n).into_keys())
+        })
+        .collect();
+    for uid in leftovers {
+        if seen.contains(&uid) || statics.contains(&uid) || ctx.states.active(&uid) {
+            continue;
+        }
+        tracing::info!(%uid, "orphaned pod found, removing its directory and cgroup");
+        if let Err(e) = ctx.runtime.remove_pod(&uid).await {
+            tracing::warn!(%uid, error = %e, "orphaned pod found, but it could not be cleaned up");
         }
     }
 }
