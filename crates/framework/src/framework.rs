@@ -413,7 +413,10 @@ const REJECTING_POINTS: [Point; 5] = [
 
 impl QueueingHintMap {
     /// The map of a profile: every plugin at PreEnqueue, PreFilter, Filter,
-    /// Reserve or Permit, once.
+    /// Reserve or Permit, once; and DefaultPreemption when it is enabled,
+    /// whose PreEnqueue (the gate of an asynchronous preemption) the live
+    /// scheduler's queue runs rather than the framework, as it reads the
+    /// preemptions in progress.
     pub fn for_framework(fw: &Framework) -> Self {
         let mut map = QueueingHintMap::default();
         let mut seen = BTreeSet::new();
@@ -423,6 +426,13 @@ impl QueueingHintMap {
                     let events = p
                         .events_to_register()
                         .unwrap_or_else(wildcard_registrations);
+                    map.register(p.name(), events);
+                }
+            }
+        }
+        for p in fw.plugins(Point::PostFilter) {
+            if p.name() == "DefaultPreemption" && seen.insert(p.name()) {
+                if let Some(events) = p.events_to_register() {
                     map.register(p.name(), events);
                 }
             }

@@ -82,6 +82,18 @@ impl WaitingPod {
         }
     }
 
+    /// Preemption stops the pod's wait with an error (upstream's
+    /// `Preempt`): returns `false` when it was already decided.
+    pub fn preempt(&self, plugin: &'static str, message: &str) -> bool {
+        let mut v = self.lock();
+        if v.status.is_some() {
+            return false;
+        }
+        v.status = Some(Status::new(Code::Error, message.to_string()).with_plugin(plugin));
+        self.decided.notify_all();
+        true
+    }
+
     /// Decides now as if the earliest timeout had passed (a host whose
     /// clock does not run in between, such as the simulator).
     pub fn expire(&self) {

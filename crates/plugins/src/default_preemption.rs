@@ -26,8 +26,15 @@
 //! gives the same candidates. Start times are `status.startTime`, else
 //! `metadata.creationTimestamp`, else "now" (later than any other).
 //!
+//! Asynchronous preemption (`SchedulerAsyncPreemption`, beta, on by
+//! default) is the live scheduler's: it deletes the victims after the
+//! cycle and its queue runs this plugin's PreEnqueue gate, which holds the
+//! preemptor back while the deletions are being sent
+//! (`rkube_scheduler::queue`). The simulator removes victims at once, so
+//! nothing waits there.
+//!
 //! Not implemented: pod-group (gang) preemption (`PodGroupPostFilter`),
-//! scheduler extenders, async preemption's PreEnqueue gate.
+//! scheduler extenders.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -83,9 +90,9 @@ impl Plugin for DefaultPreemption {
         Some(self)
     }
     /// Upstream's list with async preemption (beta, on by default): a
-    /// victim's deletion never requeues by this plugin's say; the plugins
-    /// whose rejections preemption resolves decide. rkube preempts
-    /// synchronously and has no PreEnqueue here, so the queue never asks.
+    /// victim's deletion re-checks a pod this plugin's PreEnqueue gated,
+    /// but never requeues it by this plugin's say; the plugins whose
+    /// rejections preemption resolves decide.
     fn events_to_register(&self) -> Option<Vec<ClusterEventWithHint>> {
         Some(vec![ClusterEventWithHint::with_hint(
             EventResource::AssignedPod,

@@ -632,6 +632,29 @@ impl Writer {
         );
         Ok(())
     }
+
+    /// The Event for a victim preempted without a deletion (it was
+    /// waiting on Permit and was rejected in memory).
+    pub fn preempted_in_memory(
+        &self,
+        scheduler_name: &str,
+        victim: &core::Pod,
+        preemptor: &core::Pod,
+        node: &str,
+    ) {
+        self.event(
+            scheduler_name,
+            victim,
+            Some(preemptor),
+            "Normal",
+            "Preempted",
+            "Preempting",
+            &format!(
+                "Preempted by pod {} on node {node} (in kube-scheduler memory).",
+                preemptor.metadata.uid.as_deref().unwrap_or("")
+            ),
+        );
+    }
 }
 
 /// The API server's own message for an API error (what upstream prints,

@@ -9,7 +9,10 @@
 //! `scheduler_framework_extension_point_duration_seconds`,
 //! `scheduler_plugin_execution_duration_seconds` (10% of cycles sampled, as
 //! upstream), `scheduler_preemption_attempts_total`,
-//! `scheduler_preemption_victims`, `scheduler_cache_size`,
+//! `scheduler_preemption_victims`,
+//! `scheduler_preemption_goroutines_duration_seconds`,
+//! `scheduler_preemption_goroutines_execution_total`,
+//! `scheduler_preemption_execution_duration_seconds`, `scheduler_cache_size`,
 //! `scheduler_inflight_events`, `scheduler_goroutines{operation="binding"}`,
 //! `scheduler_batch_attempts_total`, `scheduler_batch_cache_flushed_total`
 //! and `leader_election_master_status`.
@@ -96,6 +99,9 @@ pub struct Metrics {
     plugin_execution: Histograms,
     preemption_attempts: Counter,
     preemption_victims: Histogram,
+    preemption_goroutines_duration: Histograms,
+    preemption_goroutines_total: Family<Labels, Counter>,
+    preemption_execution_duration: Histograms,
     leader: Family<Labels, Gauge>,
     cache_size: Family<Labels, Gauge>,
     inflight_events: Family<Labels, Gauge>,
@@ -177,6 +183,26 @@ impl Metrics {
             "Number of selected preemption victims",
             preemption_victims.clone(),
         );
+        let preemption_goroutines_duration =
+            Histograms::new_with_constructor(buckets(0.01, 2.0, 20));
+        reg.register(
+            "preemption_goroutines_duration_seconds",
+            "Duration in seconds for running goroutines for the preemption.",
+            preemption_goroutines_duration.clone(),
+        );
+        let preemption_goroutines_total = Family::<Labels, Counter>::default();
+        reg.register(
+            "preemption_goroutines_execution",
+            "Number of preemption goroutines executed.",
+            preemption_goroutines_total.clone(),
+        );
+        let preemption_execution_duration =
+            Histograms::new_with_constructor(buckets(0.001, 2.0, 16));
+        reg.register(
+            "preemption_execution_duration_seconds",
+            "Duration in seconds for preempting the target preemption victims. With async preemption enabled, preemption execution does not block the scheduling of other pods.",
+            preemption_execution_duration.clone(),
+        );
         let cache_size = Family::<Labels, Gauge>::default();
         reg.register(
             "cache_size",
@@ -225,6 +251,9 @@ impl Metrics {
             plugin_execution,
             preemption_attempts,
             preemption_victims,
+            preemption_goroutines_duration,
+            preemption_goroutines_total,
+            preemption_execution_duration,
             leader,
             cache_size,
             inflight_events,
@@ -286,6 +315,23 @@ impl Metrics {
         if victims > 0 {
             self.preemption_victims.observe(victims as f64);
         }
+    }
+
+    /// An asynchronous preemption ended (`result`: `success` or `error`)
+    /// after `seconds`.
+    pub fn preemption_executed(&self, result: &str, seconds: f64) {
+        let result = vec![("result", result.to_string())];
+        self.preemption_goroutines_duration
+            .get_or_create(&result)
+            .observe(seconds);
+        self.preemption_goroutines_total
+            .get_or_create(&result)
+            .inc();
+        let mut labels = vec![("preemptor", "pod".to_string())];
+        labels.extend(result);
+        self.preemption_execution_duration
+            .get_or_create(&labels)
+            .observe(seconds);
     }
 
     /// An extension point run by the live scheduler itself (Reserve,

@@ -4,11 +4,19 @@
 //! leave through queueing hints ([`rkube_framework::events`]).
 //!
 //! * A pod rejected by a PreEnqueue plugin (e.g. SchedulingGates) waits in
-//!   the unschedulable pool, marked gated; only an update of the pod that
-//!   lets it pass ([`crate::state`] runs PreEnqueue) lets it in. Cluster
-//!   events do not look at gated pods: the only in-tree gate (scheduling
-//!   gates) is lifted by the pod's own update, as upstream's
+//!   the unschedulable pool, marked gated ([`Gate::Plugin`]); only an
+//!   update of the pod that lets it pass ([`crate::state`] runs PreEnqueue)
+//!   lets it in. Cluster events do not look at these pods: scheduling
+//!   gates are lifted by the pod's own update, as upstream's
 //!   `UpdatePodSchedulingGatesEliminated` hint says.
+//! * DefaultPreemption's PreEnqueue (upstream's `SchedulerAsyncPreemption`,
+//!   beta, on by default): while a pod's preemption is still deleting its
+//!   victims ([`Queue::set_running_preemption`]), every move of it to the
+//!   active or backoff queue parks it gated instead ([`Gate::Preemption`]),
+//!   with DefaultPreemption among its rejectors. Such a pod is re-checked
+//!   only by the events DefaultPreemption registers (an assigned pod's
+//!   deletion) and by wildcard events, and then moves only if its
+//!   rejectors' hints say so, as upstream's gating plugin events.
 //! * A pod that did not fit goes to the unschedulable pool with the plugins
 //!   that rejected it and a backoff of `podInitialBackoffSeconds ·
 //!   2^(attempts-1)`, capped at `podMaxBackoffSeconds`. A cluster event
@@ -51,7 +59,7 @@
 
 mod heap;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -85,12 +93,27 @@ pub struct QueuedPod {
     pub backoff_until: Option<Instant>,
     /// When it entered the unschedulable pool.
     pub unschedulable_since: Instant,
-    /// Rejected by a PreEnqueue plugin: only an update of the pod lets it in.
-    pub gated: bool,
+    /// Rejected by a PreEnqueue plugin (`None`: not gated).
+    pub gate: Option<Gate>,
     /// The plugins that rejected it in its last attempt (upstream's
     /// `UnschedulablePlugins`); empty after an error.
     pub unschedulable_plugins: BTreeSet<&'static str>,
 }
+
+/// Why a pod waits gated (upstream's `GatingPlugin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// A PreEnqueue plugin of its profile (SchedulingGates,
+    /// DynamicResources): its own update, or a re-check after an event its
+    /// plugin waits for, lets it in.
+    Plugin,
+    /// DefaultPreemption: its asynchronous preemption was still deleting
+    /// victims when it was last checked.
+    Preemption,
+}
+
+/// Upstream name of the plugin that gates a pod whose preemption runs.
+const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
 
 /// Where a pod is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,8 +176,8 @@ pub struct Queue {
     window_start: Instant,
     window_offset: Duration,
     unschedulable: HashMap<String, QueuedPod>,
-    /// Non-gated pods of the pool by the time they entered it (for the
-    /// 5-minute flush).
+    /// Pods of the pool not gated by a plugin, by the time they entered it
+    /// (for the 5-minute flush).
     pool_since: BTreeSet<(Instant, String)>,
     in_flight: HashMap<String, InFlight>,
     in_flight_events: VecDeque<Recorded>,
@@ -170,6 +193,9 @@ pub struct Queue {
     /// resources a DeviceClass serves).
     dra: Option<Arc<rkube_model::dra::Dra>>,
     metrics: Option<Arc<Metrics>>,
+    /// Pods whose asynchronous preemption still runs, by UID (what
+    /// DefaultPreemption's PreEnqueue rejects).
+    running_preemption: HashSet<String>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -236,6 +262,7 @@ impl Queue {
             workloads: Arc::new(WorkloadSelectors::default()),
             dra: None,
             metrics: None,
+            running_preemption: HashSet::new(),
         }
     }
 
@@ -333,7 +360,11 @@ impl Queue {
 
     /// Sizes for `scheduler_pending_pods`.
     pub fn pending(&self) -> crate::metrics::Pending {
-        let gated = self.unschedulable.values().filter(|q| q.gated).count();
+        let gated = self
+            .unschedulable
+            .values()
+            .filter(|q| q.gate.is_some())
+            .count();
         crate::metrics::Pending {
             active: self.active.len(),
             backoff: self.backoff.len() + self.backoff_errors.len(),
@@ -403,7 +434,7 @@ impl Queue {
     }
 
     fn park(&mut self, qp: QueuedPod) {
-        if !qp.gated {
+        if qp.gate != Some(Gate::Plugin) {
             self.pool_since
                 .insert((qp.unschedulable_since, qp.pod.uid.clone()));
         }
@@ -417,9 +448,49 @@ impl Queue {
         Some(qp)
     }
 
+    /// Marks whether the asynchronous preemption of the pod `uid` still
+    /// runs. Nothing moves now: a gated pod is re-checked by the next event
+    /// that may help it, as upstream's.
+    pub fn set_running_preemption(&mut self, uid: &str, running: bool) {
+        if running {
+            self.running_preemption.insert(uid.to_string());
+        } else {
+            self.running_preemption.remove(uid);
+        }
+    }
+
+    /// DefaultPreemption's PreEnqueue: parks the pod gated (and returns
+    /// `None`) while its preemption runs; its time in the pool starts
+    /// again, so the 5-minute flush looks at it again 5 minutes later.
+    fn pre_enqueue(&mut self, mut qp: QueuedPod, event: &str, now: Instant) -> Option<QueuedPod> {
+        if !self.running_preemption.contains(&qp.pod.uid) {
+            qp.gate = None;
+            return Some(qp);
+        }
+        qp.gate = Some(Gate::Preemption);
+        qp.unschedulable_since = now;
+        qp.unschedulable_plugins.insert(DEFAULT_PREEMPTION);
+        if !self.unschedulable.contains_key(&qp.pod.uid) {
+            self.incoming(Target::Unschedulable, event);
+        }
+        self.park(qp);
+        None
+    }
+
     /// To the active queue, or the backoff queue while its backoff lasts
-    /// (upstream's `requeueEntityWithQueueingStrategy(queueAfterBackoff)`).
-    fn activate(&mut self, mut qp: QueuedPod, now: Instant, event: &str) {
+    /// (upstream's `requeueEntityWithQueueingStrategy(queueAfterBackoff)`),
+    /// through the PreEnqueue gate of a running preemption unless it comes
+    /// straight from the backoff queue (`from_backoff`). Returns `false`
+    /// when the gate parked it.
+    fn activate(&mut self, qp: QueuedPod, now: Instant, event: &str, from_backoff: bool) -> bool {
+        let mut qp = if from_backoff {
+            qp
+        } else {
+            match self.pre_enqueue(qp, event, now) {
+                Some(qp) => qp,
+                None => return false,
+            }
+        };
         if self.backing_off(&qp, now) {
             self.incoming(Target::Backoff, event);
             self.push_backoff(qp);
@@ -428,6 +499,7 @@ impl Queue {
             self.incoming(Target::Active, event);
             self.active.push(qp);
         }
+        true
     }
 
     /// Adds or updates a pending pod. `old` is its previous version (`None`
@@ -460,7 +532,7 @@ impl Queue {
         {
             let was_backoff = self.backing_off(&qp, now);
             qp.pod = pod;
-            qp.gated = gated;
+            qp.gate = gated.then_some(Gate::Plugin);
             if gated {
                 qp.unschedulable_since = now;
                 self.park(qp);
@@ -472,14 +544,15 @@ impl Queue {
             return;
         }
         if let Some(mut qp) = self.unpark(&uid) {
-            let was_gated = qp.gated;
+            let was_gated = qp.gate == Some(Gate::Plugin);
             qp.pod = pod;
-            qp.gated = gated;
             if gated {
+                qp.gate = Some(Gate::Plugin);
                 self.park(qp);
                 return;
             }
             if was_gated {
+                qp.gate = None;
                 // PreEnqueue lets it in now (its gates are gone).
                 let label = events
                     .iter()
@@ -489,14 +562,16 @@ impl Queue {
                     })
                     .or(events.iter().flatten().next())
                     .map_or_else(|| "UnscheduledPodUpdate".to_string(), ClusterEvent::label);
-                self.activate(qp, now, &label);
+                self.activate(qp, now, &label, false);
                 return;
             }
+            // Not gated, or gated by a running preemption: the update's
+            // events go through the rejectors' hints.
             let old_obj = old.map(|o| EventObject::Pod(Arc::new(o.clone())));
             let new_obj = EventObject::Pod(qp.pod.clone());
             for e in events.iter().flatten() {
                 if self.requeue(&qp, e, old_obj.as_ref(), Some(&new_obj)) == Requeue::AfterBackoff {
-                    self.activate(qp, now, &e.label());
+                    self.activate(qp, now, &e.label(), false);
                     return;
                 }
             }
@@ -509,7 +584,7 @@ impl Queue {
             attempts: 0,
             backoff_until: None,
             unschedulable_since: now,
-            gated,
+            gate: gated.then_some(Gate::Plugin),
             unschedulable_plugins: BTreeSet::new(),
         };
         let label = events::UNSCHEDULED_POD_ADD.label();
@@ -536,17 +611,20 @@ impl Queue {
         let passing: Vec<String> = self
             .unschedulable
             .values()
-            .filter(|qp| qp.gated && affected(&qp.pod) && !still_gated(&qp.pod))
+            .filter(|qp| {
+                qp.gate == Some(Gate::Plugin) && affected(&qp.pod) && !still_gated(&qp.pod)
+            })
             .map(|qp| qp.pod.uid.clone())
             .collect();
         let label = event.label();
+        let mut moved = 0;
         for uid in &passing {
             if let Some(mut qp) = self.unpark(uid) {
-                qp.gated = false;
-                self.activate(qp, now, &label);
+                qp.gate = None;
+                moved += usize::from(self.activate(qp, now, &label, false));
             }
         }
-        passing.len()
+        moved
     }
 
     /// Removes a pod (deleted, bound by someone else, no longer ours).
@@ -564,21 +642,26 @@ impl Queue {
         let done = |qp: &QueuedPod| qp.backoff_until.is_none_or(|t| t < window);
         while self.backoff.peek().is_some_and(done) {
             if let Some(qp) = self.backoff.pop() {
-                self.activate(qp, now, events::BACKOFF_COMPLETE);
+                self.activate(qp, now, events::BACKOFF_COMPLETE, true);
             }
         }
         while self.backoff_errors.peek().is_some_and(done) {
             if let Some(qp) = self.backoff_errors.pop() {
-                self.activate(qp, now, events::BACKOFF_COMPLETE);
+                self.activate(qp, now, events::BACKOFF_COMPLETE, true);
             }
         }
         let label = events::UNSCHEDULABLE_TIMEOUT.label();
-        while let Some((since, uid)) = self.pool_since.first().cloned() {
-            if now < since + MAX_IN_UNSCHEDULABLE {
-                break;
-            }
+        // Collected first: a pod the preemption gate parks again re-enters
+        // the pool (from `now`).
+        let due: Vec<String> = self
+            .pool_since
+            .iter()
+            .take_while(|(since, _)| now >= *since + MAX_IN_UNSCHEDULABLE)
+            .map(|(_, uid)| uid.clone())
+            .collect();
+        for uid in due {
             if let Some(qp) = self.unpark(&uid) {
-                self.activate(qp, now, &label);
+                self.activate(qp, now, &label, false);
             }
         }
     }
@@ -687,7 +770,7 @@ impl Queue {
         let backoff = self.backoff_duration(qp.attempts);
         qp.backoff_until = (!backoff.is_zero()).then(|| self.align(now + backoff));
         qp.unschedulable_since = now;
-        qp.gated = false;
+        qp.gate = None;
         let strategy = if qp.unschedulable_plugins.is_empty() {
             Requeue::AfterBackoff
         } else {
@@ -708,7 +791,9 @@ impl Queue {
         };
         self.take_in_flight(&qp.pod.uid);
         match strategy {
-            Requeue::AfterBackoff => self.activate(qp, now, events::SCHEDULE_ATTEMPT_FAILURE),
+            Requeue::AfterBackoff => {
+                self.activate(qp, now, events::SCHEDULE_ATTEMPT_FAILURE, false);
+            }
             Requeue::Skip => {
                 self.incoming(Target::Unschedulable, events::SCHEDULE_ATTEMPT_FAILURE);
                 self.park(qp);
@@ -747,8 +832,53 @@ impl Queue {
         });
     }
 
+    /// Whether an event may move a pod of the pool at all: not gated, or
+    /// gated by a running preemption and the event is a wildcard or one
+    /// DefaultPreemption registers (upstream's gating plugin events).
+    fn gate_listens(&self, qp: &QueuedPod, event: &ClusterEvent) -> bool {
+        match qp.gate {
+            None => true,
+            Some(Gate::Plugin) => false,
+            Some(Gate::Preemption) => {
+                event.is_wildcard()
+                    || self.hints.get(&qp.pod.scheduler_name).is_none_or(|m| {
+                        m.events_of(DEFAULT_PREEMPTION)
+                            .iter()
+                            .any(|r| r.matches(event))
+                    })
+            }
+        }
+    }
+
+    /// Upstream's `Activate` of one pod: from the unschedulable pool or the
+    /// backoff queue straight to the active queue (through the PreEnqueue
+    /// gate when it comes from the pool). Returns whether it moved.
+    pub fn force_activate(&mut self, uid: &str, now: Instant) -> bool {
+        let label = events::FORCE_ACTIVATE.label();
+        let qp = match self.unpark(uid) {
+            Some(qp) => match self.pre_enqueue(qp, &label, now) {
+                Some(qp) => qp,
+                None => return false,
+            },
+            None => match self
+                .backoff
+                .remove(uid)
+                .or_else(|| self.backoff_errors.remove(uid))
+            {
+                Some(qp) => qp,
+                None => return false,
+            },
+        };
+        let mut qp = qp;
+        qp.timestamp = self.stamp();
+        self.incoming(Target::Active, &label);
+        self.active.push(qp);
+        true
+    }
+
     /// A cluster event (upstream's `MoveAllToActiveOrBackoffQueue`): moves
-    /// the unschedulable, not gated pods that `pre_check` admits (all when
+    /// the unschedulable pods (not gated, or gated by a preemption the
+    /// event may have ended) that `pre_check` admits (all when
     /// `None`) and that the event may help (by their rejectors' hints) to
     /// the active queue, or the backoff queue while their backoff lasts.
     /// Returns how many moved. The event is recorded for pods in flight.
@@ -766,18 +896,19 @@ impl Queue {
         let moving: Vec<String> = self
             .unschedulable
             .values()
-            .filter(|qp| !qp.gated && pre_check.is_none_or(|f| f(&qp.pod)))
+            .filter(|qp| self.gate_listens(qp, event) && pre_check.is_none_or(|f| f(&qp.pod)))
             .filter(|qp| self.requeue(qp, event, old, new) == Requeue::AfterBackoff)
             .map(|qp| qp.pod.uid.clone())
             .collect();
         let label = event.label();
+        let mut moved = 0;
         for uid in &moving {
             if let Some(qp) = self.unpark(uid) {
-                self.activate(qp, now, &label);
+                moved += usize::from(self.activate(qp, now, &label, false));
             }
         }
         self.record(*event, old.cloned(), new.cloned(), None);
-        moving.len()
+        moved
     }
 
     /// When the next backoff ends (the second after its own) or the next

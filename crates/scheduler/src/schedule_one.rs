@@ -319,9 +319,9 @@ fn binding_cycle(
 /// Upstream's `handleSchedulingFailure` for any failed attempt: the
 /// nominations (preemption's and the pod's own), the queue (the
 /// unschedulable pool after a rejection, backoff after an error), then in
-/// the background the victims' eviction, the cleared nominations, the
-/// FailedScheduling event and the PodScheduled condition.
-fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failure) {
+/// the background the preemption ([`preempt`]), the FailedScheduling
+/// event and the PodScheduled condition.
+fn handle_failure(shared: &Arc<Shared>, writer: &Writer, attempt: &Attempt, f: Failure) {
     let result = if f.reason == "Unschedulable" {
         "unschedulable"
     } else {
@@ -342,19 +342,29 @@ fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failur
             st.queue.done(&uid);
             return;
         };
+        // Victims already being deleted need no call (upstream skips them).
         let victims: Vec<Arc<core::Pod>> = if preempting {
             f.victims
                 .iter()
                 .filter_map(|v| st.pods.get(&v.uid).map(|e| e.raw.clone()))
+                .filter(|v| v.metadata.deletion_timestamp.is_none())
                 .collect()
         } else {
             Vec::new()
         };
-        let cleared: Vec<Arc<core::Pod>> = f
-            .record(&mut st.nominator, &latest)
+        // Upstream's asynchronous preemption clears the lower-priority
+        // nominations on the node only when it has victims to delete.
+        let cleared: Vec<Arc<core::Pod>> = st
+            .nominator
+            .record_failure(&latest, f.nominated_node.as_deref(), !victims.is_empty())
             .iter()
             .filter_map(|p| st.pods.get(&p.uid).map(|e| e.raw.clone()))
             .collect();
+        if !victims.is_empty() {
+            // Before the pod is back in the queue: DefaultPreemption's
+            // PreEnqueue holds it until its victims' deletions are sent.
+            st.preemption_started(&uid);
+        }
         let now = Instant::now();
         if f.unschedulable {
             st.requeue_unschedulable(latest, f.rejectors.clone(), now);
@@ -363,23 +373,26 @@ fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failur
         }
         (victims, cleared)
     };
-    let writer = writer.clone();
     let raw = attempt.entry.raw.clone();
     let profile = attempt.profile.clone();
+    if !victims.is_empty() {
+        tokio::spawn(preempt(
+            shared.clone(),
+            writer.clone(),
+            Preemption {
+                preemptor: raw.clone(),
+                profile: profile.clone(),
+                node: target,
+                victims,
+                cleared,
+            },
+        ));
+    }
+    if !f.report {
+        return;
+    }
+    let writer = writer.clone();
     tokio::spawn(async move {
-        for v in &victims {
-            if let Err(e) = writer.preempt(&profile, v, &raw, &target).await {
-                tracing::warn!(victim = %v.name_any(), error = %e, "preemption failed");
-            }
-        }
-        for p in &cleared {
-            if let Err(e) = writer.clear_nomination(p).await {
-                tracing::warn!(pod = %p.name_any(), error = %e, "clearing nomination failed");
-            }
-        }
-        if !f.report {
-            return;
-        }
         writer.event(
             &profile,
             &raw,
@@ -396,6 +409,83 @@ fn handle_failure(shared: &Shared, writer: &Writer, attempt: &Attempt, f: Failur
             tracing::warn!(pod = %raw.name_any(), error = %e, "updating pod status failed");
         }
     });
+}
+
+/// What one preemption does after its cycle.
+struct Preemption {
+    preemptor: Arc<core::Pod>,
+    profile: String,
+    node: String,
+    /// Victims to delete (none already being deleted), in the candidate's
+    /// order.
+    victims: Vec<Arc<core::Pod>>,
+    /// Lower-priority pods nominated to the node, to clear.
+    cleared: Vec<Arc<core::Pod>>,
+}
+
+/// Upstream's asynchronous preemption (`prepareCandidateAsync`): clears
+/// the lower-priority nominations on the node, deletes every victim but
+/// the last in parallel, then — if those all went well — the last one,
+/// registered first so that the queue lets the preemptor in as soon as
+/// that victim is seen terminating. A victim waiting on Permit is rejected
+/// in memory instead of deleted. The preemptor is activated at the end if
+/// a call failed or the last victim emits no deletion event.
+async fn preempt(shared: Arc<Shared>, writer: Writer, p: Preemption) {
+    let started = Instant::now();
+    let uid = p.preemptor.metadata.uid.clone().unwrap_or_default();
+    let mut failed = false;
+    for pod in &p.cleared {
+        if let Err(e) = writer.clear_nomination(pod).await {
+            tracing::warn!(pod = %pod.name_any(), error = %e, "clearing nomination failed");
+            failed = true;
+        }
+    }
+    let waiting = shared.lock().waiting.clone();
+    let evict = |victim: Arc<core::Pod>| {
+        let (writer, waiting, p) = (writer.clone(), waiting.clone(), &p);
+        async move {
+            let victim_uid = victim.metadata.uid.clone().unwrap_or_default();
+            if waiting
+                .get(&victim_uid)
+                .is_some_and(|w| w.preempt("DefaultPreemption", "preempted"))
+            {
+                writer.preempted_in_memory(&p.profile, &victim, &p.preemptor, &p.node);
+                return Ok(true);
+            }
+            writer
+                .preempt(&p.profile, &victim, &p.preemptor, &p.node)
+                .await
+                .map(|()| false)
+                .map_err(|e| {
+                    tracing::warn!(victim = %victim.name_any(), error = %e, "preemption failed");
+                })
+        }
+    };
+    let mut activate = false;
+    if let Some((last, rest)) = p.victims.split_last() {
+        let results = futures::future::join_all(rest.iter().cloned().map(&evict)).await;
+        if results.iter().any(Result::is_err) {
+            failed = true;
+        } else {
+            let last_uid = last.metadata.uid.clone().unwrap_or_default();
+            shared.lock().preemption_last_victim(&uid, &last_uid);
+            match evict(last.clone()).await {
+                Ok(in_memory) => activate = in_memory,
+                Err(()) => failed = true,
+            }
+        }
+    }
+    {
+        let mut st = shared.lock();
+        st.preemption_finished(&uid);
+        if (failed || activate) && st.queue.force_activate(&uid, Instant::now()) {
+            shared.wake.notify_one();
+        }
+    }
+    let result = if failed { "error" } else { "success" };
+    shared
+        .metrics
+        .preemption_executed(result, started.elapsed().as_secs_f64());
 }
 
 /// Writes PostFilter's deallocations (DynamicResources: idle claims

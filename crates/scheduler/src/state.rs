@@ -94,6 +94,8 @@ pub struct State {
     /// DeviceClasses, ResourceSlices and ResourceClaims (and the claims
     /// assumed by pods in their binding cycle).
     dra: dra::DraCache,
+    /// Asynchronous preemptions still deleting victims.
+    preemptions: preemption::Preemptions,
     /// The workloads the queue's hints read; `false` after a workload
     /// change, until they are handed to the queue again.
     workloads_synced: bool,
@@ -150,6 +152,7 @@ impl State {
             csi_nodes: BTreeMap::new(),
             csi_drivers: BTreeMap::new(),
             dra: dra::DraCache::default(),
+            preemptions: preemption::Preemptions::default(),
             workloads_synced: false,
             waiting: WaitingPods::new(),
             queue,
@@ -491,6 +494,7 @@ impl State {
             }
         };
         let raw = Arc::new(raw);
+        let terminating = raw.metadata.deletion_timestamp.is_some();
         self.pods.insert(
             uid.clone(),
             PodEntry {
@@ -498,6 +502,9 @@ impl State {
                 model: model.clone(),
             },
         );
+        if terminating {
+            self.victim_changed(&uid);
+        }
         let old_model = old.as_ref().map(|o| o.model.clone());
         if !model.node_name.is_empty() {
             // Assigned: it counts on its node from now on.
@@ -575,6 +582,7 @@ impl State {
         // A pod waiting on Permit is rejected (upstream's RejectWaitingPod).
         self.waiting.reject(uid, "", "removed");
         let old = self.pods.remove(uid).map(|o| o.model);
+        self.victim_changed(uid);
         self.queue.delete(uid);
         self.nominator.delete(uid);
         let assumed = self.assumed.remove(uid);
@@ -1081,5 +1089,6 @@ fn replace_map<K: kube::Resource, V>(
 }
 
 mod dra;
+mod preemption;
 #[cfg(test)]
 mod tests;

@@ -572,6 +572,8 @@ async fn scenario(cp: &ControlPlane) {
     for line in [
         scheduled.as_str(),
         "scheduler_preemption_attempts_total ",
+        "scheduler_preemption_goroutines_execution_total{result=\"success\"} 1",
+        "scheduler_preemption_execution_duration_seconds_count{preemptor=\"pod\",result=\"success\"} 1",
         "leader_election_master_status{name=\"kube-scheduler\"} 1",
         "scheduler_pending_pods{queue=\"active\"} 0",
         "scheduler_framework_extension_point_duration_seconds_count{extension_point=\"PreFilter\",status=\"Success\",profile=\"default-scheduler\"}",

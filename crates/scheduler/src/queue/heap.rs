@@ -163,7 +163,7 @@ mod tests {
             attempts: 0,
             backoff_until: None,
             unschedulable_since: Instant::now(),
-            gated: false,
+            gate: None,
             unschedulable_plugins: BTreeSet::new(),
         }
     }

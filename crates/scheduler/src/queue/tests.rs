@@ -540,3 +540,98 @@ fn backoffs_end_on_whole_seconds_in_queue_sort_order() {
     assert_eq!(q.pop(t(900)).unwrap().pod.uid, "high");
     assert_eq!(q.pop(t(900)).unwrap().pod.uid, "low");
 }
+
+fn assigned_delete(name: &str, priority: i32) -> EventObject {
+    let mut p = (*pod(name, priority)).clone();
+    p.node_name = "n1".into();
+    p.requests.milli_cpu = 1000;
+    EventObject::Pod(Arc::new(p))
+}
+
+/// Upstream's SchedulerAsyncPreemption: while a pod's preemption deletes
+/// its victims, an event that would move it parks it gated by
+/// DefaultPreemption; only DefaultPreemption's events (an assigned pod's
+/// deletion) and wildcard events look at it again, and move it only when
+/// its rejectors' hints say so and the preemption is over.
+#[test]
+fn a_pod_whose_preemption_runs_is_gated_until_it_ends() {
+    let m = Arc::new(Metrics::new());
+    let t0 = Instant::now();
+    let mut q = default_queue(&m).with_window_start(t0);
+    q.upsert(None, pod("vip", 100), false, t0);
+    q.pop(t0).expect("active");
+    q.set_running_preemption("vip", true);
+    q.requeue_unschedulable(pod("vip", 100), BTreeSet::from(["NodeResourcesFit"]), t0);
+    // Not gated yet: the pool, as any rejected pod (no PreEnqueue there).
+    assert_eq!(q.place("vip"), Some(Place::Unschedulable));
+    assert_eq!(q.pending().gated, 0);
+
+    // A victim's deletion would move it: the gate parks it instead.
+    let t1 = t0 + Duration::from_secs(20);
+    let victim = assigned_delete("v1", 0);
+    let ev = events::ASSIGNED_POD_DELETE;
+    assert_eq!(q.move_pods(&ev, Some(&victim), None, None, t1), 0);
+    assert_eq!(q.place("vip"), Some(Place::Unschedulable));
+    assert_eq!(q.pending().gated, 1);
+    let qp = q.get("vip").unwrap();
+    assert_eq!(qp.gate, Some(Gate::Preemption));
+    assert!(qp.unschedulable_plugins.contains("DefaultPreemption"));
+    assert_eq!(
+        m.incoming_pods_count("unschedulable", "AssignedPodDelete"),
+        1
+    );
+
+    // Over: a node's addition is not one of DefaultPreemption's events,
+    // so it does not look at the gated pod even though Fit would queue.
+    q.set_running_preemption("vip", false);
+    let (e, n) = node_add(node("big", 8000));
+    assert_eq!(q.move_pods(&e, None, n.as_ref(), None, t1), 0);
+    assert_eq!(q.place("vip"), Some(Place::Unschedulable));
+    // The next victim's deletion does, and Fit's hint lets it go.
+    assert_eq!(q.move_pods(&ev, Some(&victim), None, None, t1), 1);
+    assert_eq!(q.place("vip"), Some(Place::Active));
+    assert_eq!(q.get("vip").unwrap().gate, None);
+    assert_eq!(q.pending().gated, 0);
+}
+
+/// A gated pod's own status update does not let it in (its events go
+/// through the hints as any rejected pod's), the 5-minute flush re-checks
+/// it, and Activate after a failed preemption moves it straight to the
+/// active queue.
+#[test]
+fn a_preemption_gate_is_rechecked_by_the_flush_and_activate() {
+    let m = Arc::new(Metrics::new());
+    let t0 = Instant::now();
+    let mut q = default_queue(&m).with_window_start(t0);
+    q.upsert(None, pod("vip", 100), false, t0);
+    q.pop(t0).expect("active");
+    q.set_running_preemption("vip", true);
+    q.requeue_unschedulable(pod("vip", 100), BTreeSet::from(["NodeResourcesFit"]), t0);
+    let t1 = t0 + Duration::from_secs(20);
+    q.move_pods(
+        &events::ASSIGNED_POD_DELETE,
+        Some(&assigned_delete("v1", 0)),
+        None,
+        None,
+        t1,
+    );
+    assert_eq!(q.get("vip").unwrap().gate, Some(Gate::Preemption));
+    q.set_running_preemption("vip", false);
+    let old = pod("vip", 100);
+    let mut status_only = (*old).clone();
+    status_only.nominated_node_name = "n1".into();
+    q.upsert(Some(&old), Arc::new(status_only), false, t1);
+    assert_eq!(q.place("vip"), Some(Place::Unschedulable));
+
+    // Still running at the flush: parked gated again.
+    q.set_running_preemption("vip", true);
+    q.flush(t0 + MAX_IN_UNSCHEDULABLE + Duration::from_secs(1));
+    assert_eq!(q.get("vip").unwrap().gate, Some(Gate::Preemption));
+    // Activate while it runs: gated; once over: active at once.
+    let t2 = t0 + MAX_IN_UNSCHEDULABLE + Duration::from_secs(2);
+    assert!(!q.force_activate("vip", t2));
+    q.set_running_preemption("vip", false);
+    assert!(q.force_activate("vip", t2));
+    assert_eq!(q.place("vip"), Some(Place::Active));
+    assert_eq!(m.incoming_pods_count("active", "ForceActivate"), 1);
+}

@@ -386,3 +386,50 @@ fn cache_size_counts_assigned_and_assumed_pods_not_pending_or_finished_ones() {
     let g = s.gauges();
     assert_eq!((g.nodes, g.pods, g.assumed_pods), (1, 2, 1), "{g:?}");
 }
+
+/// Upstream's asynchronous preemption, as the informer sees it: the
+/// preemptor is held back while its victims' deletions are being sent —
+/// the first victim's deletion finds it gated — and let in once the last
+/// victim is seen terminating, by the next victim deletion.
+#[test]
+fn a_preemptor_waits_until_its_last_victim_is_terminating() {
+    let (mut s, profiles) = state();
+    let t0 = Instant::now();
+    let later = t0 + Duration::from_secs(30);
+    s.nodes_changed(Change::Apply(sized_node("n1", "1", json!({}))), t0);
+    for v in ["v1", "v2"] {
+        let p = pending(v, "500m", json!({"node": "n1"}));
+        s.pods_changed(&profiles, Change::Apply(p), t0);
+    }
+    let vip = pending("vip", "1", json!({"priority": 100}));
+    s.pods_changed(&profiles, Change::Apply(vip), t0);
+    s.queue.pop(t0).expect("active");
+    s.preemption_started("vip");
+    let latest = s.pending_pod(&profiles, "vip").expect("pending");
+    s.requeue_unschedulable(latest, ["NodeResourcesFit"].into_iter().collect(), t0);
+    assert!(s.is_running_preemption("vip"));
+
+    // The first victim is gone while the deletions are still being sent.
+    let v1 = pending("v1", "500m", json!({"node": "n1"}));
+    s.pods_changed(&profiles, Change::Delete(v1), later);
+    assert_eq!(s.queue.place("vip"), Some(Place::Unschedulable));
+    assert_eq!(s.queue.pending().gated, 1);
+
+    // The last victim's deletion is sent; until the informer shows it
+    // terminating, the preemption runs.
+    s.preemption_last_victim("vip", "v2");
+    assert!(s.is_running_preemption("vip"));
+    let mut v2 = pending("v2", "500m", json!({"node": "n1"}));
+    v2.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-01T00:00:00Z".parse().expect("time"),
+    ));
+    s.pods_changed(&profiles, Change::Apply(v2.clone()), later);
+    assert!(!s.is_running_preemption("vip"));
+    // An update is not a deletion: the pod waits for one.
+    assert_eq!(s.queue.place("vip"), Some(Place::Unschedulable));
+    s.pods_changed(&profiles, Change::Delete(v2), later);
+    assert_eq!(s.queue.place("vip"), Some(Place::Active));
+    assert_eq!(s.queue.pending().gated, 0);
+    s.preemption_finished("vip");
+    assert!(!s.is_running_preemption("vip"));
+}
