@@ -29,7 +29,7 @@ use std::fmt;
 use std::ops::BitOr;
 use std::sync::Arc;
 
-use rkube_model::volumes::{Pv, Pvc, StorageClass};
+use rkube_model::volumes::{Pv, Pvc, StorageCapacity, StorageClass};
 use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{Node, Pod};
 
@@ -359,6 +359,8 @@ pub enum EventObject {
     CsiNode(Arc<CsiNode>),
     /// A CSIDriver.
     CsiDriver(Arc<CsiDriver>),
+    /// A CSIStorageCapacity.
+    CsiStorageCapacity(Arc<StorageCapacity>),
 }
 
 /// Converts an [`EventObject`] to the type a hint expects.
@@ -389,6 +391,11 @@ from_event_object!(Pvc, PersistentVolumeClaim, "*v1.PersistentVolumeClaim");
 from_event_object!(StorageClass, StorageClass, "*v1.StorageClass");
 from_event_object!(CsiNode, CsiNode, "*v1.CSINode");
 from_event_object!(CsiDriver, CsiDriver, "*v1.CSIDriver");
+from_event_object!(
+    StorageCapacity,
+    CsiStorageCapacity,
+    "*v1.CSIStorageCapacity"
+);
 
 /// Upstream's `util.As[T](oldObj, newObj)`: both objects as `T` (absent
 /// ones as `None`), or an error when one is of another type.

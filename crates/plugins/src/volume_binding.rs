@@ -26,7 +26,7 @@ use rkube_framework::{
 };
 use rkube_model::volumes::{
     can_provision, find_matching_volume, pv_fits_node, PodVolumes, ProvisionCapacity, Pv, Pvc,
-    StorageClass,
+    StorageCapacity, StorageClass,
 };
 use rkube_model::{Node, Pod, Volume};
 
@@ -154,7 +154,11 @@ impl Plugin for VolumeBinding {
                 A::UPDATE,
                 is_schedulable_after_csi_driver_change,
             ),
-            ClusterEventWithHint::always(R::CsiStorageCapacity, A::ADD | A::UPDATE),
+            ClusterEventWithHint::with_hint(
+                R::CsiStorageCapacity,
+                A::ADD | A::UPDATE,
+                is_schedulable_after_csi_storage_capacity_change,
+            ),
         ])
     }
 }
@@ -200,6 +204,27 @@ pub fn is_schedulable_after_csi_driver_change(
         .iter()
         .any(|v| matches!(v, Volume::Csi { driver } if *driver == new.name));
     queue_if(inline && old.storage_capacity && !new.storage_capacity)
+}
+
+/// A CSIStorageCapacity was added, or its volume limit (its
+/// `maximumVolumeSize`, else its `capacity`) appeared or grew.
+pub fn is_schedulable_after_csi_storage_capacity_change(
+    _pod: &Pod,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+    _: &HintContext<'_>,
+) -> HintResult {
+    let (old, new) = objects_as::<StorageCapacity>(old, new)?;
+    let Some(old) = old else {
+        return Ok(QueueingHint::Queue);
+    };
+    let new = new.ok_or("no modified CSIStorageCapacity")?;
+    let limit = |c: &StorageCapacity| c.maximum_volume_size.or(c.capacity);
+    queue_if(match (limit(old), limit(new)) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(o), Some(n)) => n > o,
+    })
 }
 
 /// A claim of the pod (by name, ephemeral ones included) was added or updated.
@@ -677,6 +702,105 @@ mod hint_tests {
             h(Some(csi("test1")), Some(csi("test1"))),
             QueueSkip,
             "CSINode is updated but migrated-plugins annotation gets unchanged"
+        );
+    }
+
+    #[test]
+    fn csi_storage_capacity_change() {
+        // Upstream's `TestIsSchedulableAfterCSIStorageCapacityChange`.
+        let cap = |capacity: Option<i64>, max: Option<i64>| {
+            Some(EventObject::CsiStorageCapacity(Arc::new(StorageCapacity {
+                class: "test-sc".into(),
+                capacity,
+                maximum_volume_size: max,
+                ..Default::default()
+            })))
+        };
+        let p = pod("pod-a");
+        let h = |old, new| {
+            run(
+                is_schedulable_after_csi_storage_capacity_change,
+                &p,
+                old,
+                new,
+            )
+        };
+        let cases = [
+            (
+                "When a new CSIStorageCapacity is created, it returns Queue",
+                None,
+                cap(None, None),
+                Queue,
+            ),
+            (
+                "When the volume limit is increase(Capacity set), it returns Queue",
+                cap(None, None),
+                cap(Some(100), None),
+                Queue,
+            ),
+            (
+                "When the volume limit is increase(MaximumVolumeSize set), it returns Queue",
+                cap(None, None),
+                cap(None, Some(100)),
+                Queue,
+            ),
+            (
+                "When the volume limit is increase(Capacity increase), it returns Queue",
+                cap(Some(50), None),
+                cap(Some(100), None),
+                Queue,
+            ),
+            (
+                "When the volume limit is increase(MaximumVolumeSize unset), it returns Queue",
+                cap(Some(100), Some(50)),
+                cap(Some(100), None),
+                Queue,
+            ),
+            (
+                "When the volume limit is increase(MaximumVolumeSize increase), it returns Queue",
+                cap(Some(100), Some(50)),
+                cap(Some(100), Some(60)),
+                Queue,
+            ),
+            (
+                "When there are no changes to the CSIStorageCapacity, it returns QueueSkip",
+                cap(Some(100), Some(50)),
+                cap(Some(100), Some(50)),
+                QueueSkip,
+            ),
+            (
+                "When the volume limit is equal(Capacity), it returns QueueSkip",
+                cap(Some(100), None),
+                cap(Some(100), None),
+                QueueSkip,
+            ),
+            (
+                "When the volume limit is equal(MaximumVolumeSize unset), it returns QueueSkip",
+                cap(Some(100), Some(50)),
+                cap(Some(50), None),
+                QueueSkip,
+            ),
+            (
+                "When the volume limit is decrease(Capacity), it returns QueueSkip",
+                cap(Some(100), None),
+                cap(Some(90), None),
+                QueueSkip,
+            ),
+            (
+                "When the volume limit is decrease(MaximumVolumeSize), it returns QueueSkip",
+                cap(None, Some(100)),
+                cap(None, Some(90)),
+                QueueSkip,
+            ),
+        ];
+        for (name, old, new, want) in cases {
+            assert_eq!(h(old, new), want, "{name}");
+        }
+        // "type conversion error": another kind of object queues (an error).
+        assert_eq!(
+            h(Some(pod_obj(pod("x"))), Some(pod_obj(pod("x")))),
+            Queue,
+            "type conversion error"
         );
     }
 

@@ -34,7 +34,7 @@ use rkube_framework::events::{
 use rkube_framework::{AssumeCache, Nominator, Profiles, Snapshot, WaitingPods};
 use rkube_model::convert::{self, PriorityClasses};
 use rkube_model::decision::DecisionMark;
-use rkube_model::volumes::{PodVolumes, Pv, Pvc, StorageClass, Volumes};
+use rkube_model::volumes::{PodVolumes, Pv, Pvc, StorageCapacity, StorageClass, Volumes};
 use rkube_model::workloads::{PodDisruptionBudget, WorkloadSelectors};
 use rkube_model::{LabelSelector, Labels, Node, Pod, RawObject};
 
@@ -942,7 +942,9 @@ impl State {
         self.volume_events(EventResource::CsiDriver, changes, now);
     }
 
-    /// Applies a CSIStorageCapacity watch event.
+    /// Applies a CSIStorageCapacity watch event: the Add, Update or Delete
+    /// event of each object, with its old and new versions for
+    /// VolumeBinding's hint.
     pub fn storage_capacities_changed(
         &mut self,
         change: Change<storage::CSIStorageCapacity>,
@@ -951,46 +953,33 @@ impl State {
         self.invalidate();
         let key =
             |o: &storage::CSIStorageCapacity| (o.namespace().unwrap_or_default(), o.name_any());
-        let mut actions = Vec::new();
+        let as_object = |c: StorageCapacity| EventObject::CsiStorageCapacity(Arc::new(c));
+        let mut changes = Vec::new();
         match change {
             Change::Apply(o) => {
-                let had = self.volumes.storage_capacities.remove(&key(&o)).is_some();
+                let k = key(&o);
+                let old = self.volumes.storage_capacities.remove(&k);
                 self.take_volume_object("CSIStorageCapacity", &o);
-                actions.push(if had {
-                    ActionType::UPDATE
-                } else {
-                    ActionType::ADD
-                });
+                let new = self.volumes.storage_capacities.get(&k).cloned();
+                changes.push((old.map(as_object), new.map(as_object)));
             }
             Change::Delete(o) => {
-                if self.volumes.storage_capacities.remove(&key(&o)).is_some() {
-                    actions.push(ActionType::DELETE);
+                if let Some(old) = self.volumes.storage_capacities.remove(&key(&o)) {
+                    changes.push((Some(as_object(old)), None));
                 }
             }
             Change::Replace(list) => {
-                let old = std::mem::take(&mut self.volumes.storage_capacities);
+                let mut old = std::mem::take(&mut self.volumes.storage_capacities);
                 for o in &list {
+                    let k = key(o);
                     self.take_volume_object("CSIStorageCapacity", o);
-                    actions.push(if old.contains_key(&key(o)) {
-                        ActionType::UPDATE
-                    } else {
-                        ActionType::ADD
-                    });
+                    let new = self.volumes.storage_capacities.get(&k).cloned();
+                    changes.push((old.remove(&k).map(as_object), new.map(as_object)));
                 }
-                if old
-                    .keys()
-                    .any(|k| !self.volumes.storage_capacities.contains_key(k))
-                {
-                    actions.push(ActionType::DELETE);
-                }
+                changes.extend(old.into_values().map(|o| (Some(as_object(o)), None)));
             }
         }
-        actions.sort();
-        actions.dedup();
-        for action in actions {
-            let event = ClusterEvent::new(EventResource::CsiStorageCapacity, action);
-            self.move_pods(&event, None, None, None, now);
-        }
+        self.volume_events(EventResource::CsiStorageCapacity, changes, now);
     }
 
     /// The Add, Update or Delete event of each (old, new) pair.

@@ -433,3 +433,45 @@ fn a_preemptor_waits_until_its_last_victim_is_terminating() {
     s.preemption_finished("vip");
     assert!(!s.is_running_preemption("vip"));
 }
+
+/// VolumeBinding's CSIStorageCapacity hint: a new capacity object, or a
+/// larger volume limit, moves a pod it rejected; a smaller one, or a
+/// relist of the same objects, does not.
+#[test]
+fn storage_capacity_events_move_pods_only_when_the_limit_grows() {
+    let (mut s, profiles) = state();
+    let t0 = Instant::now();
+    let later = t0 + Duration::from_secs(30);
+    let cap = |capacity: &str| -> k8s_openapi::api::storage::v1::CSIStorageCapacity {
+        serde_json::from_value(json!({
+            "metadata": {"name": "cap", "namespace": "kube-system"},
+            "storageClassName": "fast",
+            "capacity": capacity,
+        }))
+        .expect("capacity")
+    };
+    reject(
+        &mut s,
+        &profiles,
+        pending("a", "100m", json!({})),
+        &["VolumeBinding"],
+        t0,
+    );
+    s.storage_capacities_changed(Change::Apply(cap("10Gi")), later);
+    assert_eq!(s.queue.place("a"), Some(Place::Active), "a new object");
+
+    s.queue.pop(later).expect("a");
+    s.queue.done("a");
+    reject(
+        &mut s,
+        &profiles,
+        pending("b", "100m", json!({})),
+        &["VolumeBinding"],
+        later,
+    );
+    s.storage_capacities_changed(Change::Apply(cap("5Gi")), later);
+    s.storage_capacities_changed(Change::Replace(vec![cap("5Gi")]), later);
+    assert_eq!(s.queue.place("b"), Some(Place::Unschedulable));
+    s.storage_capacities_changed(Change::Apply(cap("20Gi")), later + Duration::from_secs(30));
+    assert_eq!(s.queue.place("b"), Some(Place::Active), "a larger limit");
+}
