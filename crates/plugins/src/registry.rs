@@ -74,8 +74,10 @@ mod tests {
 
     /// The default profile's registrations are upstream v1.37's lists (the
     /// `Pod` resource unrolled): every plugin that can reject a pod is
-    /// asked; score-only (ImageLocality, NodeResourcesBalancedAllocation),
-    /// QueueSort, Bind and PostFilter plugins are not.
+    /// asked, DefaultPreemption too (its PreEnqueue gates a pod whose
+    /// asynchronous preemption runs); score-only (ImageLocality,
+    /// NodeResourcesBalancedAllocation), QueueSort and Bind plugins are
+    /// not.
     #[test]
     fn default_profile_registrations() {
         let profiles = crate::profiles(&rkube_config::default_config()).expect("defaults");
@@ -84,6 +86,7 @@ mod tests {
         assert_eq!(
             plugins,
             [
+                "DefaultPreemption",
                 "DynamicResources",
                 "InterPodAffinity",
                 "NodeAffinity",
@@ -104,7 +107,8 @@ mod tests {
         let ev = ClusterEvent::new;
         let node_add = ev(R::Node, A::ADD);
         let assigned_delete = ev(R::AssignedPod, A::DELETE);
-        let want: [(&str, Vec<ClusterEvent>); 14] = [
+        let want: [(&str, Vec<ClusterEvent>); 15] = [
+            ("DefaultPreemption", vec![assigned_delete]),
             (
                 "NodeResourcesFit",
                 vec![
