@@ -25,8 +25,13 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use k8s_openapi::Resource as _;
+use kube::api::ListParams;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
@@ -73,24 +78,63 @@ where
         .boxed()
 }
 
-/// The kinds recorded, in the order `base.json` lists them.
-const KINDS: [&str; 12] = rkube_sim::replay::KIND_ORDER;
+/// The kinds recorded, in the order `base.json` lists them: what `rkube
+/// snapshot` lists.
+const KINDS: [&str; 19] = rkube_sim::replay::KIND_ORDER;
 
-fn streams(client: &Client) -> Vec<BoxStream<'static, Rec>> {
-    vec![
-        watch::<Namespace>(client, KINDS[0]),
-        watch::<PriorityClass>(client, KINDS[1]),
-        watch::<StorageClass>(client, KINDS[2]),
-        watch::<CSINode>(client, KINDS[3]),
-        watch::<PersistentVolume>(client, KINDS[4]),
-        watch::<PersistentVolumeClaim>(client, KINDS[5]),
-        watch::<Service>(client, KINDS[6]),
-        watch::<PodDisruptionBudget>(client, KINDS[7]),
-        watch::<ReplicaSet>(client, KINDS[8]),
-        watch::<StatefulSet>(client, KINDS[9]),
-        watch::<Node>(client, KINDS[10]),
-        watch::<Pod>(client, KINDS[11]),
-    ]
+/// Whether the API server serves the kind `K` (the DRA kinds of
+/// `resource.k8s.io/v1` may be absent, as `rkube snapshot` allows).
+async fn served<K>(client: &Client) -> Result<bool>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("listing {}", K::plural(&()))),
+    }
+}
+
+/// A watch of every kind recorded (`KINDS`, each named by its own type),
+/// and the optional kinds the API server does not serve.
+async fn streams(client: &Client) -> Result<(Vec<BoxStream<'static, Rec>>, Vec<&'static str>)> {
+    let mut all = vec![
+        watch::<Namespace>(client, Namespace::KIND),
+        watch::<PriorityClass>(client, PriorityClass::KIND),
+        watch::<StorageClass>(client, StorageClass::KIND),
+    ];
+    let mut absent = Vec::new();
+    macro_rules! optional {
+        ($($t:ty),*) => {$(
+            if served::<$t>(client).await? {
+                all.push(watch::<$t>(client, <$t>::KIND));
+            } else {
+                absent.push(<$t>::KIND);
+            }
+        )*};
+    }
+    optional!(
+        DeviceClass,
+        ResourceSlice,
+        ResourceClaimTemplate,
+        ResourceClaim,
+        DeviceTaintRule
+    );
+    all.extend([
+        watch::<CSIDriver>(client, CSIDriver::KIND),
+        watch::<CSIStorageCapacity>(client, CSIStorageCapacity::KIND),
+        watch::<CSINode>(client, CSINode::KIND),
+        watch::<PersistentVolume>(client, PersistentVolume::KIND),
+        watch::<PersistentVolumeClaim>(client, PersistentVolumeClaim::KIND),
+        watch::<Service>(client, Service::KIND),
+        watch::<PodDisruptionBudget>(client, PodDisruptionBudget::KIND),
+        watch::<ReplicaSet>(client, ReplicaSet::KIND),
+        watch::<StatefulSet>(client, StatefulSet::KIND),
+        watch::<Node>(client, Node::KIND),
+        watch::<Pod>(client, Pod::KIND),
+    ]);
+    Ok((all, absent))
 }
 
 /// `namespace/name` (or `name`) of an object.
@@ -293,7 +337,13 @@ pub fn record(kubeconfig: Option<&Path>, dir: &Path, duration: Option<Duration>)
     rt.block_on(async {
         let client = crate::snapshot::client(kubeconfig).await?;
         let mut rec = Recorder::new(dir)?;
-        let mut all = futures::stream::select_all(streams(&client));
+        let (streams, absent) = streams(&client).await?;
+        for kind in absent {
+            // Listed, and empty: base.json has none of them.
+            rec.handle(Rec::Init(kind))?;
+            rec.handle(Rec::InitDone(kind))?;
+        }
+        let mut all = futures::stream::select_all(streams);
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("installing the SIGTERM handler")?;
         let deadline = duration.map(|d| tokio::time::Instant::now() + d);
@@ -383,6 +433,34 @@ mod tests {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    /// The watches name their kinds by their types; those are the kinds
+    /// the recorder waits for, in `rkube snapshot`'s order.
+    #[test]
+    fn the_watched_types_are_the_recorded_kinds() {
+        let watched = [
+            Namespace::KIND,
+            PriorityClass::KIND,
+            StorageClass::KIND,
+            DeviceClass::KIND,
+            ResourceSlice::KIND,
+            ResourceClaimTemplate::KIND,
+            ResourceClaim::KIND,
+            DeviceTaintRule::KIND,
+            CSIDriver::KIND,
+            CSIStorageCapacity::KIND,
+            CSINode::KIND,
+            PersistentVolume::KIND,
+            PersistentVolumeClaim::KIND,
+            Service::KIND,
+            PodDisruptionBudget::KIND,
+            ReplicaSet::KIND,
+            StatefulSet::KIND,
+            Node::KIND,
+            Pod::KIND,
+        ];
+        assert_eq!(watched, KINDS);
     }
 
     #[test]

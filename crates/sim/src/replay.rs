@@ -222,10 +222,17 @@ const IN_FLIGHT_WINDOW: usize = 6;
 
 /// The kinds a recording holds, in the order the cluster is built from and
 /// `rkube snapshot` lists them (priority classes first, pods last).
-pub const KIND_ORDER: [&str; 12] = [
+pub const KIND_ORDER: [&str; 19] = [
     "Namespace",
     "PriorityClass",
     "StorageClass",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
+    "DeviceTaintRule",
+    "CSIDriver",
+    "CSIStorageCapacity",
     "CSINode",
     "PersistentVolume",
     "PersistentVolumeClaim",
