@@ -618,30 +618,25 @@ impl Writer {
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
             Err(e) => return Err(e),
         }
-        self.event(
-            scheduler_name,
-            victim,
-            Some(preemptor),
-            "Normal",
-            "Preempted",
-            "Preempting",
-            &format!(
-                "Preempted by pod {} on node {node}",
-                preemptor.metadata.uid.as_deref().unwrap_or("")
-            ),
-        );
+        self.preempted(scheduler_name, victim, preemptor, node, false);
         Ok(())
     }
 
-    /// The Event for a victim preempted without a deletion (it was
-    /// waiting on Permit and was rejected in memory).
-    pub fn preempted_in_memory(
+    /// The `Preempted` Event of a victim; `in_memory`: it was waiting on
+    /// Permit and was rejected there, without a deletion.
+    pub fn preempted(
         &self,
         scheduler_name: &str,
         victim: &core::Pod,
         preemptor: &core::Pod,
         node: &str,
+        in_memory: bool,
     ) {
+        let uid = preemptor.metadata.uid.as_deref().unwrap_or("");
+        let mut note = format!("Preempted by pod {uid} on node {node}");
+        if in_memory {
+            note.push_str(" (in kube-scheduler memory).");
+        }
         self.event(
             scheduler_name,
             victim,
@@ -649,10 +644,7 @@ impl Writer {
             "Normal",
             "Preempted",
             "Preempting",
-            &format!(
-                "Preempted by pod {} on node {node} (in kube-scheduler memory).",
-                preemptor.metadata.uid.as_deref().unwrap_or("")
-            ),
+            &note,
         );
     }
 }

@@ -449,7 +449,7 @@ async fn preempt(shared: Arc<Shared>, writer: Writer, p: Preemption) {
                 .get(&victim_uid)
                 .is_some_and(|w| w.preempt("DefaultPreemption", "preempted"))
             {
-                writer.preempted_in_memory(&p.profile, &victim, &p.preemptor, &p.node);
+                writer.preempted(&p.profile, &victim, &p.preemptor, &p.node, true);
                 return Ok(true);
             }
             writer

@@ -548,13 +548,8 @@ fn assigned_delete(name: &str, priority: i32) -> EventObject {
     EventObject::Pod(Arc::new(p))
 }
 
-/// Upstream's SchedulerAsyncPreemption: while a pod's preemption deletes
-/// its victims, an event that would move it parks it gated by
-/// DefaultPreemption; only DefaultPreemption's events (an assigned pod's
-/// deletion) and wildcard events look at it again, and move it only when
-/// its rejectors' hints say so and the preemption is over.
-#[test]
-fn a_pod_whose_preemption_runs_is_gated_until_it_ends() {
+/// A queue whose pod `vip`, rejected by NodeResourcesFit, is preempting.
+fn preempting_vip() -> (Arc<Metrics>, Instant, Queue) {
     let m = Arc::new(Metrics::new());
     let t0 = Instant::now();
     let mut q = default_queue(&m).with_window_start(t0);
@@ -562,6 +557,17 @@ fn a_pod_whose_preemption_runs_is_gated_until_it_ends() {
     q.pop(t0).expect("active");
     q.set_running_preemption("vip", true);
     q.requeue_unschedulable(pod("vip", 100), BTreeSet::from(["NodeResourcesFit"]), t0);
+    (m, t0, q)
+}
+
+/// Upstream's SchedulerAsyncPreemption: while a pod's preemption deletes
+/// its victims, an event that would move it parks it gated by
+/// DefaultPreemption; only DefaultPreemption's events (an assigned pod's
+/// deletion) and wildcard events look at it again, and move it only when
+/// its rejectors' hints say so and the preemption is over.
+#[test]
+fn a_pod_whose_preemption_runs_is_gated_until_it_ends() {
+    let (m, t0, mut q) = preempting_vip();
     // Not gated yet: the pool, as any rejected pod (no PreEnqueue there).
     assert_eq!(q.place("vip"), Some(Place::Unschedulable));
     assert_eq!(q.pending().gated, 0);
@@ -600,13 +606,7 @@ fn a_pod_whose_preemption_runs_is_gated_until_it_ends() {
 /// active queue.
 #[test]
 fn a_preemption_gate_is_rechecked_by_the_flush_and_activate() {
-    let m = Arc::new(Metrics::new());
-    let t0 = Instant::now();
-    let mut q = default_queue(&m).with_window_start(t0);
-    q.upsert(None, pod("vip", 100), false, t0);
-    q.pop(t0).expect("active");
-    q.set_running_preemption("vip", true);
-    q.requeue_unschedulable(pod("vip", 100), BTreeSet::from(["NodeResourcesFit"]), t0);
+    let (m, t0, mut q) = preempting_vip();
     let t1 = t0 + Duration::from_secs(20);
     q.move_pods(
         &events::ASSIGNED_POD_DELETE,
