@@ -12,9 +12,12 @@
 //!                                       WaitOnPermit, PreBind → Writer::bind_pv/select_node,
 //!                                       Bind → Writer::bind, PostBind)
 //!        on failure                   binding::unreserve, State::forget, queue move
-//!     handle_failure                  Nominator::record_failure, requeue,
-//!                                     victims deleted, FailedScheduling event (queued,
-//!                                     crate::events), PodScheduled
+//!     handle_failure                  Nominator::record_failure, the preemption gate
+//!                                     (State::preemption_started), requeue,
+//!                                     FailedScheduling event (queued, crate::events),
+//!                                     PodScheduled
+//!     └─ task: preempt                nominations cleared, victims deleted,
+//!                                     State::preemption_finished
 //! ```
 
 use std::sync::atomic::Ordering;
