@@ -851,15 +851,20 @@ impl Queue {
     }
 
     /// Upstream's `Activate` of one pod: from the unschedulable pool or the
-    /// backoff queue straight to the active queue (through the PreEnqueue
-    /// gate when it comes from the pool). Returns whether it moved.
-    pub fn force_activate(&mut self, uid: &str, now: Instant) -> bool {
+    /// backoff queue straight to the active queue; a pod of the pool whose
+    /// preemption still runs stays there, gated. Returns whether it moved.
+    pub fn force_activate(&mut self, uid: &str) -> bool {
         let label = events::FORCE_ACTIVATE.label();
+        if self.running_preemption.contains(uid) {
+            // Gated where it is (upstream's entity stays in the pool).
+            if let Some(qp) = self.unschedulable.get_mut(uid) {
+                qp.gate = Some(Gate::Preemption);
+                qp.unschedulable_plugins.insert(DEFAULT_PREEMPTION);
+                return false;
+            }
+        }
         let qp = match self.unpark(uid) {
-            Some(qp) => match self.pre_enqueue(qp, &label, now) {
-                Some(qp) => qp,
-                None => return false,
-            },
+            Some(qp) => qp,
             None => match self
                 .backoff
                 .remove(uid)
@@ -870,6 +875,7 @@ impl Queue {
             },
         };
         let mut qp = qp;
+        qp.gate = None;
         qp.timestamp = self.stamp();
         self.incoming(Target::Active, &label);
         self.active.push(qp);

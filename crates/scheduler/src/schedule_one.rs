@@ -481,7 +481,7 @@ async fn preempt(shared: Arc<Shared>, writer: Writer, p: Preemption) {
     {
         let mut st = shared.lock();
         st.preemption_finished(&uid);
-        if (failed || activate) && st.queue.force_activate(&uid, Instant::now()) {
+        if (failed || activate) && st.queue.force_activate(&uid) {
             shared.wake.notify_one();
         }
     }

@@ -628,10 +628,16 @@ fn a_preemption_gate_is_rechecked_by_the_flush_and_activate() {
     q.flush(t0 + MAX_IN_UNSCHEDULABLE + Duration::from_secs(1));
     assert_eq!(q.get("vip").unwrap().gate, Some(Gate::Preemption));
     // Activate while it runs: gated; once over: active at once.
-    let t2 = t0 + MAX_IN_UNSCHEDULABLE + Duration::from_secs(2);
-    assert!(!q.force_activate("vip", t2));
+    let gated_in = m.incoming_pods_count("unschedulable", "ForceActivate");
+    assert!(!q.force_activate("vip"));
+    assert_eq!(q.get("vip").unwrap().gate, Some(Gate::Preemption));
+    assert_eq!(
+        m.incoming_pods_count("unschedulable", "ForceActivate"),
+        gated_in,
+        "gated where it was"
+    );
     q.set_running_preemption("vip", false);
-    assert!(q.force_activate("vip", t2));
+    assert!(q.force_activate("vip"));
     assert_eq!(q.place("vip"), Some(Place::Active));
     assert_eq!(m.incoming_pods_count("active", "ForceActivate"), 1);
 }
