@@ -470,9 +470,8 @@ impl Queue {
         qp.gate = Some(Gate::Preemption);
         qp.unschedulable_since = now;
         qp.unschedulable_plugins.insert(DEFAULT_PREEMPTION);
-        if !self.unschedulable.contains_key(&qp.pod.uid) {
-            self.incoming(Target::Unschedulable, event);
-        }
+        // Callers have taken it out of every queue: it enters the pool.
+        self.incoming(Target::Unschedulable, event);
         self.park(qp);
         None
     }
