@@ -77,12 +77,8 @@ pub fn run(
         let fw = profiles
             .for_pod(pod)
             .expect("pending_pods filters by profile");
-        let gated = fw.plugins(Point::PreEnqueue).iter().any(|p| {
-            !p.as_pre_enqueue()
-                .expect("framework checked")
-                .pre_enqueue(pod, snapshot.dra.as_deref())
-                .is_success()
-        });
+        let gated =
+            rkube_framework::pre_enqueue_rejection(fw, pod, snapshot.dra.as_deref()).is_some();
         if gated {
             placements.push((pod.key(), None));
             continue;

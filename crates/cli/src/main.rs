@@ -452,15 +452,22 @@ fn load_config(
     path: Option<&Path>,
     gates: Option<&str>,
 ) -> Result<rkube_config::KubeSchedulerConfiguration, SimError> {
-    let mut cfg = rkube_sim::load::load_config(path)?;
-    if let Some(list) = gates {
-        let gates = rkube_scheduler::options::gate_list(list).map_err(SimError::Input)?;
-        let (batching, warnings) =
-            rkube_scheduler::options::check_gates(&gates).map_err(SimError::Input)?;
-        for w in warnings {
-            eprintln!("warning: {w}");
+    let gates = match gates {
+        None => None,
+        Some(list) => {
+            let gates = rkube_scheduler::options::gate_list(list).map_err(SimError::Input)?;
+            let g =
+                rkube_scheduler::options::check_gates_for(&gates, true).map_err(SimError::Input)?;
+            for w in &g.warnings {
+                eprintln!("warning: {w}");
+            }
+            Some(g)
         }
-        cfg.disable_opportunistic_batching = !batching;
+    };
+    let generic_workload = gates.as_ref().is_some_and(|g| g.generic_workload);
+    let mut cfg = rkube_sim::load::load_config_gated(path, generic_workload)?;
+    if let Some(g) = gates {
+        cfg.disable_opportunistic_batching = !g.opportunistic_batching;
     }
     Ok(cfg)
 }

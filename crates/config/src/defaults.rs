@@ -19,9 +19,14 @@ fn p(name: &str, weight: Option<i32>) -> Plugin {
 ///
 /// The 18 classic defaults, with `DynamicResources` (weight 2) inserted before
 /// `DefaultPreemption` (DynamicResourceAllocation is GA) and
-/// `NodeDeclaredFeatures` appended (GA). `GangScheduling` is not a default:
-/// its gate, GenericWorkload, is beta and off in v1.37.
+/// `NodeDeclaredFeatures` appended (GA). `GangScheduling` is appended when
+/// the GenericWorkload gate (beta, off by default in v1.37) is on.
 pub fn default_plugins() -> Plugins {
+    default_plugins_gated(false)
+}
+
+/// [`default_plugins`] with GenericWorkload as given.
+pub fn default_plugins_gated(generic_workload: bool) -> Plugins {
     let enabled = vec![
         p("SchedulingGates", None),
         p("PrioritySort", None),
@@ -44,6 +49,10 @@ pub fn default_plugins() -> Plugins {
         p("DefaultBinder", None),
         p("NodeDeclaredFeatures", None),
     ];
+    let mut enabled = enabled;
+    if generic_workload {
+        enabled.push(p("GangScheduling", None));
+    }
     Plugins {
         multi_point: PluginSet {
             enabled,
@@ -96,8 +105,8 @@ pub fn merge_plugin_set(default: &PluginSet, custom: &PluginSet) -> PluginSet {
     PluginSet { enabled, disabled }
 }
 
-fn merge_plugins(custom: Option<&Plugins>) -> Plugins {
-    let mut merged = default_plugins();
+fn merge_plugins(custom: Option<&Plugins>, generic_workload: bool) -> Plugins {
+    let mut merged = default_plugins_gated(generic_workload);
     let Some(custom) = custom else {
         return merged;
     };
@@ -119,7 +128,7 @@ pub fn set_defaults(cfg: &mut KubeSchedulerConfiguration) -> Result<(), FieldErr
     }
     let mut errs = FieldErrors::default();
     for (i, prof) in cfg.profiles.iter_mut().enumerate() {
-        let plugins = merge_plugins(prof.plugins.as_ref());
+        let plugins = merge_plugins(prof.plugins.as_ref(), cfg.generic_workload);
         let mut existing = HashSet::new();
         for (j, pc) in prof.plugin_config.iter_mut().enumerate() {
             existing.insert(pc.name.clone());

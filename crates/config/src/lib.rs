@@ -51,9 +51,15 @@ pub enum ConfigError {
 
 /// The configuration kube-scheduler runs without `--config`.
 pub fn default_config() -> KubeSchedulerConfiguration {
+    default_config_gated(false)
+}
+
+/// [`default_config`] with the GenericWorkload gate as given.
+pub fn default_config_gated(generic_workload: bool) -> KubeSchedulerConfiguration {
     let mut cfg = KubeSchedulerConfiguration {
         api_version: API_VERSION.into(),
         kind: "KubeSchedulerConfiguration".into(),
+        generic_workload,
         ..Default::default()
     };
     defaults::set_defaults(&mut cfg).expect("defaults of an empty config are valid");
@@ -62,7 +68,18 @@ pub fn default_config() -> KubeSchedulerConfiguration {
 
 /// Decodes, defaults and validates a configuration file's text.
 pub fn load_str(file: &str, text: &str) -> Result<KubeSchedulerConfiguration, ConfigError> {
+    load_str_gated(file, text, false)
+}
+
+/// [`load_str`] with the GenericWorkload gate as given (it adds a default
+/// plugin).
+pub fn load_str_gated(
+    file: &str,
+    text: &str,
+    generic_workload: bool,
+) -> Result<KubeSchedulerConfiguration, ConfigError> {
     let mut cfg = decode_str(file, text)?;
+    cfg.generic_workload = generic_workload;
     let invalid = |errors: FieldErrors| ConfigError::Invalid {
         file: file.into(),
         errors,

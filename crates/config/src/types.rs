@@ -12,6 +12,11 @@ pub struct KubeSchedulerConfiguration {
     /// file: the gate as the command line set it).
     #[serde(skip)]
     pub disable_opportunistic_batching: bool,
+    /// `--feature-gates GenericWorkload=true` (not a field of the file):
+    /// the default plugins gain GangScheduling, and pods of a PodGroup are
+    /// scheduled together.
+    #[serde(skip)]
+    pub generic_workload: bool,
     /// `kubescheduler.config.k8s.io/v1`.
     #[serde(default)]
     pub api_version: String,

@@ -361,6 +361,8 @@ pub enum EventObject {
     CsiDriver(Arc<CsiDriver>),
     /// A CSIStorageCapacity.
     CsiStorageCapacity(Arc<StorageCapacity>),
+    /// A PodGroup.
+    PodGroup(Arc<rkube_model::pod_groups::PodGroup>),
 }
 
 /// Converts an [`EventObject`] to the type a hint expects.
@@ -385,6 +387,11 @@ macro_rules! from_event_object {
     };
 }
 from_event_object!(Pod, Pod, "*v1.Pod");
+from_event_object!(
+    rkube_model::pod_groups::PodGroup,
+    PodGroup,
+    "*v1beta1.PodGroup"
+);
 from_event_object!(Node, Node, "*v1.Node");
 from_event_object!(Pv, PersistentVolume, "*v1.PersistentVolume");
 from_event_object!(Pvc, PersistentVolumeClaim, "*v1.PersistentVolumeClaim");

@@ -55,6 +55,10 @@ pub trait Plugin: Send + Sync {
     fn as_reserve(&self) -> Option<&dyn ReservePlugin> {
         None
     }
+    /// PlacementFeasible (pod-group cycles), if implemented.
+    fn as_placement_feasible(&self) -> Option<&dyn PlacementFeasiblePlugin> {
+        None
+    }
     /// Permit, if implemented.
     fn as_permit(&self) -> Option<&dyn PermitPlugin> {
         None
@@ -107,9 +111,9 @@ pub trait QueueSortPlugin: Plugin {
 /// Gates a pod before it enters the active queue.
 pub trait PreEnqueuePlugin: Plugin {
     /// Success lets the pod in; UnschedulableAndUnresolvable keeps it out.
-    /// `dra` is the host's DRA objects (`None` when it does not watch
-    /// them), which DynamicResources looks up a pod's claims in.
-    fn pre_enqueue(&self, pod: &Pod, dra: Option<&rkube_model::dra::Dra>) -> Status;
+    /// `ctx` holds what the host knows besides the pod (DRA objects, pod
+    /// groups).
+    fn pre_enqueue(&self, pod: &Pod, ctx: &crate::pod_group::EnqueueContext<'_>) -> Status;
 }
 
 /// Node names a PreFilter plugin restricts the pod to (`None`: all nodes).
@@ -316,6 +320,18 @@ pub trait ReservePlugin: Plugin {
     ) -> Status;
     /// Undo a reservation (after any later failure; must be idempotent).
     fn unreserve(&self, state: &mut CycleState, pod: &Pod, node: &str, cache: &mut dyn AssumeCache);
+}
+
+/// Whether a pod group can still meet its constraints as a pod-group cycle
+/// goes (upstream's `PlacementFeasiblePlugin`; GangScheduling is the only
+/// one upstream runs).
+pub trait PlacementFeasiblePlugin: Plugin {
+    /// Success, Wait (not yet) or Unschedulable (never in this cycle).
+    fn placement_feasible(
+        &self,
+        group: &rkube_model::pod_groups::PodGroup,
+        progress: crate::pod_group::PlacementProgress,
+    ) -> Status;
 }
 
 /// Approves, denies or delays binding.

@@ -20,6 +20,8 @@ pub struct Profiles {
     /// The OpportunisticBatching gate (on unless the command line turned
     /// it off).
     pub opportunistic_batching: bool,
+    /// The GenericWorkload gate: pods of a PodGroup are scheduled together.
+    pub generic_workload: bool,
 }
 
 impl Profiles {
@@ -66,6 +68,7 @@ impl Profiles {
             by_name,
             percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score.unwrap_or(0),
             opportunistic_batching: !cfg.disable_opportunistic_batching,
+            generic_workload: cfg.generic_workload,
         })
     }
 
@@ -103,11 +106,25 @@ pub fn pre_enqueue_rejection(
     pod: &Pod,
     dra: Option<&rkube_model::dra::Dra>,
 ) -> Option<String> {
+    let ctx = crate::pod_group::EnqueueContext {
+        dra,
+        pod_groups: None,
+    };
+    pre_enqueue_rejection_in(fw, pod, &ctx)
+}
+
+/// [`pre_enqueue_rejection`] with everything the host knows (pod groups
+/// included).
+pub fn pre_enqueue_rejection_in(
+    fw: &Framework,
+    pod: &Pod,
+    ctx: &crate::pod_group::EnqueueContext<'_>,
+) -> Option<String> {
     fw.plugins(Point::PreEnqueue).iter().find_map(|p| {
         let s = p
             .as_pre_enqueue()
             .expect("framework checked")
-            .pre_enqueue(pod, dra);
+            .pre_enqueue(pod, ctx);
         (!s.is_success()).then(|| s.message())
     })
 }

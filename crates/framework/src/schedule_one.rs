@@ -101,6 +101,11 @@ pub struct Scheduler {
     pub batch_clock: BatchClock,
     /// Each profile's batch, by profile name.
     pub batches: HashMap<String, Batch>,
+    /// Cycles run inside a pod-group cycle (upstream's
+    /// `IsPodGroupSchedulingCycle`): PostFilter is not run for a pod that
+    /// does not fit (the group's PodGroupPostFilter runs instead) and its
+    /// nomination is left as it was.
+    pub pod_group_cycle: bool,
 }
 
 impl Scheduler {
@@ -114,6 +119,7 @@ impl Scheduler {
             opportunistic_batching: true,
             batch_clock: BatchClock::Frozen,
             batches: HashMap::new(),
+            pod_group_cycle: false,
         }
     }
 }
@@ -416,6 +422,15 @@ impl Scheduler {
         diagnosis: Diagnosis,
         nominator: &Nominator,
     ) -> Outcome {
+        if self.pod_group_cycle {
+            let message = fit_error_message(snapshot.len(), &diagnosis);
+            return Outcome::Unschedulable {
+                diagnosis,
+                message,
+                nominated_node: None,
+                victims: Vec::new(),
+            };
+        }
         let t0 = metrics::start(&fw.recorder);
         let out = self.post_filter_plugins(fw, state, pod, snapshot, diagnosis, nominator);
         if fw.recorder.is_some() {

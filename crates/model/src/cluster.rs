@@ -30,6 +30,8 @@ pub struct Cluster {
     pub volumes: crate::volumes::Volumes,
     /// DeviceClasses, ResourceSlices, ResourceClaims and templates.
     pub dra: crate::dra::Dra,
+    /// PodGroups (GenericWorkload).
+    pub pod_groups: crate::pod_groups::PodGroups,
     /// Notes about objects that were read but not used.
     pub warnings: Vec<String>,
 }

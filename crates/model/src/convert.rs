@@ -880,6 +880,19 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
             .flatten()
             .map(|g| g.name.clone())
             .collect(),
+        pod_group: match &spec.scheduling_group {
+            None => None,
+            Some(g) => {
+                let name = g.pod_group_name.clone().ok_or_else(|| {
+                    err(
+                        "spec.schedulingGroup.podGroupName",
+                        "Invalid value: null: must specify one of: `podGroupName`",
+                    )
+                })?;
+                validate_subdomain_name(&name, "spec.schedulingGroup.podGroupName")?;
+                Some(name)
+            }
+        },
         topology_spread_constraints,
         volumes: spec
             .volumes

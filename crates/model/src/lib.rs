@@ -12,6 +12,7 @@ mod expand;
 pub mod load;
 mod names;
 pub mod objects;
+pub mod pod_groups;
 pub mod quantity;
 pub mod raw;
 pub mod requests;

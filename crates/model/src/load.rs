@@ -34,6 +34,8 @@ const IGNORED_KINDS: &[&str] = &[
     "ValidatingWebhookConfiguration",
     "ComponentStatus",
     "CronJob",
+    // Workloads own PodGroups; the scheduler reads only the PodGroups.
+    "Workload",
 ];
 
 /// Hook for kinds handled outside this module (workloads, volumes, ...): return
@@ -136,6 +138,9 @@ fn build_objects(objects: &mut [RawObject], extra: ExtraKinds<'_>) -> Result<Clu
                     },
                 );
             }
+            "PodGroup" => {
+                cluster.pod_groups.take(o, &classes)?;
+            }
             k if IGNORED_KINDS.contains(&k) => {}
             _ => {
                 let o = &*o;
@@ -147,7 +152,7 @@ fn build_objects(objects: &mut [RawObject], extra: ExtraKinds<'_>) -> Result<Clu
                     return Err(o.error(
                         Some("kind".into()),
                         format!(
-                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services, storage objects (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSIDrivers, CSIStorageCapacities, CSINodes), DRA objects (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates, DeviceTaintRules) and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
+                            "unsupported kind {:?}: a cluster file holds Nodes, Pods, Namespaces, PriorityClasses, Services, storage objects (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSIDrivers, CSIStorageCapacities, CSINodes), DRA objects (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates, DeviceTaintRules), PodGroups and workloads (Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets)",
                             o.kind
                         ),
                     ));

@@ -400,6 +400,8 @@ pub struct Pod {
     pub pod_requests: ResourceList,
     /// Names of `spec.schedulingGates`.
     pub scheduling_gates: Vec<String>,
+    /// `spec.schedulingGroup.podGroupName`: the PodGroup the pod belongs to.
+    pub pod_group: Option<String>,
     /// Topology spread constraints.
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
     /// Volumes.

@@ -5,6 +5,7 @@
 pub mod default_binder;
 pub mod default_preemption;
 pub mod dynamic_resources;
+pub mod gang_scheduling;
 pub mod helper;
 pub mod image_locality;
 pub mod inter_pod_affinity;
@@ -22,7 +23,6 @@ pub mod queue_sort;
 pub mod registry;
 pub mod scheduling_gates;
 mod signers;
-pub mod skip_unless;
 pub mod taint_toleration;
 pub mod volume_binding;
 pub mod volume_restrictions;

@@ -60,9 +60,7 @@ pub fn in_tree() -> Registry {
     r.register(node_declared_features::NAME, |_, _| {
         simple(Arc::new(node_declared_features::NodeDeclaredFeatures))
     });
-    r.register("GangScheduling", |_, _| {
-        simple(skip_unless::gang_scheduling())
-    });
+    r.register(gang_scheduling::NAME, |_, _| simple(gang_scheduling::new()));
     r
 }
 

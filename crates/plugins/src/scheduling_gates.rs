@@ -30,7 +30,7 @@ impl Plugin for SchedulingGates {
 }
 
 impl PreEnqueuePlugin for SchedulingGates {
-    fn pre_enqueue(&self, pod: &Pod, _: Option<&rkube_model::dra::Dra>) -> Status {
+    fn pre_enqueue(&self, pod: &Pod, _: &rkube_framework::EnqueueContext<'_>) -> Status {
         if pod.scheduling_gates.is_empty() {
             return Status::success();
         }
@@ -51,13 +51,13 @@ mod tests {
     #[test]
     fn gates() {
         assert!(SchedulingGates
-            .pre_enqueue(&Pod::default(), None)
+            .pre_enqueue(&Pod::default(), &Default::default())
             .is_success());
         let pod = Pod {
             scheduling_gates: vec!["foo".into(), "bar".into()],
             ..Default::default()
         };
-        let s = SchedulingGates.pre_enqueue(&pod, None);
+        let s = SchedulingGates.pre_enqueue(&pod, &Default::default());
         assert_eq!(s.code, Code::UnschedulableAndUnresolvable);
         assert_eq!(s.message(), "waiting for scheduling gates: [foo bar]");
     }

@@ -269,15 +269,47 @@ pub fn gate_list(list: &str) -> Result<std::collections::BTreeMap<String, bool>,
 pub fn check_gates(
     gates: &std::collections::BTreeMap<String, bool>,
 ) -> Result<(bool, Vec<String>), String> {
-    let implemented =
-        |name: &str, _: bool| name == "OpportunisticBatching" || !SCHEDULER_GATES.contains(&name);
+    let g = check_gates_for(gates, false)?;
+    Ok((g.opportunistic_batching, g.warnings))
+}
+
+/// The scheduling gates a command runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gates {
+    /// OpportunisticBatching (on by default).
+    pub opportunistic_batching: bool,
+    /// GenericWorkload (off by default): gang scheduling of PodGroups.
+    pub generic_workload: bool,
+    /// Upstream's warnings (GA and deprecated gates set).
+    pub warnings: Vec<String>,
+}
+
+/// [`check_gates`] for the live scheduler (`offline` false) or the offline
+/// commands (`simulate`, `explain`, ...): GenericWorkload=true is
+/// implemented offline only (the live scheduler's queue does not hold
+/// pod groups).
+pub fn check_gates_for(
+    gates: &std::collections::BTreeMap<String, bool>,
+    offline: bool,
+) -> Result<Gates, String> {
+    let implemented = |name: &str, _: bool| {
+        name == "OpportunisticBatching"
+            || (offline && name == "GenericWorkload")
+            || !SCHEDULER_GATES.contains(&name)
+    };
+    let component = if offline {
+        "rkube's offline commands"
+    } else {
+        "rkube scheduler"
+    };
     let (_, warnings) =
-        rkube_util::feature_gates::FeatureGates::new(gates, &implemented, "rkube scheduler")
+        rkube_util::feature_gates::FeatureGates::new(gates, &implemented, component)
             .map_err(|e| format!("--feature-gates: {e}"))?;
-    Ok((
-        gates.get("OpportunisticBatching").copied().unwrap_or(true),
+    Ok(Gates {
+        opportunistic_batching: gates.get("OpportunisticBatching").copied().unwrap_or(true),
+        generic_workload: gates.get("GenericWorkload").copied().unwrap_or(false),
         warnings,
-    ))
+    })
 }
 
 /// The gates kube-scheduler v1.37.2 reads (`pkg/scheduler`,

@@ -173,6 +173,12 @@ pub fn simulate(
     let before = node_summaries(&snapshot);
     let pending = pending_pods(cluster, &profiles);
     let mut queue = queue::Queue::new(&profiles, opts.seed, &pending);
+    if profiles.generic_workload {
+        queue.set_pod_groups(rkube_framework::PodGroupStates::new(
+            &cluster.pod_groups,
+            &cluster.pods,
+        ));
+    }
     let pass = queue.run(&mut snapshot, &pending, opts)?;
     let placements = pass.placements;
     let evicted = placements.iter().filter(|p| p.evicted).count();

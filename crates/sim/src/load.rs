@@ -297,12 +297,21 @@ pub fn load_cluster_and_shapes(
 
 /// Loads a KubeSchedulerConfiguration, or the defaults when `path` is `None`.
 pub fn load_config(path: Option<&Path>) -> Result<KubeSchedulerConfiguration, SimError> {
+    load_config_gated(path, false)
+}
+
+/// [`load_config`] with the GenericWorkload gate as given.
+pub fn load_config_gated(
+    path: Option<&Path>,
+    generic_workload: bool,
+) -> Result<KubeSchedulerConfiguration, SimError> {
     match path {
-        None => Ok(rkube_config::default_config()),
+        None => Ok(rkube_config::default_config_gated(generic_workload)),
         Some(p) => {
             let text = read_input(p)?;
-            let cfg = rkube_config::load_str(&p.display().to_string(), &text)
-                .map_err(SimError::Config)?;
+            let cfg =
+                rkube_config::load_str_gated(&p.display().to_string(), &text, generic_workload)
+                    .map_err(SimError::Config)?;
             // Build the profiles once here too, so that plugin errors (unknown
             // or removed names, invalid args) name the file like other errors.
             rkube_plugins::profiles(&cfg)

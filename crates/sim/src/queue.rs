@@ -9,8 +9,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+mod gang;
+
 use rkube_framework::{Failure, Outcome};
-use rkube_framework::{Framework, Nominator, Scheduler, Snapshot};
+use rkube_framework::{Framework, Nominator, PodGroupStates, Scheduler, Snapshot};
 use rkube_model::Pod;
 
 use crate::{
@@ -41,6 +43,14 @@ pub(crate) struct Queue<'p> {
     nominator: Nominator,
     /// Nominations cleared by a preemptor before the pod's turn (by UID).
     cleared: HashSet<String>,
+    /// Pod groups and their members (GenericWorkload).
+    groups: PodGroupStates,
+}
+
+/// What the queue pops: a pod, or a pod group's pending members.
+enum Entity<'a> {
+    Pod(&'a Pod),
+    Group(Vec<&'a Pod>),
 }
 
 /// The verdict of one scheduling attempt, once preemption has run.
@@ -63,7 +73,15 @@ impl<'p> Queue<'p> {
             },
             nominator: initial_nominator(pending),
             cleared: HashSet::new(),
+            groups: PodGroupStates::default(),
         }
+    }
+
+    /// Pod groups and their members, as the cluster holds them: with the
+    /// GenericWorkload gate on, the members of a group are scheduled
+    /// together (see [`Queue::run`]).
+    pub fn set_pod_groups(&mut self, groups: PodGroupStates) {
+        self.groups = groups;
     }
 
     /// Pods placed on an OpportunisticBatching hint so far, all profiles.
@@ -98,18 +116,91 @@ impl<'p> Queue<'p> {
         let mut pass = Pass::default();
         // Placement index of each pod placed in this pass (by UID).
         let mut placed_at: HashMap<String, usize> = HashMap::new();
-        for (done, pod) in pods.iter().enumerate() {
+        let mut done = 0;
+        for entity in self.entities(pods) {
             if let Some(progress) = &opts.progress {
                 progress(done, pods.len());
             }
-            let placement =
-                self.schedule_one(snapshot, pod, opts.explain, &mut pass, &placed_at)?;
-            if placement.node.is_some() {
-                placed_at.insert(pod.uid.clone(), pass.placements.len());
+            let (members, placements) = match entity {
+                Entity::Pod(pod) => (
+                    vec![pod],
+                    vec![self.schedule_one(snapshot, pod, opts.explain, &mut pass, &placed_at)?],
+                ),
+                Entity::Group(members) => {
+                    let placements = self.schedule_group(snapshot, &members)?;
+                    (members, placements)
+                }
+            };
+            for (pod, placement) in members.into_iter().zip(placements) {
+                done += 1;
+                if placement.node.is_some() {
+                    placed_at.insert(pod.uid.clone(), pass.placements.len());
+                }
+                pass.placements.push(placement);
             }
-            pass.placements.push(placement);
         }
         Ok(pass)
+    }
+
+    /// The queue's entities in the order it pops them: with GenericWorkload
+    /// on, the pending members of each pod group form one entity, sorted as
+    /// upstream's queue sorts it (the group's priority, and the queue time of
+    /// its first member) among the single pods; its members keep their
+    /// queue order. Without the gate every pod is its own entity.
+    fn entities<'a>(&self, pods: &[&'a Pod]) -> Vec<Entity<'a>> {
+        if !self.profiles.generic_workload || pods.iter().all(|p| p.pod_group.is_none()) {
+            return pods.iter().map(|p| Entity::Pod(p)).collect();
+        }
+        // Arrival rank: creation timestamp, then input order.
+        let mut arrival: Vec<(&str, u64)> = pods
+            .iter()
+            .map(|p| (p.creation_timestamp.as_str(), p.seq))
+            .collect();
+        arrival.sort();
+        let rank: HashMap<u64, usize> = arrival
+            .iter()
+            .enumerate()
+            .map(|(i, (_, seq))| (*seq, i))
+            .collect();
+        let mut groups: HashMap<(&str, &str), Vec<&'a Pod>> = HashMap::new();
+        let mut heads: Vec<Pod> = Vec::new();
+        let mut entities: Vec<Entity<'a>> = Vec::new();
+        for p in pods {
+            match &p.pod_group {
+                Some(g) => groups.entry((&p.namespace, g)).or_default().push(p),
+                None => entities.push(Entity::Pod(p)),
+            }
+        }
+        // Each group is represented in the sort by its earliest member
+        // carrying the group's priority.
+        let mut group_list: Vec<Vec<&'a Pod>> = groups.into_values().collect();
+        for members in &mut group_list {
+            members.sort_by_key(|p| rank.get(&p.seq).copied().unwrap_or(usize::MAX));
+            let mut head = members[0].clone();
+            if let Some(g) = self.groups.of(members[0]).and_then(|s| s.group.as_ref()) {
+                head.priority = g.priority;
+            }
+            heads.push(head);
+        }
+        let mut keyed: Vec<&Pod> = entities
+            .iter()
+            .map(|e| match e {
+                Entity::Pod(p) => *p,
+                Entity::Group(_) => unreachable!("only pods so far"),
+            })
+            .collect();
+        keyed.extend(heads.iter());
+        let order = crate::queue_order(keyed, self.profiles);
+        let mut by_head: HashMap<u64, Vec<&'a Pod>> =
+            group_list.into_iter().map(|m| (m[0].seq, m)).collect();
+        let by_seq: HashMap<u64, &'a Pod> = pods.iter().map(|p| (p.seq, *p)).collect();
+        order
+            .into_iter()
+            .filter_map(|p| match by_head.remove(&p.seq) {
+                Some(members) => Some(Entity::Group(members)),
+                None => by_seq.get(&p.seq).map(|p| Entity::Pod(p)),
+            })
+            .collect()
     }
 
     /// Schedules one pod, preempting as needed; the placement to record.

@@ -389,7 +389,8 @@ impl Plugin for DynamicResources {
 }
 
 impl PreEnqueuePlugin for DynamicResources {
-    fn pre_enqueue(&self, pod: &Pod, dra: Option<&Dra>) -> Status {
+    fn pre_enqueue(&self, pod: &Pod, ctx: &rkube_framework::EnqueueContext<'_>) -> Status {
+        let dra: Option<&Dra> = ctx.dra;
         if !pod.has_resource_claims() {
             return Status::success();
         }

@@ -22,13 +22,16 @@ import (
 	"github.com/google/uuid"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	schedulingapiv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
+	"k8s.io/kubernetes/pkg/features"
 	"sigs.k8s.io/yaml"
 
 	// Register the API groups (types + defaulting funcs) in legacyscheme.
@@ -250,9 +253,14 @@ func finishObjects(objs *[]runtime.Object, opts loadOptions) error {
 		*objs = append(*objs, n)
 	}
 	for _, o := range *objs {
-		if p, ok := o.(*v1.Pod); ok {
-			if err := admitPod(p, priorityClasses); err != nil {
-				return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+		switch t := o.(type) {
+		case *v1.Pod:
+			if err := admitPod(t, priorityClasses); err != nil {
+				return fmt.Errorf("pod %s/%s: %w", t.Namespace, t.Name, err)
+			}
+		case *schedulingv1beta1.PodGroup:
+			if err := admitPodGroup(t, priorityClasses); err != nil {
+				return fmt.Errorf("podgroup %s/%s: %w", t.Namespace, t.Name, err)
 			}
 		}
 	}
@@ -263,33 +271,9 @@ func finishObjects(objs *[]runtime.Object, opts loadOptions) error {
 // plugins (both on by default) for pod creation.
 func admitPod(pod *v1.Pod, pcs map[string]*schedulingv1.PriorityClass) error {
 	// Priority (plugin/pkg/admission/priority).
-	var pcName string
-	var priority int32
-	var policy *v1.PreemptionPolicy
-	if pod.Spec.PriorityClassName == "" {
-		var def *schedulingv1.PriorityClass
-		names := make([]string, 0, len(pcs))
-		for n := range pcs {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			if pc := pcs[n]; pc.GlobalDefault && (def == nil || def.Value > pc.Value) {
-				def = pc
-			}
-		}
-		if def != nil {
-			pcName, priority, policy = def.Name, def.Value, def.PreemptionPolicy
-		} else {
-			lower := v1.PreemptLowerPriority
-			policy = &lower
-		}
-	} else {
-		pc, ok := pcs[pod.Spec.PriorityClassName]
-		if !ok {
-			return fmt.Errorf("no PriorityClass with name %s was found", pod.Spec.PriorityClassName)
-		}
-		pcName, priority, policy = pc.Name, pc.Value, pc.PreemptionPolicy
+	pcName, priority, policy, err := establishPriority(pod.Spec.PriorityClassName, pcs)
+	if err != nil {
+		return err
 	}
 	if pod.Spec.Priority != nil && *pod.Spec.Priority != priority {
 		return fmt.Errorf("the integer value of priority (%d) must not be provided in pod spec; priority admission controller computed %d from the given PriorityClass name", *pod.Spec.Priority, priority)
@@ -323,5 +307,59 @@ func admitPod(pod *v1.Pod, pcs map[string]*schedulingv1.PriorityClass) error {
 		s := secs
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, v1.Toleration{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &s})
 	}
+	return nil
+}
+
+// establishPriority resolves a priority class name as the Priority
+// admission plugin does: the named class, else the global default with the
+// lowest value, else priority 0 and PreemptLowerPriority.
+func establishPriority(className string, pcs map[string]*schedulingv1.PriorityClass) (string, int32, *v1.PreemptionPolicy, error) {
+	var pcName string
+	var priority int32
+	var policy *v1.PreemptionPolicy
+	if className == "" {
+		var def *schedulingv1.PriorityClass
+		names := make([]string, 0, len(pcs))
+		for n := range pcs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if pc := pcs[n]; pc.GlobalDefault && (def == nil || def.Value > pc.Value) {
+				def = pc
+			}
+		}
+		if def != nil {
+			pcName, priority, policy = def.Name, def.Value, def.PreemptionPolicy
+		} else {
+			lower := v1.PreemptLowerPriority
+			policy = &lower
+		}
+	} else {
+		pc, ok := pcs[className]
+		if !ok {
+			return "", 0, nil, fmt.Errorf("no PriorityClass with name %s was found", className)
+		}
+		pcName, priority, policy = pc.Name, pc.Value, pc.PreemptionPolicy
+	}
+	return pcName, priority, policy, nil
+}
+
+// admitPodGroup emulates the Priority admission plugin for a PodGroup
+// (GenericWorkload on): spec.priority from its class. PodGroupPreemptionPolicy
+// is alpha and off, so spec.preemptionPolicy is left as it is.
+func admitPodGroup(pg *schedulingv1beta1.PodGroup, pcs map[string]*schedulingv1.PriorityClass) error {
+	if !utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		return nil
+	}
+	pcName, priority, _, err := establishPriority(pg.Spec.PriorityClassName, pcs)
+	if err != nil {
+		return err
+	}
+	if pg.Spec.Priority != nil && *pg.Spec.Priority != priority {
+		return fmt.Errorf("priority set in the pod group (%d) must match the priority computed (%d) based on the priority class set in the spec", *pg.Spec.Priority, priority)
+	}
+	pg.Spec.Priority = &priority
+	pg.Spec.PriorityClassName = pcName
 	return nil
 }

@@ -61,6 +61,8 @@ type SimulateResult struct {
 type placement struct {
 	Pod  string `json:"pod"`
 	Node string `json:"node"`
+	// The failed attempt's message (the PodScheduled condition's).
+	Message string `json:"message,omitempty"`
 }
 
 type simulateOptions struct {
@@ -94,14 +96,14 @@ type tracker struct {
 }
 
 // record notes a measured pod's first outcome.
-func (t *tracker) record(uid types.UID, key, node string) {
+func (t *tracker) record(uid types.UID, key, node, message string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.state[uid]; !ok || t.placed[uid] {
 		return
 	}
 	t.placed[uid] = true
-	t.order = append(t.order, placement{Pod: key, Node: node})
+	t.order = append(t.order, placement{Pod: key, Node: node, Message: message})
 }
 
 func (t *tracker) set(uid types.UID, s podState) {
@@ -207,7 +209,7 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 		if err := e.client.Tracker().Update(podsGVR, pod, pod.Namespace); err != nil {
 			return true, nil, err
 		}
-		tr.record(pod.UID, pod.Namespace+"/"+pod.Name, b.Target.Name)
+		tr.record(pod.UID, pod.Namespace+"/"+pod.Name, b.Target.Name, "")
 		tr.set(pod.UID, stateBound)
 		return true, b, nil
 	})
@@ -226,7 +228,7 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 	e.sched.FailureHandler = func(ctx context.Context, f framework.Framework, pi *framework.QueuedPodInfo, status *fwk.Status, ni *fwk.NominatingInfo, start time.Time) {
 		failureHandler(ctx, f, pi, status, ni, start)
 		if ni == nil || ni.NominatedNodeName == "" {
-			tr.record(pi.Pod.UID, pi.Pod.Namespace+"/"+pi.Pod.Name, "")
+			tr.record(pi.Pod.UID, pi.Pod.Namespace+"/"+pi.Pod.Name, "", status.Message())
 			tr.set(pi.Pod.UID, stateFailed)
 		}
 	}
