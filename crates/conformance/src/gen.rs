@@ -581,3 +581,59 @@ pub fn simulation_cluster(seed: u64) -> Value {
     }
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
+
+/// A [`simulation_cluster`] whose pending pods are partly members of
+/// PodGroups (GenericWorkload): runs of consecutive pending pods form
+/// groups with the gang policy (a `minCount` from 1 to the run's length)
+/// or the basic policy; the other pods stay single. Members arrive
+/// together: upstream's queue keeps a gang gated until its `minCount`-th
+/// member arrives, and where it then sorts among pods that arrived in
+/// between depends on timing. Every pod keeps priority 0, so a failed gang
+/// has no victims (workload-aware preemption is not modelled).
+pub fn gang_cluster(seed: u64) -> Value {
+    let mut cluster = simulation_cluster(seed);
+    let r = &mut Rng::new(seed ^ 0x6A46_6C05);
+    let mut sizes: Vec<usize> = Vec::new();
+    let items = cluster["items"].as_array_mut().expect("a list");
+    let mut run_left = 0;
+    for it in items.iter_mut() {
+        let pending = it["kind"] == "Pod"
+            && it["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("pending-"));
+        if !pending {
+            continue;
+        }
+        if run_left == 0 {
+            if !r.chance(45) {
+                continue;
+            }
+            run_left = 2 + r.below(5);
+            sizes.push(0);
+        }
+        run_left -= 1;
+        let g = sizes.len() - 1;
+        sizes[g] += 1;
+        it["spec"]["schedulingGroup"] = json!({"podGroupName": format!("gang-{g}")});
+    }
+    for (g, &size) in sizes.iter().enumerate().filter(|(_, s)| **s > 0) {
+        let policy = if r.chance(75) {
+            // Bias towards whole gangs.
+            let min = if r.chance(60) {
+                size
+            } else {
+                1 + r.below(size)
+            };
+            json!({"gang": {"minCount": min}})
+        } else {
+            json!({"basic": {}})
+        };
+        items.push(json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": format!("gang-{g}"), "namespace": "default"},
+            "spec": {"schedulingPolicy": policy},
+        }));
+    }
+    cluster
+}

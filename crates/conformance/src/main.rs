@@ -24,6 +24,7 @@ struct Args {
     keep: PathBuf,
     verbose: bool,
     sequence: bool,
+    gangs: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -34,6 +35,7 @@ fn parse_args() -> Result<Args> {
         keep: PathBuf::from("hack/_work/conformance"),
         verbose: false,
         sequence: false,
+        gangs: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -45,7 +47,8 @@ fn parse_args() -> Result<Args> {
             "--keep" => a.keep = PathBuf::from(value()?),
             "-v" | "--verbose" => a.verbose = true,
             "--sequence" => a.sequence = true,
-            other => bail!("unknown flag {other}; usage: rkube-conformance --oracle PATH --seed S --count N [--sequence] [--keep DIR] [-v]"),
+            "--gangs" => a.gangs = true,
+            other => bail!("unknown flag {other}; usage: rkube-conformance --oracle PATH --seed S --count N [--sequence | --gangs] [--keep DIR] [-v]"),
         }
     }
     Ok(a)
@@ -355,12 +358,135 @@ fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u
     Ok((problems, hinted, pods))
 }
 
+/// Gang mode: a [`gen::gang_cluster`] scheduled by `rkube simulate` and by
+/// upstream's ScheduleOne loop, both with GenericWorkload on (upstream with
+/// one filter worker, so that its pass is deterministic): every pod must
+/// land on the same node, or fail with the same message. Returns the
+/// problems, the number of pods compared and how many of them failed on
+/// their group's verdict.
+fn run_gang_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, usize, usize)> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("cluster.json");
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&gen::gang_cluster(case_seed))?,
+    )?;
+    let cfg_path = dir.join("config.yaml");
+    std::fs::write(
+        &cfg_path,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: 1\n",
+    )?;
+    let c = rkube_sim::load::load_cluster(&path)?;
+    let cfg = rkube_sim::load::load_config_gated(Some(&cfg_path), true)?;
+    let report = rkube_sim::simulate(
+        &c,
+        &cfg,
+        &rkube_sim::SimulateOptions {
+            seed: case_seed,
+            ..Default::default()
+        },
+    )?;
+    // Pods a gate keeps out of upstream's queue are never tried there: the
+    // oracle gives up on them after its timeout.
+    let gated = report
+        .placements
+        .iter()
+        .any(|p| p.message.starts_with("waiting for"));
+    let out = Command::new(&a.oracle)
+        .args([
+            "simulate",
+            "--placements",
+            "--feature-gates",
+            "GenericWorkload=true",
+        ])
+        .args(["--timeout", if gated { "3s" } else { "2m" }])
+        .arg("--cluster")
+        .arg(&path)
+        .arg("--config")
+        .arg(&cfg_path)
+        .output()
+        .context("running the oracle")?;
+    if !out.status.success() {
+        bail!(
+            "oracle simulate failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let u: Value = serde_json::from_slice(&out.stdout)?;
+    let upstream: std::collections::HashMap<&str, (&str, &str)> = u["placements"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some((
+                p["pod"].as_str()?,
+                (p["node"].as_str()?, p["message"].as_str().unwrap_or("")),
+            ))
+        })
+        .collect();
+    let mut problems = Vec::new();
+    for p in &report.placements {
+        let ours = (
+            p.node.as_deref().unwrap_or(""),
+            p.node.as_ref().map_or(p.message.as_str(), |_| ""),
+        );
+        // A pod upstream never tried was kept out by PreEnqueue.
+        let theirs = upstream.get(p.pod.as_str()).copied();
+        let agreed = match theirs {
+            Some(t) => t == ours,
+            None => p.node.is_none() && p.message.starts_with("waiting for"),
+        };
+        if !agreed {
+            problems.push(format!(
+                "{} → rkube {ours:?}, upstream's loop {theirs:?} (replay: oracle simulate --placements --feature-gates GenericWorkload=true --cluster {} --config {})",
+                p.pod,
+                path.display(),
+                cfg_path.display()
+            ));
+        }
+    }
+    let on_group = report
+        .placements
+        .iter()
+        .filter(|p| p.message.contains("pod group is unschedulable"))
+        .count();
+    Ok((problems, report.placements.len(), on_group))
+}
+
 fn run(a: &Args) -> Result<(u64, u64)> {
     if !a.oracle.exists() {
         bail!(
             "{}: oracle binary not found (build it with hack/build-k8s)",
             a.oracle.display()
         );
+    }
+    if a.gangs {
+        let (mut passed, mut failed, mut pods, mut on_group) = (0, 0, 0, 0);
+        for i in 0..a.count {
+            let case_seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i);
+            let dir = a.keep.join(format!("gang-{case_seed}"));
+            match run_gang_case(a, case_seed, &dir) {
+                Ok((p, n, g)) if p.is_empty() => {
+                    passed += 1;
+                    pods += n;
+                    on_group += g;
+                    std::fs::remove_dir_all(&dir).ok();
+                }
+                Ok((p, _, _)) => {
+                    failed += 1;
+                    println!("FAIL gangs {case_seed}: kept in {}", dir.display());
+                    for x in p {
+                        println!("  {x}");
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("FAIL gangs {case_seed}: {e:#}");
+                }
+            }
+        }
+        println!("gangs: {pods} placements compared with upstream's loop under GenericWorkload, {on_group} of them failed on their group's verdict");
+        return Ok((passed, failed));
     }
     let scratch = std::env::temp_dir().join(format!("rkube-conformance-{}", std::process::id()));
     let (mut passed, mut failed) = (0, 0);

@@ -234,12 +234,15 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 	}
 
 	// Fill the cache and the queue (untimed), then run the scheduling loop.
+	// The queue must hold every pending pod first: a pod group popped
+	// before all its members arrived would be scheduled in two cycles.
 	if err := e.start(ctx); err != nil {
 		return nil, err
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
 		pc, _ := e.sched.Cache.PodCount()
-		return e.sched.Cache.NodeCount() >= nodeCount && pc >= assignedPods, nil
+		queued, _ := e.sched.SchedulingQueue.PendingPods()
+		return e.sched.Cache.NodeCount() >= nodeCount && pc >= assignedPods && len(queued) >= len(tr.state), nil
 	}); err != nil {
 		return nil, fmt.Errorf("scheduler cache did not fill: %w", err)
 	}
