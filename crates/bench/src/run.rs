@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rkube_config::KubeSchedulerConfiguration;
-use rkube_framework::{Nominator, Outcome, Point, Scheduler, Snapshot};
+use rkube_framework::{Nominator, Outcome, Scheduler, Snapshot};
 use rkube_model::{Cluster, Pod};
 use rkube_sim::{pending_pods, SimError};
 use serde::Serialize;
