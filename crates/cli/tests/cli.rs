@@ -320,11 +320,25 @@ fn feature_gates_are_checked_as_the_scheduler_checks_them() {
     ] {
         let out = rkube(&[cmd.as_slice(), off.as_slice()].concat());
         assert!(out.status.success(), "{cmd:?}: {out:?}");
+        // GenericWorkload is implemented offline (gang scheduling).
         let out = rkube(&[cmd.as_slice(), &["--feature-gates", "GenericWorkload=true"]].concat());
+        assert!(out.status.success(), "{cmd:?}: {out:?}");
+        let out = rkube(
+            &[
+                cmd.as_slice(),
+                &[
+                    "--feature-gates",
+                    "GenericWorkload=true,CompositePodGroup=true",
+                ],
+            ]
+            .concat(),
+        );
         assert_eq!(out.status.code(), Some(2), "{cmd:?}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("feature gate GenericWorkload=true is not implemented by rkube scheduler"),
+            err.contains(
+                "feature gate CompositePodGroup=true is not implemented by rkube's offline commands"
+            ),
             "{err}"
         );
     }

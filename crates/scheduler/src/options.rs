@@ -386,6 +386,14 @@ mod tests {
             ),
             "{e:?}"
         );
+        // Gang scheduling is implemented offline only.
+        let e = p(&["--feature-gates=GenericWorkload=true"]).unwrap_err();
+        assert!(
+            format!("{e:?}").contains(
+                "feature gate GenericWorkload=true is not implemented by rkube scheduler"
+            ),
+            "{e:?}"
+        );
         // Unknown and locked gates, as upstream refuses them.
         let e = p(&["--feature-gates=NoSuchGate=true"]).unwrap_err();
         assert!(
