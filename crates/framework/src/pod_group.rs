@@ -192,47 +192,6 @@ pub struct EnqueueContext<'a> {
     pub pod_groups: Option<&'a PodGroupStates>,
 }
 
-/// Upstream's `RunPlacementFeasiblePlugins`: a Wait is remembered and the
-/// next plugin asked, an Unschedulable ends the run, anything else is an
-/// error. Success when no plugin objects (or none is configured).
-pub fn run_placement_feasible(
-    fw: &crate::Framework,
-    group: &PodGroup,
-    progress: PlacementProgress,
-) -> crate::Status {
-    use crate::{Code, Point, Status};
-    let mut seen = std::collections::HashSet::new();
-    let mut result = Status::success();
-    for p in [Point::PreEnqueue, Point::Permit]
-        .into_iter()
-        .flat_map(|pt| fw.plugins(pt).iter())
-    {
-        let Some(pf) = p.as_placement_feasible() else {
-            continue;
-        };
-        if !seen.insert(p.name()) {
-            continue;
-        }
-        let s = pf.placement_feasible(group, progress);
-        match s.code {
-            Code::Success => {}
-            Code::Wait => result = s.with_plugin(p.name()),
-            Code::Unschedulable => return s.with_plugin(p.name()),
-            Code::Error => {
-                return Status::error(format!("running PlacementFeasible plugin: {}", s.message()))
-                    .with_plugin(p.name())
-            }
-            other => {
-                return Status::error(format!(
-                    "unexpected status from PlacementFeasible plugin: {other:?}"
-                ))
-                .with_plugin(p.name())
-            }
-        }
-    }
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -76,6 +76,7 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
                 "diagnosis",
                 "metrics",
                 "waiting",
+                "pod_group",
                 "sorted_nodes",
                 "score_memo",
                 "host",

@@ -21,8 +21,8 @@
 use std::sync::Arc;
 
 use rkube_framework::binding;
+use rkube_framework::extension_points::run_placement_feasible;
 use rkube_framework::in_memory::SnapshotHost;
-use rkube_framework::pod_group::run_placement_feasible;
 use rkube_framework::{
     Code, CycleState, EnqueueContext, Framework, GangPermit, Outcome, PlacementProgress, Point,
     Snapshot, Status, WaitingPods,
