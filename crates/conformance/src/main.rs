@@ -453,6 +453,40 @@ fn run_gang_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u
     Ok((problems, report.placements.len(), on_group))
 }
 
+/// Runs `count` cases from the seed, each in `keep/<prefix>-<case seed>`:
+/// a case passes when it reports no problem (its directory is removed),
+/// and is kept for replay otherwise. Returns (passed, failed).
+fn run_cases(
+    a: &Args,
+    label: &str,
+    prefix: &str,
+    mut case: impl FnMut(u64, &Path) -> Result<Vec<String>>,
+) -> (u64, u64) {
+    let (mut passed, mut failed) = (0, 0);
+    for i in 0..a.count {
+        let case_seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i);
+        let dir = a.keep.join(format!("{prefix}-{case_seed}"));
+        match case(case_seed, &dir) {
+            Ok(p) if p.is_empty() => {
+                passed += 1;
+                std::fs::remove_dir_all(&dir).ok();
+            }
+            Ok(p) => {
+                failed += 1;
+                println!("FAIL {label} {case_seed}: kept in {}", dir.display());
+                for x in p {
+                    println!("  {x}");
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {label} {case_seed}: {e:#}");
+            }
+        }
+    }
+    (passed, failed)
+}
+
 fn run(a: &Args) -> Result<(u64, u64)> {
     if !a.oracle.exists() {
         bail!(
@@ -461,30 +495,15 @@ fn run(a: &Args) -> Result<(u64, u64)> {
         );
     }
     if a.gangs {
-        let (mut passed, mut failed, mut pods, mut on_group) = (0, 0, 0, 0);
-        for i in 0..a.count {
-            let case_seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i);
-            let dir = a.keep.join(format!("gang-{case_seed}"));
-            match run_gang_case(a, case_seed, &dir) {
-                Ok((p, n, g)) if p.is_empty() => {
-                    passed += 1;
-                    pods += n;
-                    on_group += g;
-                    std::fs::remove_dir_all(&dir).ok();
-                }
-                Ok((p, _, _)) => {
-                    failed += 1;
-                    println!("FAIL gangs {case_seed}: kept in {}", dir.display());
-                    for x in p {
-                        println!("  {x}");
-                    }
-                }
-                Err(e) => {
-                    failed += 1;
-                    println!("FAIL gangs {case_seed}: {e:#}");
-                }
+        let (mut pods, mut on_group) = (0, 0);
+        let (passed, failed) = run_cases(a, "gangs", "gang", |case_seed, dir| {
+            let (p, n, g) = run_gang_case(a, case_seed, dir)?;
+            if p.is_empty() {
+                pods += n;
+                on_group += g;
             }
-        }
+            Ok(p)
+        });
         println!("gangs: {pods} placements compared with upstream's loop under GenericWorkload, {on_group} of them failed on their group's verdict");
         return Ok((passed, failed));
     }
@@ -492,34 +511,14 @@ fn run(a: &Args) -> Result<(u64, u64)> {
     let (mut passed, mut failed) = (0, 0);
     if a.sequence {
         let (mut hinted, mut pods) = (0, 0);
-        for i in 0..a.count {
-            let case_seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i);
-            let dir = a.keep.join(format!("seq-{case_seed}"));
-            let result = run_sequence_case(a, case_seed, &dir).and_then(|mut p| {
-                let (more, h, n) = run_loop_case(a, case_seed, &dir)?;
-                hinted += h;
-                pods += n;
-                p.extend(more);
-                Ok(p)
-            });
-            match result {
-                Ok(p) if p.is_empty() => {
-                    passed += 1;
-                    std::fs::remove_dir_all(&dir).ok();
-                }
-                Ok(p) => {
-                    failed += 1;
-                    println!("FAIL sequence {case_seed}: kept in {}", dir.display());
-                    for x in p {
-                        println!("  {x}");
-                    }
-                }
-                Err(e) => {
-                    failed += 1;
-                    println!("FAIL sequence {case_seed}: {e:#}");
-                }
-            }
-        }
+        let (passed, failed) = run_cases(a, "sequence", "seq", |case_seed, dir| {
+            let mut p = run_sequence_case(a, case_seed, dir)?;
+            let (more, h, n) = run_loop_case(a, case_seed, dir)?;
+            hinted += h;
+            pods += n;
+            p.extend(more);
+            Ok(p)
+        });
         println!("sequences: {pods} placements compared with upstream's loop (both configurations); rkube placed {hinted} pod(s) on OpportunisticBatching hints");
         return Ok((passed, failed));
     }

@@ -25,7 +25,7 @@ pub struct FieldError {
     pub message: String,
 }
 
-fn err(path: impl Into<String>, message: impl Into<String>) -> FieldError {
+pub(crate) fn err(path: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {
         path: clip_message(path.into()),
         message: clip_message(message.into()),
@@ -655,6 +655,22 @@ impl PriorityClasses {
             .insert("system-cluster-critical".into(), (2_000_000_000, false));
         pc
     }
+
+    /// What the Priority admission plugin gives an object whose priority is
+    /// unset: its `spec.priorityClassName`'s (value, preemptionPolicy
+    /// Never), else the global default's, else (0, false).
+    pub fn resolve(&self, class_name: Option<&str>) -> Result<(i32, bool)> {
+        let class = match class_name.filter(|s| !s.is_empty()) {
+            Some(name) => Some(*self.by_name.get(name).ok_or_else(|| {
+                err(
+                    "spec.priorityClassName",
+                    format!("no PriorityClass with name {name} was found"),
+                )
+            })?),
+            None => self.global_default,
+        };
+        Ok(class.unwrap_or((0, false)))
+    }
 }
 
 /// The annotation the kubelet puts on a static pod's mirror
@@ -800,20 +816,7 @@ pub fn pod(p: &core::Pod, seq: u64, classes: &PriorityClasses) -> Result<Pod> {
     let (priority, preemption_never) = match spec.priority {
         Some(v) => (v, spec.preemption_policy.as_deref() == Some("Never")),
         None => {
-            let class = match spec
-                .priority_class_name
-                .as_deref()
-                .filter(|s| !s.is_empty())
-            {
-                Some(name) => Some(*classes.by_name.get(name).ok_or_else(|| {
-                    err(
-                        "spec.priorityClassName",
-                        format!("no PriorityClass with name {name} was found"),
-                    )
-                })?),
-                None => classes.global_default,
-            };
-            let (v, never) = class.unwrap_or((0, false));
+            let (v, never) = classes.resolve(spec.priority_class_name.as_deref())?;
             (
                 v,
                 spec.preemption_policy

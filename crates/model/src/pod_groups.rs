@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::scheduling::v1beta1 as api;
 
-use crate::convert::{self, FieldError, PriorityClasses};
+use crate::convert::{self, err, FieldError, PriorityClasses};
 use crate::raw::{LoadError, RawObject};
 
 /// A PodGroup as the scheduler sees it.
@@ -88,13 +88,6 @@ impl PodGroups {
     }
 }
 
-fn err(path: &str, message: impl Into<String>) -> FieldError {
-    FieldError {
-        path: path.to_string(),
-        message: message.into(),
-    }
-}
-
 /// Converts and validates one PodGroup.
 pub fn pod_group(pg: &api::PodGroup, classes: &PriorityClasses) -> Result<PodGroup, FieldError> {
     let name = pg
@@ -140,22 +133,7 @@ pub fn pod_group(pg: &api::PodGroup, classes: &PriorityClasses) -> Result<PodGro
     }
     let priority = match spec.priority {
         Some(p) => p,
-        None => {
-            let class = match spec
-                .priority_class_name
-                .as_deref()
-                .filter(|s| !s.is_empty())
-            {
-                Some(name) => Some(*classes.by_name.get(name).ok_or_else(|| {
-                    err(
-                        "spec.priorityClassName",
-                        format!("no PriorityClass with name {name} was found"),
-                    )
-                })?),
-                None => classes.global_default,
-            };
-            class.map_or(0, |(v, _)| v)
-        }
+        None => classes.resolve(spec.priority_class_name.as_deref())?.0,
     };
     let initially_scheduled = pg
         .status

@@ -18,7 +18,7 @@ use rkube_framework::{Nominator, Scheduler, Snapshot};
 use rkube_model::{Cluster, Pod};
 use serde::Serialize;
 
-use crate::{node_summaries, pre_enqueue_rejection, NodeSummary, PodExplanation, SimError};
+use crate::{node_summaries, NodeSummary, PodExplanation, SimError};
 
 /// One pod shape to clone.
 #[derive(Debug, Clone)]
@@ -121,6 +121,7 @@ pub fn capacity(
         frameworks.push(fw);
     }
     let mut snapshot = Snapshot::from_cluster(cluster);
+    let groups = crate::pod_group_states(cluster, &profiles);
     let mut scheduler = Scheduler::new(opts.seed, profiles.percentage_of_nodes_to_score);
     scheduler.opportunistic_batching = profiles.opportunistic_batching;
     let nominator = Nominator::new();
@@ -155,7 +156,11 @@ pub fn capacity(
                     break 'rounds;
                 }
                 let clone = clone_of(&shape.pod, i, results[i].count);
-                if let Some(gate) = pre_enqueue_rejection(fw, &clone, snapshot.dra.as_deref()) {
+                let ctx = rkube_framework::EnqueueContext {
+                    dra: snapshot.dra.as_deref(),
+                    pod_groups: groups.as_ref(),
+                };
+                if let Some(gate) = rkube_framework::pre_enqueue_rejection_in(fw, &clone, &ctx) {
                     results[i].stopped = Some(Stop {
                         pod: clone.key(),
                         message: gate,

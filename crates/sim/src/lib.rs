@@ -114,6 +114,16 @@ pub fn queue_order<'a>(mut pods: Vec<&'a Pod>, profiles: &Profiles) -> Vec<&'a P
     pods
 }
 
+/// The cluster's pod groups and their members, when GenericWorkload is on.
+fn pod_group_states(
+    cluster: &Cluster,
+    profiles: &Profiles,
+) -> Option<rkube_framework::PodGroupStates> {
+    profiles
+        .generic_workload
+        .then(|| rkube_framework::PodGroupStates::new(&cluster.pod_groups, &cluster.pods))
+}
+
 /// Called with (pods done, pods in the queue) as the simulation goes, e.g.
 /// to drive a progress bar.
 pub type Progress = std::sync::Arc<dyn Fn(usize, usize) + Send + Sync>;
@@ -173,11 +183,8 @@ pub fn simulate(
     let before = node_summaries(&snapshot);
     let pending = pending_pods(cluster, &profiles);
     let mut queue = queue::Queue::new(&profiles, opts.seed, &pending);
-    if profiles.generic_workload {
-        queue.set_pod_groups(rkube_framework::PodGroupStates::new(
-            &cluster.pod_groups,
-            &cluster.pods,
-        ));
+    if let Some(groups) = pod_group_states(cluster, &profiles) {
+        queue.set_pod_groups(groups);
     }
     let pass = queue.run(&mut snapshot, &pending, opts)?;
     let placements = pass.placements;
@@ -279,7 +286,12 @@ pub fn explain_with_profiles(
     };
     let scheduler = Scheduler::new(seed, profiles.percentage_of_nodes_to_score);
     let nominator = initial_nominator(&pending_pods(cluster, profiles));
-    if let Some(gate) = pre_enqueue_rejection(fw, &unbound, snapshot.dra.as_deref()) {
+    let groups = pod_group_states(cluster, profiles);
+    let ctx = rkube_framework::EnqueueContext {
+        dra: snapshot.dra.as_deref(),
+        pod_groups: groups.as_ref(),
+    };
+    if let Some(gate) = rkube_framework::pre_enqueue_rejection_in(fw, &unbound, &ctx) {
         return Ok(PodExplanation {
             pod: pod_key.to_string(),
             profile: fw.profile_name.clone(),

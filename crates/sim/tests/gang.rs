@@ -114,3 +114,16 @@ fn members_must_share_the_groups_priority() {
     let m1 = got.iter().find(|p| p.0 == "default/m1").unwrap();
     assert_eq!((m1.1.as_str(), m1.2.as_str()), ("", "all pods in a single pod group should have the same priority as the pod group's priority, got 5 and 0"));
 }
+
+#[test]
+fn explain_lets_a_gang_member_in_with_the_gate_on() {
+    let c = cluster("");
+    let profiles = rkube_sim::profiles(&rkube_config::default_config_gated(true)).unwrap();
+    let e = rkube_sim::explain_with_profiles(&c, &profiles, "default/b1", 0).unwrap();
+    assert!(
+        e.message.is_empty() || !e.message.contains("waiting for"),
+        "{}",
+        e.message
+    );
+    assert!(e.selected_node.is_some(), "{e:?}");
+}
