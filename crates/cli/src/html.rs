@@ -559,6 +559,9 @@ pub fn explanation(e: &PodExplanation, nodes: &[NodeSummary], cluster: &str) -> 
         out.push_str("<h2>Scores: pod × node</h2>\n");
         out.push_str(&heatmap(&[e]));
     }
+    if let Some(g) = &e.pod_group {
+        out.push_str(&group_tables(g));
+    }
     out.push_str("<h2>Node utilization (requests, before this pod)</h2>\n");
     out.push_str(&utilization(300.0, nodes, &[], "current"));
     page(
@@ -687,6 +690,61 @@ fn summary_of(u: &NodeUsage) -> NodeSummary {
         allocatable_milli_cpu: u.cpu_allocatable_milli,
         allocatable_memory: u.memory_allocatable_bytes,
     }
+}
+
+/// The pod-group cycle of `rkube explain -o html`: the members' turns, then
+/// per node what was placed and rejected, then the verdict.
+fn group_tables(g: &rkube_sim::GroupExplanation) -> String {
+    let members: Vec<Vec<String>> = g
+        .members
+        .iter()
+        .map(|m| {
+            vec![
+                m.pod.clone(),
+                if m.tried { "yes" } else { "no" }.into(),
+                m.fits_on.clone().unwrap_or_default(),
+                match &m.node {
+                    Some(n) => format!("bound to {n}"),
+                    None => m.message.clone(),
+                },
+            ]
+        })
+        .collect();
+    let nodes: Vec<Vec<String>> = g
+        .nodes
+        .iter()
+        .filter(|n| !n.placed.is_empty() || !n.rejected.is_empty())
+        .map(|n| {
+            let rejected: Vec<String> = n
+                .rejected
+                .iter()
+                .map(|r| format!("{} ({}: {})", r.pod, r.plugin, r.reasons.join(", ")))
+                .collect();
+            vec![n.name.clone(), n.placed.join(", "), rejected.join("; ")]
+        })
+        .collect();
+    let mut out = pod_table(
+        "group",
+        &format!("Pod group {}", g.group),
+        &["member", "tried", "picked", "result"],
+        &members,
+    );
+    out.push_str(&pod_table(
+        "group-nodes",
+        "Pod group per node",
+        &["node", "placed", "rejected (members that fit nowhere)"],
+        &nodes,
+    ));
+    let verdict = match (&g.fits_with, g.scheduled) {
+        (_, true) => "The group is scheduled.".to_string(),
+        (Some(a), false) => format!(
+            "The group does not fit; it fits with {} more node(s) like {}.",
+            a.count, a.like
+        ),
+        (None, false) => "The group does not fit, and no number of copies of an existing node makes it fit.".to_string(),
+    };
+    let _ = writeln!(out, "<p class=\"summary\">{}</p>", esc(&verdict));
+    out
 }
 
 /// A table with a class, a header and escaped rows (`data-pod` from the
@@ -863,6 +921,7 @@ mod tests {
             message: String::new(),
             error: None,
             live: None,
+            pod_group: None,
         };
         SimulationReport {
             placements: vec![

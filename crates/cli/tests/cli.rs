@@ -354,3 +354,50 @@ fn feature_gates_are_checked_as_the_scheduler_checks_them() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized feature gate: NoSuchGate"));
 }
+
+/// `explain` on a gang member (examples/gang, GenericWorkload on) explains
+/// the group's cycle in every output; without the gate the pod is
+/// explained alone.
+#[test]
+fn explain_on_a_gang_member_explains_its_groups_cycle() {
+    let args = [
+        "explain",
+        "--cluster",
+        "examples/gang/cluster.yaml",
+        "--pod",
+        "ml/train-worker-3",
+    ];
+    let gate = ["--feature-gates", "GenericWorkload=true"];
+    let out = rkube(&[args.as_slice(), &gate].concat());
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "Not tried: its group's cycle stopped before its turn.",
+        "No node selected: minCount (4) cannot be satisfied: 2 scheduled, 1 remaining",
+        "Pod group ml/train (gang, minCount 4; 0 member(s) bound before)\n",
+        "node-2  ml/train-worker-0  ml/train-worker-2 (NodeResourcesFit: Insufficient cpu)",
+        "The group does not fit; it fits with 2 more node(s) like node-1.",
+    ] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+    let v = json(&[args.as_slice(), &gate, &["-o", "json"]].concat());
+    let g = &v["podGroup"];
+    assert_eq!(g["group"], "ml/train");
+    assert_eq!(g["scheduled"], false);
+    assert_eq!(g["fitsWith"]["count"], 2);
+    let tried: Vec<bool> = g["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["tried"].as_bool().unwrap())
+        .collect();
+    assert_eq!(tried, [true, true, true, false]);
+    let out = rkube(&[args.as_slice(), &gate, &["-o", "html"]].concat());
+    let html = String::from_utf8_lossy(&out.stdout);
+    assert!(html.contains("Pod group ml/train"), "{html}");
+    assert!(html.contains("fits with 2 more node(s) like node-1"));
+    // Gate off: the pod alone fits on node-2.
+    let v = json(&[args.as_slice(), &["-o", "json"]].concat());
+    assert!(v.get("podGroup").is_none(), "{v}");
+    assert_eq!(v["selectedNode"], "node-2");
+}

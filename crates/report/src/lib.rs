@@ -120,6 +120,86 @@ pub struct PodExplanation {
     /// whether rkube agrees.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveVerdict>,
+    /// With GenericWorkload on, for a member of a pod group: the pod-group
+    /// cycle the pod is scheduled in. The node table above is then the
+    /// pod's own turn in that cycle (earlier members assumed).
+    #[serde(rename = "podGroup", skip_serializing_if = "Option::is_none")]
+    pub pod_group: Option<GroupExplanation>,
+}
+
+/// The pod-group cycle of an explained pod's group (GenericWorkload): each
+/// pending member's turn, the verdict, why per node, and the smallest
+/// addition of nodes that makes the group fit.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupExplanation {
+    /// `namespace/name` of the PodGroup.
+    pub group: String,
+    /// The gang's `minCount`; absent for the basic policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_count: Option<i32>,
+    /// Members already bound before this cycle.
+    pub scheduled_before: usize,
+    /// The group's members are bound by this cycle.
+    pub scheduled: bool,
+    /// The pending members in the order the cycle tries them.
+    pub members: Vec<MemberVerdict>,
+    /// Per node (by name): the members the simulation pass placed there and
+    /// why each member that fit nowhere was rejected there.
+    pub nodes: Vec<GroupNode>,
+    /// When the group does not fit: the fewest copies of one existing node
+    /// that make it fit, if any (see `rkube explain` in docs/what-ifs.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fits_with: Option<NodesToAdd>,
+}
+
+/// One member's turn in the pod-group cycle.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberVerdict {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The simulation pass reached this member (it stops as soon as the
+    /// group can no longer reach `minCount`).
+    pub tried: bool,
+    /// The node the scheduling algorithm picked in the simulation pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fits_on: Option<String>,
+    /// The node it is bound to when the group succeeds.
+    pub node: Option<String>,
+    /// Its FailedScheduling message when it stays pending.
+    pub message: String,
+}
+
+/// One node as the pod-group cycle saw it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct GroupNode {
+    /// Node name.
+    pub name: String,
+    /// Members the simulation pass placed here.
+    pub placed: Vec<String>,
+    /// Members that fit on no node, and why this node rejected each.
+    pub rejected: Vec<MemberRejection>,
+}
+
+/// Why a node rejected a member.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MemberRejection {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The filter plugin that rejected it.
+    pub plugin: String,
+    /// Its reasons.
+    pub reasons: Vec<String>,
+}
+
+/// Nodes to add for a group to fit.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct NodesToAdd {
+    /// How many copies.
+    pub count: usize,
+    /// The existing node copied (its labels, taints and allocatable).
+    pub like: String,
 }
 
 impl PodExplanation {
@@ -178,6 +258,7 @@ impl PodExplanation {
             message: e.message.clone(),
             error: None,
             live: None,
+            pod_group: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::PodExplanation;
+use crate::{GroupExplanation, PodExplanation};
 
 /// Widest a column is padded to: a longer cell is printed whole but does not
 /// widen its column, so the output stays linear in the input whatever the
@@ -38,6 +38,22 @@ pub fn table(rows: &[Vec<String>]) -> String {
 pub fn explanation(e: &PodExplanation) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Pod {} (profile {})", e.pod, e.profile);
+    let untried = e.pod_group.as_ref().is_some_and(|g| {
+        g.members
+            .iter()
+            .any(|m| m.pod == e.pod && !m.tried)
+    });
+    if untried {
+        let _ = writeln!(
+            out,
+            "Not tried: its group's cycle stopped before its turn.\n\nNo node selected: {}",
+            e.message
+        );
+        if let Some(g) = &e.pod_group {
+            out.push_str(&group(g, false));
+        }
+        return out;
+    }
     let feasible = e.nodes.iter().filter(|n| n.feasible).count();
     let _ = writeln!(out, "{feasible}/{} nodes feasible\n", e.nodes.len());
     let mut rows = vec![vec![
@@ -134,6 +150,9 @@ pub fn explanation(e: &PodExplanation) -> String {
             }
         },
     }
+    if let Some(g) = &e.pod_group {
+        out.push_str(&group(g, true));
+    }
     if let Some(live) = &e.live {
         let o = &live.observed;
         match (&o.node, &o.condition) {
@@ -157,6 +176,116 @@ pub fn explanation(e: &PodExplanation) -> String {
             None => "nothing to compare",
         };
         let _ = writeln!(out, "{verdict}: {}", live.note);
+    }
+    out
+}
+
+/// Most member names listed per rejection in the per-node table (the JSON
+/// lists them all).
+const MAX_NAMES: usize = 3;
+
+/// The pod-group part of `rkube explain`: each member's turn, the nodes,
+/// the verdict and the nodes to add.
+/// `tried`: the explained pod had a turn, whose node table precedes this.
+fn group(g: &GroupExplanation, tried: bool) -> String {
+    let mut out = String::new();
+    let policy = match g.min_count {
+        Some(n) => format!("gang, minCount {n}"),
+        None => "basic".to_string(),
+    };
+    let _ = write!(
+        out,
+        "\nPod group {} ({policy}; {} member(s) bound before)",
+        g.group, g.scheduled_before
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        if tried {
+            ": the node table above is this pod's turn in the group's cycle"
+        } else {
+            ""
+        }
+    );
+    let mut rows = vec![vec![
+        "  MEMBER".to_string(),
+        "TRIED".into(),
+        "PICKED".into(),
+        "RESULT".into(),
+    ]];
+    for m in &g.members {
+        rows.push(vec![
+            format!("  {}", m.pod),
+            if m.tried { "yes" } else { "no" }.into(),
+            m.fits_on.clone().unwrap_or_else(|| "-".into()),
+            match &m.node {
+                Some(n) => format!("bound to {n}"),
+                None => m.message.clone(),
+            },
+        ]);
+    }
+    out.push_str(&table(&rows));
+    let mut rows = vec![vec![
+        "  NODE".to_string(),
+        "PLACED".into(),
+        "REJECTED (members that fit nowhere)".into(),
+    ]];
+    for n in &g.nodes {
+        // Members rejected for the same reasons are listed together.
+        let mut why: Vec<(String, Vec<&str>)> = Vec::new();
+        for r in &n.rejected {
+            let reason = format!("{}: {}", r.plugin, r.reasons.join(", "));
+            match why.iter_mut().find(|(w, _)| *w == reason) {
+                Some((_, pods)) => pods.push(&r.pod),
+                None => why.push((reason, vec![&r.pod])),
+            }
+        }
+        let rejected: Vec<String> = why
+            .iter()
+            .map(|(reason, pods)| {
+                let mut names = pods[..pods.len().min(MAX_NAMES)].join(", ");
+                if pods.len() > MAX_NAMES {
+                    let _ = write!(names, " and {} more", pods.len() - MAX_NAMES);
+                }
+                format!("{names} ({reason})")
+            })
+            .collect();
+        if n.placed.is_empty() && rejected.is_empty() {
+            continue;
+        }
+        rows.push(vec![
+            format!("  {}", n.name),
+            if n.placed.is_empty() {
+                "-".to_string()
+            } else {
+                n.placed.join(", ")
+            },
+            rejected.join("; "),
+        ]);
+    }
+    if rows.len() > 1 {
+        out.push('\n');
+        out.push_str(&table(&rows));
+    }
+    out.push('\n');
+    if g.scheduled {
+        let _ = writeln!(out, "The group is scheduled.");
+    } else {
+        match &g.fits_with {
+            Some(a) => {
+                let _ = writeln!(
+                    out,
+                    "The group does not fit; it fits with {} more node(s) like {}.",
+                    a.count, a.like
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "The group does not fit, and no number of copies of an existing node (up to one per pending member) makes it fit."
+                );
+            }
+        }
     }
     out
 }

@@ -9,6 +9,7 @@ pub mod capacity;
 pub mod check;
 pub mod compare;
 pub mod drain;
+mod explain_group;
 pub mod live;
 pub mod load;
 mod queue;
@@ -301,7 +302,13 @@ pub fn explain_with_profiles(
             message: gate,
             error: None,
             live: None,
+            pod_group: None,
         });
+    }
+    if let Some(groups) = &groups {
+        if let Some(e) = explain_group::explain_group(cluster, profiles, fw, groups, pod, seed)? {
+            return Ok(e);
+        }
     }
     explain_with(fw, &snapshot, &unbound, &scheduler, &nominator)
 }

@@ -79,6 +79,7 @@ mod tests {
             message: message.into(),
             error: None,
             live: None,
+            pod_group: None,
         }
     }
 

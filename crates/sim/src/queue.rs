@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-mod gang;
+pub(crate) mod gang;
 
 use rkube_framework::{Failure, Outcome};
 use rkube_framework::{Framework, Nominator, PodGroupStates, Scheduler, Snapshot};
@@ -48,7 +48,7 @@ pub(crate) struct Queue<'p> {
 }
 
 /// What the queue pops: a pod, or a pod group's pending members.
-enum Entity<'a> {
+pub(crate) enum Entity<'a> {
     Pod(&'a Pod),
     Group(Vec<&'a Pod>),
 }
@@ -127,7 +127,7 @@ impl<'p> Queue<'p> {
                     vec![self.schedule_one(snapshot, pod, opts.explain, &mut pass, &placed_at)?],
                 ),
                 Entity::Group(members) => {
-                    let placements = self.schedule_group(snapshot, &members)?;
+                    let placements = self.schedule_group(snapshot, &members, &mut |_, _, _| {})?;
                     (members, placements)
                 }
             };
@@ -147,7 +147,7 @@ impl<'p> Queue<'p> {
     /// upstream's queue sorts it (the group's priority, and the queue time of
     /// its first member) among the single pods; its members keep their
     /// queue order. Without the gate every pod is its own entity.
-    fn entities<'a>(&self, pods: &[&'a Pod]) -> Vec<Entity<'a>> {
+    pub(crate) fn entities<'a>(&self, pods: &[&'a Pod]) -> Vec<Entity<'a>> {
         if !self.profiles.generic_workload || pods.iter().all(|p| p.pod_group.is_none()) {
             return pods.iter().map(|p| Entity::Pod(p)).collect();
         }

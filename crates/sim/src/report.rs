@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use rkube_framework::Snapshot;
 use serde::Serialize;
 
-pub use rkube_report::{FilterResult, NodeExplanation, PodExplanation, ScoreResult};
+pub use rkube_report::{
+    FilterResult, GroupExplanation, GroupNode, MemberRejection, MemberVerdict, NodeExplanation,
+    NodesToAdd, PodExplanation, ScoreResult,
+};
 
 /// One pod's outcome in a simulation.
 #[derive(Debug, Clone, Serialize)]

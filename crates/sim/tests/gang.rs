@@ -127,3 +127,85 @@ fn explain_lets_a_gang_member_in_with_the_gate_on() {
     );
     assert!(e.selected_node.is_some(), "{e:?}");
 }
+
+fn explain_gated(c: &rkube_model::Cluster, pod: &str) -> rkube_sim::PodExplanation {
+    let profiles = rkube_sim::profiles(&rkube_config::default_config_gated(true)).unwrap();
+    rkube_sim::explain_with_profiles(c, &profiles, pod, 0).unwrap()
+}
+
+#[test]
+fn explain_gives_the_gangs_verdict_per_member_and_per_node() {
+    let e = explain_gated(&cluster(""), "default/a3");
+    // Its own node table is its turn: a1 and a2 are assumed on n1 and n2.
+    assert_eq!(e.selected_node, None);
+    assert_eq!(e.message, "0/2 nodes are available: 2 Insufficient cpu.");
+    assert!(e.nodes.iter().all(|n| !n.feasible), "{e:?}");
+    let g = e.pod_group.expect("a gang member's explanation has its group");
+    assert_eq!((g.group.as_str(), g.min_count), ("default/g1", Some(3)));
+    assert!(!g.scheduled);
+    let members: Vec<(&str, bool, Option<&str>, Option<&str>, &str)> = g
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.pod.as_str(),
+                m.tried,
+                m.fits_on.as_deref(),
+                m.node.as_deref(),
+                m.message.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        members,
+        [
+            ("default/a1", true, Some("n1"), None, GROUP_FAILED),
+            ("default/a2", true, Some("n2"), None, GROUP_FAILED),
+            (
+                "default/a3",
+                true,
+                None,
+                None,
+                "0/2 nodes are available: 2 Insufficient cpu."
+            ),
+        ]
+    );
+    for (node, placed) in [("n1", "default/a1"), ("n2", "default/a2")] {
+        let n = g.nodes.iter().find(|n| n.name == node).unwrap();
+        assert_eq!(n.placed, [placed]);
+        assert_eq!(n.rejected.len(), 1);
+        assert_eq!(
+            (n.rejected[0].pod.as_str(), n.rejected[0].plugin.as_str()),
+            ("default/a3", "NodeResourcesFit")
+        );
+        assert_eq!(n.rejected[0].reasons, ["Insufficient cpu"]);
+    }
+    // One more 2-CPU node holds the third 1.5-CPU member.
+    let add = g.fits_with.expect("a copy of n1 makes it fit");
+    assert_eq!((add.count, add.like.as_str()), (1, "n1"));
+}
+
+#[test]
+fn explain_finds_the_fewest_nodes_to_add_or_says_none_do() {
+    // Four members of 1.5 CPU: two fit, so two more nodes are needed.
+    let extra = "- {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: four, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 4}}}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: f1, namespace: default}, spec: {schedulingGroup: {podGroupName: four}, containers: [{name: c, image: x, resources: {requests: {cpu: 1500m}}}]}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: f2, namespace: default}, spec: {schedulingGroup: {podGroupName: four}, containers: [{name: c, image: x, resources: {requests: {cpu: 1500m}}}]}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: f3, namespace: default}, spec: {schedulingGroup: {podGroupName: four}, containers: [{name: c, image: x, resources: {requests: {cpu: 1500m}}}]}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: f4, namespace: default}, spec: {schedulingGroup: {podGroupName: four}, containers: [{name: c, image: x, resources: {requests: {cpu: 1500m}}}]}}\n\
+- {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: huge, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 1}}}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: h1, namespace: default}, spec: {schedulingGroup: {podGroupName: huge}, containers: [{name: c, image: x, resources: {requests: {cpu: '3'}}}]}}\n";
+    let c = cluster(extra);
+    let g = explain_gated(&c, "default/f2").pod_group.unwrap();
+    assert!(!g.scheduled);
+    let add = g.fits_with.expect("copies of n1 make it fit");
+    assert_eq!((add.count, add.like.as_str()), (2, "n1"));
+    // No node is big enough for h1: no number of copies helps.
+    let g = explain_gated(&c, "default/h1").pod_group.unwrap();
+    assert!(!g.scheduled);
+    assert_eq!(g.fits_with, None);
+    assert_eq!(
+        g.members[0].message,
+        "0/2 nodes are available: 2 Insufficient cpu."
+    );
+}

@@ -54,13 +54,20 @@ enum Verdict {
     Error(String),
 }
 
+/// Called for each member the simulation pass tries, with the snapshot it
+/// is tried on (the members before it assumed) and the node the scheduling
+/// algorithm picks for it (`None`: no node fits).
+pub(crate) type Observer<'o> = &'o mut dyn FnMut(&Snapshot, &Pod, Option<&str>);
+
 impl Queue<'_> {
     /// Schedules one pod group's queued members (in queue order); one
-    /// placement per member, in that order.
-    pub(super) fn schedule_group(
+    /// placement per member, in that order. `observe` sees each member the
+    /// simulation pass tries (`explain` uses it).
+    pub(crate) fn schedule_group(
         &mut self,
         snapshot: &mut Snapshot,
         members: &[&Pod],
+        observe: Observer<'_>,
     ) -> Result<Vec<Placement>, SimError> {
         let all_pending = |msg: &str| {
             members
@@ -92,7 +99,8 @@ impl Queue<'_> {
         if let Err(msg) = validate(&group, members) {
             return Ok(all_pending(&msg));
         }
-        let (tried, verdict, stopped_at) = self.simulation_pass(fw, snapshot, &group, members);
+        let (tried, verdict, stopped_at) =
+            self.simulation_pass(fw, snapshot, &group, members, observe);
         let verdict = match verdict {
             Verdict::Unschedulable(msg) => Verdict::Unschedulable(
                 self.pod_group_post_filter(fw, snapshot, &group, members, msg)?,
@@ -170,6 +178,7 @@ impl Queue<'_> {
         snapshot: &Snapshot,
         group: &PodGroup,
         members: &[&Pod],
+        observe: Observer<'_>,
     ) -> (Vec<Tried>, Verdict, String) {
         let mut sim = snapshot.clone();
         let mut groups = self.groups.clone();
@@ -199,6 +208,11 @@ impl Queue<'_> {
             self.scheduler.pod_group_cycle = true;
             let outcome = self.scheduler.schedule_with(fw, &sim, pod, &self.nominator);
             self.scheduler.pod_group_cycle = false;
+            let picked = match &outcome {
+                Outcome::Scheduled { node, .. } => Some(sim.nodes[*node].name()),
+                _ => None,
+            };
+            observe(&sim, pod, picked);
             let result = match outcome {
                 Outcome::Scheduled {
                     node, mut state, ..

@@ -1,0 +1,311 @@
+//! `explain` on a member of a pod group (GenericWorkload): the pod is not
+//! scheduled on its own but in its group's cycle, so the explanation is
+//! that cycle's, run as the simulator runs it ([`crate::queue::gang`]) on
+//! the cluster as given:
+//!
+//! * each pending member's turn (the node the simulation pass picked, the
+//!   node it is bound to, or its message), and the group's verdict;
+//! * per node, the members placed there and why it rejected each member
+//!   that fit nowhere (the per-node diagnosis upstream's FailedScheduling
+//!   message folds into counts);
+//! * the explained pod's own node table at its turn, earlier members
+//!   assumed;
+//! * when the group does not fit, the fewest copies of one existing node
+//!   that make it fit (each node shape tried, found by bisection on the
+//!   assumption that more copies never hurt).
+
+use std::collections::{BTreeMap, HashMap};
+
+use rkube_framework::{explain as explain_pod, Framework, PodGroupStates, Snapshot};
+use rkube_model::{Cluster, Node, Pod};
+
+use crate::queue::{Entity, Queue};
+use crate::{
+    pending_pods, GroupExplanation, GroupNode, MemberRejection, MemberVerdict, NodesToAdd,
+    PodExplanation, Profiles, SimError,
+};
+
+/// Most distinct node shapes tried for [`GroupExplanation::fits_with`].
+const MAX_SHAPES: usize = 16;
+
+/// A member's turn in the simulation pass: its node table there and the
+/// node picked.
+struct Turn {
+    explanation: Result<PodExplanation, String>,
+    fits_on: Option<String>,
+}
+
+/// The group's pending members in the order the queue tries them, with the
+/// queue that pops them; `None` when `pod` is not a pending member of a
+/// known group.
+fn group_members<'c>(
+    cluster: &'c Cluster,
+    profiles: &'c Profiles,
+    groups: &PodGroupStates,
+    pod: &Pod,
+    seed: u64,
+) -> Option<(Queue<'c>, Vec<&'c Pod>)> {
+    groups.of(pod)?.group.as_ref()?;
+    let pending = pending_pods(cluster, profiles);
+    let mut queue = Queue::new(profiles, seed, &pending);
+    queue.set_pod_groups(groups.clone());
+    let members = queue.entities(&pending).into_iter().find_map(|e| match e {
+        Entity::Group(m) if m.iter().any(|p| p.uid == pod.uid) => Some(m),
+        _ => None,
+    })?;
+    Some((queue, members))
+}
+
+/// Explains `pod`'s pod-group cycle; `None` when the pod is not a pending
+/// member of a known pod group (it is then explained on its own).
+pub(crate) fn explain_group(
+    cluster: &Cluster,
+    profiles: &Profiles,
+    fw: &Framework,
+    groups: &PodGroupStates,
+    pod: &Pod,
+    seed: u64,
+) -> Result<Option<PodExplanation>, SimError> {
+    if !pod.node_name.is_empty() {
+        return Ok(None);
+    }
+    let Some((mut queue, members)) = group_members(cluster, profiles, groups, pod, seed) else {
+        return Ok(None);
+    };
+    let state = groups.of(pod).expect("group_members found it");
+    let group = state.group.clone().expect("group_members found it");
+    let mut turns: HashMap<String, Turn> = HashMap::new();
+    let mut snapshot = Snapshot::from_cluster(cluster);
+    let placements = queue.schedule_group(&mut snapshot, &members, &mut |sim, member, picked| {
+        let explanation = explain_pod(fw, sim, member)
+            .map(|e| {
+                PodExplanation::from_framework(member, fw, sim, &e, picked.map(str::to_string))
+            })
+            .map_err(|s| s.message());
+        turns.insert(
+            member.uid.clone(),
+            Turn {
+                explanation,
+                fits_on: picked.map(str::to_string),
+            },
+        );
+    })?;
+    let verdicts: Vec<MemberVerdict> = members
+        .iter()
+        .zip(&placements)
+        .map(|(m, p)| MemberVerdict {
+            pod: m.key(),
+            tried: turns.contains_key(&m.uid),
+            fits_on: turns.get(&m.uid).and_then(|t| t.fits_on.clone()),
+            node: p.node.clone(),
+            message: p.message.clone(),
+        })
+        .collect();
+    let scheduled = placements.iter().any(|p| p.node.is_some());
+    let nodes = per_node(&snapshot, &members, &turns);
+    let fits_with = if scheduled {
+        None
+    } else {
+        nodes_to_add(cluster, profiles, pod, seed)?
+    };
+    let mine = placements
+        .iter()
+        .zip(&members)
+        .find(|(_, m)| m.uid == pod.uid)
+        .map(|(p, _)| p.clone())
+        .expect("the pod is a member");
+    let mut explanation = match turns.remove(&pod.uid).map(|t| t.explanation) {
+        Some(Ok(e)) => e,
+        Some(Err(msg)) => {
+            return Err(SimError::Runtime(format!(
+                "explaining {}: {msg}",
+                pod.key()
+            )))
+        }
+        // Not tried: the pass stopped before its turn.
+        None => PodExplanation {
+            pod: pod.key(),
+            profile: fw.profile_name.clone(),
+            nodes: Vec::new(),
+            selected_node: None,
+            top_nodes: Vec::new(),
+            message: String::new(),
+            error: None,
+            live: None,
+            pod_group: None,
+        },
+    };
+    explanation.selected_node = mine.node.clone();
+    explanation.message = mine.message;
+    if explanation.selected_node.is_some() {
+        explanation.message.clear();
+    }
+    explanation.pod_group = Some(GroupExplanation {
+        group: group.key(),
+        min_count: group.min_count,
+        scheduled_before: state.scheduled_pods(),
+        scheduled,
+        members: verdicts,
+        nodes,
+        fits_with,
+    });
+    Ok(Some(explanation))
+}
+
+/// Per node: the members the pass placed there, and the first filter that
+/// rejected each member that fit nowhere.
+fn per_node(snapshot: &Snapshot, members: &[&Pod], turns: &HashMap<String, Turn>) -> Vec<GroupNode> {
+    let mut nodes: BTreeMap<&str, GroupNode> = snapshot
+        .nodes
+        .iter()
+        .map(|n| {
+            (
+                n.name(),
+                GroupNode {
+                    name: n.name().to_string(),
+                    placed: Vec::new(),
+                    rejected: Vec::new(),
+                },
+            )
+        })
+        .collect();
+    for m in members {
+        let Some(turn) = turns.get(&m.uid) else {
+            continue;
+        };
+        if let Some(n) = turn.fits_on.as_deref().and_then(|n| nodes.get_mut(n)) {
+            n.placed.push(m.key());
+            continue;
+        }
+        let Ok(e) = &turn.explanation else {
+            continue;
+        };
+        for ne in e.nodes.iter().filter(|n| !n.feasible) {
+            let Some(f) = ne
+                .filters
+                .iter()
+                .find(|f| f.code != "Success" && f.code != "Skip")
+            else {
+                continue;
+            };
+            if let Some(n) = nodes.get_mut(ne.name.as_str()) {
+                n.rejected.push(MemberRejection {
+                    pod: m.key(),
+                    plugin: f.plugin.clone(),
+                    reasons: f.reasons.clone(),
+                });
+            }
+        }
+    }
+    nodes.into_values().collect()
+}
+
+/// The fewest copies of one existing node (each distinct shape tried, in
+/// name order) with which `pod`'s group is bound; `None` when no number up
+/// to the group's pending members makes it fit.
+fn nodes_to_add(
+    cluster: &Cluster,
+    profiles: &Profiles,
+    pod: &Pod,
+    seed: u64,
+) -> Result<Option<NodesToAdd>, SimError> {
+    let Some(groups) = crate::pod_group_states(cluster, profiles) else {
+        return Ok(None);
+    };
+    let pending = match group_members(cluster, profiles, &groups, pod, seed) {
+        Some((_, m)) => m.len(),
+        None => return Ok(None),
+    };
+    let mut best: Option<NodesToAdd> = None;
+    for template in shapes(&cluster.nodes) {
+        let limit = best.as_ref().map_or(pending, |b| b.count - 1);
+        if limit == 0 || !fits_with_copies(cluster, profiles, pod, seed, template, limit)? {
+            continue;
+        }
+        // Bisect for the fewest copies that still fit.
+        let (mut lo, mut hi) = (1, limit);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fits_with_copies(cluster, profiles, pod, seed, template, mid)? {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        best = Some(NodesToAdd {
+            count: hi,
+            like: template.name.clone(),
+        });
+    }
+    Ok(best)
+}
+
+/// One node per distinct shape (labels other than the hostname, taints,
+/// allocatable, declared features), schedulable ones only, by name.
+fn shapes(nodes: &[Node]) -> Vec<&Node> {
+    let mut sorted: Vec<&Node> = nodes.iter().filter(|n| !n.unschedulable).collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut seen: Vec<&Node> = Vec::new();
+    for n in sorted {
+        if seen.len() == MAX_SHAPES {
+            break;
+        }
+        if !seen.iter().any(|s| same_shape(s, n)) {
+            seen.push(n);
+        }
+    }
+    seen
+}
+
+fn same_shape(a: &Node, b: &Node) -> bool {
+    let labels = |n: &Node| {
+        let mut l = n.labels.clone();
+        l.remove(HOSTNAME);
+        l
+    };
+    a.allocatable == b.allocatable
+        && a.taints == b.taints
+        && a.declared_features == b.declared_features
+        && labels(a) == labels(b)
+}
+
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// Whether `pod`'s group is bound on the cluster with `count` copies of
+/// `template` added.
+fn fits_with_copies(
+    cluster: &Cluster,
+    profiles: &Profiles,
+    pod: &Pod,
+    seed: u64,
+    template: &Node,
+    count: usize,
+) -> Result<bool, SimError> {
+    let mut c = cluster.clone();
+    let mut added = 0;
+    let mut i = 0;
+    while added < count {
+        i += 1;
+        let name = format!("{}-copy-{i}", template.name);
+        if c.nodes.iter().any(|n| n.name == name) {
+            continue;
+        }
+        let mut n = template.clone();
+        n.images.clear();
+        if n.labels.contains_key(HOSTNAME) {
+            n.labels.insert(HOSTNAME.to_string(), name.clone());
+        }
+        n.name = name;
+        c.nodes.push(n);
+        added += 1;
+    }
+    let Some(groups) = crate::pod_group_states(&c, profiles) else {
+        return Ok(false);
+    };
+    let Some((mut queue, members)) = group_members(&c, profiles, &groups, pod, seed) else {
+        return Ok(false);
+    };
+    let mut snapshot = Snapshot::from_cluster(&c);
+    let placements = queue.schedule_group(&mut snapshot, &members, &mut |_, _, _| {})?;
+    Ok(placements.iter().any(|p| p.node.is_some()))
+}
