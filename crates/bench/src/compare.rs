@@ -162,6 +162,9 @@ fn compare(o: &Options, w: &Workload, runs: usize, file: &Path) -> Result<bool> 
         if let Some(c) = &o.config {
             cmd.arg("--config").arg(c);
         }
+        if let Some(g) = w.feature_gates() {
+            cmd.args(["--feature-gates", g]);
+        }
         if o.verify && i == 0 {
             cmd.arg("--verify");
         }
@@ -173,6 +176,9 @@ fn compare(o: &Options, w: &Workload, runs: usize, file: &Path) -> Result<bool> 
         cmd.arg("simulate").arg("--cluster").arg(file);
         if let Some(c) = &o.config {
             cmd.arg("--config").arg(c);
+        }
+        if let Some(g) = w.feature_gates() {
+            cmd.args(["--feature-gates", g]);
         }
         let s = run_json(cmd, "oracle simulate")?;
         row(&format!("{}", i + 1), "upstream", &s);
@@ -216,7 +222,7 @@ fn compare(o: &Options, w: &Workload, runs: usize, file: &Path) -> Result<bool> 
         if same { "same, OK" } else { "DIFFERENT, FAIL" }
     );
     if o.exact {
-        return Ok(exact(o, file)? && same);
+        return Ok(exact(o, w, file)? && same);
     }
     Ok(same)
 }
@@ -225,7 +231,7 @@ fn compare(o: &Options, w: &Workload, runs: usize, file: &Path) -> Result<bool> 
 /// ScheduleOne loop with `parallelism: 1` (its filter pass is then
 /// deterministic; with more workers it may take another of the equally
 /// scored nodes). Untimed. Prints one `EXACT ...` line.
-fn exact(o: &Options, file: &Path) -> Result<bool> {
+fn exact(o: &Options, w: &Workload, file: &Path) -> Result<bool> {
     let base = match &o.config {
         Some(p) => std::fs::read_to_string(p).with_context(|| p.display().to_string())?,
         None => "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
@@ -237,13 +243,15 @@ fn exact(o: &Options, file: &Path) -> Result<bool> {
     let cfg_path = file.with_extension("exact-config.yaml");
     std::fs::write(&cfg_path, format!("{base}\nparallelism: 1\n"))?;
     let cluster = rkube_sim::load::load_cluster(file)?;
-    let cfg = rkube_sim::load::load_config(Some(&cfg_path))?;
+    let gates = w.feature_gates();
+    let cfg = rkube_sim::load::load_config_gated(Some(&cfg_path), gates.is_some())?;
     let report = rkube_sim::simulate(&cluster, &cfg, &rkube_sim::SimulateOptions::default())?;
     let out = Command::new(&o.oracle)
         .args(["simulate", "--placements", "--cluster"])
         .arg(file)
         .arg("--config")
         .arg(&cfg_path)
+        .args(gates.map(|g| ["--feature-gates", g]).into_iter().flatten())
         .output()
         .context("oracle simulate --placements")?;
     let _ = std::fs::remove_file(&cfg_path);

@@ -564,6 +564,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// schedulable pod in time.
 pub async fn live(o: &Options) -> Result<bool> {
     let w = Workload::parse(&o.workload).map_err(anyhow::Error::msg)?;
+    if w.feature_gates().is_some() {
+        bail!("{w}: needs pod groups, which rkube scheduler does not schedule yet; it runs in process only (hack/bench inprocess)");
+    }
     let cluster = w.generate();
     let (setup, nodes, bound, pending) = split(&cluster);
     let expect = pending.len() - w.extra_unschedulable();

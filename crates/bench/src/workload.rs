@@ -32,6 +32,7 @@ use std::fmt;
 use serde_json::{json, Value};
 
 mod dra;
+mod gang;
 
 /// The workload families.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,13 +65,16 @@ pub enum Kind {
     /// `metadata.name` of the one `scheduler-perf-node`, no requests): the
     /// other nodes are filtered out by NodeAffinity's PreFilter result.
     SchedulingDaemonset,
+    /// podgroup/gangscheduling: gangs of 3 or 1000 pods of 100m CPU
+    /// (GenericWorkload on).
+    GangScheduling,
 }
 
 /// One measured high-priority large-cpu pod per this many measured pods in
 /// `Unschedulable`.
 pub const UNSCHEDULABLE_EVERY: usize = 20;
 
-const ALL: [Kind; 12] = [
+const ALL: [Kind; 13] = [
     Kind::SchedulingBasic,
     Kind::SchedulingPodAntiAffinity,
     Kind::SchedulingPodAffinity,
@@ -83,6 +87,7 @@ const ALL: [Kind; 12] = [
     Kind::SchedulingWithMixedChurn,
     Kind::SchedulingWithResourceClaimTemplate,
     Kind::SchedulingDaemonset,
+    Kind::GangScheduling,
 ];
 
 impl fmt::Display for Kind {
@@ -160,6 +165,18 @@ impl Kind {
                 ("2000pods_200nodes", 200, 1000, 1000),
                 ("5000pods_500nodes", 500, 2500, 2500),
             ],
+            // (nodes, 0, groups × podsPerGroup) of podgroup/gangscheduling.
+            Kind::GangScheduling => &[
+                ("5Nodes", 5, 0, 6),
+                ("10Nodes_3Gangs", 10, 0, 9),
+                ("100Nodes_10Gangs", 100, 0, 30),
+                ("5000Nodes_1000Gangs_3000Pods", 5000, 0, 3000),
+                ("5000Nodes_2000Gangs_6000Pods", 5000, 0, 6000),
+                ("5000Nodes_3000Gangs_9000Pods", 5000, 0, 9000),
+                ("5000Nodes_3Gangs_3000Pods_1000PerGroup", 5000, 0, 3000),
+                ("5000Nodes_6Gangs_6000Pods_1000PerGroup", 5000, 0, 6000),
+                ("5000Nodes_9Gangs_9000Pods_1000PerGroup", 5000, 0, 9000),
+            ],
         }
     }
 
@@ -173,7 +190,7 @@ impl Kind {
             Kind::TopologySpreading | Kind::PreferredTopologySpreading => nodes * 2,
             Kind::Unschedulable => nodes / 50,
             Kind::PreemptionBasic => nodes * 4,
-            Kind::SchedulingWithMixedChurn | Kind::SchedulingDaemonset => 0,
+            Kind::SchedulingWithMixedChurn | Kind::SchedulingDaemonset | Kind::GangScheduling => 0,
             Kind::SchedulingWithResourceClaimTemplate => nodes * 5,
         }
     }
@@ -280,6 +297,11 @@ impl Workload {
         self.measure_pods + self.extra_unschedulable()
     }
 
+    /// The feature gates both schedulers run the workload with.
+    pub fn feature_gates(&self) -> Option<&'static str> {
+        (self.kind == Kind::GangScheduling).then_some("GenericWorkload=true")
+    }
+
     /// True when the workload churns API objects while it runs (live only).
     pub fn churn(&self) -> bool {
         self.kind == Kind::SchedulingWithMixedChurn
@@ -299,6 +321,10 @@ impl Workload {
     pub fn generate(&self) -> Value {
         if self.kind == Kind::SchedulingWithResourceClaimTemplate {
             return dra::generate(self.nodes, self.init_pods, self.measure_pods);
+        }
+        if self.kind == Kind::GangScheduling {
+            let per_group = gang::pods_per_group(&self.size);
+            return gang::generate(self.nodes, self.measure_pods, per_group);
         }
         let mut items = Vec::new();
         let namespaces: &[&str] = match self.kind {
@@ -414,7 +440,7 @@ impl Workload {
             Kind::PreferredTopologySpreading => Shape::PreferredSpread,
             Kind::SchedulingNodeAffinity => Shape::NodeAffinity,
             Kind::PreemptionBasic => Shape::HighPriority,
-            Kind::SchedulingWithResourceClaimTemplate => Shape::Default,
+            Kind::SchedulingWithResourceClaimTemplate | Kind::GangScheduling => Shape::Default,
             Kind::SchedulingDaemonset => Shape::Daemonset,
         }
     }
@@ -566,19 +592,23 @@ fn pod(name: &str, ns: &str, shape: Shape, node: Option<&str>, seq: usize) -> Va
         spec["nodeName"] = json!(n);
         status = json!({"phase": "Running"});
     }
-    // One second apart, in creation order (the queue's tie-break).
-    let ts = format!(
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "creationTimestamp": timestamp(seq)},
+        "spec": spec,
+        "status": status,
+    })
+}
+
+/// A pod's creation time: one second apart, in creation order (the queue's
+/// tie-break).
+fn timestamp(seq: usize) -> String {
+    format!(
         "2025-01-01T{:02}:{:02}:{:02}Z",
         (seq / 3600) % 24,
         (seq / 60) % 60,
         seq % 60
-    );
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": labels, "creationTimestamp": ts},
-        "spec": spec,
-        "status": status,
-    })
+    )
 }
 
 #[cfg(test)]
@@ -597,7 +627,11 @@ mod tests {
         assert_eq!((w.nodes, w.measure_pods), (1000, 2000));
         assert!(Workload::parse("Nope/5Nodes").is_err());
         assert!(Workload::parse("SchedulingBasic/lots").is_err());
-        assert_eq!(Workload::catalog().len(), 50);
+        assert_eq!(Workload::catalog().len(), 59);
+        let w = Workload::parse("GangScheduling/5000Nodes_9Gangs_9000Pods_1000PerGroup").unwrap();
+        assert_eq!((w.nodes, w.measure_pods), (5000, 9000));
+        assert_eq!(gang::pods_per_group(&w.size), 1000);
+        assert_eq!(w.feature_gates(), Some("GenericWorkload=true"));
         assert!(Workload::parse("SchedulingWithMixedChurn/1000Nodes")
             .unwrap()
             .churn());

@@ -207,6 +207,43 @@ pub fn simulate(
     })
 }
 
+/// What [`schedule_pending`] did.
+#[derive(Debug, Clone)]
+pub struct Scheduled {
+    /// (pod, node) per pending pod in the order the queue decided them;
+    /// `None`: left pending (or placed and then evicted by a preemptor).
+    pub placements: Vec<(String, Option<String>)>,
+    /// Each scheduling attempt's duration (a pod-group cycle's members
+    /// each count one).
+    pub latencies: Vec<std::time::Duration>,
+}
+
+/// The scheduling [`simulate`] does, on a snapshot the caller built, without
+/// the report (`rkube-bench` times this loop alone).
+pub fn schedule_pending(
+    cluster: &Cluster,
+    profiles: &Profiles,
+    snapshot: &mut Snapshot,
+    seed: u64,
+) -> Result<Scheduled, SimError> {
+    let pending = pending_pods(cluster, profiles);
+    let mut queue = queue::Queue::new(profiles, seed, &pending);
+    if let Some(groups) = pod_group_states(cluster, profiles) {
+        queue.set_pod_groups(groups);
+    }
+    queue.latencies = Some(Vec::with_capacity(pending.len()));
+    let pass = queue.run(snapshot, &pending, &SimulateOptions::default())?;
+    let placements = pass
+        .placements
+        .into_iter()
+        .map(|p| (p.pod, if p.evicted { None } else { p.node }))
+        .collect();
+    Ok(Scheduled {
+        placements,
+        latencies: queue.latencies.take().unwrap_or_default(),
+    })
+}
+
 use rkube_framework::pre_enqueue_rejection;
 
 fn explain_with(

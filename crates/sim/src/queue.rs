@@ -45,6 +45,8 @@ pub(crate) struct Queue<'p> {
     cleared: HashSet<String>,
     /// Pod groups and their members (GenericWorkload).
     groups: PodGroupStates,
+    /// Each scheduling attempt's duration, when kept (`rkube-bench`).
+    pub(crate) latencies: Option<Vec<std::time::Duration>>,
 }
 
 /// What the queue pops: a pod, or a pod group's pending members.
@@ -74,6 +76,7 @@ impl<'p> Queue<'p> {
             nominator: initial_nominator(pending),
             cleared: HashSet::new(),
             groups: PodGroupStates::default(),
+            latencies: None,
         }
     }
 
@@ -272,10 +275,14 @@ impl<'p> Queue<'p> {
         };
         // The whole attempt: scheduling cycle, Reserve, Permit and the
         // binding cycle on the snapshot (the pod ends up on its node).
-        let failure = match self
+        let started = self.latencies.is_some().then(std::time::Instant::now);
+        let outcome = self
             .scheduler
-            .schedule_one(fw, snapshot, current, &self.nominator)
-        {
+            .schedule_one(fw, snapshot, current, &self.nominator);
+        if let (Some(l), Some(t)) = (self.latencies.as_mut(), started) {
+            l.push(t.elapsed());
+        }
+        let failure = match outcome {
             Outcome::Scheduled { node, .. } => {
                 self.nominator.delete(&current.uid);
                 let name = snapshot.nodes[node].name().to_string();

@@ -1,7 +1,7 @@
 //! Times rkube's scheduling loop on a cluster file, in process, and compares
 //! it with upstream's (`hack/bench` calls this).
 //!
-//!   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
+//!   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify] [--feature-gates GenericWorkload=true]
 //!   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify] [--exact]
 //!   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling] [--logs DIR]
 //!   rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B] [--events]
@@ -20,7 +20,7 @@ use rkube_bench::compare;
 use rkube_bench::run::run;
 
 const USAGE: &str = "usage:
-  rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify]
+  rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify] [--feature-gates GenericWorkload=true]
   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify] [--exact]
   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling] [--logs DIR]
   rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B] [--events]";
@@ -158,6 +158,7 @@ fn bind(args: &[String]) -> Result<()> {
 fn simulate(args: &[String]) -> Result<()> {
     let (mut cluster, mut config, mut seed) = (None, None, 0u64);
     let (mut latencies, mut verify) = (false, false);
+    let mut generic_workload = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -168,12 +169,18 @@ fn simulate(args: &[String]) -> Result<()> {
             "--seed" => seed = it.next().context("--seed needs a number")?.parse()?,
             "--latencies" => latencies = true,
             "--verify" => verify = true,
+            // The one gate a workload sets (GangScheduling).
+            "--feature-gates" => match it.next().map(String::as_str) {
+                Some("GenericWorkload=true") => generic_workload = true,
+                Some("GenericWorkload=false") => generic_workload = false,
+                other => bail!("--feature-gates: only GenericWorkload=true|false is taken here, got {other:?}"),
+            },
             other => bail!("unexpected argument {other:?}\n{USAGE}"),
         }
     }
     let cluster_path = cluster.context(USAGE)?;
     let cluster = rkube_sim::load::load_cluster(&cluster_path)?;
-    let cfg = rkube_sim::load::load_config(config.as_deref())?;
+    let cfg = rkube_sim::load::load_config_gated(config.as_deref(), generic_workload)?;
     let result = run(&cluster, &cfg, seed, latencies)?;
     if verify {
         let sim = rkube_sim::simulate(

@@ -206,7 +206,11 @@ impl Queue<'_> {
         let mut reserved: Vec<(Arc<Pod>, String, CycleState)> = Vec::new();
         for pod in members {
             self.scheduler.pod_group_cycle = true;
+            let started = self.latencies.is_some().then(std::time::Instant::now);
             let outcome = self.scheduler.schedule_with(fw, &sim, pod, &self.nominator);
+            if let (Some(l), Some(t)) = (self.latencies.as_mut(), started) {
+                l.push(t.elapsed());
+            }
             self.scheduler.pod_group_cycle = false;
             let picked = match &outcome {
                 Outcome::Scheduled { node, .. } => Some(sim.nodes[*node].name()),
