@@ -380,6 +380,9 @@ pub fn drain(
     let pending = pending_pods(cluster, &profiles);
     let mut snapshot = Snapshot::from_cluster(cluster);
     let mut queue = Queue::new(&profiles, opts.seed, &pending);
+    if let Some(groups) = crate::pod_group_states(cluster, &profiles) {
+        queue.set_pod_groups(groups);
+    }
     let steady = queue.run(&mut snapshot, &pending, &SimulateOptions::default())?;
     let mut d = Drainer::new(cluster, opts, queue, snapshot, &steady);
     for &n in &nodes {
@@ -586,6 +589,7 @@ impl<'a> Drainer<'a> {
         if !pod.terminated && !pod.terminating {
             self.budgets.left(pod);
         }
+        self.queue.pod_deleted(pod);
         match not_recreated(pod) {
             Some(reason) => self.report.deleted_not_recreated.push(DeletedPod {
                 pod: pod.key(),
@@ -612,6 +616,7 @@ impl<'a> Drainer<'a> {
         r.terminating = false;
         r.terminating_by_preemption = false;
         self.names.insert((r.namespace.clone(), r.name.clone()));
+        self.queue.pod_added(&r);
         self.report.evicted.push(EvictedPod {
             pod: pod.key(),
             from_node: node.into(),
@@ -670,8 +675,17 @@ impl<'a> Drainer<'a> {
         // The next pass tries a pending pod's nominated node first, as the
         // queue would.
         let mut nominated = Vec::new();
-        for (pod, placement) in ordered.iter().zip(&pass.placements) {
-            let Some(&i) = by_uid.get(pod.uid.as_str()) else {
+        // The pass's order is the queue's entities' (a pod group's members
+        // together): placements are matched by pod, not by position.
+        let by_key: HashMap<String, &str> = ordered
+            .iter()
+            .map(|p| (p.key(), p.uid.as_str()))
+            .collect();
+        for placement in &pass.placements {
+            let Some(&i) = by_key
+                .get(&placement.pod)
+                .and_then(|uid| by_uid.get(uid))
+            else {
                 continue;
             };
             let entry = &mut self.report.evicted[self.replacements[i].entry];

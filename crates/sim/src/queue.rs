@@ -87,6 +87,17 @@ impl<'p> Queue<'p> {
         self.groups = groups;
     }
 
+    /// A pod left the cluster (evicted or deleted): its group no longer
+    /// counts it.
+    pub fn pod_deleted(&mut self, pod: &Pod) {
+        self.groups.delete(pod);
+    }
+
+    /// A pod was created (a controller's replacement): its group counts it.
+    pub fn pod_added(&mut self, pod: &Pod) {
+        self.groups.add(pod);
+    }
+
     /// Pods placed on an OpportunisticBatching hint so far, all profiles.
     pub fn batched_pods(&self) -> u64 {
         self.scheduler
@@ -376,6 +387,7 @@ impl<'p> Queue<'p> {
         })?;
         for v in &victims {
             snapshot.remove(idx, &v.uid);
+            self.groups.delete(v);
             if let Some(&i) = placed_at.get(&v.uid) {
                 pass.placements[i].evicted = true;
                 pass.placements[i].preempted_by = Some(preemptor.key());

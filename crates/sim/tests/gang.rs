@@ -209,3 +209,39 @@ fn explain_finds_the_fewest_nodes_to_add_or_says_none_do() {
         "0/2 nodes are available: 2 Insufficient cpu."
     );
 }
+
+/// `drain` with the gate on: a gang's bound members count for their group,
+/// so the Job's replacement of an evicted member is scheduled (the gang's
+/// `minCount` is still met by the members that kept running), and a pending
+/// gang is placed in the steady state first, as `simulate` places it.
+#[test]
+fn drain_reschedules_an_evicted_gang_member() {
+    let job = "ownerReferences: [{apiVersion: batch/v1, kind: Job, name: train, uid: j1, controller: true}]";
+    let extra = format!("- {{apiVersion: v1, kind: Node, metadata: {{name: n3}}, status: {{allocatable: {{cpu: '2', memory: 4Gi, pods: '110'}}}}}}\n\
+- {{apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {{name: run, namespace: default}}, spec: {{schedulingPolicy: {{gang: {{minCount: 2}}}}}}}}\n\
+- {{apiVersion: v1, kind: Pod, metadata: {{name: r1, namespace: default, {job}}}, spec: {{nodeName: n1, schedulingGroup: {{podGroupName: run}}, containers: [{{name: c, image: x, resources: {{requests: {{cpu: '1'}}}}}}]}}}}\n\
+- {{apiVersion: v1, kind: Pod, metadata: {{name: r2, namespace: default, {job}}}, spec: {{nodeName: n2, schedulingGroup: {{podGroupName: run}}, containers: [{{name: c, image: x, resources: {{requests: {{cpu: '1'}}}}}}]}}}}\n");
+    let c = cluster(&extra);
+    let cfg = rkube_config::default_config_gated(true);
+    let r = rkube_sim::drain::drain(
+        &c,
+        &cfg,
+        &rkube_sim::drain::DrainOptions {
+            nodes: vec!["n1".into()],
+            delete: false,
+            // The steady state puts b2 (no controller) on n1.
+            force: true,
+            delete_emptydir_data: false,
+            seed: 0,
+        },
+    )
+    .unwrap();
+    let r1 = r
+        .evicted
+        .iter()
+        .find(|e| e.pod == "default/r1")
+        .unwrap_or_else(|| panic!("r1 is evicted: {r:#?}"));
+    assert_eq!(r1.message, "");
+    assert!(r1.node.is_some(), "{r1:?}");
+    assert_ne!(r1.node.as_deref(), Some("n1"));
+}

@@ -6,10 +6,11 @@
 //!    group out of the queue.
 //! 2. The members must share the group's priority, one scheduler name and
 //!    one preemption policy (a SchedulerError otherwise).
-//! 3. A simulation pass schedules the members in queue order on a copy of
-//!    the snapshot, each assumed for the next, with PostFilter skipped;
+//! 3. A simulation pass schedules the members in queue order, each assumed
+//!    (and reserved) for the next, with PostFilter skipped;
 //!    PlacementFeasible (GangScheduling) stops it as soon as `minCount` can
-//!    no longer be met. The copy is then dropped (upstream's revert).
+//!    no longer be met. Then every assumption is reverted (upstream's
+//!    revert: Unreserve and forget, in reverse order).
 //! 4. When the group failed, PodGroupPostFilter (workload-aware preemption)
 //!    runs; rkube models its outcome when nothing may be preempted and
 //!    refuses the cluster otherwise.
@@ -168,21 +169,27 @@ impl Queue<'_> {
             .collect())
     }
 
-    /// The simulation pass on a copy of the snapshot: each member's result
+    /// The simulation pass, reverted before it returns: each member's result
     /// (members after the point where the group became infeasible are
     /// missing), the group's verdict, and the message the untried members
     /// get (the group's status where the pass stopped).
     fn simulation_pass(
         &mut self,
         fw: &Framework,
-        snapshot: &Snapshot,
+        snapshot: &mut Snapshot,
         group: &PodGroup,
         members: &[&Pod],
         observe: Observer<'_>,
     ) -> (Vec<Tried>, Verdict, String) {
-        let mut sim = snapshot.clone();
-        let mut groups = self.groups.clone();
-        let scheduled = groups.of(members[0]).map_or(0, |s| s.scheduled_pods());
+        // Assumed on the snapshot itself and reverted at the end (as
+        // upstream reverts its assumptions): a copy per group would cost a
+        // copy of every node, and the caches keyed on the snapshot's change
+        // log would start over.
+        let sim = snapshot;
+        let scheduled = self
+            .groups
+            .of(members[0])
+            .map_or(0, |s| s.scheduled_pods());
         let mut progress = PlacementProgress {
             remaining: members.len(),
             scheduled,
@@ -203,11 +210,11 @@ impl Queue<'_> {
             return (tried, Verdict::Unschedulable(msg.clone()), msg);
         }
         let mut any = false;
-        let mut reserved: Vec<(Arc<Pod>, String, CycleState)> = Vec::new();
+        let mut reserved: Vec<(Arc<Pod>, usize, String, CycleState)> = Vec::new();
         for pod in members {
             self.scheduler.pod_group_cycle = true;
             let started = self.latencies.is_some().then(std::time::Instant::now);
-            let outcome = self.scheduler.schedule_with(fw, &sim, pod, &self.nominator);
+            let outcome = self.scheduler.schedule_with(fw, sim, pod, &self.nominator);
             if let (Some(l), Some(t)) = (self.latencies.as_mut(), started) {
                 l.push(t.elapsed());
             }
@@ -216,7 +223,7 @@ impl Queue<'_> {
                 Outcome::Scheduled { node, .. } => Some(sim.nodes[*node].name()),
                 _ => None,
             };
-            observe(&sim, pod, picked);
+            observe(sim, pod, picked);
             let result = match outcome {
                 Outcome::Scheduled {
                     node, mut state, ..
@@ -224,11 +231,11 @@ impl Queue<'_> {
                     let name = sim.nodes[node].name().to_string();
                     let placed = binding::assumed_pod(pod, &name);
                     sim.assume(node, placed.clone());
-                    let mut host = SnapshotHost::new(&mut sim);
+                    let mut host = SnapshotHost::new(sim);
                     let s = binding::reserve(fw, &mut state, &placed, &name, &mut host);
                     if s.is_success() {
-                        groups.assume(pod);
-                        reserved.push((placed, name, state.clone()));
+                        self.groups.assume(pod);
+                        reserved.push((placed, node, name, state.clone()));
                         Ok(Tried::Fits(node, state))
                     } else {
                         sim.remove(node, &placed.uid);
@@ -270,10 +277,13 @@ impl Queue<'_> {
             }
             any |= fits;
         }
-        // Upstream's revert: Unreserve in reverse order (the copy is dropped).
-        for (placed, name, mut state) in reserved.into_iter().rev() {
-            let mut host = SnapshotHost::new(&mut sim);
+        // Upstream's revert: Unreserve and forget, in reverse order (each
+        // node's pods are then in their order before the pass).
+        for (placed, node, name, mut state) in reserved.into_iter().rev() {
+            let mut host = SnapshotHost::new(sim);
             binding::unreserve(fw, &mut state, &placed, &name, &mut host);
+            sim.remove(node, &placed.uid);
+            self.groups.forget(&placed);
         }
         let verdict = match status.code {
             Code::Error => Verdict::Error(status.message()),
