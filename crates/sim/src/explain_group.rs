@@ -28,10 +28,11 @@ use crate::{
 /// Most distinct node shapes tried for [`GroupExplanation::fits_with`].
 const MAX_SHAPES: usize = 16;
 
-/// A member's turn in the simulation pass: its node table there and the
-/// node picked.
+/// A member's turn in the simulation pass: the node picked, and its node
+/// table there when it is the explained pod or fit nowhere (the only
+/// tables shown: a table costs a filter and score pass over every node).
 struct Turn {
-    explanation: Result<PodExplanation, String>,
+    explanation: Option<Result<PodExplanation, String>>,
     fits_on: Option<String>,
 }
 
@@ -77,11 +78,13 @@ pub(crate) fn explain_group(
     let mut turns: HashMap<String, Turn> = HashMap::new();
     let mut snapshot = Snapshot::from_cluster(cluster);
     let placements = queue.schedule_group(&mut snapshot, &members, &mut |sim, member, picked| {
-        let explanation = explain_pod(fw, sim, member)
-            .map(|e| {
-                PodExplanation::from_framework(member, fw, sim, &e, picked.map(str::to_string))
-            })
-            .map_err(|s| s.message());
+        let explanation = (picked.is_none() || member.uid == pod.uid).then(|| {
+            explain_pod(fw, sim, member)
+                .map(|e| {
+                    PodExplanation::from_framework(member, fw, sim, &e, picked.map(str::to_string))
+                })
+                .map_err(|s| s.message())
+        });
         turns.insert(
             member.uid.clone(),
             Turn {
@@ -114,7 +117,7 @@ pub(crate) fn explain_group(
         .find(|(_, m)| m.uid == pod.uid)
         .map(|(p, _)| p.clone())
         .expect("the pod is a member");
-    let mut explanation = match turns.remove(&pod.uid).map(|t| t.explanation) {
+    let mut explanation = match turns.remove(&pod.uid).and_then(|t| t.explanation) {
         Some(Ok(e)) => e,
         Some(Err(msg)) => {
             return Err(SimError::Runtime(format!(
@@ -177,7 +180,7 @@ fn per_node(snapshot: &Snapshot, members: &[&Pod], turns: &HashMap<String, Turn>
             n.placed.push(m.key());
             continue;
         }
-        let Ok(e) = &turn.explanation else {
+        let Some(Ok(e)) = &turn.explanation else {
             continue;
         };
         for ne in e.nodes.iter().filter(|n| !n.feasible) {
