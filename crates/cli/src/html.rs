@@ -741,7 +741,10 @@ fn group_tables(g: &rkube_sim::GroupExplanation) -> String {
             "The group does not fit; it fits with {} more node(s) like {}.",
             a.count, a.like
         ),
-        (None, false) => "The group does not fit, and no number of copies of an existing node makes it fit.".to_string(),
+        (None, false) => {
+            "The group does not fit, and no number of copies of an existing node makes it fit."
+                .to_string()
+        }
     };
     let _ = writeln!(out, "<p class=\"summary\">{}</p>", esc(&verdict));
     out

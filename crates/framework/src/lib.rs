@@ -20,6 +20,7 @@ pub mod node_info;
 pub mod nominator;
 pub mod plugin;
 pub mod pod_group;
+pub mod pod_group_cycle;
 pub mod profiles;
 pub mod schedule_one;
 mod score_memo;

@@ -38,11 +38,10 @@ pub fn table(rows: &[Vec<String>]) -> String {
 pub fn explanation(e: &PodExplanation) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Pod {} (profile {})", e.pod, e.profile);
-    let untried = e.pod_group.as_ref().is_some_and(|g| {
-        g.members
-            .iter()
-            .any(|m| m.pod == e.pod && !m.tried)
-    });
+    let untried = e
+        .pod_group
+        .as_ref()
+        .is_some_and(|g| g.members.iter().any(|m| m.pod == e.pod && !m.tried));
     if untried {
         let _ = writeln!(
             out,

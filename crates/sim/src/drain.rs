@@ -677,15 +677,10 @@ impl<'a> Drainer<'a> {
         let mut nominated = Vec::new();
         // The pass's order is the queue's entities' (a pod group's members
         // together): placements are matched by pod, not by position.
-        let by_key: HashMap<String, &str> = ordered
-            .iter()
-            .map(|p| (p.key(), p.uid.as_str()))
-            .collect();
+        let by_key: HashMap<String, &str> =
+            ordered.iter().map(|p| (p.key(), p.uid.as_str())).collect();
         for placement in &pass.placements {
-            let Some(&i) = by_key
-                .get(&placement.pod)
-                .and_then(|uid| by_uid.get(uid))
-            else {
+            let Some(&i) = by_key.get(&placement.pod).and_then(|uid| by_uid.get(uid)) else {
                 continue;
             };
             let entry = &mut self.report.evicted[self.replacements[i].entry];

@@ -77,22 +77,29 @@ pub(crate) fn explain_group(
     let group = state.group.clone().expect("group_members found it");
     let mut turns: HashMap<String, Turn> = HashMap::new();
     let mut snapshot = Snapshot::from_cluster(cluster);
-    let placements = queue.schedule_group(&mut snapshot, &members, &mut |sim, member, picked| {
-        let explanation = (picked.is_none() || member.uid == pod.uid).then(|| {
-            explain_pod(fw, sim, member)
-                .map(|e| {
-                    PodExplanation::from_framework(member, fw, sim, &e, picked.map(str::to_string))
-                })
-                .map_err(|s| s.message())
-        });
-        turns.insert(
-            member.uid.clone(),
-            Turn {
-                explanation,
-                fits_on: picked.map(str::to_string),
-            },
-        );
-    })?;
+    let placements =
+        queue.schedule_group(&mut snapshot, &members, &mut |sim, member, picked| {
+            let explanation = (picked.is_none() || member.uid == pod.uid).then(|| {
+                explain_pod(fw, sim, member)
+                    .map(|e| {
+                        PodExplanation::from_framework(
+                            member,
+                            fw,
+                            sim,
+                            &e,
+                            picked.map(str::to_string),
+                        )
+                    })
+                    .map_err(|s| s.message())
+            });
+            turns.insert(
+                member.uid.clone(),
+                Turn {
+                    explanation,
+                    fits_on: picked.map(str::to_string),
+                },
+            );
+        })?;
     let verdicts: Vec<MemberVerdict> = members
         .iter()
         .zip(&placements)
@@ -157,7 +164,11 @@ pub(crate) fn explain_group(
 
 /// Per node: the members the pass placed there, and the first filter that
 /// rejected each member that fit nowhere.
-fn per_node(snapshot: &Snapshot, members: &[&Pod], turns: &HashMap<String, Turn>) -> Vec<GroupNode> {
+fn per_node(
+    snapshot: &Snapshot,
+    members: &[&Pod],
+    turns: &HashMap<String, Turn>,
+) -> Vec<GroupNode> {
     let mut nodes: BTreeMap<&str, GroupNode> = snapshot
         .nodes
         .iter()

@@ -128,6 +128,9 @@ fn explain_lets_a_gang_member_in_with_the_gate_on() {
     assert!(e.selected_node.is_some(), "{e:?}");
 }
 
+/// (pod, tried, fits on, bound to, message) of a member.
+type MemberRow<'a> = (&'a str, bool, Option<&'a str>, Option<&'a str>, &'a str);
+
 fn explain_gated(c: &rkube_model::Cluster, pod: &str) -> rkube_sim::PodExplanation {
     let profiles = rkube_sim::profiles(&rkube_config::default_config_gated(true)).unwrap();
     rkube_sim::explain_with_profiles(c, &profiles, pod, 0).unwrap()
@@ -140,10 +143,12 @@ fn explain_gives_the_gangs_verdict_per_member_and_per_node() {
     assert_eq!(e.selected_node, None);
     assert_eq!(e.message, "0/2 nodes are available: 2 Insufficient cpu.");
     assert!(e.nodes.iter().all(|n| !n.feasible), "{e:?}");
-    let g = e.pod_group.expect("a gang member's explanation has its group");
+    let g = e
+        .pod_group
+        .expect("a gang member's explanation has its group");
     assert_eq!((g.group.as_str(), g.min_count), ("default/g1", Some(3)));
     assert!(!g.scheduled);
-    let members: Vec<(&str, bool, Option<&str>, Option<&str>, &str)> = g
+    let members: Vec<MemberRow> = g
         .members
         .iter()
         .map(|m| {

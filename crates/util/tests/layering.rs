@@ -93,6 +93,8 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
             &["schedule_one"],
             // What drivers call: explanations, failures, the in-memory host.
             &["explain", "failure", "in_memory"],
+            // The pod-group cycle's algorithm, over all of the above.
+            &["pod_group_cycle"],
         ],
     ),
 ];

@@ -173,7 +173,9 @@ fn simulate(args: &[String]) -> Result<()> {
             "--feature-gates" => match it.next().map(String::as_str) {
                 Some("GenericWorkload=true") => generic_workload = true,
                 Some("GenericWorkload=false") => generic_workload = false,
-                other => bail!("--feature-gates: only GenericWorkload=true|false is taken here, got {other:?}"),
+                other => bail!(
+                    "--feature-gates: only GenericWorkload=true|false is taken here, got {other:?}"
+                ),
             },
             other => bail!("unexpected argument {other:?}\n{USAGE}"),
         }

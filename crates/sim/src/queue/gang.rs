@@ -1,20 +1,15 @@
-//! The pod-group cycle (GenericWorkload), as upstream's
-//! `schedule_one_podgroup.go` runs it for a PodGroup without a composite
-//! parent and without topology constraints (both behind alpha gates):
+//! The pod-group cycle as the simulator drives it: the queue's side of
+//! upstream's `schedule_one_podgroup.go` around the framework's algorithm
+//! ([`rkube_framework::pod_group_cycle`]):
 //!
 //! 1. PreEnqueue runs for every member; one gated member keeps the whole
 //!    group out of the queue.
-//! 2. The members must share the group's priority, one scheduler name and
-//!    one preemption policy (a SchedulerError otherwise).
-//! 3. A simulation pass schedules the members in queue order, each assumed
-//!    (and reserved) for the next, with PostFilter skipped;
-//!    PlacementFeasible (GangScheduling) stops it as soon as `minCount` can
-//!    no longer be met. Then every assumption is reverted (upstream's
-//!    revert: Unreserve and forget, in reverse order).
-//! 4. When the group failed, PodGroupPostFilter (workload-aware preemption)
+//! 2. The members are validated, and the framework's simulation pass runs
+//!    on the snapshot (reverted before it returns).
+//! 3. When the group failed, PodGroupPostFilter (workload-aware preemption)
 //!    runs; rkube models its outcome when nothing may be preempted and
 //!    refuses the cluster otherwise.
-//! 5. When the group succeeded, the members that fit are assumed for real,
+//! 4. When the group succeeded, the members that fit are assumed for real,
 //!    Reserve and Permit run again (GangScheduling makes each wait until
 //!    `minCount` members are assumed, then allows them all) and each is
 //!    bound.
@@ -22,11 +17,10 @@
 use std::sync::Arc;
 
 use rkube_framework::binding;
-use rkube_framework::extension_points::run_placement_feasible;
 use rkube_framework::in_memory::SnapshotHost;
+use rkube_framework::pod_group_cycle::{self, GroupCycle, Tried, Verdict};
 use rkube_framework::{
-    Code, CycleState, EnqueueContext, Framework, GangPermit, Outcome, PlacementProgress, Point,
-    Snapshot, Status, WaitingPods,
+    CycleState, EnqueueContext, Framework, GangPermit, Point, Snapshot, WaitingPods,
 };
 use rkube_model::pod_groups::PodGroup;
 use rkube_model::Pod;
@@ -34,31 +28,7 @@ use rkube_model::Pod;
 use super::{pending, Queue};
 use crate::{Placement, SimError};
 
-/// Upstream's `errPodGroupUnschedulable`, the first reason of a failed
-/// group's status.
-const GROUP_UNSCHEDULABLE: &str = "pod group is unschedulable";
-
-/// One member's result in the simulation pass.
-enum Tried {
-    /// Fits on this node (snapshot index), with its cycle state.
-    Fits(usize, CycleState),
-    /// Does not fit: its own FailedScheduling message.
-    Failed(String),
-}
-
-/// The group's verdict after the simulation pass.
-enum Verdict {
-    Success,
-    /// Unschedulable: the group's message (reasons joined).
-    Unschedulable(String),
-    /// An error: its message.
-    Error(String),
-}
-
-/// Called for each member the simulation pass tries, with the snapshot it
-/// is tried on (the members before it assumed) and the node the scheduling
-/// algorithm picks for it (`None`: no node fits).
-pub(crate) type Observer<'o> = &'o mut dyn FnMut(&Snapshot, &Pod, Option<&str>);
+pub(crate) use pod_group_cycle::Observer;
 
 impl Queue<'_> {
     /// Schedules one pod group's queued members (in queue order); one
@@ -97,12 +67,18 @@ impl Queue<'_> {
             .of(members[0])
             .and_then(|s| s.group.clone())
             .expect("PreEnqueue let the group in, so it exists");
-        if let Err(msg) = validate(&group, members) {
+        if let Err(msg) = pod_group_cycle::validate(&group, members) {
             return Ok(all_pending(&msg));
         }
-        let (tried, verdict, stopped_at) =
-            self.simulation_pass(fw, snapshot, &group, members, observe);
-        let verdict = match verdict {
+        let pass = GroupCycle {
+            scheduler: &mut self.scheduler,
+            fw,
+            nominator: &self.nominator,
+            groups: &mut self.groups,
+            latencies: self.latencies.as_mut(),
+        }
+        .pass(snapshot, &group, members, observe);
+        let verdict = match pass.verdict.clone() {
             Verdict::Unschedulable(msg) => Verdict::Unschedulable(
                 self.pod_group_post_filter(fw, snapshot, &group, members, msg)?,
             ),
@@ -112,16 +88,12 @@ impl Queue<'_> {
         let waiting = WaitingPods::new();
         let mut admitted: Vec<(usize, Arc<Pod>, usize, CycleState)> = Vec::new();
         for (i, pod) in members.iter().enumerate() {
-            let placement = match (&verdict, tried.get(i)) {
-                (Verdict::Error(msg), _) => pending(pod, msg.clone()),
-                (_, Some(Tried::Failed(msg))) => pending(pod, msg.clone()),
-                // Not tried: the pass stopped before this member, with the
-                // group's status at that point (no PostFilter reasons).
-                (_, None) => pending(pod, stopped_at.clone()),
-                (Verdict::Unschedulable(msg), Some(Tried::Fits(..))) => {
-                    pending(pod, format!("{GROUP_UNSCHEDULABLE}, {msg}"))
-                }
-                (Verdict::Success, Some(Tried::Fits(node, state))) => {
+            let placement = match pod_group_cycle::member_message(&pass, &verdict, i) {
+                Some(msg) => pending(pod, msg),
+                None => {
+                    let Some(Tried::Fits(node, state)) = pass.tried.get(i) else {
+                        unreachable!("a member without a message fit");
+                    };
                     match self.reserve_and_permit(
                         fw,
                         snapshot,
@@ -167,138 +139,6 @@ impl Queue<'_> {
             .into_iter()
             .map(|p| p.expect("every member has a placement"))
             .collect())
-    }
-
-    /// The simulation pass, reverted before it returns: each member's result
-    /// (members after the point where the group became infeasible are
-    /// missing), the group's verdict, and the message the untried members
-    /// get (the group's status where the pass stopped).
-    fn simulation_pass(
-        &mut self,
-        fw: &Framework,
-        snapshot: &mut Snapshot,
-        group: &PodGroup,
-        members: &[&Pod],
-        observe: Observer<'_>,
-    ) -> (Vec<Tried>, Verdict, String) {
-        // Assumed on the snapshot itself and reverted at the end (as
-        // upstream reverts its assumptions): a copy per group would cost a
-        // copy of every node, and the caches keyed on the snapshot's change
-        // log would start over.
-        let sim = snapshot;
-        let scheduled = self
-            .groups
-            .of(members[0])
-            .map_or(0, |s| s.scheduled_pods());
-        let mut progress = PlacementProgress {
-            remaining: members.len(),
-            scheduled,
-        };
-        let mut tried = Vec::new();
-        let mut status = run_placement_feasible(fw, group, progress);
-        if status.code == Code::Error {
-            let msg = format!(
-                "failed to evaluate placement feasibility: {}",
-                status.message()
-            );
-            return (tried, Verdict::Error(msg.clone()), msg);
-        }
-        if status.code == Code::Unschedulable {
-            // Upstream wraps the early verdict in its error: the untried
-            // members get "pod group is unschedulable, <reasons>".
-            let msg = format!("{GROUP_UNSCHEDULABLE}, {}", status.message());
-            return (tried, Verdict::Unschedulable(msg.clone()), msg);
-        }
-        let mut any = false;
-        let mut reserved: Vec<(Arc<Pod>, usize, String, CycleState)> = Vec::new();
-        for pod in members {
-            self.scheduler.pod_group_cycle = true;
-            let started = self.latencies.is_some().then(std::time::Instant::now);
-            let outcome = self.scheduler.schedule_with(fw, sim, pod, &self.nominator);
-            if let (Some(l), Some(t)) = (self.latencies.as_mut(), started) {
-                l.push(t.elapsed());
-            }
-            self.scheduler.pod_group_cycle = false;
-            let picked = match &outcome {
-                Outcome::Scheduled { node, .. } => Some(sim.nodes[*node].name()),
-                _ => None,
-            };
-            observe(sim, pod, picked);
-            let result = match outcome {
-                Outcome::Scheduled {
-                    node, mut state, ..
-                } => {
-                    let name = sim.nodes[node].name().to_string();
-                    let placed = binding::assumed_pod(pod, &name);
-                    sim.assume(node, placed.clone());
-                    let mut host = SnapshotHost::new(sim);
-                    let s = binding::reserve(fw, &mut state, &placed, &name, &mut host);
-                    if s.is_success() {
-                        self.groups.assume(pod);
-                        reserved.push((placed, node, name, state.clone()));
-                        Ok(Tried::Fits(node, state))
-                    } else {
-                        sim.remove(node, &placed.uid);
-                        match s.is_rejected() {
-                            true => Ok(Tried::Failed(binding::fit_error(&name, &s).1)),
-                            false => Err(s.message()),
-                        }
-                    }
-                }
-                Outcome::Unschedulable { message, .. } => Ok(Tried::Failed(message)),
-                Outcome::Error(s) => Err(s.message()),
-            };
-            let fits = matches!(result, Ok(Tried::Fits(..)));
-            match result {
-                Ok(t) => tried.push(t),
-                Err(msg) => {
-                    tried.push(Tried::Failed(msg.clone()));
-                    status = Status::error(format!(
-                        "failed to schedule other pod from a pod group: {msg}"
-                    ));
-                    break;
-                }
-            }
-            progress.remaining -= 1;
-            if fits {
-                progress.scheduled += 1;
-            }
-            let s = run_placement_feasible(fw, group, progress);
-            if s.code == Code::Error {
-                status = Status::error(format!(
-                    "failed to evaluate placement feasibility: {}",
-                    s.message()
-                ));
-                break;
-            }
-            status = s;
-            if status.code == Code::Unschedulable {
-                break;
-            }
-            any |= fits;
-        }
-        // Upstream's revert: Unreserve and forget, in reverse order (each
-        // node's pods are then in their order before the pass).
-        for (placed, node, name, mut state) in reserved.into_iter().rev() {
-            let mut host = SnapshotHost::new(sim);
-            binding::unreserve(fw, &mut state, &placed, &name, &mut host);
-            sim.remove(node, &placed.uid);
-            self.groups.forget(&placed);
-        }
-        let verdict = match status.code {
-            Code::Error => Verdict::Error(status.message()),
-            Code::Success if any => Verdict::Success,
-            Code::Success => Verdict::Unschedulable(GROUP_UNSCHEDULABLE.to_string()),
-            Code::Wait => {
-                Verdict::Unschedulable(format!("{GROUP_UNSCHEDULABLE}, {}", status.message()))
-            }
-            _ => Verdict::Unschedulable(status.message()),
-        };
-        let stopped_at = match &verdict {
-            Verdict::Unschedulable(m) | Verdict::Error(m) => m.clone(),
-            Verdict::Success => String::new(),
-        };
-        (tried, verdict, stopped_at)
     }
 
     /// Upstream's PodGroupPostFilter (DefaultPreemption's workload-aware
@@ -384,39 +224,4 @@ impl Queue<'_> {
             }
         }
     }
-}
-
-/// Upstream's `validatePodGroup` for the queued members (PodGroupPreemptionPolicy
-/// off): one scheduler name, the group's priority, one preemption policy.
-fn validate(group: &PodGroup, members: &[&Pod]) -> Result<(), String> {
-    let first = members[0];
-    let policy = |p: &Pod| {
-        if p.preemption_never {
-            "Never"
-        } else {
-            "PreemptLowerPriority"
-        }
-    };
-    for p in members {
-        if p.scheduler_name != first.scheduler_name {
-            return Err(format!(
-                "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
-                p.scheduler_name, first.scheduler_name
-            ));
-        }
-        if p.priority != group.priority {
-            return Err(format!(
-                "all pods in a single pod group should have the same priority as the pod group's priority, got {} and {}",
-                p.priority, group.priority
-            ));
-        }
-        if policy(p) != policy(first) {
-            return Err(format!(
-                "all pods in a single pod group should have the same preemption policy, got {} and {}",
-                policy(p),
-                policy(first)
-            ));
-        }
-    }
-    Ok(())
 }
