@@ -289,6 +289,8 @@ pub const ASSIGNED_POD_DELETE: ClusterEvent =
 /// An unscheduled pod was added.
 pub const UNSCHEDULED_POD_ADD: ClusterEvent =
     ClusterEvent::new(EventResource::UnscheduledPod, ActionType::ADD);
+/// A PodGroup was added (GenericWorkload).
+pub const POD_GROUP_ADD: ClusterEvent = ClusterEvent::new(EventResource::PodGroup, ActionType::ADD);
 /// A node was added.
 pub const NODE_ADD: ClusterEvent = ClusterEvent::new(EventResource::Node, ActionType::ADD);
 /// A node was deleted.

@@ -101,6 +101,42 @@ impl PodGroupStates {
             .get_mut(&pod.uid)
     }
 
+    /// The PodGroup object was observed (added or updated).
+    pub fn set_group(&mut self, group: Arc<PodGroup>) {
+        let key = (group.namespace.clone(), group.name.clone());
+        self.groups.entry(key).or_default().group = Some(group);
+    }
+
+    /// The PodGroup object was deleted; its members stay known.
+    pub fn remove_group(&mut self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(g) = self.groups.get_mut(&key) {
+            g.group = None;
+            if g.members.is_empty() {
+                self.groups.remove(&key);
+            }
+        }
+    }
+
+    /// Every group's object (for a relist).
+    pub fn group_keys(&self) -> Vec<(String, String)> {
+        self.groups
+            .iter()
+            .filter(|(_, g)| g.group.is_some())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// A new version of a member pod: added when unknown, assigned once it
+    /// has a node (an assumed member keeps its state while pending).
+    pub fn upsert(&mut self, pod: &Pod) {
+        match self.member(pod) {
+            Some(m) if !pod.node_name.is_empty() => m.1 = Member::Assigned,
+            Some(_) => {}
+            None => self.add(pod),
+        }
+    }
+
     /// A member pod appears (assigned when it has a node).
     pub fn add(&mut self, pod: &Pod) {
         let Some(name) = &pod.pod_group else { return };
@@ -144,8 +180,12 @@ impl PodGroupStates {
     /// The pod was deleted.
     pub fn delete(&mut self, pod: &Pod) {
         let Some(name) = &pod.pod_group else { return };
-        if let Some(g) = self.groups.get_mut(&(pod.namespace.clone(), name.clone())) {
+        let key = (pod.namespace.clone(), name.clone());
+        if let Some(g) = self.groups.get_mut(&key) {
             g.members.remove(&pod.uid);
+            if g.members.is_empty() && g.group.is_none() {
+                self.groups.remove(&key);
+            }
         }
     }
 }

@@ -295,3 +295,65 @@ pub fn member_message(pass: &Pass, verdict: &Verdict, i: usize) -> Option<String
         (Verdict::Success, Some(Tried::Fits(..))) => None,
     }
 }
+
+/// What PodGroupPostFilter (DefaultPreemption's workload-aware preemption)
+/// makes of a failed group, as far as rkube models it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostFilter {
+    /// DefaultPreemption is not in the profile: the group's message as it is.
+    Absent,
+    /// Nothing can be preempted: upstream's status, appended to the
+    /// group's message as ", pod group preemption: <status>".
+    Status(&'static str),
+    /// A pod of lower priority than the group runs (this one): upstream
+    /// would look for victims, which rkube does not model.
+    CouldPreempt(String),
+}
+
+impl PostFilter {
+    /// Runs it after a failed pass over `members` of `group`.
+    pub fn after(
+        fw: &Framework,
+        snapshot: &Snapshot,
+        groups: &PodGroupStates,
+        group: &PodGroup,
+        members: &[&Pod],
+    ) -> PostFilter {
+        if !fw
+            .plugins(crate::Point::PostFilter)
+            .iter()
+            .any(|p| p.name() == "DefaultPreemption")
+        {
+            return PostFilter::Absent;
+        }
+        if members.iter().any(|p| p.preemption_never) {
+            return PostFilter::Status("not eligible due to preemptionPolicy=Never.");
+        }
+        // A running member of a group counts at its group's priority.
+        let priority_of = |p: &Pod| {
+            groups
+                .of(p)
+                .and_then(|s| s.group.as_ref())
+                .map_or(p.priority, |g| g.priority)
+        };
+        match snapshot
+            .nodes
+            .iter()
+            .flat_map(|n| n.pods.iter())
+            .find(|p| priority_of(p) < group.priority)
+        {
+            Some(v) => PostFilter::CouldPreempt(v.key()),
+            None => PostFilter::Status("No preemption victims found for incoming preemptor"),
+        }
+    }
+
+    /// The group's message with this outcome appended (`None`: it could
+    /// preempt).
+    pub fn message(&self, msg: String) -> Option<String> {
+        match self {
+            PostFilter::Absent => Some(msg),
+            PostFilter::Status(s) => Some(format!("{msg}, pod group preemption: {s}")),
+            PostFilter::CouldPreempt(_) => None,
+        }
+    }
+}

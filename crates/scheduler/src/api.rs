@@ -218,6 +218,72 @@ impl Writer {
         Ok(())
     }
 
+    /// Sets the PodGroup's `PodGroupInitiallyScheduled` condition to
+    /// `status` with `reason` and `message` (upstream's
+    /// `updatePodGroupCondition`): never back from True, nothing written
+    /// when nothing would change, the transition time kept while the status
+    /// does not change, the other conditions left as they are.
+    pub async fn pod_group_condition(
+        &self,
+        group: &k8s_openapi::api::scheduling::v1beta1::PodGroup,
+        status: &str,
+        reason: &str,
+        message: &str,
+    ) -> kube::Result<()> {
+        const TYPE: &str = "PodGroupInitiallyScheduled";
+        let conditions = group
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let current = conditions.iter().find(|c| c.type_ == TYPE);
+        if current.is_some_and(|c| c.status == "True" && status != "True") {
+            return Ok(());
+        }
+        let generation = group.metadata.generation;
+        if current.is_some_and(|c| {
+            c.status == status
+                && c.reason == reason
+                && c.message == message
+                && c.observed_generation == generation
+        }) {
+            return Ok(());
+        }
+        let transition = match current {
+            Some(c) if c.status == status => json!(c.last_transition_time),
+            _ => json!(meta::Time(Timestamp::now())),
+        };
+        let mut cond = json!({
+            "type": TYPE,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": transition,
+        });
+        if let Some(g) = generation {
+            cond["observedGeneration"] = json!(g);
+        }
+        let mut list: Vec<serde_json::Value> = conditions
+            .iter()
+            .filter(|c| c.type_ != TYPE)
+            .map(|c| json!(c))
+            .collect();
+        list.push(cond);
+        let patch = json!({ "status": { "conditions": list } });
+        self.token().await;
+        let api: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> = Api::namespaced(
+            self.client.clone(),
+            &group.namespace().unwrap_or_else(|| "default".into()),
+        );
+        api.patch_status(
+            &group.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Writes `node` as the pod's `nominatedNodeName` unless it is already
     /// (the binding cycle's pre-flight, upstream's
     /// NominatedNodeNameForExpectation: the node is claimed while PreBind

@@ -29,6 +29,7 @@ pub mod options;
 pub mod queue;
 
 mod schedule_one;
+mod schedule_pod_group;
 pub mod serve;
 pub mod state;
 
@@ -146,11 +147,15 @@ impl Shared {
 /// Reads and loads the `--config` file (upstream defaults without it).
 pub fn load_config(opts: &Options) -> Result<KubeSchedulerConfiguration> {
     match &opts.config {
-        None => Ok(rkube_config::default_config()),
+        None => Ok(rkube_config::default_config_gated(opts.generic_workload)),
         Some(path) => {
             let text = rkube_util::file::read_text(path, rkube_util::file::CONFIG_MAX_BYTES)
                 .with_context(|| format!("reading {}", path.display()))?;
-            Ok(rkube_config::load_str(&path.display().to_string(), &text)?)
+            Ok(rkube_config::load_str_gated(
+                &path.display().to_string(),
+                &text,
+                opts.generic_workload,
+            )?)
         }
     }
 }
@@ -282,8 +287,12 @@ pub async fn run_with(
     )
     .with_profiles(&profiles)
     .with_metrics(metrics.clone());
+    let mut state = State::new(queue);
+    if opts.generic_workload {
+        state.enable_pod_groups();
+    }
     let shared = Arc::new(Shared {
-        state: Mutex::new(State::new(queue)),
+        state: Mutex::new(state),
         profiles,
         metrics,
         wake: tokio::sync::Notify::new(),
@@ -524,6 +533,19 @@ fn spawn_informers(tasks: &mut tokio::task::JoinSet<()>, client: &Client, shared
     spawn::<resource::DeviceTaintRule>(tasks, client, shared, |s, p, c, now| {
         s.device_taint_rules_changed(p, c, now)
     });
+    if shared.profiles.generic_workload {
+        spawn::<k8s_openapi::api::scheduling::v1beta1::PodGroup>(
+            tasks,
+            client,
+            shared,
+            |s, p, c, now| s.pod_groups_changed(p, c, now),
+        );
+    }
+}
+
+/// Number of kinds the informers watch: PodGroups too under GenericWorkload.
+fn watched_kinds(profiles: &rkube_framework::Profiles) -> usize {
+    WATCHED_KINDS + usize::from(profiles.generic_workload)
 }
 
 /// The object without `metadata.managedFields`, which nothing here reads
@@ -596,7 +618,9 @@ where
             if full && !synced {
                 synced = true;
                 tracing::debug!(%kind, "informer synced");
-                if shared.synced_kinds.fetch_add(1, Ordering::SeqCst) + 1 == WATCHED_KINDS {
+                if shared.synced_kinds.fetch_add(1, Ordering::SeqCst) + 1
+                    == watched_kinds(&shared.profiles)
+                {
                     shared.synced.store(true, Ordering::SeqCst);
                     tracing::info!("caches synced; scheduling");
                 }

@@ -66,6 +66,9 @@ pub struct Options {
     /// v1.37); every other scheduling gate is refused away from its
     /// default, and gates the scheduler does not read are accepted.
     pub opportunistic_batching: bool,
+    /// `--feature-gates GenericWorkload=true` (off by default): PodGroups
+    /// are watched and their members scheduled in pod-group cycles.
+    pub generic_workload: bool,
     /// Warnings about ignored flags.
     pub warnings: Vec<String>,
 }
@@ -96,6 +99,7 @@ impl Default for Options {
             client_ca_file: None,
             explain_scores: false,
             opportunistic_batching: true,
+            generic_workload: false,
             record_decisions: false,
             warnings: Vec::new(),
         }
@@ -236,9 +240,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Options, ParseEr
             }
         }
     }
-    let (batching, warnings) = check_gates(&gates).map_err(ParseError::Invalid)?;
-    o.warnings.extend(warnings);
-    o.opportunistic_batching = batching;
+    let g = check_gates_for(&gates, false).map_err(ParseError::Invalid)?;
+    o.warnings.extend(g.warnings);
+    o.opportunistic_batching = g.opportunistic_batching;
+    o.generic_workload = g.generic_workload;
     Ok(o)
 }
 
@@ -285,16 +290,14 @@ pub struct Gates {
 }
 
 /// [`check_gates`] for the live scheduler (`offline` false) or the offline
-/// commands (`simulate`, `explain`, ...): GenericWorkload=true is
-/// implemented offline only (the live scheduler's queue does not hold
-/// pod groups).
+/// commands (`simulate`, `explain`, ...); both implement GenericWorkload.
 pub fn check_gates_for(
     gates: &std::collections::BTreeMap<String, bool>,
     offline: bool,
 ) -> Result<Gates, String> {
     let implemented = |name: &str, _: bool| {
         name == "OpportunisticBatching"
-            || (offline && name == "GenericWorkload")
+            || name == "GenericWorkload"
             || !SCHEDULER_GATES.contains(&name)
     };
     let component = if offline {
@@ -386,14 +389,13 @@ mod tests {
             ),
             "{e:?}"
         );
-        // Gang scheduling is implemented offline only.
-        let e = p(&["--feature-gates=GenericWorkload=true"]).unwrap_err();
+        // Gang scheduling.
         assert!(
-            format!("{e:?}").contains(
-                "feature gate GenericWorkload=true is not implemented by rkube scheduler"
-            ),
-            "{e:?}"
+            p(&["--feature-gates=GenericWorkload=true"])
+                .unwrap()
+                .generic_workload
         );
+        assert!(!p(&[]).unwrap().generic_workload);
         // Unknown and locked gates, as upstream refuses them.
         let e = p(&["--feature-gates=NoSuchGate=true"]).unwrap_err();
         assert!(

@@ -689,6 +689,55 @@ impl Queue {
         Some(qp)
     }
 
+    /// GenericWorkload: takes the other members of `pod`'s pod group that
+    /// wait in the active or backoff queue or, not gated, in the
+    /// unschedulable pool, and marks them in flight as [`Queue::pop`]
+    /// does; returned in queue order (queue time). The group is scheduled
+    /// in one cycle, as upstream's queue pops a group as one entity.
+    pub fn take_group_members(&mut self, pod: &Pod) -> Vec<QueuedPod> {
+        let Some(group) = pod.pod_group.as_deref() else {
+            return Vec::new();
+        };
+        let member = |qp: &QueuedPod| {
+            qp.pod.uid != pod.uid
+                && qp.pod.namespace == pod.namespace
+                && qp.pod.pod_group.as_deref() == Some(group)
+        };
+        let mut uids: Vec<String> = self
+            .active
+            .iter()
+            .chain(self.backoff.iter())
+            .chain(self.backoff_errors.iter())
+            .chain(self.unschedulable.values().filter(|qp| qp.gate.is_none()))
+            .filter(|qp| member(qp))
+            .map(|qp| qp.pod.uid.clone())
+            .collect();
+        uids.sort();
+        uids.dedup();
+        let mut taken: Vec<QueuedPod> = uids
+            .iter()
+            .filter_map(|uid| {
+                self.active
+                    .remove(uid)
+                    .or_else(|| self.backoff.remove(uid))
+                    .or_else(|| self.backoff_errors.remove(uid))
+                    .or_else(|| self.unpark(uid))
+            })
+            .collect();
+        taken.sort_by_key(|qp| qp.timestamp);
+        for qp in &mut taken {
+            qp.attempts += 1;
+            self.in_flight.insert(
+                qp.pod.uid.clone(),
+                InFlight {
+                    qp: qp.clone(),
+                    seen: self.event_seq,
+                },
+            );
+        }
+        taken
+    }
+
     fn backoff_duration(&self, attempts: u32) -> Duration {
         let mut d = self.initial_backoff;
         for _ in 1..attempts {

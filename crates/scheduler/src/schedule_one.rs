@@ -92,13 +92,13 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut sched
 }
 
 /// What an attempt started with, for metrics and the failure handler.
-struct Attempt {
-    entry: PodEntry,
+pub(crate) struct Attempt {
+    pub(crate) entry: PodEntry,
     /// Written with the binding under `--record-decisions`.
-    mark: Option<DecisionMark>,
-    profile: String,
-    started: Instant,
-    attempts: u32,
+    pub(crate) mark: Option<DecisionMark>,
+    pub(crate) profile: String,
+    pub(crate) started: Instant,
+    pub(crate) attempts: u32,
 }
 
 /// The scheduling cycle of one pod (upstream's `schedulingCycle`).
@@ -134,6 +134,21 @@ fn scheduling_cycle(
         started: Instant::now(),
         attempts: qp.attempts,
     };
+    if shared.profiles.generic_workload && pod.pod_group.is_some() {
+        // A member of a pod group: the group's cycle, with the other
+        // members waiting in the queue.
+        crate::schedule_pod_group::pod_group_cycle(
+            shared,
+            writer,
+            scheduler,
+            fw,
+            attempt,
+            snapshot,
+            nominator,
+            qp.timestamp,
+        );
+        return;
+    }
     let outcome =
         tokio::task::block_in_place(|| scheduler.schedule_with(fw, &snapshot, &pod, &nominator));
     if shared.explain_scores {
@@ -158,19 +173,9 @@ fn scheduling_cycle(
                 });
             }
             tracing::debug!(pod = %pod.key(), %node, evaluated, feasible, took = ?attempt.started.elapsed(), "assuming pod on node");
-            match assume_reserve_permit(shared, fw, &pod, &node, state) {
+            match assume_reserve_permit(shared, fw, &pod, &node, state, None) {
                 Ok((state, assumed)) => {
-                    shared.in_flight.fetch_add(1, Ordering::SeqCst);
-                    let (shared, writer) = (shared.clone(), writer.clone());
-                    // The binding's first rate-limit token is taken here,
-                    // before a thread is: threads are held only by
-                    // bindings that can write.
-                    tokio::spawn(async move {
-                        let writer = writer.prepaid().await;
-                        tokio::task::spawn_blocking(move || {
-                            binding_cycle(shared, writer, attempt, assumed, node, state)
-                        });
-                    });
+                    spawn_binding_cycle(shared, writer, attempt, assumed, node, state)
                 }
                 Err(failure) => handle_failure(shared, writer, &attempt, *failure),
             }
@@ -198,15 +203,39 @@ fn scheduling_cycle(
     }
 }
 
+/// Starts the binding cycle of an assumed pod on a thread of its own.
+pub(crate) fn spawn_binding_cycle(
+    shared: &Arc<Shared>,
+    writer: &Writer,
+    attempt: Attempt,
+    assumed: Arc<Pod>,
+    node: String,
+    state: CycleState,
+) {
+    shared.in_flight.fetch_add(1, Ordering::SeqCst);
+    let (shared, writer) = (shared.clone(), writer.clone());
+    // The binding's first rate-limit token is taken here, before a thread
+    // is: threads are held only by bindings that can write.
+    tokio::spawn(async move {
+        let writer = writer.prepaid().await;
+        tokio::task::spawn_blocking(move || {
+            binding_cycle(shared, writer, attempt, assumed, node, state)
+        });
+    });
+}
+
 /// The end of the scheduling cycle: the pod is assumed on `node`, then
 /// Reserve and Permit run (upstream's `prepareForBindingCycle`). On a
-/// failure everything is undone and the failure returned.
-fn assume_reserve_permit(
+/// failure everything is undone and the failure returned. A member of a
+/// pod group (`group`) gives GangScheduling's Permit its group's state
+/// with the pod assumed.
+pub(crate) fn assume_reserve_permit(
     shared: &Shared,
     fw: &Framework,
     pod: &Pod,
     node: &str,
     mut state: CycleState,
+    group: Option<&Arc<rkube_model::pod_groups::PodGroup>>,
 ) -> Result<(CycleState, Arc<Pod>), Box<Failure>> {
     let assumed = binding::assumed_pod(pod, node);
     let uid = pod.uid.clone();
@@ -214,6 +243,17 @@ fn assume_reserve_permit(
     st.assume(uid.clone(), assumed.clone());
     st.nominator.delete(&uid);
     let waiting = st.waiting.clone();
+    if let (Some(group), Some(gs)) = (group, st.pod_group_states().and_then(|g| g.of(pod))) {
+        state.write(
+            rkube_framework::GangPermit::KEY,
+            rkube_framework::GangPermit {
+                group: group.clone(),
+                scheduled: gs.scheduled_pods(),
+                assumed: gs.assumed(),
+                waiting: waiting.clone(),
+            },
+        );
+    }
     let s = match binding::reserve_and_permit(fw, &mut state, &assumed, node, &mut *st, &waiting) {
         Ok(_) => return Ok((state, assumed)),
         Err(s) => s,
@@ -324,7 +364,7 @@ fn binding_cycle(
 /// unschedulable pool after a rejection, backoff after an error), then in
 /// the background the preemption ([`preempt`]), the FailedScheduling
 /// event and the PodScheduled condition.
-fn handle_failure(shared: &Arc<Shared>, writer: &Writer, attempt: &Attempt, f: Failure) {
+pub(crate) fn handle_failure(shared: &Arc<Shared>, writer: &Writer, attempt: &Attempt, f: Failure) {
     let result = if f.reason == "Unschedulable" {
         "unschedulable"
     } else {

@@ -96,6 +96,8 @@ pub struct State {
     dra: dra::DraCache,
     /// Asynchronous preemptions still deleting victims.
     preemptions: preemption::Preemptions,
+    /// PodGroups and their members (GenericWorkload; `None` without it).
+    pod_groups: Option<pod_groups::PodGroupCache>,
     /// The workloads the queue's hints read; `false` after a workload
     /// change, until they are handed to the queue again.
     workloads_synced: bool,
@@ -153,6 +155,7 @@ impl State {
             csi_drivers: BTreeMap::new(),
             dra: dra::DraCache::default(),
             preemptions: preemption::Preemptions::default(),
+            pod_groups: None,
             workloads_synced: false,
             waiting: WaitingPods::new(),
             queue,
@@ -239,13 +242,16 @@ impl State {
 
     /// Counts a pod on its node before its binding is confirmed.
     pub fn assume(&mut self, uid: String, pod: Arc<Pod>) {
+        self.pod_group_member_assumed(&pod, true);
         self.assumed.insert(uid.clone(), pod);
         self.resync_pod(&uid);
     }
 
     /// Forgets an assumed pod (its binding failed).
     pub fn forget(&mut self, uid: &str) {
-        self.assumed.remove(uid);
+        if let Some(pod) = self.assumed.remove(uid) {
+            self.pod_group_member_assumed(&pod, false);
+        }
         self.resync_pod(uid);
     }
 
@@ -381,7 +387,11 @@ impl State {
     /// The PreEnqueue rejection of a pod, if any.
     pub fn pre_enqueue_rejection(&self, profiles: &Profiles, pod: &Pod) -> Option<String> {
         let dra = pod.has_resource_claims().then(|| self.dra_view());
-        rkube_framework::pre_enqueue_rejection(profiles.for_pod(pod)?, pod, dra.as_deref())
+        let ctx = rkube_framework::EnqueueContext {
+            dra: dra.as_deref(),
+            pod_groups: self.pod_group_states(),
+        };
+        rkube_framework::pre_enqueue_rejection_in(profiles.for_pod(pod)?, pod, &ctx)
     }
 
     /// What a scheduling cycle for the pod `uid` runs on: its latest
@@ -494,6 +504,7 @@ impl State {
             }
         };
         let raw = Arc::new(raw);
+        self.pod_group_member_changed(old.as_ref().map(|o| &*o.model), &model);
         let terminating = raw.metadata.deletion_timestamp.is_some();
         self.pods.insert(
             uid.clone(),
@@ -562,6 +573,11 @@ impl State {
         self.sync_queue_workloads();
         self.queue
             .upsert(old_model.as_deref(), model.clone(), gated, now);
+        if let (None, Some(group)) = (&old_model, &model.pod_group) {
+            // A new member may be the one its gated group waits for.
+            let ns = model.namespace.clone();
+            self.recheck_group(profiles, &ns, group, &events::UNSCHEDULED_POD_ADD, now);
+        }
         if let Some(o) = old_model.filter(|o| {
             !o.nominated_node_name.is_empty() && o.nominated_node_name != model.nominated_node_name
         }) {
@@ -582,6 +598,9 @@ impl State {
         // A pod waiting on Permit is rejected (upstream's RejectWaitingPod).
         self.waiting.reject(uid, "", "removed");
         let old = self.pods.remove(uid).map(|o| o.model);
+        if let Some(o) = &old {
+            self.pod_group_member_deleted(o);
+        }
         self.victim_changed(uid);
         self.queue.delete(uid);
         self.nominator.delete(uid);
@@ -1078,6 +1097,7 @@ fn replace_map<K: kube::Resource, V>(
 }
 
 mod dra;
+mod pod_groups;
 mod preemption;
 #[cfg(test)]
 mod tests;

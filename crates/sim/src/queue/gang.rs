@@ -18,10 +18,8 @@ use std::sync::Arc;
 
 use rkube_framework::binding;
 use rkube_framework::in_memory::SnapshotHost;
-use rkube_framework::pod_group_cycle::{self, GroupCycle, Tried, Verdict};
-use rkube_framework::{
-    CycleState, EnqueueContext, Framework, GangPermit, Point, Snapshot, WaitingPods,
-};
+use rkube_framework::pod_group_cycle::{self, GroupCycle, PostFilter, Tried, Verdict};
+use rkube_framework::{CycleState, EnqueueContext, Framework, GangPermit, Snapshot, WaitingPods};
 use rkube_model::pod_groups::PodGroup;
 use rkube_model::Pod;
 
@@ -153,37 +151,17 @@ impl Queue<'_> {
         members: &[&Pod],
         msg: String,
     ) -> Result<String, SimError> {
-        if !fw
-            .plugins(Point::PostFilter)
-            .iter()
-            .any(|p| p.name() == "DefaultPreemption")
-        {
-            return Ok(msg);
-        }
-        let status = if members.iter().any(|p| p.preemption_never) {
-            "not eligible due to preemptionPolicy=Never."
-        } else {
-            let priority_of = |p: &Pod| {
-                self.groups
-                    .of(p)
-                    .and_then(|s| s.group.as_ref())
-                    .map_or(p.priority, |g| g.priority)
+        let outcome = PostFilter::after(fw, snapshot, &self.groups, group, members);
+        outcome.message(msg).ok_or_else(|| {
+            let victim = match &outcome {
+                PostFilter::CouldPreempt(v) => v.as_str(),
+                _ => "",
             };
-            let victim = snapshot
-                .nodes
-                .iter()
-                .flat_map(|n| n.pods.iter())
-                .find(|p| priority_of(p) < group.priority);
-            if let Some(v) = victim {
-                return Err(SimError::Runtime(format!(
-                    "pod group {} does not fit and could preempt lower-priority pods (e.g. {}): workload-aware preemption (DefaultPreemption's PodGroupPostFilter) is not implemented by rkube",
-                    group.key(),
-                    v.key()
-                )));
-            }
-            "No preemption victims found for incoming preemptor"
-        };
-        Ok(format!("{msg}, pod group preemption: {status}"))
+            SimError::Runtime(format!(
+                "pod group {} does not fit and could preempt lower-priority pods (e.g. {victim}): workload-aware preemption (DefaultPreemption's PodGroupPostFilter) is not implemented by rkube",
+                group.key(),
+            ))
+        })
     }
 
     /// Assumes a member that fit on the real snapshot and runs Reserve and

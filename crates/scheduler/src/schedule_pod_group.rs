@@ -1,0 +1,252 @@
+//! The pod-group cycle as the live scheduler drives it (GenericWorkload;
+//! upstream's `scheduleOnePodGroup`): when the queue pops a member of a
+//! PodGroup, the group's other members waiting in the queue are taken with
+//! it and the framework's algorithm ([`rkube_framework::pod_group_cycle`])
+//! decides for all of them on a copy of the snapshot:
+//!
+//! * the members are validated (one scheduler name, the group's priority,
+//!   one preemption policy); a failure is every member's SchedulerError;
+//! * the simulation pass tries them in queue order, each assumed for the
+//!   next, and stops as soon as `minCount` is out of reach;
+//! * when the group fits, each member that fit is assumed, reserved and
+//!   permitted for real — GangScheduling's Permit holds each one until
+//!   `minCount` are assumed, then allows them all — and bound on a thread
+//!   of its own;
+//! * otherwise every member fails with upstream's message ("pod group is
+//!   unschedulable, …" for the members that fit, their own FailedScheduling
+//!   message for the others) and waits in the queue for the events that
+//!   may help any of them;
+//! * the PodGroup's `PodGroupInitiallyScheduled` condition says so (True
+//!   `Scheduled`, or False `Unschedulable` / `SchedulerError`), never going
+//!   back from True.
+//!
+//! Not done, and said in the message rather than guessed: workload-aware
+//! preemption (PodGroupPostFilter). A group that does not fit while pods of
+//! lower priority run gets "pod group preemption: not attempted …" where
+//! upstream would look for victims.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rkube_framework::pod_group_cycle::{
+    self, GroupCycle, PostFilter, Tried, Verdict, GROUP_UNSCHEDULABLE,
+};
+use rkube_framework::{Failure, Framework, Nominator, Scheduler, Snapshot, Status};
+use rkube_model::Pod;
+
+use crate::api::Writer;
+use crate::schedule_one::{assume_reserve_permit, handle_failure, spawn_binding_cycle, Attempt};
+use crate::state::State;
+use crate::Shared;
+
+/// GangScheduling: its PlacementFeasible decides a group's failure, and its
+/// hints (a member or the group appearing) may let the group in again.
+const GANG_SCHEDULING: &str = "GangScheduling";
+
+/// Schedules the pod group of the popped member `first` (queue time
+/// `first_ts`) in one cycle.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pod_group_cycle(
+    shared: &Arc<Shared>,
+    writer: &Writer,
+    scheduler: &mut Scheduler,
+    fw: &Framework,
+    first: Attempt,
+    snapshot: Arc<Snapshot>,
+    nominator: Nominator,
+    first_ts: u64,
+) {
+    let pod = first.entry.model.clone();
+    let (attempts, group, mut groups) = {
+        let mut st = shared.lock();
+        let others = st.queue.take_group_members(&pod);
+        let mut attempts: Vec<(u64, Attempt)> = Vec::with_capacity(others.len() + 1);
+        for qp in others {
+            let entry = st
+                .pods
+                .get(&qp.pod.uid)
+                .filter(|e| State::is_ours_pending(&shared.profiles, &e.model))
+                .cloned();
+            match entry {
+                Some(entry) => attempts.push((
+                    qp.timestamp,
+                    Attempt {
+                        entry,
+                        mark: first.mark.clone(),
+                        profile: first.profile.clone(),
+                        started: Instant::now(),
+                        attempts: qp.attempts,
+                    },
+                )),
+                None => st.queue.done(&qp.pod.uid),
+            }
+        }
+        attempts.push((first_ts, first));
+        attempts.sort_by_key(|(ts, a)| (*ts, a.entry.model.seq));
+        let group = st
+            .pod_group_states()
+            .and_then(|g| g.of(&pod))
+            .and_then(|s| s.group.clone());
+        let groups = st.pod_group_states().cloned().unwrap_or_default();
+        (attempts, group, groups)
+    };
+    let attempts: Vec<Attempt> = attempts.into_iter().map(|(_, a)| a).collect();
+    let Some(group) = group else {
+        // PreEnqueue let it in, so the group was there: it went since.
+        let msg = format!(
+            "waiting for pods's pod group {:?} to appear in scheduling queue",
+            pod.pod_group.as_deref().unwrap_or_default()
+        );
+        for a in &attempts {
+            handle_failure(
+                shared,
+                writer,
+                a,
+                Failure::error(&Status::error(msg.clone())),
+            );
+        }
+        return;
+    };
+    let members: Vec<Arc<Pod>> = attempts.iter().map(|a| a.entry.model.clone()).collect();
+    let refs: Vec<&Pod> = members.iter().map(|p| &**p).collect();
+    if let Err(msg) = pod_group_cycle::validate(&group, &refs) {
+        tracing::warn!(pod_group = %group.key(), error = %msg, "pod group fails validation");
+        for a in &attempts {
+            handle_failure(
+                shared,
+                writer,
+                a,
+                Failure::error(&Status::error(msg.clone())),
+            );
+        }
+        set_condition(shared, writer, &group, "False", "SchedulerError", &msg);
+        return;
+    }
+    let mut snap = (*snapshot).clone();
+    drop(snapshot);
+    let pass = tokio::task::block_in_place(|| {
+        GroupCycle {
+            scheduler,
+            fw,
+            nominator: &nominator,
+            groups: &mut groups,
+            latencies: None,
+        }
+        .pass(&mut snap, &group, &refs, &mut |_, _, _| {})
+    });
+    let verdict = match pass.verdict.clone() {
+        Verdict::Unschedulable(msg) => {
+            let post = PostFilter::after(fw, &snap, &groups, &group, &refs);
+            Verdict::Unschedulable(post.message(msg.clone()).unwrap_or_else(|| {
+                tracing::warn!(pod_group = %group.key(), "pod group does not fit; workload-aware preemption is not implemented by rkube");
+                format!("{msg}, pod group preemption: not attempted (rkube does not implement workload-aware preemption)")
+            }))
+        }
+        v => v,
+    };
+    // The plugins whose events may help any member: the group waits as one.
+    let mut rejectors: BTreeSet<&'static str> = pass
+        .tried
+        .iter()
+        .filter_map(|t| match t {
+            Tried::Failed { rejectors, .. } => Some(rejectors.iter().copied()),
+            Tried::Fits(..) => None,
+        })
+        .flatten()
+        .collect();
+    rejectors.insert(GANG_SCHEDULING);
+    let (mut placed, mut failed) = (0usize, 0usize);
+    for (i, attempt) in attempts.into_iter().enumerate() {
+        let failure = match pod_group_cycle::member_message(&pass, &verdict, i) {
+            Some(msg) => {
+                let error = matches!(verdict, Verdict::Error(_))
+                    || matches!(pass.tried.get(i), Some(Tried::Failed { rejectors, .. }) if rejectors.is_empty());
+                if error {
+                    Failure::error(&Status::error(msg))
+                } else {
+                    unschedulable(msg, rejectors.clone())
+                }
+            }
+            None => {
+                let Some(Tried::Fits(node, state)) = pass.tried.get(i) else {
+                    unreachable!("a member without a message fit");
+                };
+                let node = snap.nodes[*node].name().to_string();
+                let model = attempt.entry.model.clone();
+                match assume_reserve_permit(shared, fw, &model, &node, state.clone(), Some(&group))
+                {
+                    Ok((state, assumed)) => {
+                        placed += 1;
+                        spawn_binding_cycle(shared, writer, attempt, assumed, node, state);
+                        continue;
+                    }
+                    Err(f) => *f,
+                }
+            }
+        };
+        failed += 1;
+        handle_failure(shared, writer, &attempt, failure);
+    }
+    match &verdict {
+        Verdict::Success => {
+            tracing::debug!(pod_group = %group.key(), placed, failed, "scheduled a pod group");
+            set_condition(shared, writer, &group, "True", "Scheduled", "");
+        }
+        Verdict::Unschedulable(msg) => {
+            tracing::debug!(pod_group = %group.key(), message = %msg, "unable to schedule a pod group");
+            let msg = if msg.starts_with(GROUP_UNSCHEDULABLE) {
+                msg.clone()
+            } else {
+                format!("{GROUP_UNSCHEDULABLE}, {msg}")
+            };
+            set_condition(shared, writer, &group, "False", "Unschedulable", &msg);
+        }
+        Verdict::Error(msg) => {
+            tracing::warn!(pod_group = %group.key(), error = %msg, "error scheduling a pod group");
+            set_condition(shared, writer, &group, "False", "SchedulerError", msg);
+        }
+    }
+}
+
+/// A member's rejection, waiting for the events of `rejectors`.
+fn unschedulable(message: String, rejectors: BTreeSet<&'static str>) -> Failure {
+    Failure {
+        reason: "Unschedulable",
+        message,
+        nominated_node: Some(String::new()),
+        victims: Vec::new(),
+        unschedulable: true,
+        rejectors,
+        report: true,
+        deallocated_claims: Vec::new(),
+        deleted_claims: Vec::new(),
+    }
+}
+
+/// Writes the group's `PodGroupInitiallyScheduled` condition in the
+/// background.
+fn set_condition(
+    shared: &Shared,
+    writer: &Writer,
+    group: &rkube_model::pod_groups::PodGroup,
+    status: &'static str,
+    reason: &'static str,
+    message: &str,
+) {
+    let Some(object) = shared
+        .lock()
+        .pod_group_object(&group.namespace, &group.name)
+    else {
+        return;
+    };
+    let (writer, message) = (writer.clone(), message.to_string());
+    tokio::spawn(async move {
+        if let Err(e) = writer
+            .pod_group_condition(&object, status, reason, &message)
+            .await
+        {
+            tracing::warn!(pod_group = %object.metadata.name.as_deref().unwrap_or_default(), error = %e, "updating the pod group's condition failed");
+        }
+    });
+}
