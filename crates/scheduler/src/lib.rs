@@ -29,7 +29,6 @@ pub mod options;
 pub mod queue;
 
 mod schedule_one;
-mod schedule_pod_group;
 pub mod serve;
 pub mod state;
 

@@ -18,6 +18,11 @@
 //!                                     PodScheduled
 //!     └─ task: preempt                nominations cleared, victims deleted,
 //!                                     State::preemption_finished
+//!     or, for a member of a PodGroup  pod_group::pod_group_cycle: the group's queued
+//!     (GenericWorkload)               members taken along, the framework's pod-group
+//!                                     algorithm, then assume_reserve_permit and a
+//!                                     binding cycle per member that fits, or
+//!                                     handle_failure per member
 //! ```
 
 use std::sync::atomic::Ordering;
@@ -38,6 +43,8 @@ use crate::api::{api_message, truncate_message, Writer};
 use crate::queue::QueuedPod;
 use crate::state::PodEntry;
 use crate::{log_explanation, Decision, Shared};
+
+mod pod_group;
 
 /// Waits for the next pod to schedule.
 async fn next_pod(shared: &Shared) -> QueuedPod {
@@ -92,13 +99,13 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, writer: Writer, mut sched
 }
 
 /// What an attempt started with, for metrics and the failure handler.
-pub(crate) struct Attempt {
-    pub(crate) entry: PodEntry,
+struct Attempt {
+    entry: PodEntry,
     /// Written with the binding under `--record-decisions`.
-    pub(crate) mark: Option<DecisionMark>,
-    pub(crate) profile: String,
-    pub(crate) started: Instant,
-    pub(crate) attempts: u32,
+    mark: Option<DecisionMark>,
+    profile: String,
+    started: Instant,
+    attempts: u32,
 }
 
 /// The scheduling cycle of one pod (upstream's `schedulingCycle`).
@@ -137,7 +144,7 @@ fn scheduling_cycle(
     if shared.profiles.generic_workload && pod.pod_group.is_some() {
         // A member of a pod group: the group's cycle, with the other
         // members waiting in the queue.
-        crate::schedule_pod_group::pod_group_cycle(
+        pod_group::pod_group_cycle(
             shared,
             writer,
             scheduler,
@@ -204,7 +211,7 @@ fn scheduling_cycle(
 }
 
 /// Starts the binding cycle of an assumed pod on a thread of its own.
-pub(crate) fn spawn_binding_cycle(
+fn spawn_binding_cycle(
     shared: &Arc<Shared>,
     writer: &Writer,
     attempt: Attempt,
@@ -229,7 +236,7 @@ pub(crate) fn spawn_binding_cycle(
 /// failure everything is undone and the failure returned. A member of a
 /// pod group (`group`) gives GangScheduling's Permit its group's state
 /// with the pod assumed.
-pub(crate) fn assume_reserve_permit(
+fn assume_reserve_permit(
     shared: &Shared,
     fw: &Framework,
     pod: &Pod,
@@ -364,7 +371,7 @@ fn binding_cycle(
 /// unschedulable pool after a rejection, backoff after an error), then in
 /// the background the preemption ([`preempt`]), the FailedScheduling
 /// event and the PodScheduled condition.
-pub(crate) fn handle_failure(shared: &Arc<Shared>, writer: &Writer, attempt: &Attempt, f: Failure) {
+fn handle_failure(shared: &Arc<Shared>, writer: &Writer, attempt: &Attempt, f: Failure) {
     let result = if f.reason == "Unschedulable" {
         "unschedulable"
     } else {
