@@ -641,3 +641,42 @@ fn a_preemption_gate_is_rechecked_by_the_flush_and_activate() {
     assert_eq!(q.place("vip"), Some(Place::Active));
     assert_eq!(m.incoming_pods_count("active", "ForceActivate"), 1);
 }
+
+/// GenericWorkload: the member popped first takes the other members of its
+/// group from the active queue, the backoff queue and the pool (not gated
+/// ones), in queue order, marked in flight; other groups' pods stay.
+#[test]
+fn a_popped_member_takes_its_queued_group_along() {
+    let now = Instant::now();
+    let mut q = q();
+    let member = |uid: &str, group: &str| {
+        let mut p = (*pod(uid, 0)).clone();
+        p.pod_group = Some(group.into());
+        Arc::new(p)
+    };
+    // m2 was rejected (unschedulable pool), m1 and m3 are active, m4 gated,
+    // o1 belongs to another group.
+    reject(&mut q, member("m2", "g"), &["NodeResourcesFit"], now);
+    q.upsert(None, member("m1", "g"), false, now);
+    q.upsert(None, member("m3", "g"), false, now);
+    q.upsert(None, member("m4", "g"), true, now);
+    q.upsert(None, member("o1", "other"), false, now);
+    let first = q.pop(now).expect("active");
+    assert_eq!(first.pod.uid, "m1");
+    let taken: Vec<String> = q
+        .take_group_members(&first.pod)
+        .iter()
+        .map(|qp| qp.pod.uid.clone())
+        .collect();
+    // m2 entered the queue first.
+    assert_eq!(taken, ["m2", "m3"]);
+    for uid in ["m1", "m2", "m3"] {
+        assert_eq!(q.place(uid), Some(Place::InFlight), "{uid}");
+    }
+    assert_eq!(q.place("m4"), Some(Place::Unschedulable));
+    assert_eq!(q.place("o1"), Some(Place::Active));
+    // A pod of no group takes nothing.
+    let lone = q.pop(now).expect("o1");
+    assert!(q.take_group_members(&pod("x", 0)).is_empty());
+    assert_eq!(lone.pod.uid, "o1");
+}
