@@ -898,6 +898,30 @@ impl Queue {
         }
     }
 
+    /// GenericWorkload: a member left pending by a pod-group cycle that
+    /// succeeded goes back to the active queue at once, keeping its queue
+    /// time (upstream's `AddAttemptedPodGroupIfNeeded` requeues such a
+    /// group without backoff and with its timestamp), so the group's
+    /// leftovers are tried again before later pods.
+    pub fn requeue_group_leftover(&mut self, uid: &str) -> bool {
+        let qp = match self.unpark(uid) {
+            Some(qp) => qp,
+            None => match self
+                .backoff
+                .remove(uid)
+                .or_else(|| self.backoff_errors.remove(uid))
+            {
+                Some(qp) => qp,
+                None => return false,
+            },
+        };
+        let mut qp = qp;
+        qp.gate = None;
+        self.incoming(Target::Active, "ScheduleAttemptFailure");
+        self.active.push(qp);
+        true
+    }
+
     /// Upstream's `Activate` of one pod: from the unschedulable pool or the
     /// backoff queue straight to the active queue; a pod of the pool whose
     /// preemption still runs stays there, gated. Returns whether it moved.

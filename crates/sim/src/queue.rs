@@ -141,7 +141,7 @@ impl<'p> Queue<'p> {
                     vec![self.schedule_one(snapshot, pod, opts.explain, &mut pass, &placed_at)?],
                 ),
                 Entity::Group(members) => {
-                    let placements = self.schedule_group(snapshot, &members, &mut |_, _, _| {})?;
+                    let placements = self.schedule_group_until_settled(snapshot, &members)?;
                     (members, placements)
                 }
             };
@@ -154,6 +154,44 @@ impl<'p> Queue<'p> {
             }
         }
         Ok(pass)
+    }
+
+    /// A pod group's cycle, then again for the members left pending as
+    /// long as the last cycle placed some: upstream requeues a group that
+    /// succeeded with members left straight to the active queue, keeping
+    /// its place (`AddAttemptedPodGroupIfNeeded`), so they are tried again
+    /// at once, now beside the members just placed. Each try is a cycle
+    /// (it moves where the next filter pass starts).
+    fn schedule_group_until_settled(
+        &mut self,
+        snapshot: &mut Snapshot,
+        members: &[&Pod],
+    ) -> Result<Vec<Placement>, SimError> {
+        let mut placements = self.schedule_group(snapshot, members, &mut |_, _, _| {})?;
+        loop {
+            let left: Vec<usize> = (0..members.len())
+                .filter(|&i| placements[i].node.is_none())
+                .collect();
+            let placed_now = left.len() < members.len();
+            if left.is_empty() || !placed_now {
+                return Ok(placements);
+            }
+            let retry: Vec<&Pod> = left.iter().map(|&i| members[i]).collect();
+            let again = self.schedule_group(snapshot, &retry, &mut |_, _, _| {})?;
+            let mut progress = false;
+            // A member that fails again keeps its first message, the one
+            // its first attempt reported (as `simulate` reports one
+            // decision per pod).
+            for (k, &i) in left.iter().enumerate() {
+                if again[k].node.is_some() {
+                    placements[i] = again[k].clone();
+                    progress = true;
+                }
+            }
+            if !progress {
+                return Ok(placements);
+            }
+        }
     }
 
     /// The queue's entities in the order it pops them: with GenericWorkload

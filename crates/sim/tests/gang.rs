@@ -250,3 +250,28 @@ fn drain_reschedules_an_evicted_gang_member() {
     assert!(r1.node.is_some(), "{r1:?}");
     assert_ne!(r1.node.as_deref(), Some("n1"));
 }
+
+/// A group that succeeds with members left is tried again at once with
+/// them (upstream's `AddAttemptedPodGroupIfNeeded` requeues it straight to
+/// the active queue): here `a` needs a pod of its sibling's label on its
+/// node, which exists only once `b` is placed by the first cycle.
+#[test]
+fn members_left_by_a_successful_cycle_are_tried_again_at_once() {
+    let extra = "- {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: duo, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 1}}}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: default, creationTimestamp: '2026-01-01T00:00:00Z'}, spec: {schedulingGroup: {podGroupName: duo}, affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: b}}, topologyKey: kubernetes.io/hostname}]}}, containers: [{name: c, image: x}]}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: default, creationTimestamp: '2026-01-01T00:00:01Z', labels: {app: b}}, spec: {schedulingGroup: {podGroupName: duo}, containers: [{name: c, image: x}]}}\n";
+    let mut text = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for n in 1..=2 {
+        text.push_str(&format!("- {{apiVersion: v1, kind: Node, metadata: {{name: n{n}, labels: {{kubernetes.io/hostname: n{n}}}}}, status: {{allocatable: {{cpu: '2', memory: 4Gi, pods: '110'}}}}}}\n"));
+    }
+    text.push_str(extra);
+    let c = build(&parse_documents("t.yaml", &text).unwrap(), &mut |_| {
+        Ok(false)
+    })
+    .unwrap();
+    let got = placements(&c, true).unwrap();
+    let of = |pod: &str| got.iter().find(|p| p.0 == pod).cloned().unwrap();
+    let b = of("default/b");
+    assert!(!b.1.is_empty(), "{b:?}");
+    assert_eq!(of("default/a").1, b.1, "a joins b on its node: {got:?}");
+}

@@ -680,3 +680,18 @@ fn a_popped_member_takes_its_queued_group_along() {
     assert!(q.take_group_members(&pod("x", 0)).is_empty());
     assert_eq!(lone.pod.uid, "o1");
 }
+
+/// A member left by a pod-group cycle that succeeded goes back to the
+/// active queue at once, ahead of pods that came after it.
+#[test]
+fn a_group_leftover_is_active_again_with_its_queue_time() {
+    let now = Instant::now();
+    let mut q = q();
+    reject(&mut q, pod("left", 0), &["InterPodAffinity"], now);
+    q.upsert(None, pod("later", 0), false, now);
+    assert_eq!(q.place("left"), Some(Place::Unschedulable));
+    assert!(q.requeue_group_leftover("left"));
+    assert_eq!(q.place("left"), Some(Place::Active));
+    assert_eq!(q.pop(now).expect("active").pod.uid, "left");
+    assert!(!q.requeue_group_leftover("nobody"));
+}

@@ -15,7 +15,9 @@
 //! * otherwise every member fails with upstream's message ("pod group is
 //!   unschedulable, …" for the members that fit, their own FailedScheduling
 //!   message for the others) and waits in the queue for the events that
-//!   may help any of them;
+//!   may help any of them; members left pending by a group that succeeded
+//!   go straight back to the active queue, keeping their queue time, as
+//!   upstream requeues such a group;
 //! * the PodGroup's `PodGroupInitiallyScheduled` condition says so (True
 //!   `Scheduled`, or False `Unschedulable` / `SchedulerError`), never going
 //!   back from True.
@@ -157,6 +159,7 @@ pub(crate) fn pod_group_cycle(
         .collect();
     rejectors.insert(GANG_SCHEDULING);
     let (mut placed, mut failed) = (0usize, 0usize);
+    let mut leftovers: Vec<String> = Vec::new();
     for (i, attempt) in attempts.into_iter().enumerate() {
         let failure = match pod_group_cycle::member_message(&pass, &verdict, i) {
             Some(msg) => {
@@ -186,7 +189,20 @@ pub(crate) fn pod_group_cycle(
             }
         };
         failed += 1;
+        if verdict == Verdict::Success {
+            leftovers.push(attempt.entry.model.uid.clone());
+        }
         handle_failure(shared, writer, &attempt, failure);
+    }
+    if placed > 0 && !leftovers.is_empty() {
+        // The group succeeded with members left: they are tried again at
+        // once, beside the members just placed.
+        let mut st = shared.lock();
+        for uid in &leftovers {
+            st.queue.requeue_group_leftover(uid);
+        }
+        drop(st);
+        shared.wake.notify_one();
     }
     match &verdict {
         Verdict::Success => {
