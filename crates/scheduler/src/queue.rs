@@ -716,13 +716,7 @@ impl Queue {
         uids.dedup();
         let mut taken: Vec<QueuedPod> = uids
             .iter()
-            .filter_map(|uid| {
-                self.active
-                    .remove(uid)
-                    .or_else(|| self.backoff.remove(uid))
-                    .or_else(|| self.backoff_errors.remove(uid))
-                    .or_else(|| self.unpark(uid))
-            })
+            .filter_map(|uid| self.active.remove(uid).or_else(|| self.take_waiting(uid)))
             .collect();
         taken.sort_by_key(|qp| qp.timestamp);
         for qp in &mut taken {
@@ -898,24 +892,22 @@ impl Queue {
         }
     }
 
+    /// Takes a pod out of the unschedulable pool or the backoff queues.
+    fn take_waiting(&mut self, uid: &str) -> Option<QueuedPod> {
+        self.unpark(uid)
+            .or_else(|| self.backoff.remove(uid))
+            .or_else(|| self.backoff_errors.remove(uid))
+    }
+
     /// GenericWorkload: a member left pending by a pod-group cycle that
     /// succeeded goes back to the active queue at once, keeping its queue
     /// time (upstream's `AddAttemptedPodGroupIfNeeded` requeues such a
     /// group without backoff and with its timestamp), so the group's
     /// leftovers are tried again before later pods.
     pub fn requeue_group_leftover(&mut self, uid: &str) -> bool {
-        let qp = match self.unpark(uid) {
-            Some(qp) => qp,
-            None => match self
-                .backoff
-                .remove(uid)
-                .or_else(|| self.backoff_errors.remove(uid))
-            {
-                Some(qp) => qp,
-                None => return false,
-            },
+        let Some(mut qp) = self.take_waiting(uid) else {
+            return false;
         };
-        let mut qp = qp;
         qp.gate = None;
         self.incoming(Target::Active, "ScheduleAttemptFailure");
         self.active.push(qp);
@@ -935,18 +927,9 @@ impl Queue {
                 return false;
             }
         }
-        let qp = match self.unpark(uid) {
-            Some(qp) => qp,
-            None => match self
-                .backoff
-                .remove(uid)
-                .or_else(|| self.backoff_errors.remove(uid))
-            {
-                Some(qp) => qp,
-                None => return false,
-            },
+        let Some(mut qp) = self.take_waiting(uid) else {
+            return false;
         };
-        let mut qp = qp;
         qp.gate = None;
         qp.timestamp = self.stamp();
         self.incoming(Target::Active, &label);
