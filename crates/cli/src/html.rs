@@ -735,17 +735,7 @@ fn group_tables(g: &rkube_sim::GroupExplanation) -> String {
         &["node", "placed", "rejected (members that fit nowhere)"],
         &nodes,
     ));
-    let verdict = match (&g.fits_with, g.scheduled) {
-        (_, true) => "The group is scheduled.".to_string(),
-        (Some(a), false) => format!(
-            "The group does not fit; it fits with {} more node(s) like {}.",
-            a.count, a.like
-        ),
-        (None, false) => {
-            "The group does not fit, and no number of copies of an existing node makes it fit."
-                .to_string()
-        }
-    };
+    let verdict = rkube_sim::text::group_verdict(g);
     let _ = writeln!(out, "<p class=\"summary\">{}</p>", esc(&verdict));
     out
 }

@@ -151,6 +151,11 @@ pub struct GroupExplanation {
     /// that make it fit, if any (see `rkube explain` in docs/what-ifs.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fits_with: Option<NodesToAdd>,
+    /// The search for nodes to add stopped at its limits (a huge gang or
+    /// many node shapes): `fitsWith`, when present, may not be the fewest,
+    /// and when absent, more nodes may still help.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub search_limited: bool,
 }
 
 /// One member's turn in the pod-group cycle.

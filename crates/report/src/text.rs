@@ -267,26 +267,31 @@ fn group(g: &GroupExplanation, tried: bool) -> String {
         out.push_str(&table(&rows));
     }
     out.push('\n');
-    if g.scheduled {
-        let _ = writeln!(out, "The group is scheduled.");
-    } else {
-        match &g.fits_with {
-            Some(a) => {
-                let _ = writeln!(
-                    out,
-                    "The group does not fit; it fits with {} more node(s) like {}.",
-                    a.count, a.like
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "The group does not fit, and no number of copies of an existing node (up to one per pending member) makes it fit."
-                );
-            }
-        }
-    }
+    out.push_str(&group_verdict(g));
+    out.push('\n');
     out
+}
+
+/// The last line of a pod group's explanation: scheduled, or how many
+/// nodes would make it fit.
+pub fn group_verdict(g: &GroupExplanation) -> String {
+    if g.scheduled {
+        return "The group is scheduled.".to_string();
+    }
+    match &g.fits_with {
+        Some(a) => format!(
+            "The group does not fit; it fits with {} more node(s) like {}{}.",
+            a.count,
+            a.like,
+            if g.search_limited {
+                " (the search stopped at its limit: fewer may do)"
+            } else {
+                ""
+            }
+        ),
+        None if g.search_limited => "The group does not fit; the search for nodes to add stopped at its limit without an answer.".to_string(),
+        None => "The group does not fit, and no number of copies of an existing node (up to one per pending member) makes it fit.".to_string(),
+    }
 }
 
 #[cfg(test)]

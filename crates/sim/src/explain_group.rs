@@ -12,7 +12,8 @@
 //!   assumed;
 //! * when the group does not fit, the fewest copies of one existing node
 //!   that make it fit (each node shape tried, found by bisection on the
-//!   assumption that more copies never hurt).
+//!   assumption that more copies never hurt), within a bounded amount of
+//!   scheduling work.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -113,8 +114,8 @@ pub(crate) fn explain_group(
         .collect();
     let scheduled = placements.iter().any(|p| p.node.is_some());
     let nodes = per_node(&snapshot, &members, &turns);
-    let fits_with = if scheduled {
-        None
+    let (fits_with, search_limited) = if scheduled {
+        (None, false)
     } else {
         nodes_to_add(cluster, profiles, pod, seed)?
     };
@@ -158,6 +159,7 @@ pub(crate) fn explain_group(
         members: verdicts,
         nodes,
         fits_with,
+        search_limited,
     });
     Ok(Some(explanation))
 }
@@ -214,44 +216,90 @@ fn per_node(
     nodes.into_values().collect()
 }
 
+/// Most member attempts the search for nodes to add spends (each try
+/// schedules the group's pending members once), so that a huge gang or a
+/// cluster of many shapes is answered in bounded time.
+const SEARCH_BUDGET: usize = 100_000;
+
+/// Most copies of a node the search adds.
+const MAX_COPIES: usize = 5_000;
+
 /// The fewest copies of one existing node (each distinct shape tried, in
-/// name order) with which `pod`'s group is bound; `None` when no number up
-/// to the group's pending members makes it fit.
+/// name order) with which `pod`'s group is bound, and whether the search
+/// stopped at its limits ([`SEARCH_BUDGET`], [`MAX_COPIES`]) before it
+/// could say; `None` when no number it tried makes the group fit.
 fn nodes_to_add(
     cluster: &Cluster,
     profiles: &Profiles,
     pod: &Pod,
     seed: u64,
-) -> Result<Option<NodesToAdd>, SimError> {
+) -> Result<(Option<NodesToAdd>, bool), SimError> {
+    nodes_to_add_within(cluster, profiles, pod, seed, SEARCH_BUDGET, MAX_COPIES)
+}
+
+/// [`nodes_to_add`] with its limits given.
+fn nodes_to_add_within(
+    cluster: &Cluster,
+    profiles: &Profiles,
+    pod: &Pod,
+    seed: u64,
+    budget: usize,
+    max_copies: usize,
+) -> Result<(Option<NodesToAdd>, bool), SimError> {
     let Some(groups) = crate::pod_group_states(cluster, profiles) else {
-        return Ok(None);
+        return Ok((None, false));
     };
     let pending = match group_members(cluster, profiles, &groups, pod, seed) {
         Some((_, m)) => m.len(),
-        None => return Ok(None),
+        None => return Ok((None, false)),
+    };
+    let mut budget = budget;
+    let mut limited = pending > max_copies;
+    let try_copies = |template: &Node, count: usize, budget: &mut usize| {
+        if *budget < pending {
+            return Ok(None);
+        }
+        *budget -= pending;
+        fits_with_copies(cluster, profiles, pod, seed, template, count).map(Some)
     };
     let mut best: Option<NodesToAdd> = None;
     for template in shapes(&cluster.nodes) {
-        let limit = best.as_ref().map_or(pending, |b| b.count - 1);
-        if limit == 0 || !fits_with_copies(cluster, profiles, pod, seed, template, limit)? {
+        let limit = best
+            .as_ref()
+            .map_or(pending.min(max_copies), |b| b.count - 1);
+        if limit == 0 {
             continue;
+        }
+        match try_copies(template, limit, &mut budget)? {
+            None => {
+                limited = true;
+                break;
+            }
+            Some(false) => continue,
+            Some(true) => {}
         }
         // Bisect for the fewest copies that still fit.
         let (mut lo, mut hi) = (1, limit);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if fits_with_copies(cluster, profiles, pod, seed, template, mid)? {
-                hi = mid;
-            } else {
-                lo = mid + 1;
+            match try_copies(template, mid, &mut budget)? {
+                None => {
+                    limited = true;
+                    break;
+                }
+                Some(true) => hi = mid,
+                Some(false) => lo = mid + 1,
             }
         }
         best = Some(NodesToAdd {
             count: hi,
             like: template.name.clone(),
         });
+        if limited {
+            break;
+        }
     }
-    Ok(best)
+    Ok((best, limited))
 }
 
 /// One node per distinct shape (labels other than the hostname, taints,
@@ -322,4 +370,45 @@ fn fits_with_copies(
     let mut snapshot = Snapshot::from_cluster(&c);
     let placements = queue.schedule_group(&mut snapshot, &members, &mut |_, _, _| {})?;
     Ok(placements.iter().any(|p| p.node.is_some()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two 2-CPU nodes and a gang of four 1.5-CPU pods: two more nodes.
+    fn cluster() -> Cluster {
+        let mut text = String::from("apiVersion: v1\nkind: List\nitems:\n");
+        for n in 1..=2 {
+            text.push_str(&format!("- {{apiVersion: v1, kind: Node, metadata: {{name: n{n}}}, status: {{allocatable: {{cpu: '2', memory: 4Gi, pods: '110'}}}}}}\n"));
+        }
+        text.push_str("- {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: g, namespace: default}, spec: {schedulingPolicy: {gang: {minCount: 4}}}}\n");
+        for i in 0..4 {
+            text.push_str(&format!("- {{apiVersion: v1, kind: Pod, metadata: {{name: p{i}, namespace: default}}, spec: {{schedulingGroup: {{podGroupName: g}}, containers: [{{name: c, image: x, resources: {{requests: {{cpu: 1500m}}}}}}]}}}}\n"));
+        }
+        let docs = rkube_model::load::parse_documents("t.yaml", &text).unwrap();
+        rkube_model::load::build(&docs, &mut |_| Ok(false)).unwrap()
+    }
+
+    #[test]
+    fn the_search_for_nodes_to_add_stays_within_its_limits() {
+        let c = cluster();
+        let profiles =
+            crate::profiles(&rkube_config::default_config_gated(true)).expect("profiles");
+        let pod = c.pods.iter().find(|p| p.name == "p0").unwrap();
+        let count = |r: &(Option<NodesToAdd>, bool)| r.0.as_ref().map(|a| a.count);
+        // Unlimited: exactly two, found.
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, usize::MAX, 100).unwrap();
+        assert_eq!((count(&r), r.1), (Some(2), false));
+        // Budget for one try (four pending members): four copies fit, and
+        // the search says it could not look for fewer.
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, 4, 100).unwrap();
+        assert_eq!((count(&r), r.1), (Some(4), true));
+        // No budget at all: no answer, limited.
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, 3, 100).unwrap();
+        assert_eq!((count(&r), r.1), (None, true));
+        // At most one copy: not enough, and it says the cap stopped it.
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, usize::MAX, 1).unwrap();
+        assert_eq!((count(&r), r.1), (None, true));
+    }
 }
