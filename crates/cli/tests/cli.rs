@@ -401,3 +401,41 @@ fn explain_on_a_gang_member_explains_its_groups_cycle() {
     assert!(v.get("podGroup").is_none(), "{v}");
     assert_eq!(v["selectedNode"], "node-2");
 }
+
+/// `capacity` under GenericWorkload refuses a shape that names a pod group
+/// (its members are only scheduled together), naming the file, the pod and
+/// the field; without the gate the field means nothing to the scheduler.
+#[test]
+fn capacity_refuses_a_pod_group_member_shape_under_the_gate() {
+    let dir = std::env::temp_dir().join(format!("rkube-cap-gang-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shape = dir.join("worker.yaml");
+    std::fs::write(
+        &shape,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: w, namespace: ml}\nspec:\n  schedulingGroup: {podGroupName: train}\n  containers: [{name: c, image: x, resources: {requests: {cpu: '1'}}}]\n",
+    )
+    .unwrap();
+    let args = [
+        "capacity",
+        "--cluster",
+        "examples/gang/cluster.yaml",
+        "--pod",
+        shape.to_str().unwrap(),
+    ];
+    let out = rkube(
+        &[
+            args.as_slice(),
+            &["--feature-gates", "GenericWorkload=true"],
+        ]
+        .concat(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("worker.yaml: pod ml/w: spec.schedulingGroup.podGroupName \"train\""),
+        "{err}"
+    );
+    let out = rkube(&args);
+    assert!(out.status.success(), "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

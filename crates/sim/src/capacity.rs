@@ -118,6 +118,15 @@ pub fn capacity(
                 s.pod.scheduler_name
             ))
         })?;
+        if let (true, Some(group)) = (profiles.generic_workload, &s.pod.pod_group) {
+            // Under GenericWorkload a member is only ever scheduled with its
+            // group; clones one by one would answer another question.
+            return Err(SimError::Input(format!(
+                "{}: pod {}: spec.schedulingGroup.podGroupName {group:?}: capacity clones pods one at a time, and a pod group's members are scheduled together; `rkube explain` on a member of the group says whether it fits and how many nodes it would need",
+                s.source,
+                s.pod.key(),
+            )));
+        }
         frameworks.push(fw);
     }
     let mut snapshot = Snapshot::from_cluster(cluster);
