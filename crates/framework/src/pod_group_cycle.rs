@@ -38,12 +38,15 @@ pub enum Tried {
     /// Fits on this node (snapshot index), with its cycle state.
     Fits(usize, CycleState),
     /// Does not fit: its own FailedScheduling message and the plugins that
-    /// rejected it (empty after an error).
+    /// rejected it.
     Failed {
         /// The message.
         message: String,
-        /// The rejecting plugins.
+        /// The rejecting plugins (none after an error, and none when no
+        /// plugin rejected it, e.g. on a cluster without nodes).
         rejectors: BTreeSet<&'static str>,
+        /// A plugin failed (SchedulerError), rather than rejected it.
+        error: bool,
     },
 }
 
@@ -167,6 +170,7 @@ impl GroupCycle<'_> {
                                 Ok(Tried::Failed {
                                     message,
                                     rejectors: diagnosis.unschedulable_plugins,
+                                    error: false,
                                 })
                             }
                             false => Err(s.message()),
@@ -180,6 +184,7 @@ impl GroupCycle<'_> {
                     Ok(Tried::Failed {
                         message: f.message,
                         rejectors: f.rejectors,
+                        error: false,
                     })
                 }
             };
@@ -190,6 +195,7 @@ impl GroupCycle<'_> {
                     tried.push(Tried::Failed {
                         message: msg.clone(),
                         rejectors: BTreeSet::new(),
+                        error: true,
                     });
                     status = Status::error(format!(
                         "failed to schedule other pod from a pod group: {msg}"

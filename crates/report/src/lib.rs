@@ -145,7 +145,8 @@ pub struct GroupExplanation {
     /// The pending members in the order the cycle tries them.
     pub members: Vec<MemberVerdict>,
     /// Per node (by name): the members the simulation pass placed there and
-    /// why each member that fit nowhere was rejected there.
+    /// why each member that fit nowhere (the first 16 of them) was
+    /// rejected there.
     pub nodes: Vec<GroupNode>,
     /// When the group does not fit: the fewest copies of one existing node
     /// that make it fit, if any (see `rkube explain` in docs/what-ifs.md).

@@ -222,7 +222,8 @@ impl Writer {
     /// `status` with `reason` and `message` (upstream's
     /// `updatePodGroupCondition`): never back from True, nothing written
     /// when nothing would change, the transition time kept while the status
-    /// does not change, the other conditions left as they are.
+    /// does not change, the other conditions left as they are (a
+    /// strategic merge patch, as upstream's `PatchPodGroupStatus`).
     pub async fn pod_group_condition(
         &self,
         group: &k8s_openapi::api::scheduling::v1beta1::PodGroup,
@@ -263,13 +264,9 @@ impl Writer {
         if let Some(g) = generation {
             cond["observedGeneration"] = json!(g);
         }
-        let mut list: Vec<serde_json::Value> = conditions
-            .iter()
-            .filter(|c| c.type_ != TYPE)
-            .map(|c| json!(c))
-            .collect();
-        list.push(cond);
-        let patch = json!({ "status": { "conditions": list } });
+        // A strategic merge patch: conditions merge by type, the others'
+        // stay as the API server has them.
+        let patch = json!({ "status": { "conditions": [cond] } });
         self.token().await;
         let api: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> = Api::namespaced(
             self.client.clone(),
@@ -278,7 +275,7 @@ impl Writer {
         api.patch_status(
             &group.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(patch),
+            &Patch::Strategic(patch),
         )
         .await?;
         Ok(())

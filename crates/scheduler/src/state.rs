@@ -504,7 +504,7 @@ impl State {
             }
         };
         let raw = Arc::new(raw);
-        self.pod_group_member_changed(old.as_ref().map(|o| &*o.model), &model);
+        self.pod_group_member_changed(profiles, old.as_ref().map(|o| &*o.model), &model, now);
         let terminating = raw.metadata.deletion_timestamp.is_some();
         self.pods.insert(
             uid.clone(),
@@ -573,11 +573,6 @@ impl State {
         self.sync_queue_workloads();
         self.queue
             .upsert(old_model.as_deref(), model.clone(), gated, now);
-        if let (None, Some(group)) = (&old_model, &model.pod_group) {
-            // A new member may be the one its gated group waits for.
-            let ns = model.namespace.clone();
-            self.recheck_group(profiles, &ns, group, &events::UNSCHEDULED_POD_ADD, now);
-        }
         if let Some(o) = old_model.filter(|o| {
             !o.nominated_node_name.is_empty() && o.nominated_node_name != model.nominated_node_name
         }) {

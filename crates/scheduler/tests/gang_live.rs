@@ -6,7 +6,8 @@
 //! …", the third its own FailedScheduling message) and the PodGroup gets
 //! `PodGroupInitiallyScheduled=False` (Unschedulable); a third node lets
 //! all three bind at once, on three nodes, and the condition turns True.
-//! A second gang of two that fits binds at once.
+//! A second gang of two that fits binds at once; a pending member whose
+//! sibling arrives already bound is let in and bound.
 //!
 //! Needs the binaries from hack/build-k8s, so it is ignored by default;
 //! hack/test runs it.
@@ -238,6 +239,39 @@ async fn scenario(cp: &ControlPlane) {
     .await;
     let orphan = pods.get("orphan").await.unwrap();
     assert!(orphan.spec.and_then(|s| s.node_name).is_none());
+
+    // A gang of two whose second member arrives already bound (a member
+    // running since before a restart, say): the pending one waits for it,
+    // then joins it.
+    create_group(&groups, "late", 2).await;
+    create_member(&pods, "late-0", "late", "100m").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let waiting = pods.get("late-0").await.unwrap();
+    assert!(waiting
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .is_none());
+    let bound: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "late-1", "namespace": "default"},
+        "spec": {
+            "nodeName": "node-c",
+            "automountServiceAccountToken": false,
+            "tolerations": [{"operator": "Exists"}],
+            "schedulingGroup": {"podGroupName": "late"},
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m"}}}],
+        },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &bound).await.unwrap();
+    wait_for(
+        "the pending member of the late gang bound",
+        Duration::from_secs(30),
+        || async { pods.get("late-0").await.ok()?.spec?.node_name },
+    )
+    .await;
 
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(30), sched)

@@ -6,8 +6,8 @@
 //! * each pending member's turn (the node the simulation pass picked, the
 //!   node it is bound to, or its message), and the group's verdict;
 //! * per node, the members placed there and why it rejected each member
-//!   that fit nowhere (the per-node diagnosis upstream's FailedScheduling
-//!   message folds into counts);
+//!   that fit nowhere (the first 16 of them; the per-node diagnosis
+//!   upstream's FailedScheduling message folds into counts);
 //! * the explained pod's own node table at its turn, earlier members
 //!   assumed;
 //! * when the group does not fit, the fewest copies of one existing node
@@ -25,6 +25,10 @@ use crate::{
     pending_pods, GroupExplanation, GroupNode, MemberRejection, MemberVerdict, NodesToAdd,
     PodExplanation, Profiles, SimError,
 };
+
+/// Most members that fit nowhere whose node tables are kept (and listed
+/// per node).
+const MAX_TABLES: usize = 16;
 
 /// Most distinct node shapes tried for [`GroupExplanation::fits_with`].
 const MAX_SHAPES: usize = 16;
@@ -78,9 +82,16 @@ pub(crate) fn explain_group(
     let group = state.group.clone().expect("group_members found it");
     let mut turns: HashMap<String, Turn> = HashMap::new();
     let mut snapshot = Snapshot::from_cluster(cluster);
+    let mut tables = 0;
     let placements =
         queue.schedule_group(&mut snapshot, &members, &mut |sim, member, picked| {
-            let explanation = (picked.is_none() || member.uid == pod.uid).then(|| {
+            // A table costs a pass over every node: the explained pod's,
+            // and those of the first members that fit nowhere.
+            let wanted = member.uid == pod.uid || (picked.is_none() && tables < MAX_TABLES);
+            if wanted && member.uid != pod.uid {
+                tables += 1;
+            }
+            let explanation = wanted.then(|| {
                 explain_pod(fw, sim, member)
                     .map(|e| {
                         PodExplanation::from_framework(
@@ -114,7 +125,9 @@ pub(crate) fn explain_group(
         .collect();
     let scheduled = placements.iter().any(|p| p.node.is_some());
     let nodes = per_node(&snapshot, &members, &turns);
-    let (fits_with, search_limited) = if scheduled {
+    // No number of nodes helps a group that never reached its cycle (gated,
+    // or refused by validation).
+    let (fits_with, search_limited) = if scheduled || turns.is_empty() {
         (None, false)
     } else {
         nodes_to_add(cluster, profiles, pod, seed)?

@@ -95,18 +95,15 @@ pub(crate) fn pod_group_cycle(
     };
     let attempts: Vec<Attempt> = attempts.into_iter().map(|(_, a)| a).collect();
     let Some(group) = group else {
-        // PreEnqueue let it in, so the group was there: it went since.
-        let msg = format!(
-            "waiting for pods's pod group {:?} to appear in scheduling queue",
-            pod.pod_group.as_deref().unwrap_or_default()
-        );
+        // The group went (deleted, or an object rkube cannot read) since
+        // PreEnqueue let the members in: they wait gated for it again, as
+        // upstream's queue keeps members of an unknown group aside.
+        let mut st = shared.lock();
+        let now = Instant::now();
         for a in &attempts {
-            handle_failure(
-                shared,
-                writer,
-                a,
-                Failure::error(&Status::error(msg.clone())),
-            );
+            let pod = a.entry.model.clone();
+            st.queue.done(&pod.uid);
+            st.queue.upsert(None, pod, true, now);
         }
         return;
     };
@@ -164,7 +161,7 @@ pub(crate) fn pod_group_cycle(
         let failure = match pod_group_cycle::member_message(&pass, &verdict, i) {
             Some(msg) => {
                 let error = matches!(verdict, Verdict::Error(_))
-                    || matches!(pass.tried.get(i), Some(Tried::Failed { rejectors, .. }) if rejectors.is_empty());
+                    || matches!(pass.tried.get(i), Some(Tried::Failed { error: true, .. }));
                 if error {
                     Failure::error(&Status::error(msg))
                 } else {
@@ -250,10 +247,14 @@ fn set_condition(
     reason: &'static str,
     message: &str,
 ) {
-    let Some(object) = shared
-        .lock()
-        .pod_group_object(&group.namespace, &group.name)
-    else {
+    let object = {
+        let mut st = shared.lock();
+        if !st.pod_group_condition_allowed(&group.namespace, &group.name, status) {
+            return;
+        }
+        st.pod_group_object(&group.namespace, &group.name)
+    };
+    let Some(object) = object else {
         return;
     };
     let (writer, message) = (writer.clone(), message.to_string());

@@ -27,6 +27,9 @@ pub(crate) struct PodGroupCache {
     objects: HashMap<(String, String), Arc<api::PodGroup>>,
     /// Every group's members.
     pub(crate) states: PodGroupStates,
+    /// Groups whose `PodGroupInitiallyScheduled` this scheduler set True:
+    /// never written back to False, whatever the informer's copy says yet.
+    scheduled: std::collections::HashSet<(String, String)>,
 }
 
 impl State {
@@ -40,6 +43,26 @@ impl State {
         self.pod_groups.as_ref().map(|g| &g.states)
     }
 
+    /// Whether the group's `PodGroupInitiallyScheduled` may be written
+    /// with `status` now (never back from True); a True is remembered.
+    pub fn pod_group_condition_allowed(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        status: &str,
+    ) -> bool {
+        let Some(g) = self.pod_groups.as_mut() else {
+            return false;
+        };
+        let key = (namespace.to_string(), name.to_string());
+        if status == "True" {
+            g.scheduled.insert(key);
+            true
+        } else {
+            !g.scheduled.contains(&key)
+        }
+    }
+
     /// The PodGroup object `namespace/name` as last seen.
     pub fn pod_group_object(&self, namespace: &str, name: &str) -> Option<Arc<api::PodGroup>> {
         self.pod_groups
@@ -49,18 +72,41 @@ impl State {
             .cloned()
     }
 
-    /// A member pod's new version (or a new member).
-    pub(super) fn pod_group_member_changed(&mut self, old: Option<&Pod>, pod: &Pod) {
+    /// A member pod's new version (or a new member), pending or bound. When
+    /// it is the member that brings its gang to `minCount`, the gated
+    /// members are re-checked (GangScheduling's PreEnqueue waits for
+    /// exactly that; any other count changes nothing for them).
+    pub(super) fn pod_group_member_changed(
+        &mut self,
+        profiles: &Profiles,
+        old: Option<&Pod>,
+        pod: &Pod,
+        now: Instant,
+    ) {
         let Some(g) = self.pod_groups.as_mut() else {
             return;
         };
-        if let Some(o) = old.filter(|o| o.pod_group != pod.pod_group) {
+        let moved = old.is_some_and(|o| o.pod_group != pod.pod_group);
+        if let Some(o) = old.filter(|_| moved) {
             g.states.delete(o);
         }
         if pod.terminated {
             g.states.delete(pod);
-        } else {
-            g.states.upsert(pod);
+            return;
+        }
+        let was_counted = old.is_some_and(|o| !moved && !o.terminated);
+        g.states.upsert(pod);
+        let Some(name) = pod.pod_group.as_deref() else {
+            return;
+        };
+        let reached = g.states.of(pod).is_some_and(|s| {
+            s.group
+                .as_ref()
+                .is_some_and(|grp| grp.min_count.is_some() && s.all_pods() == grp.needed())
+        });
+        if reached && !was_counted {
+            let ns = pod.namespace.clone();
+            self.recheck_group(profiles, &ns, name, &events::UNSCHEDULED_POD_ADD, now);
         }
     }
 
@@ -172,8 +218,10 @@ impl State {
 
     fn forget_pod_group(&mut self, namespace: &str, name: &str) {
         if let Some(g) = self.pod_groups.as_mut() {
+            let key = (namespace.to_string(), name.to_string());
             g.states.remove_group(namespace, name);
-            g.objects.remove(&(namespace.to_string(), name.to_string()));
+            g.objects.remove(&key);
+            g.scheduled.remove(&key);
         }
     }
 }

@@ -60,11 +60,15 @@ impl Queue<'_> {
         {
             return Ok(all_pending(&gate));
         }
-        let group = self
-            .groups
-            .of(members[0])
-            .and_then(|s| s.group.clone())
-            .expect("PreEnqueue let the group in, so it exists");
+        let Some(group) = self.groups.of(members[0]).and_then(|s| s.group.clone()) else {
+            // No such group, and no GangScheduling (disabled in the
+            // configuration) to say so at PreEnqueue: upstream's queue keeps
+            // the members aside until the group appears.
+            return Ok(all_pending(&format!(
+                "waiting for pods's pod group {:?} to appear in scheduling queue",
+                members[0].pod_group.as_deref().unwrap_or_default()
+            )));
+        };
         if let Err(msg) = pod_group_cycle::validate(&group, members) {
             return Ok(all_pending(&msg));
         }
