@@ -101,6 +101,20 @@ impl PodGroupStates {
             .get_mut(&pod.uid)
     }
 
+    /// A copy holding only the group `name` in `namespace` (what one
+    /// group's cycle reads and writes).
+    pub fn only(&self, namespace: &str, name: &str) -> PodGroupStates {
+        let key = (namespace.to_string(), name.to_string());
+        PodGroupStates {
+            groups: self
+                .groups
+                .get(&key)
+                .map(|g| (key, g.clone()))
+                .into_iter()
+                .collect(),
+        }
+    }
+
     /// The PodGroup object was observed (added or updated).
     pub fn set_group(&mut self, group: Arc<PodGroup>) {
         let key = (group.namespace.clone(), group.name.clone());

@@ -90,7 +90,11 @@ pub(crate) fn pod_group_cycle(
             .pod_group_states()
             .and_then(|g| g.of(&pod))
             .and_then(|s| s.group.clone());
-        let groups = st.pod_group_states().cloned().unwrap_or_default();
+        // The pass reads and writes this group's members only.
+        let groups = match (st.pod_group_states(), &pod.pod_group) {
+            (Some(g), Some(name)) => g.only(&pod.namespace, name),
+            _ => Default::default(),
+        };
         (attempts, group, groups)
     };
     let attempts: Vec<Attempt> = attempts.into_iter().map(|(_, a)| a).collect();
