@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use rkube_framework::{explain as explain_pod, Framework, PodGroupStates, Snapshot};
-use rkube_model::{Cluster, Node, Pod};
+use rkube_model::{Cluster, Node, Pod, Resources};
 
 use crate::queue::{Entity, Queue};
 use crate::{
@@ -127,10 +127,22 @@ pub(crate) fn explain_group(
     let nodes = per_node(&snapshot, &members, &turns);
     // No number of nodes helps a group that never reached its cycle (gated,
     // or refused by validation).
+    // The members still missing (minCount less those already bound and
+    // those the pass placed), and the requests of one that fit nowhere.
+    let fitted = verdicts.iter().filter(|v| v.fits_on.is_some()).count();
+    let short = group
+        .needed()
+        .saturating_sub(state.scheduled_pods() + fitted);
+    let left = members
+        .iter()
+        .zip(&verdicts)
+        .find(|(_, v)| v.tried && v.fits_on.is_none())
+        .map_or(pod, |(m, _)| *m);
+    let hint = (short > 0).then_some((short, &left.requests));
     let (fits_with, search_limited) = if scheduled || turns.is_empty() {
         (None, false)
     } else {
-        nodes_to_add(cluster, profiles, pod, seed)?
+        nodes_to_add(cluster, profiles, pod, seed, hint)?
     };
     let mine = placements
         .iter()
@@ -246,8 +258,31 @@ fn nodes_to_add(
     profiles: &Profiles,
     pod: &Pod,
     seed: u64,
+    hint: Option<(usize, &Resources)>,
 ) -> Result<(Option<NodesToAdd>, bool), SimError> {
-    nodes_to_add_within(cluster, profiles, pod, seed, SEARCH_BUDGET, MAX_COPIES)
+    nodes_to_add_within(
+        cluster,
+        profiles,
+        pod,
+        seed,
+        hint,
+        SEARCH_BUDGET,
+        MAX_COPIES,
+    )
+}
+
+/// How many pods of `req` one copy of `template` holds by CPU, memory and
+/// its pod count (at least 1: the search checks every guess).
+fn per_copy(template: &Node, req: &Resources) -> usize {
+    let alloc = &template.allocatable;
+    let mut per = alloc.allowed_pod_number.max(1);
+    if req.milli_cpu > 0 {
+        per = per.min(alloc.milli_cpu / req.milli_cpu);
+    }
+    if req.memory > 0 {
+        per = per.min(alloc.memory / req.memory);
+    }
+    usize::try_from(per).unwrap_or(1).max(1)
 }
 
 /// [`nodes_to_add`] with its limits given.
@@ -256,6 +291,7 @@ fn nodes_to_add_within(
     profiles: &Profiles,
     pod: &Pod,
     seed: u64,
+    hint: Option<(usize, &Resources)>,
     budget: usize,
     max_copies: usize,
 ) -> Result<(Option<NodesToAdd>, bool), SimError> {
@@ -283,23 +319,49 @@ fn nodes_to_add_within(
         if limit == 0 {
             continue;
         }
-        match try_copies(template, limit, &mut budget)? {
-            None => {
-                limited = true;
-                break;
-            }
-            Some(false) => continue,
-            Some(true) => {}
-        }
-        // Bisect for the fewest copies that still fit.
-        let (mut lo, mut hi) = (1, limit);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match try_copies(template, mid, &mut budget)? {
+        // A first guess from the members still missing and how many fit on
+        // one copy by their requests, checked with the guess and one less;
+        // bisection otherwise. Either way the answer is a number of copies
+        // that was tried and fits.
+        let guess =
+            hint.map(|(short, req)| short.div_ceil(per_copy(template, req)).clamp(1, limit));
+        let mut known_fit = None;
+        let mut lo = 1;
+        if let Some(g) = guess {
+            match try_copies(template, g, &mut budget)? {
                 None => {
                     limited = true;
                     break;
                 }
+                Some(true) => known_fit = Some(g),
+                Some(false) => lo = g + 1,
+            }
+        }
+        let mut hi = match known_fit {
+            Some(g) => g,
+            None if lo > limit => continue,
+            None => match try_copies(template, limit, &mut budget)? {
+                None => {
+                    limited = true;
+                    break;
+                }
+                Some(false) => continue,
+                Some(true) => limit,
+            },
+        };
+        if known_fit.is_some() && hi > 1 {
+            // One less: when it does not fit, the guess is the answer.
+            match try_copies(template, hi - 1, &mut budget)? {
+                None => limited = true,
+                Some(false) => lo = hi,
+                Some(true) => hi -= 1,
+            }
+        }
+        // Bisect for the fewest copies that still fit (`hi` fits).
+        while lo < hi && !limited {
+            let mid = lo + (hi - lo) / 2;
+            match try_copies(template, mid, &mut budget)? {
+                None => limited = true,
                 Some(true) => hi = mid,
                 Some(false) => lo = mid + 1,
             }
@@ -411,17 +473,29 @@ mod tests {
         let pod = c.pods.iter().find(|p| p.name == "p0").unwrap();
         let count = |r: &(Option<NodesToAdd>, bool)| r.0.as_ref().map(|a| a.count);
         // Unlimited: exactly two, found.
-        let r = nodes_to_add_within(&c, &profiles, pod, 0, usize::MAX, 100).unwrap();
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, None, usize::MAX, 100).unwrap();
         assert_eq!((count(&r), r.1), (Some(2), false));
         // Budget for one try (four pending members): four copies fit, and
         // the search says it could not look for fewer.
-        let r = nodes_to_add_within(&c, &profiles, pod, 0, 4, 100).unwrap();
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, None, 4, 100).unwrap();
         assert_eq!((count(&r), r.1), (Some(4), true));
         // No budget at all: no answer, limited.
-        let r = nodes_to_add_within(&c, &profiles, pod, 0, 3, 100).unwrap();
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, None, 3, 100).unwrap();
         assert_eq!((count(&r), r.1), (None, true));
+        // A guess from what is missing (two members of 1.5 CPU, one per
+        // 2-CPU copy) is checked with two tries: the guess fits, one less
+        // does not. Without it, the same budget stops the bisection.
+        let req = pod.requests.clone();
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, Some((2, &req)), 8, 100).unwrap();
+        assert_eq!((count(&r), r.1), (Some(2), false));
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, None, 8, 100).unwrap();
+        assert_eq!((count(&r), r.1), (Some(2), true));
+        // A wrong guess (one copy) still ends at the fewest that fit.
+        let r =
+            nodes_to_add_within(&c, &profiles, pod, 0, Some((1, &req)), usize::MAX, 100).unwrap();
+        assert_eq!((count(&r), r.1), (Some(2), false));
         // At most one copy: not enough, and it says the cap stopped it.
-        let r = nodes_to_add_within(&c, &profiles, pod, 0, usize::MAX, 1).unwrap();
+        let r = nodes_to_add_within(&c, &profiles, pod, 0, None, usize::MAX, 1).unwrap();
         assert_eq!((count(&r), r.1), (None, true));
     }
 }
