@@ -320,7 +320,7 @@ fn feature_gates_are_checked_as_the_scheduler_checks_them() {
     ] {
         let out = rkube(&[cmd.as_slice(), off.as_slice()].concat());
         assert!(out.status.success(), "{cmd:?}: {out:?}");
-        // GenericWorkload is implemented offline (gang scheduling).
+        // GenericWorkload is implemented (gang scheduling).
         let out = rkube(&[cmd.as_slice(), &["--feature-gates", "GenericWorkload=true"]].concat());
         assert!(out.status.success(), "{cmd:?}: {out:?}");
         let out = rkube(
