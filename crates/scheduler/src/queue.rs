@@ -678,6 +678,13 @@ impl Queue {
                 qp
             }
         };
+        self.start_attempt(&mut qp);
+        Some(qp)
+    }
+
+    /// A popped pod's attempt starts: counted, and in flight from the
+    /// current event on.
+    fn start_attempt(&mut self, qp: &mut QueuedPod) {
         qp.attempts += 1;
         self.in_flight.insert(
             qp.pod.uid.clone(),
@@ -686,7 +693,6 @@ impl Queue {
                 seen: self.event_seq,
             },
         );
-        Some(qp)
     }
 
     /// GenericWorkload: takes the other members of `pod`'s pod group that
@@ -720,14 +726,7 @@ impl Queue {
             .collect();
         taken.sort_by_key(|qp| qp.timestamp);
         for qp in &mut taken {
-            qp.attempts += 1;
-            self.in_flight.insert(
-                qp.pod.uid.clone(),
-                InFlight {
-                    qp: qp.clone(),
-                    seen: self.event_seq,
-                },
-            );
+            self.start_attempt(qp);
         }
         taken
     }
