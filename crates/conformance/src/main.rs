@@ -297,6 +297,32 @@ const LOOP_CONFIGS: [(&str, &str); 2] = [
 /// outcome must be the same node (or no node on both sides); under the
 /// batching configuration, both must also have placed the same number of
 /// pods on a batch hint. Returns (problems, pods placed on hints by rkube).
+/// Upstream's own loop on a cluster file (`oracle simulate --placements`,
+/// with `extra` flags): its JSON report.
+fn oracle_placements(
+    oracle: &Path,
+    cluster: &Path,
+    config: &Path,
+    extra: &[&str],
+) -> Result<Value> {
+    let out = Command::new(oracle)
+        .args(["simulate", "--placements"])
+        .args(extra)
+        .arg("--cluster")
+        .arg(cluster)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .context("running the oracle")?;
+    if !out.status.success() {
+        bail!(
+            "oracle simulate failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
 fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u64, usize)> {
     let path = dir.join("cluster.json");
     let mut problems = Vec::new();
@@ -308,20 +334,7 @@ fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u
             format!("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nparallelism: 1\n{extra}"),
         )?;
         let report = simulate(&path, Some(&cfg_path), case_seed)?;
-        let out = Command::new(&a.oracle)
-            .args(["simulate", "--placements", "--cluster"])
-            .arg(&path)
-            .arg("--config")
-            .arg(&cfg_path)
-            .output()
-            .context("running the oracle")?;
-        if !out.status.success() {
-            bail!(
-                "oracle simulate failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        let u: Value = serde_json::from_slice(&out.stdout)?;
+        let u = oracle_placements(&a.oracle, &path, &cfg_path, &[])?;
         pods += report.placements.len();
         let upstream: std::collections::HashMap<&str, &str> = u["placements"]
             .as_array()
@@ -392,27 +405,18 @@ fn run_gang_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u
         .placements
         .iter()
         .any(|p| p.message.starts_with("waiting for"));
-    let out = Command::new(&a.oracle)
-        .args([
-            "simulate",
-            "--placements",
+    let timeout = if gated { "3s" } else { "2m" };
+    let u = oracle_placements(
+        &a.oracle,
+        &path,
+        &cfg_path,
+        &[
             "--feature-gates",
             "GenericWorkload=true",
-        ])
-        .args(["--timeout", if gated { "3s" } else { "2m" }])
-        .arg("--cluster")
-        .arg(&path)
-        .arg("--config")
-        .arg(&cfg_path)
-        .output()
-        .context("running the oracle")?;
-    if !out.status.success() {
-        bail!(
-            "oracle simulate failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let u: Value = serde_json::from_slice(&out.stdout)?;
+            "--timeout",
+            timeout,
+        ],
+    )?;
     let upstream: std::collections::HashMap<&str, (&str, &str)> = u["placements"]
         .as_array()
         .into_iter()
