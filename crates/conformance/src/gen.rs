@@ -637,3 +637,103 @@ pub fn gang_cluster(seed: u64) -> Value {
     }
     cluster
 }
+
+/// A cluster for workload-aware preemption (GenericWorkload): nodes
+/// partly filled with running pods of low and middle priority — some of
+/// them members of running PodGroups whose disruption mode is `single` or
+/// `all`, some covered by PodDisruptionBudgets — and one pending gang of
+/// high priority (sometimes with `preemptionPolicy: Never`) that often
+/// fits only by preempting. The gang is the only pending entity: upstream
+/// retries a preempting gang after a backoff while other pods go on, which
+/// the simulator, retrying it at once, would not match.
+pub fn gang_preemption_cluster(seed: u64) -> Value {
+    let r = &mut Rng::new(seed ^ 0x0D15_4B7E);
+    let n_nodes = 2 + r.below(5);
+    let mut items: Vec<Value> = Vec::new();
+    items.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low"}, "value": 0}));
+    items.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "mid"}, "value": 50}));
+    items.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}));
+    items.push(json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high-never"}, "value": 1000, "preemptionPolicy": "Never"}));
+    for i in 0..n_nodes {
+        let name = format!("node-{i}");
+        items.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": ZONES[i % 2]}},
+            "status": {"allocatable": {"cpu": r.pick(&["2", "4"]), "memory": "8Gi", "pods": "110"}}}));
+    }
+    // Running groups: their class, disruption mode and members' label.
+    let n_groups = r.below(4);
+    let mut groups: Vec<(&str, bool)> = Vec::new();
+    for g in 0..n_groups {
+        let class = *r.pick(&["low", "mid"]);
+        let all = r.chance(50);
+        let mode = if all {
+            json!({"all": {}})
+        } else {
+            json!({"single": {}})
+        };
+        items.push(json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": format!("run-{g}"), "namespace": "default"},
+            "spec": {"schedulingPolicy": {"basic": {}}, "priorityClassName": class, "disruptionMode": mode}}));
+        groups.push((class, all));
+    }
+    let mut n = 0;
+    for i in 0..n_nodes {
+        for _ in 0..(2 + r.below(4)) {
+            let name = format!("running-{n:02}");
+            let second = 10 + n;
+            n += 1;
+            let cpu = *r.pick(&["250m", "500m", "1", "1"]);
+            let mut labels = json!({"app": r.pick(&["a", "b"])});
+            let mut spec = json!({"nodeName": format!("node-{i}"),
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]});
+            let class = if !groups.is_empty() && r.chance(50) {
+                let g = r.below(groups.len());
+                spec["schedulingGroup"] = json!({"podGroupName": format!("run-{g}")});
+                labels["group"] = json!(format!("run-{g}"));
+                groups[g].0
+            } else {
+                *r.pick(&["low", "mid"])
+            };
+            spec["priorityClassName"] = json!(class);
+            items.push(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": labels,
+                    "creationTimestamp": format!("2026-01-01T00:00:{second:02}Z")},
+                "spec": spec,
+                "status": {"phase": "Running", "startTime": format!("2026-01-01T00:00:{second:02}Z")}}));
+        }
+    }
+    for (k, app) in ["a", "b"].iter().enumerate() {
+        if r.chance(40) {
+            items.push(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": format!("pdb-{k}"), "namespace": "default"},
+                "spec": {"selector": {"matchLabels": {"app": app}}},
+                "status": {"disruptionsAllowed": r.below(3), "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3, "observedGeneration": 1}}));
+        }
+    }
+    let size = 1 + r.below(5);
+    let min = if r.chance(60) {
+        size
+    } else {
+        1 + r.below(size)
+    };
+    let policy = if r.chance(85) {
+        json!({"gang": {"minCount": min}})
+    } else {
+        json!({"basic": {}})
+    };
+    let class = if r.chance(10) { "high-never" } else { "high" };
+    items.push(
+        json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "gang", "namespace": "default"},
+        "spec": {"schedulingPolicy": policy, "priorityClassName": class}}),
+    );
+    let cpu = *r.pick(&["1", "1500m", "2", "3"]);
+    for m in 0..size {
+        items.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("pending-{m:02}"), "namespace": "default",
+                "creationTimestamp": "2026-01-02T00:00:00Z"},
+            "spec": {"priorityClassName": class, "schedulingGroup": {"podGroupName": "gang"},
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}));
+    }
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}

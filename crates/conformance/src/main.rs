@@ -25,6 +25,7 @@ struct Args {
     verbose: bool,
     sequence: bool,
     gangs: bool,
+    gang_preemption: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -36,6 +37,7 @@ fn parse_args() -> Result<Args> {
         verbose: false,
         sequence: false,
         gangs: false,
+        gang_preemption: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -48,7 +50,8 @@ fn parse_args() -> Result<Args> {
             "-v" | "--verbose" => a.verbose = true,
             "--sequence" => a.sequence = true,
             "--gangs" => a.gangs = true,
-            other => bail!("unknown flag {other}; usage: rkube-conformance --oracle PATH --seed S --count N [--sequence | --gangs] [--keep DIR] [-v]"),
+            "--gang-preemption" => a.gang_preemption = true,
+            other => bail!("unknown flag {other}; usage: rkube-conformance --oracle PATH --seed S --count N [--sequence | --gangs | --gang-preemption] [--keep DIR] [-v]"),
         }
     }
     Ok(a)
@@ -305,6 +308,28 @@ fn oracle_placements(
     config: &Path,
     extra: &[&str],
 ) -> Result<Value> {
+    Ok(oracle_run(oracle, cluster, config, extra)?.0)
+}
+
+/// The pods upstream's preemption executor deleted, from its `--v 2` log
+/// ("Preemptor Pod preempted victim Pod … victim=\"ns/name\"").
+fn preempted_victims(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("preempted victim Pod"))
+        .filter_map(|l| {
+            let rest = &l[l.find("victim=\"")? + 8..];
+            Some(rest[..rest.find('"')?].to_string())
+        })
+        .collect()
+}
+
+/// [`oracle_placements`] with the oracle's log (stderr).
+fn oracle_run(
+    oracle: &Path,
+    cluster: &Path,
+    config: &Path,
+    extra: &[&str],
+) -> Result<(Value, String)> {
     let out = Command::new(oracle)
         .args(["simulate", "--placements"])
         .args(extra)
@@ -320,7 +345,10 @@ fn oracle_placements(
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    Ok((
+        serde_json::from_slice(&out.stdout)?,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
 }
 
 fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u64, usize)> {
@@ -377,13 +405,24 @@ fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u
 /// land on the same node, or fail with the same message. Returns the
 /// problems, the number of pods compared and how many of them failed on
 /// their group's verdict.
-fn run_gang_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, usize, usize)> {
+///
+/// With `preemption` the cluster is a [`gen::gang_preemption_cluster`], and
+/// the pods each preemption evicted must be the ones upstream's executor
+/// deleted (its log at `--v 2`).
+fn run_gang_case(
+    a: &Args,
+    case_seed: u64,
+    dir: &Path,
+    preemption: bool,
+) -> Result<(Vec<String>, usize, usize)> {
     std::fs::create_dir_all(dir)?;
     let path = dir.join("cluster.json");
-    std::fs::write(
-        &path,
-        serde_json::to_vec_pretty(&gen::gang_cluster(case_seed))?,
-    )?;
+    let cluster = if preemption {
+        gen::gang_preemption_cluster(case_seed)
+    } else {
+        gen::gang_cluster(case_seed)
+    };
+    std::fs::write(&path, serde_json::to_vec_pretty(&cluster)?)?;
     let cfg_path = dir.join("config.yaml");
     std::fs::write(
         &cfg_path,
@@ -406,17 +445,16 @@ fn run_gang_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u
         .iter()
         .any(|p| p.message.starts_with("waiting for"));
     let timeout = if gated { "3s" } else { "2m" };
-    let u = oracle_placements(
-        &a.oracle,
-        &path,
-        &cfg_path,
-        &[
-            "--feature-gates",
-            "GenericWorkload=true",
-            "--timeout",
-            timeout,
-        ],
-    )?;
+    let mut extra = vec![
+        "--feature-gates",
+        "GenericWorkload=true",
+        "--timeout",
+        timeout,
+    ];
+    if preemption {
+        extra.extend(["--v", "2"]);
+    }
+    let (u, log) = oracle_run(&a.oracle, &path, &cfg_path, &extra)?;
     let upstream: std::collections::HashMap<&str, (&str, &str)> = u["placements"]
         .as_array()
         .into_iter()
@@ -448,6 +486,24 @@ fn run_gang_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u
                 cfg_path.display()
             ));
         }
+    }
+    if preemption {
+        let mut ours: Vec<String> = report
+            .preemptions
+            .iter()
+            .flat_map(|p| p.victims.iter().cloned())
+            .collect();
+        let mut theirs = preempted_victims(&log);
+        ours.sort();
+        theirs.sort();
+        if ours != theirs {
+            problems.push(format!(
+                "victims: rkube {ours:?}, upstream {theirs:?} (replay: oracle simulate --placements --v 2 --feature-gates GenericWorkload=true --cluster {} --config {})",
+                path.display(),
+                cfg_path.display()
+            ));
+        }
+        return Ok((problems, report.placements.len(), theirs.len()));
     }
     let on_group = report
         .placements
@@ -501,7 +557,7 @@ fn run(a: &Args) -> Result<(u64, u64)> {
     if a.gangs {
         let (mut pods, mut on_group) = (0, 0);
         let (passed, failed) = run_cases(a, "gangs", "gang", |case_seed, dir| {
-            let (p, n, g) = run_gang_case(a, case_seed, dir)?;
+            let (p, n, g) = run_gang_case(a, case_seed, dir, false)?;
             if p.is_empty() {
                 pods += n;
                 on_group += g;
@@ -509,6 +565,19 @@ fn run(a: &Args) -> Result<(u64, u64)> {
             Ok(p)
         });
         println!("gangs: {pods} placements compared with upstream's loop under GenericWorkload, {on_group} of them failed on their group's verdict");
+        return Ok((passed, failed));
+    }
+    if a.gang_preemption {
+        let (mut pods, mut victims) = (0, 0);
+        let (passed, failed) = run_cases(a, "gang preemption", "gangpre", |case_seed, dir| {
+            let (p, n, v) = run_gang_case(a, case_seed, dir, true)?;
+            if p.is_empty() {
+                pods += n;
+                victims += v;
+            }
+            Ok(p)
+        });
+        println!("gang preemption: {pods} placements and {victims} victims compared with upstream's loop under GenericWorkload");
         return Ok((passed, failed));
     }
     let scratch = std::env::temp_dir().join(format!("rkube-conformance-{}", std::process::id()));

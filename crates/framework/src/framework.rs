@@ -62,6 +62,8 @@ pub enum Point {
     Filter,
     /// Runs when no node fits (preemption).
     PostFilter,
+    /// Runs when a pod group does not fit (workload-aware preemption).
+    PodGroupPostFilter,
     /// Computes per-cycle state for scoring.
     PreScore,
     /// Scores a feasible node (with NormalizeScore).
@@ -79,12 +81,13 @@ pub enum Point {
 }
 
 impl Point {
-    const ALL: [Point; 12] = [
+    const ALL: [Point; 13] = [
         Point::PreEnqueue,
         Point::QueueSort,
         Point::PreFilter,
         Point::Filter,
         Point::PostFilter,
+        Point::PodGroupPostFilter,
         Point::PreScore,
         Point::Score,
         Point::Reserve,
@@ -108,6 +111,7 @@ impl Point {
             Point::PreFilter => "PreFilterPlugin",
             Point::Filter => "FilterPlugin",
             Point::PostFilter => "PostFilterPlugin",
+            Point::PodGroupPostFilter => "PodGroupPostFilterPlugin",
             Point::PreScore => "PreScorePlugin",
             Point::Score => "ScorePlugin",
             Point::Reserve => "ReservePlugin",
@@ -126,6 +130,7 @@ impl Point {
             Point::PreFilter => p.as_pre_filter().is_some(),
             Point::Filter => p.as_filter().is_some(),
             Point::PostFilter => p.as_post_filter().is_some(),
+            Point::PodGroupPostFilter => p.as_pod_group_post_filter().is_some(),
             Point::PreScore => p.as_pre_score().is_some(),
             Point::Score => p.as_score().is_some(),
             Point::Reserve => p.as_reserve().is_some(),
@@ -143,6 +148,7 @@ impl Point {
             Point::PreFilter => &plugins.pre_filter,
             Point::Filter => &plugins.filter,
             Point::PostFilter => &plugins.post_filter,
+            Point::PodGroupPostFilter => &plugins.pod_group_post_filter,
             Point::PreScore => &plugins.pre_score,
             Point::Score => &plugins.score,
             Point::Reserve => &plugins.reserve,

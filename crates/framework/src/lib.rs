@@ -21,6 +21,7 @@ pub mod nominator;
 pub mod plugin;
 pub mod pod_group;
 pub mod pod_group_cycle;
+pub mod pod_group_post_filter;
 pub mod profiles;
 pub mod schedule_one;
 mod score_memo;

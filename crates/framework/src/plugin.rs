@@ -43,6 +43,10 @@ pub trait Plugin: Send + Sync {
     fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
         None
     }
+    /// PodGroupPostFilter (GenericWorkload), if implemented.
+    fn as_pod_group_post_filter(&self) -> Option<&dyn PodGroupPostFilterPlugin> {
+        None
+    }
     /// PreScore, if implemented.
     fn as_pre_score(&self) -> Option<&dyn PreScorePlugin> {
         None
@@ -226,6 +230,98 @@ pub trait PostFilterHandle: Sync {
     /// A deterministic pseudo-random integer in `0..n` (`n > 0`), seeded
     /// by the scheduler's seed and cycle (upstream: `rand.Int31n`).
     fn random_below(&self, n: usize) -> usize;
+}
+
+/// A member's placement in a pod-group pass run for PodGroupPostFilter
+/// (upstream's `ProposedAssignment`).
+#[derive(Debug, Clone)]
+pub struct ProposedAssignment {
+    /// The member's index in the cycle's member list.
+    pub member: usize,
+    /// Its node (snapshot index).
+    pub node: usize,
+    /// Its cycle state: PreFilter ran with the members before it assumed.
+    pub state: CycleState,
+}
+
+/// What a PodGroupPostFilter plugin may do: change the snapshot, run the
+/// group's pass on it, and run framework steps for a member. The framework
+/// restores the snapshot afterwards.
+pub trait PodGroupPostFilterHandle {
+    /// The snapshot as changed so far.
+    fn snapshot(&self) -> &Snapshot;
+    /// Takes a running pod off its node (`spec.nodeName`).
+    fn remove_pod(&mut self, pod: &Pod);
+    /// Puts a running pod back on its node.
+    fn add_pod(&mut self, pod: Arc<Pod>);
+    /// Upstream's `PodGroupSchedulingFunc`: the group's pass on the
+    /// snapshot as it is, with new cycle states, reverted before it
+    /// returns. The members it placed, in order, and the pass's status
+    /// (success, or the group's verdict).
+    fn schedule_group(&mut self) -> (Vec<ProposedAssignment>, Status);
+    /// The member `member` of the cycle.
+    fn member(&self, member: usize) -> &Pod;
+    /// PreFilter extensions' `add_pod` for `a`'s member: `added` is now on
+    /// snapshot node `node`.
+    fn run_pre_filter_extension_add_pod(
+        &self,
+        a: &mut ProposedAssignment,
+        added: &Pod,
+        node: usize,
+    ) -> Status;
+    /// PreFilter extensions' `remove_pod` for `a`'s member.
+    fn run_pre_filter_extension_remove_pod(
+        &self,
+        a: &mut ProposedAssignment,
+        removed: &Pod,
+        node: usize,
+    ) -> Status;
+    /// Filters `a`'s member on its node with nominated pods.
+    fn run_filter_plugins_with_nominated_pods(&self, a: &ProposedAssignment) -> Status;
+    /// Puts `a`'s member on its node and runs Reserve; undone by
+    /// [`PodGroupPostFilterHandle::unreserve_and_remove`].
+    fn assume_and_reserve(&mut self, a: &mut ProposedAssignment) -> Arc<Pod>;
+    /// Unreserve, and the member off its node again.
+    fn unreserve_and_remove(&mut self, a: &mut ProposedAssignment, placed: &Arc<Pod>);
+}
+
+/// Outcome of PodGroupPostFilter.
+#[derive(Debug, Clone)]
+pub struct PodGroupPostFilterResult {
+    /// Success (victims found), or why not.
+    pub status: Status,
+    /// Members to nominate: (member index, node name).
+    pub nominations: Vec<(usize, String)>,
+    /// Pods to evict, most important unit first.
+    pub victims: Vec<Arc<Pod>>,
+    /// What upstream would do here that rkube does not model, and why:
+    /// the simulator refuses the cluster, the live scheduler logs it.
+    pub not_modelled: Option<String>,
+}
+
+impl PodGroupPostFilterResult {
+    /// A result with only a status.
+    pub fn status(status: Status) -> Self {
+        PodGroupPostFilterResult {
+            status,
+            nominations: Vec::new(),
+            victims: Vec::new(),
+            not_modelled: None,
+        }
+    }
+}
+
+/// Runs when a pod group's cycle failed (GenericWorkload): workload-aware
+/// preemption.
+pub trait PodGroupPostFilterPlugin: Plugin {
+    /// Tries to make `group` (with the cycle's unscheduled `members`, in
+    /// order) schedulable in a later cycle.
+    fn pod_group_post_filter(
+        &self,
+        group: &rkube_model::pod_groups::PodGroup,
+        members: &[&Pod],
+        handle: &mut dyn PodGroupPostFilterHandle,
+    ) -> PodGroupPostFilterResult;
 }
 
 /// Runs when no node fits (preemption).

@@ -85,8 +85,10 @@ pub struct GroupCycle<'a> {
     pub scheduler: &'a mut Scheduler,
     /// The members' profile.
     pub fw: &'a Framework,
-    /// Nominated pods.
-    pub nominator: &'a Nominator,
+    /// Nominated pods: a member assumed in the pass loses its nomination,
+    /// as upstream's assume drops it (the driver sets every member's
+    /// nomination after the cycle).
+    pub nominator: &'a mut Nominator,
     /// Every group's members: assumed during the pass, then forgotten.
     pub groups: &'a mut PodGroupStates,
     /// Each member's scheduling time, when kept.
@@ -139,7 +141,7 @@ impl GroupCycle<'_> {
             self.scheduler.pod_group_cycle = true;
             let outcome = self
                 .scheduler
-                .schedule_with(fw, snapshot, pod, self.nominator);
+                .schedule_with(fw, snapshot, pod, &*self.nominator);
             self.scheduler.pod_group_cycle = false;
             if let (Some(l), Some(t)) = (self.latencies.as_mut(), started) {
                 l.push(t.elapsed());
@@ -160,6 +162,7 @@ impl GroupCycle<'_> {
                     let s = binding::reserve(fw, &mut state, &placed, &name, &mut host);
                     if s.is_success() {
                         self.groups.assume(pod);
+                        self.nominator.delete(&pod.uid);
                         reserved.push((placed, node, name, state.clone()));
                         Ok(Tried::Fits(node, state))
                     } else {
@@ -299,67 +302,5 @@ pub fn member_message(pass: &Pass, verdict: &Verdict, i: usize) -> Option<String
             Some(format!("{GROUP_UNSCHEDULABLE}, {msg}"))
         }
         (Verdict::Success, Some(Tried::Fits(..))) => None,
-    }
-}
-
-/// What PodGroupPostFilter (DefaultPreemption's workload-aware preemption)
-/// makes of a failed group, as far as rkube models it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PostFilter {
-    /// DefaultPreemption is not in the profile: the group's message as it is.
-    Absent,
-    /// Nothing can be preempted: upstream's status, appended to the
-    /// group's message as ", pod group preemption: <status>".
-    Status(&'static str),
-    /// A pod of lower priority than the group runs (this one): upstream
-    /// would look for victims, which rkube does not model.
-    CouldPreempt(String),
-}
-
-impl PostFilter {
-    /// Runs it after a failed pass over `members` of `group`.
-    pub fn after(
-        fw: &Framework,
-        snapshot: &Snapshot,
-        groups: &PodGroupStates,
-        group: &PodGroup,
-        members: &[&Pod],
-    ) -> PostFilter {
-        if !fw
-            .plugins(crate::Point::PostFilter)
-            .iter()
-            .any(|p| p.name() == "DefaultPreemption")
-        {
-            return PostFilter::Absent;
-        }
-        if members.iter().any(|p| p.preemption_never) {
-            return PostFilter::Status("not eligible due to preemptionPolicy=Never.");
-        }
-        // A running member of a group counts at its group's priority.
-        let priority_of = |p: &Pod| {
-            groups
-                .of(p)
-                .and_then(|s| s.group.as_ref())
-                .map_or(p.priority, |g| g.priority)
-        };
-        match snapshot
-            .nodes
-            .iter()
-            .flat_map(|n| n.pods.iter())
-            .find(|p| priority_of(p) < group.priority)
-        {
-            Some(v) => PostFilter::CouldPreempt(v.key()),
-            None => PostFilter::Status("No preemption victims found for incoming preemptor"),
-        }
-    }
-
-    /// The group's message with this outcome appended (`None`: it could
-    /// preempt).
-    pub fn message(&self, msg: String) -> Option<String> {
-        match self {
-            PostFilter::Absent => Some(msg),
-            PostFilter::Status(s) => Some(format!("{msg}, pod group preemption: {s}")),
-            PostFilter::CouldPreempt(_) => None,
-        }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use rkube_model::dra::Dra;
+use rkube_model::pod_groups::PodGroups;
 use rkube_model::volumes::Volumes;
 use rkube_model::workloads::WorkloadSelectors;
 use rkube_model::{Cluster, Labels, Pod};
@@ -57,6 +58,10 @@ pub struct Snapshot {
     /// allocations assumed so far; `None` when the host does not watch
     /// them (DynamicResources then refuses pods with claims).
     pub dra: Option<Arc<Dra>>,
+    /// PodGroup objects, with the GenericWorkload gate on (`None` off):
+    /// DefaultPreemption reads a victim's group priority and disruption
+    /// mode here, as upstream reads its snapshot's PodGroup lister.
+    pub pod_groups: Option<Arc<PodGroups>>,
 }
 
 impl Clone for Snapshot {
@@ -73,6 +78,7 @@ impl Clone for Snapshot {
             workloads: self.workloads.clone(),
             volumes: self.volumes.clone(),
             dra: self.dra.clone(),
+            pod_groups: self.pod_groups.clone(),
         }
     }
 }
@@ -146,6 +152,7 @@ impl Snapshot {
             workloads: Arc::default(),
             volumes: Arc::default(),
             dra: None,
+            pod_groups: None,
         }
     }
 
@@ -186,6 +193,13 @@ impl Snapshot {
     /// Replaces a node's object (e.g. cordoned), keeping its pods.
     pub fn set_node(&mut self, node: usize, object: Arc<rkube_model::Node>) {
         self.nodes.0[node].set_node(object);
+        self.logged(node);
+    }
+
+    /// Puts a node's earlier info back (a copy taken before changes that
+    /// are to be undone exactly, pod order included).
+    pub fn restore_node(&mut self, node: usize, info: NodeInfo) {
+        self.nodes.0[node] = info;
         self.logged(node);
     }
 

@@ -26,6 +26,9 @@ pub struct PodGroup {
     /// `status.conditions[PodGroupInitiallyScheduled]` is True: the
     /// scheduler never sets it back to False.
     pub initially_scheduled: bool,
+    /// `spec.disruptionMode.all`: the group's running pods are preempted
+    /// together or not at all (the default, `single`, lets each go alone).
+    pub disruption_all: bool,
 }
 
 impl PodGroup {
@@ -135,6 +138,19 @@ pub fn pod_group(pg: &api::PodGroup, classes: &PriorityClasses) -> Result<PodGro
         Some(p) => p,
         None => classes.resolve(spec.priority_class_name.as_deref())?.0,
     };
+    let disruption_all = match &spec.disruption_mode {
+        None => false,
+        Some(m) => match (&m.single, &m.all) {
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            _ => {
+                return Err(err(
+                    "spec.disruptionMode",
+                    "Invalid value: must specify exactly one of: `single`, `all`",
+                ))
+            }
+        },
+    };
     let initially_scheduled = pg
         .status
         .as_ref()
@@ -148,6 +164,7 @@ pub fn pod_group(pg: &api::PodGroup, classes: &PriorityClasses) -> Result<PodGro
         min_count,
         priority,
         initially_scheduled,
+        disruption_all,
     })
 }
 
@@ -185,6 +202,12 @@ mod tests {
         .unwrap();
         let b = b.get("ns", "g").unwrap();
         assert_eq!((b.min_count, b.needed(), b.priority), (None, 1, 7));
+        assert!(!b.disruption_all);
+        let a = load(&format!(
+            "{HEAD}spec: {{schedulingPolicy: {{basic: {{}}}}, disruptionMode: {{all: {{}}}}}}"
+        ))
+        .unwrap();
+        assert!(a.get("ns", "g").unwrap().disruption_all);
     }
 
     #[test]
@@ -197,6 +220,11 @@ mod tests {
             e.field.as_deref(),
             Some("spec.schedulingPolicy.gang.minCount")
         );
+        let e = load(&format!(
+            "{HEAD}spec: {{schedulingPolicy: {{basic: {{}}}}, disruptionMode: {{all: {{}}, single: {{}}}}}}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("spec.disruptionMode"));
         let e = load(&format!("{HEAD}spec: {{schedulingPolicy: {{}}}}")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("spec.schedulingPolicy"));
         let e = load(&format!(

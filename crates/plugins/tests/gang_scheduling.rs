@@ -31,6 +31,7 @@ fn group(name: &str, ns: &str, min_count: Option<i32>) -> PodGroup {
         min_count,
         priority: 0,
         initially_scheduled: false,
+        disruption_all: false,
     }
 }
 

@@ -157,6 +157,31 @@ pub struct GroupExplanation {
     /// and when absent, more nodes may still help.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub search_limited: bool,
+    /// When the group does not fit but workload-aware preemption
+    /// (DefaultPreemption's PodGroupPostFilter) makes room for it: the pods
+    /// it evicts and the nodes the members are nominated to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<GroupPreemption>,
+}
+
+/// What workload-aware preemption would do for a group.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupPreemption {
+    /// `namespace/name` of each pod evicted, most important first.
+    pub victims: Vec<String>,
+    /// The members nominated, in the cycle's order.
+    pub nominated: Vec<Nomination>,
+}
+
+/// A member nominated to a node.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Nomination {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The node.
+    pub node: String,
 }
 
 /// One member's turn in the pod-group cycle.

@@ -647,7 +647,7 @@ impl Writer {
         &self,
         scheduler_name: &str,
         victim: &core::Pod,
-        preemptor: &core::Pod,
+        preemptor: &Preemptor,
         node: &str,
     ) -> kube::Result<()> {
         let ns = victim.namespace().unwrap_or_else(|| "default".into());
@@ -655,7 +655,7 @@ impl Writer {
             "type": "DisruptionTarget",
             "status": "True",
             "reason": "PreemptionByScheduler",
-            "message": format!("{scheduler_name}: preempting to accommodate a higher priority pod"),
+            "message": format!("{scheduler_name}: preempting to accommodate a higher priority {}", preemptor.kind),
             "lastTransitionTime": meta::Time(Timestamp::now()),
         }]}});
         let api = self.pods(&ns);
@@ -691,24 +691,60 @@ impl Writer {
         &self,
         scheduler_name: &str,
         victim: &core::Pod,
-        preemptor: &core::Pod,
+        preemptor: &Preemptor,
         node: &str,
         in_memory: bool,
     ) {
-        let uid = preemptor.metadata.uid.as_deref().unwrap_or("");
-        let mut note = format!("Preempted by pod {uid} on node {node}");
+        let uid = preemptor.object.uid.as_deref().unwrap_or("");
+        let mut note = format!("Preempted by {} {uid} on node {node}", preemptor.kind);
         if in_memory {
             note.push_str(" (in kube-scheduler memory).");
         }
-        self.event(
-            scheduler_name,
-            victim,
-            Some(preemptor),
-            "Normal",
-            "Preempted",
-            "Preempting",
-            &note,
-        );
+        self.events.record(Pending {
+            scheduler_name: scheduler_name.into(),
+            regarding: reference(victim),
+            related: Some(preemptor.object.clone()),
+            warning: false,
+            reason: "Preempted".into(),
+            action: "Preempting".into(),
+            note,
+        });
+    }
+}
+
+/// Who preempts: a pod, or a PodGroup (workload-aware preemption), as
+/// upstream's executor names them in conditions and events.
+#[derive(Debug, Clone)]
+pub struct Preemptor {
+    /// `pod` or `podgroup` (upstream's entity key types).
+    pub kind: &'static str,
+    /// The object, for the Event's `related`.
+    pub object: core::ObjectReference,
+}
+
+impl Preemptor {
+    /// A pod.
+    pub fn pod(p: &core::Pod) -> Self {
+        Preemptor {
+            kind: "pod",
+            object: reference(p),
+        }
+    }
+
+    /// A PodGroup.
+    pub fn pod_group(g: &k8s_openapi::api::scheduling::v1beta1::PodGroup) -> Self {
+        Preemptor {
+            kind: "podgroup",
+            object: core::ObjectReference {
+                api_version: Some("scheduling.k8s.io/v1beta1".into()),
+                kind: Some("PodGroup".into()),
+                namespace: g.namespace(),
+                name: Some(g.name_any()),
+                uid: g.metadata.uid.clone(),
+                resource_version: g.metadata.resource_version.clone(),
+                field_path: None,
+            },
+        }
     }
 }
 

@@ -39,7 +39,7 @@ use rkube_model::decision::DecisionMark;
 use rkube_model::volumes::{Pv, Pvc, Volumes};
 use rkube_model::{Node, Pod, RawObject};
 
-use crate::api::{api_message, truncate_message, Writer};
+use crate::api::{api_message, truncate_message, Preemptor, Writer};
 use crate::queue::QueuedPod;
 use crate::state::PodEntry;
 use crate::{log_explanation, Decision, Shared};
@@ -430,7 +430,8 @@ fn handle_failure(shared: &Arc<Shared>, writer: &Writer, attempt: &Attempt, f: F
             shared.clone(),
             writer.clone(),
             Preemption {
-                preemptor: raw.clone(),
+                preemptor: Preemptor::pod(&raw),
+                waiters: vec![uid.clone()],
                 profile: profile.clone(),
                 node: target,
                 victims,
@@ -462,15 +463,18 @@ fn handle_failure(shared: &Arc<Shared>, writer: &Writer, attempt: &Attempt, f: F
 }
 
 /// What one preemption does after its cycle.
-struct Preemption {
-    preemptor: Arc<core::Pod>,
-    profile: String,
-    node: String,
+pub(crate) struct Preemption {
+    pub(crate) preemptor: Preemptor,
+    /// The pods held back until the deletions are sent: the preemptor, or
+    /// a PodGroup's members.
+    pub(crate) waiters: Vec<String>,
+    pub(crate) profile: String,
+    pub(crate) node: String,
     /// Victims to delete (none already being deleted), in the candidate's
     /// order.
-    victims: Vec<Arc<core::Pod>>,
+    pub(crate) victims: Vec<Arc<core::Pod>>,
     /// Lower-priority pods nominated to the node, to clear.
-    cleared: Vec<Arc<core::Pod>>,
+    pub(crate) cleared: Vec<Arc<core::Pod>>,
 }
 
 /// Upstream's asynchronous preemption (`prepareCandidateAsync`): clears
@@ -480,9 +484,8 @@ struct Preemption {
 /// that victim is seen terminating. A victim waiting on Permit is rejected
 /// in memory instead of deleted. The preemptor is activated at the end if
 /// a call failed or the last victim emits no deletion event.
-async fn preempt(shared: Arc<Shared>, writer: Writer, p: Preemption) {
+pub(crate) async fn preempt(shared: Arc<Shared>, writer: Writer, p: Preemption) {
     let started = Instant::now();
-    let uid = p.preemptor.metadata.uid.clone().unwrap_or_default();
     let mut failed = false;
     for pod in &p.cleared {
         if let Err(e) = writer.clear_nomination(pod).await {
@@ -518,7 +521,12 @@ async fn preempt(shared: Arc<Shared>, writer: Writer, p: Preemption) {
             failed = true;
         } else {
             let last_uid = last.metadata.uid.clone().unwrap_or_default();
-            shared.lock().preemption_last_victim(&uid, &last_uid);
+            {
+                let mut st = shared.lock();
+                for uid in &p.waiters {
+                    st.preemption_last_victim(uid, &last_uid);
+                }
+            }
             match evict(last.clone()).await {
                 Ok(in_memory) => activate = in_memory,
                 Err(()) => failed = true,
@@ -527,8 +535,12 @@ async fn preempt(shared: Arc<Shared>, writer: Writer, p: Preemption) {
     }
     {
         let mut st = shared.lock();
-        st.preemption_finished(&uid);
-        if (failed || activate) && st.queue.force_activate(&uid) {
+        let mut woke = false;
+        for uid in &p.waiters {
+            st.preemption_finished(uid);
+            woke |= (failed || activate) && st.queue.force_activate(uid);
+        }
+        if woke {
             shared.wake.notify_one();
         }
     }

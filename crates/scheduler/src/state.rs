@@ -288,6 +288,7 @@ impl State {
         }
         snap.volumes = Arc::new(volumes);
         snap.dra = Some(self.dra_view());
+        snap.pod_groups = self.pod_groups_view();
         snap.namespaces = self.namespaces.clone();
         let mut placed: Vec<&Arc<Pod>> = self
             .pods

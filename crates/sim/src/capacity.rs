@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use rkube_config::KubeSchedulerConfiguration;
 use rkube_framework::{explain as explain_pod, Outcome};
-use rkube_framework::{Nominator, Scheduler, Snapshot};
+use rkube_framework::{Nominator, Scheduler};
 use rkube_model::{Cluster, Pod};
 use serde::Serialize;
 
@@ -129,7 +129,7 @@ pub fn capacity(
         }
         frameworks.push(fw);
     }
-    let mut snapshot = Snapshot::from_cluster(cluster);
+    let mut snapshot = crate::snapshot_of(cluster, &profiles);
     let groups = crate::pod_group_states(cluster, &profiles);
     let mut scheduler = Scheduler::new(opts.seed, profiles.percentage_of_nodes_to_score);
     scheduler.opportunistic_batching = profiles.opportunistic_batching;

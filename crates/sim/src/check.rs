@@ -73,12 +73,13 @@ const REMOVED_API_VERSIONS: [&str; 5] = [
 ];
 
 /// Extension points the framework runs, with their configuration names.
-const POINTS: [(&str, Point); 12] = [
+const POINTS: [(&str, Point); 13] = [
     ("preEnqueue", Point::PreEnqueue),
     ("queueSort", Point::QueueSort),
     ("preFilter", Point::PreFilter),
     ("filter", Point::Filter),
     ("postFilter", Point::PostFilter),
+    ("podGroupPostFilter", Point::PodGroupPostFilter),
     ("preScore", Point::PreScore),
     ("score", Point::Score),
     ("reserve", Point::Reserve),

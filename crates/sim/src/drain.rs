@@ -378,7 +378,7 @@ pub fn drain(
     }
     let profiles = rkube_plugins::profiles(cfg)?;
     let pending = pending_pods(cluster, &profiles);
-    let mut snapshot = Snapshot::from_cluster(cluster);
+    let mut snapshot = crate::snapshot_of(cluster, &profiles);
     let mut queue = Queue::new(&profiles, opts.seed, &pending);
     if let Some(groups) = crate::pod_group_states(cluster, &profiles) {
         queue.set_pod_groups(groups);

@@ -22,8 +22,8 @@ use rkube_model::{Cluster, Node, Pod, Resources};
 
 use crate::queue::{Entity, Queue};
 use crate::{
-    pending_pods, GroupExplanation, GroupNode, MemberRejection, MemberVerdict, NodesToAdd,
-    PodExplanation, Profiles, SimError,
+    pending_pods, GroupExplanation, GroupNode, GroupPreemption, MemberRejection, MemberVerdict,
+    NodesToAdd, Nomination, PodExplanation, Profiles, SimError,
 };
 
 /// Most members that fit nowhere whose node tables are kept (and listed
@@ -81,37 +81,42 @@ pub(crate) fn explain_group(
     let state = groups.of(pod).expect("group_members found it");
     let group = state.group.clone().expect("group_members found it");
     let mut turns: HashMap<String, Turn> = HashMap::new();
-    let mut snapshot = Snapshot::from_cluster(cluster);
+    let mut snapshot = crate::snapshot_of(cluster, profiles);
     let mut tables = 0;
-    let placements =
-        queue.schedule_group(&mut snapshot, &members, &mut |sim, member, picked| {
-            // A table costs a pass over every node: the explained pod's,
-            // and those of the first members that fit nowhere.
-            let wanted = member.uid == pod.uid || (picked.is_none() && tables < MAX_TABLES);
-            if wanted && member.uid != pod.uid {
-                tables += 1;
-            }
-            let explanation = wanted.then(|| {
-                explain_pod(fw, sim, member)
-                    .map(|e| {
-                        PodExplanation::from_framework(
-                            member,
-                            fw,
-                            sim,
-                            &e,
-                            picked.map(str::to_string),
-                        )
-                    })
-                    .map_err(|s| s.message())
-            });
-            turns.insert(
-                member.uid.clone(),
-                Turn {
-                    explanation,
-                    fits_on: picked.map(str::to_string),
-                },
-            );
-        })?;
+    let attempt = queue.schedule_group(&mut snapshot, &members, &mut |sim, member, picked| {
+        // A table costs a pass over every node: the explained pod's,
+        // and those of the first members that fit nowhere.
+        let wanted = member.uid == pod.uid || (picked.is_none() && tables < MAX_TABLES);
+        if wanted && member.uid != pod.uid {
+            tables += 1;
+        }
+        let explanation = wanted.then(|| {
+            explain_pod(fw, sim, member)
+                .map(|e| {
+                    PodExplanation::from_framework(member, fw, sim, &e, picked.map(str::to_string))
+                })
+                .map_err(|s| s.message())
+        });
+        turns.insert(
+            member.uid.clone(),
+            Turn {
+                explanation,
+                fits_on: picked.map(str::to_string),
+            },
+        );
+    })?;
+    let placements = attempt.placements;
+    let preemption = attempt.preemption.map(|pf| GroupPreemption {
+        victims: pf.victims.iter().map(|v| v.key()).collect(),
+        nominated: pf
+            .nominations
+            .iter()
+            .map(|(i, node)| Nomination {
+                pod: members[*i].key(),
+                node: node.clone(),
+            })
+            .collect(),
+    });
     let verdicts: Vec<MemberVerdict> = members
         .iter()
         .zip(&placements)
@@ -185,6 +190,7 @@ pub(crate) fn explain_group(
         nodes,
         fits_with,
         search_limited,
+        preemption,
     });
     Ok(Some(explanation))
 }
@@ -442,9 +448,9 @@ fn fits_with_copies(
     let Some((mut queue, members)) = group_members(&c, profiles, &groups, pod, seed) else {
         return Ok(false);
     };
-    let mut snapshot = Snapshot::from_cluster(&c);
-    let placements = queue.schedule_group(&mut snapshot, &members, &mut |_, _, _| {})?;
-    Ok(placements.iter().any(|p| p.node.is_some()))
+    let mut snapshot = crate::snapshot_of(&c, profiles);
+    let attempt = queue.schedule_group(&mut snapshot, &members, &mut |_, _, _| {})?;
+    Ok(attempt.placements.iter().any(|p| p.node.is_some()))
 }
 
 #[cfg(test)]

@@ -116,6 +116,16 @@ pub fn queue_order<'a>(mut pods: Vec<&'a Pod>, profiles: &Profiles) -> Vec<&'a P
 }
 
 /// The cluster's pod groups and their members, when GenericWorkload is on.
+/// The snapshot of a cluster as the profiles' scheduler sees it: with
+/// GenericWorkload on, its PodGroups too (preemption reads them).
+pub(crate) fn snapshot_of(cluster: &Cluster, profiles: &Profiles) -> Snapshot {
+    let mut s = Snapshot::from_cluster(cluster);
+    if profiles.generic_workload {
+        s.pod_groups = Some(std::sync::Arc::new(cluster.pod_groups.clone()));
+    }
+    s
+}
+
 fn pod_group_states(
     cluster: &Cluster,
     profiles: &Profiles,
@@ -180,7 +190,7 @@ pub fn simulate(
     opts: &SimulateOptions,
 ) -> Result<SimulationReport, SimError> {
     let profiles = rkube_plugins::profiles(cfg)?;
-    let mut snapshot = Snapshot::from_cluster(cluster);
+    let mut snapshot = snapshot_of(cluster, &profiles);
     let before = node_summaries(&snapshot);
     let pending = pending_pods(cluster, &profiles);
     let mut queue = queue::Queue::new(&profiles, opts.seed, &pending);
@@ -314,13 +324,13 @@ pub fn explain_with_profiles(
     })?;
     let mut unbound = pod.clone();
     let snapshot = if pod.node_name.is_empty() {
-        Snapshot::from_cluster(cluster)
+        snapshot_of(cluster, profiles)
     } else {
         // Explain a bound pod as if it were pending: take it off its node.
         unbound.node_name.clear();
         let mut c = cluster.clone();
         c.pods.retain(|p| p.key() != pod_key);
-        Snapshot::from_cluster(&c)
+        snapshot_of(&c, profiles)
     };
     let scheduler = Scheduler::new(seed, profiles.percentage_of_nodes_to_score);
     let nominator = initial_nominator(&pending_pods(cluster, profiles));

@@ -141,7 +141,8 @@ impl<'p> Queue<'p> {
                     vec![self.schedule_one(snapshot, pod, opts.explain, &mut pass, &placed_at)?],
                 ),
                 Entity::Group(members) => {
-                    let placements = self.schedule_group_until_settled(snapshot, &members)?;
+                    let placements = self
+                        .schedule_group_until_settled(snapshot, &members, &mut pass, &placed_at)?;
                     (members, placements)
                 }
             };
@@ -162,12 +163,62 @@ impl<'p> Queue<'p> {
     /// its place (`AddAttemptedPodGroupIfNeeded`), so they are tried again
     /// at once, now beside the members just placed. Each try is a cycle
     /// (it moves where the next filter pass starts).
+    ///
+    /// When PodGroupPostFilter found victims, they are evicted at once and
+    /// the group is tried again with its members nominated, as a single
+    /// preemptor is. A member the preemption did not nominate keeps the
+    /// message of that cycle unless a later one places it (upstream reports
+    /// that message; its nominated members are tried again without one).
     fn schedule_group_until_settled(
         &mut self,
         snapshot: &mut Snapshot,
         members: &[&Pod],
+        pass: &mut Pass,
+        placed_at: &HashMap<String, usize>,
     ) -> Result<Vec<Placement>, SimError> {
-        let mut placements = self.schedule_group(snapshot, members, &mut |_, _, _| {})?;
+        let mut current: Vec<Pod> = members.iter().map(|p| (*p).clone()).collect();
+        let mut first: Vec<Option<Placement>> = vec![None; members.len()];
+        let mut preempted = 0;
+        let mut placements = loop {
+            let refs: Vec<&Pod> = current.iter().collect();
+            let attempt = self.schedule_group(snapshot, &refs, &mut |_, _, _| {})?;
+            let Some(pf) = attempt.preemption else {
+                break attempt.placements;
+            };
+            if preempted >= MAX_PREEMPTIONS_PER_POD {
+                break attempt.placements;
+            }
+            preempted += 1;
+            let key = members[0]
+                .pod_group
+                .as_deref()
+                .map(|g| format!("{}/{g}", members[0].namespace))
+                .unwrap_or_default();
+            self.evict(snapshot, &key, &pf.victims, pass, placed_at);
+            let nodes: std::collections::BTreeSet<&str> =
+                pf.nominations.iter().map(|(_, n)| n.as_str()).collect();
+            pass.preemptions.push(Preemption {
+                preemptor: key.clone(),
+                pod_group: true,
+                node: nodes.into_iter().collect::<Vec<_>>().join(","),
+                victims: pf.victims.iter().map(|v| v.key()).collect(),
+            });
+            for (i, p) in attempt.placements.into_iter().enumerate() {
+                match pf.nominations.iter().find(|(m, _)| *m == i) {
+                    Some((_, node)) => current[i].nominated_node_name = node.clone(),
+                    None => {
+                        if first[i].is_none() {
+                            first[i] = Some(p);
+                        }
+                    }
+                }
+            }
+        };
+        for (i, f) in first.iter().enumerate() {
+            if let (None, Some(f)) = (&placements[i].node, f) {
+                placements[i] = f.clone();
+            }
+        }
         loop {
             let left: Vec<usize> = (0..members.len())
                 .filter(|&i| placements[i].node.is_none())
@@ -176,8 +227,10 @@ impl<'p> Queue<'p> {
             if left.is_empty() || !placed_now {
                 return Ok(placements);
             }
-            let retry: Vec<&Pod> = left.iter().map(|&i| members[i]).collect();
-            let again = self.schedule_group(snapshot, &retry, &mut |_, _, _| {})?;
+            let retry: Vec<&Pod> = left.iter().map(|&i| &current[i]).collect();
+            let again = self
+                .schedule_group(snapshot, &retry, &mut |_, _, _| {})?
+                .placements;
             let mut progress = false;
             // A member that fails again keeps its first message, the one
             // its first attempt reported (as `simulate` reports one
@@ -405,8 +458,8 @@ impl<'p> Queue<'p> {
         }))
     }
 
-    /// The preemption executor: evicts the victims from the target node
-    /// (the nominations of lower-priority pods there are cleared by
+    /// The preemption executor: evicts the victims (the nominations of
+    /// lower-priority pods on the target node are cleared by
     /// [`Nominator::record_failure`]).
     fn execute_preemption(
         &mut self,
@@ -417,27 +470,43 @@ impl<'p> Queue<'p> {
         pass: &mut Pass,
         placed_at: &HashMap<String, usize>,
     ) -> Result<(), SimError> {
-        let idx = snapshot.index_of(target).ok_or_else(|| {
-            SimError::Runtime(format!(
+        if snapshot.index_of(target).is_none() {
+            return Err(SimError::Runtime(format!(
                 "preemption by {} nominated unknown node {target}",
                 preemptor.key()
-            ))
-        })?;
-        for v in &victims {
-            snapshot.remove(idx, &v.uid);
-            self.groups.delete(v);
-            if let Some(&i) = placed_at.get(&v.uid) {
-                pass.placements[i].evicted = true;
-                pass.placements[i].preempted_by = Some(preemptor.key());
-            }
+            )));
         }
+        self.evict(snapshot, &preemptor.key(), &victims, pass, placed_at);
         pass.preemptions.push(Preemption {
             preemptor: preemptor.key(),
             node: target.to_string(),
             victims: victims.iter().map(|v| v.key()).collect(),
+            pod_group: false,
         });
-        pass.victims.extend(victims);
         Ok(())
+    }
+
+    /// Evicts victims from their nodes (a group with disruption mode `all`
+    /// may span several); `by` is the preemptor's key.
+    fn evict(
+        &mut self,
+        snapshot: &mut Snapshot,
+        by: &str,
+        victims: &[Arc<Pod>],
+        pass: &mut Pass,
+        placed_at: &HashMap<String, usize>,
+    ) {
+        for v in victims {
+            if let Some(i) = snapshot.index_of(&v.node_name) {
+                snapshot.remove(i, &v.uid);
+            }
+            self.groups.delete(v);
+            if let Some(&i) = placed_at.get(&v.uid) {
+                pass.placements[i].evicted = true;
+                pass.placements[i].preempted_by = Some(by.to_string());
+            }
+        }
+        pass.victims.extend(victims.iter().cloned());
     }
 }
 

@@ -7,8 +7,8 @@ use rkube_framework::Snapshot;
 use serde::Serialize;
 
 pub use rkube_report::{
-    FilterResult, GroupExplanation, GroupNode, MemberRejection, MemberVerdict, NodeExplanation,
-    NodesToAdd, PodExplanation, ScoreResult,
+    FilterResult, GroupExplanation, GroupNode, GroupPreemption, MemberRejection, MemberVerdict,
+    NodeExplanation, NodesToAdd, Nomination, PodExplanation, ScoreResult,
 };
 
 /// One pod's outcome in a simulation.
@@ -91,12 +91,19 @@ impl AllocatedDevice {
     }
 }
 
-/// One preemption: a pending pod evicted lower-priority pods from a node.
+/// One preemption: a pending pod evicted lower-priority pods from a node,
+/// or a PodGroup (GenericWorkload's workload-aware preemption) evicted them
+/// from the cluster.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub struct Preemption {
-    /// `namespace/name` of the preempting pod.
+    /// `namespace/name` of the preempting pod, or of the PodGroup.
     pub preemptor: String,
-    /// The node it was nominated to.
+    /// The preemptor is a PodGroup.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pod_group: bool,
+    /// The node it was nominated to; for a PodGroup, the nodes its members
+    /// were nominated to, comma-separated in name order.
     pub node: String,
     /// `namespace/name` of each evicted pod, most important first.
     pub victims: Vec<String>,

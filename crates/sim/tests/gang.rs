@@ -94,19 +94,6 @@ fn a_gang_short_of_members_waits_and_an_orphan_waits_for_its_group() {
 }
 
 #[test]
-fn a_gang_that_could_preempt_is_refused_not_guessed() {
-    // A running pod of lower priority than the gang: upstream would try
-    // workload-aware preemption, which rkube does not model.
-    let extra = "- {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: hi, namespace: default}, spec: {priority: 10, schedulingPolicy: {gang: {minCount: 2}}}}\n\
-- {apiVersion: v1, kind: Pod, metadata: {name: h1, namespace: default}, spec: {priority: 10, schedulingGroup: {podGroupName: hi}, containers: [{name: c, image: x, resources: {requests: {cpu: '3'}}}]}}\n\
-- {apiVersion: v1, kind: Pod, metadata: {name: h2, namespace: default}, spec: {priority: 10, schedulingGroup: {podGroupName: hi}, containers: [{name: c, image: x, resources: {requests: {cpu: '3'}}}]}}\n\
-- {apiVersion: v1, kind: Pod, metadata: {name: low, namespace: default}, spec: {nodeName: n1, containers: [{name: c, image: x}]}}\n";
-    let e = placements(&cluster(extra), true).unwrap_err();
-    assert!(!e.is_input());
-    assert!(e.to_string().contains("workload-aware preemption"), "{e}");
-}
-
-#[test]
 fn members_must_share_the_groups_priority() {
     let extra = "- {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: mixed, namespace: default}, spec: {schedulingPolicy: {basic: {}}}}\n\
 - {apiVersion: v1, kind: Pod, metadata: {name: m1, namespace: default}, spec: {priority: 5, schedulingGroup: {podGroupName: mixed}, containers: [{name: c, image: x}]}}\n";

@@ -95,6 +95,8 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
             &["explain", "failure", "in_memory"],
             // The pod-group cycle's algorithm, over all of the above.
             &["pod_group_cycle"],
+            // Its PodGroupPostFilter point, which reruns the pass.
+            &["pod_group_post_filter"],
         ],
     ),
 ];

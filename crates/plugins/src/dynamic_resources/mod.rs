@@ -54,6 +54,7 @@ use rkube_model::Pod;
 
 pub mod binding_conditions;
 pub mod extended;
+pub mod pod_group;
 use extended::OnNode;
 
 use crate::helper::FastMap;
@@ -359,6 +360,9 @@ impl Plugin for DynamicResources {
         Some(self)
     }
     fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
+        Some(self)
+    }
+    fn as_pod_group_post_filter(&self) -> Option<&dyn rkube_framework::PodGroupPostFilterPlugin> {
         Some(self)
     }
     fn as_score(&self) -> Option<&dyn ScorePlugin> {

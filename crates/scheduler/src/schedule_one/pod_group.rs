@@ -22,23 +22,27 @@
 //!   `Scheduled`, or False `Unschedulable` / `SchedulerError`), never going
 //!   back from True.
 //!
-//! Not done, and said in the message rather than guessed: workload-aware
-//! preemption (PodGroupPostFilter). A group that does not fit while pods of
-//! lower priority run gets "pod group preemption: not attempted …" where
-//! upstream would look for victims.
+//! * when the group does not fit, PodGroupPostFilter (DefaultPreemption's
+//!   workload-aware preemption) looks for victims across the cluster; when
+//!   it finds some, the members it placed are nominated to their nodes,
+//!   held back (as upstream's asynchronous preemption holds them) until
+//!   the victims' deletions are sent, and the victims are deleted as a
+//!   single preemptor's are, in the PodGroup's name.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rkube_framework::pod_group_cycle::{
-    self, GroupCycle, PostFilter, Tried, Verdict, GROUP_UNSCHEDULABLE,
-};
+use rkube_framework::pod_group_cycle::{self, GroupCycle, Tried, Verdict, GROUP_UNSCHEDULABLE};
 use rkube_framework::{Failure, Framework, Nominator, Scheduler, Snapshot, Status};
 use rkube_model::Pod;
 
-use crate::api::Writer;
-use crate::schedule_one::{assume_reserve_permit, handle_failure, spawn_binding_cycle, Attempt};
+use k8s_openapi::api::core::v1 as core;
+
+use crate::api::{Preemptor, Writer};
+use crate::schedule_one::{
+    assume_reserve_permit, handle_failure, spawn_binding_cycle, Attempt, Preemption,
+};
 use crate::state::State;
 use crate::Shared;
 
@@ -56,7 +60,7 @@ pub(crate) fn pod_group_cycle(
     fw: &Framework,
     first: Attempt,
     snapshot: Arc<Snapshot>,
-    nominator: Nominator,
+    mut nominator: Nominator,
     first_ts: u64,
 ) {
     let pod = first.entry.model.clone();
@@ -112,6 +116,7 @@ pub(crate) fn pod_group_cycle(
         return;
     };
     let members: Vec<Arc<Pod>> = attempts.iter().map(|a| a.entry.model.clone()).collect();
+    let first_profile = attempts[0].profile.clone();
     let refs: Vec<&Pod> = members.iter().map(|p| &**p).collect();
     if let Err(msg) = pod_group_cycle::validate(&group, &refs) {
         tracing::warn!(pod_group = %group.key(), error = %msg, "pod group fails validation");
@@ -128,26 +133,30 @@ pub(crate) fn pod_group_cycle(
     }
     let mut snap = (*snapshot).clone();
     drop(snapshot);
-    let pass = tokio::task::block_in_place(|| {
-        GroupCycle {
+    let (pass, verdict, preemption) = tokio::task::block_in_place(|| {
+        let mut cycle = GroupCycle {
             scheduler,
             fw,
-            nominator: &nominator,
+            nominator: &mut nominator,
             groups: &mut groups,
             latencies: None,
-        }
-        .pass(&mut snap, &group, &refs, &mut |_, _, _| {})
+        };
+        let pass = cycle.pass(&mut snap, &group, &refs, &mut |_, _, _| {});
+        let (verdict, preemption) = match &pass.verdict {
+            Verdict::Unschedulable(msg) => {
+                let pf = cycle.post_filter(&mut snap, &group, &refs);
+                if let Some(why) = &pf.not_modelled {
+                    tracing::warn!(pod_group = %group.key(), "{why}");
+                }
+                (pf.verdict(msg), pf.status.is_success().then_some(pf))
+            }
+            v => (v.clone(), None),
+        };
+        (pass, verdict, preemption)
     });
-    let verdict = match pass.verdict.clone() {
-        Verdict::Unschedulable(msg) => {
-            let post = PostFilter::after(fw, &snap, &groups, &group, &refs);
-            Verdict::Unschedulable(post.message(msg.clone()).unwrap_or_else(|| {
-                tracing::warn!(pod_group = %group.key(), "pod group does not fit; workload-aware preemption is not implemented by rkube");
-                format!("{msg}, pod group preemption: not attempted (rkube does not implement workload-aware preemption)")
-            }))
-        }
-        v => v,
-    };
+    if let Some(pf) = &preemption {
+        start_preemption(shared, writer, &group, &refs, &pf.victims, &first_profile);
+    }
     // The plugins whose events may help any member: the group waits as one.
     let mut rejectors: BTreeSet<&'static str> = pass
         .tried
@@ -169,7 +178,21 @@ pub(crate) fn pod_group_cycle(
                 if error {
                     Failure::error(&Status::error(msg))
                 } else {
-                    unschedulable(msg, rejectors.clone())
+                    // Upstream's failure handler: preemption nominates the
+                    // members it placed; a failed group without it clears
+                    // the nominations of the members that fit; the others
+                    // keep theirs.
+                    let nominated = match &preemption {
+                        Some(pf) => pf
+                            .nominations
+                            .iter()
+                            .find(|(m, _)| *m == i)
+                            .map(|(_, n)| n.clone()),
+                        None => {
+                            matches!(pass.tried.get(i), Some(Tried::Fits(..))).then(String::new)
+                        }
+                    };
+                    unschedulable(msg, rejectors.clone(), nominated)
                 }
             }
             None => {
@@ -226,12 +249,17 @@ pub(crate) fn pod_group_cycle(
     }
 }
 
-/// A member's rejection, waiting for the events of `rejectors`.
-fn unschedulable(message: String, rejectors: BTreeSet<&'static str>) -> Failure {
+/// A member's rejection, waiting for the events of `rejectors`, with its
+/// nomination (`None` keeps it, `Some("")` clears it).
+fn unschedulable(
+    message: String,
+    rejectors: BTreeSet<&'static str>,
+    nominated_node: Option<String>,
+) -> Failure {
     Failure {
         reason: "Unschedulable",
         message,
-        nominated_node: Some(String::new()),
+        nominated_node,
         victims: Vec::new(),
         unschedulable: true,
         rejectors,
@@ -239,6 +267,50 @@ fn unschedulable(message: String, rejectors: BTreeSet<&'static str>) -> Failure 
         deallocated_claims: Vec::new(),
         deleted_claims: Vec::new(),
     }
+}
+
+/// Workload-aware preemption found victims: the members are held back
+/// (DefaultPreemption's PreEnqueue) before they return to the queue, and
+/// the victims are deleted in the background in the PodGroup's name.
+fn start_preemption(
+    shared: &Arc<Shared>,
+    writer: &Writer,
+    group: &rkube_model::pod_groups::PodGroup,
+    members: &[&Pod],
+    victims: &[Arc<Pod>],
+    profile: &str,
+) {
+    let (object, victims) = {
+        let mut st = shared.lock();
+        // Victims already being deleted need no call (upstream skips them).
+        let victims: Vec<Arc<core::Pod>> = victims
+            .iter()
+            .filter_map(|v| st.pods.get(&v.uid).map(|e| e.raw.clone()))
+            .filter(|v| v.metadata.deletion_timestamp.is_none())
+            .collect();
+        if !victims.is_empty() {
+            for m in members {
+                st.preemption_started(&m.uid);
+            }
+        }
+        (st.pod_group_object(&group.namespace, &group.name), victims)
+    };
+    let Some(object) = object.filter(|_| !victims.is_empty()) else {
+        return;
+    };
+    tracing::debug!(pod_group = %group.key(), victims = victims.len(), "preempting for a pod group");
+    tokio::spawn(crate::schedule_one::preempt(
+        shared.clone(),
+        writer.clone(),
+        Preemption {
+            preemptor: Preemptor::pod_group(&object),
+            waiters: members.iter().map(|m| m.uid.clone()).collect(),
+            profile: profile.to_string(),
+            node: "cluster".into(),
+            victims,
+            cleared: Vec::new(),
+        },
+    ));
 }
 
 /// Writes the group's `PodGroupInitiallyScheduled` condition in the

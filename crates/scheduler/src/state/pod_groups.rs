@@ -16,6 +16,7 @@ use k8s_openapi::api::scheduling::v1beta1 as api;
 use kube::ResourceExt;
 use rkube_framework::events::{self, ClusterEvent};
 use rkube_framework::{EnqueueContext, PodGroupStates, Profiles};
+use rkube_model::pod_groups::PodGroups;
 use rkube_model::Pod;
 
 use super::{key_of, Change, State};
@@ -30,12 +31,39 @@ pub(crate) struct PodGroupCache {
     /// Groups whose `PodGroupInitiallyScheduled` this scheduler set True:
     /// never written back to False, whatever the informer's copy says yet.
     scheduled: std::collections::HashSet<(String, String)>,
+    /// The converted objects, as the snapshot carries them (preemption
+    /// reads priorities and disruption modes there).
+    model: Arc<PodGroups>,
 }
 
 impl State {
     /// Turns pod-group tracking on (GenericWorkload).
     pub fn enable_pod_groups(&mut self) {
         self.pod_groups = Some(PodGroupCache::default());
+    }
+
+    /// The PodGroup objects for the snapshot, when the gate is on.
+    pub(super) fn pod_groups_view(&self) -> Option<Arc<PodGroups>> {
+        self.pod_groups.as_ref().map(|g| g.model.clone())
+    }
+
+    /// The objects changed: the snapshot's copy follows (copy-on-write).
+    fn set_snapshot_pod_groups(&mut self) {
+        let Some(g) = self.pod_groups.as_mut() else {
+            return;
+        };
+        let mut model = PodGroups::default();
+        for (key, state) in g.states.group_keys().into_iter().filter_map(|k| {
+            let st = g.states.get(&k.0, &k.1)?.group.clone()?;
+            Some((k, st))
+        }) {
+            model.by_key.insert(key, state);
+        }
+        g.model = Arc::new(model);
+        let view = g.model.clone();
+        if let Some(s) = self.snap.as_mut() {
+            Arc::make_mut(s).pod_groups = Some(view);
+        }
     }
 
     /// Every group's members, when the gate is on.
@@ -190,6 +218,7 @@ impl State {
                     .collect()
             }
         };
+        self.set_snapshot_pod_groups();
         for (ns, name) in touched {
             self.recheck_group(profiles, &ns, &name, &events::POD_GROUP_ADD, now);
         }

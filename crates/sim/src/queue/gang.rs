@@ -7,8 +7,8 @@
 //! 2. The members are validated, and the framework's simulation pass runs
 //!    on the snapshot (reverted before it returns).
 //! 3. When the group failed, PodGroupPostFilter (workload-aware preemption)
-//!    runs; rkube models its outcome when nothing may be preempted and
-//!    refuses the cluster otherwise.
+//!    runs; when it found victims, the caller evicts them and nominates the
+//!    members ([`GroupAttempt::preemption`]).
 //! 4. When the group succeeded, the members that fit are assumed for real,
 //!    Reserve and Permit run again (GangScheduling makes each wait until
 //!    `minCount` members are assumed, then allows them all) and each is
@@ -18,7 +18,8 @@ use std::sync::Arc;
 
 use rkube_framework::binding;
 use rkube_framework::in_memory::SnapshotHost;
-use rkube_framework::pod_group_cycle::{self, GroupCycle, PostFilter, Tried, Verdict};
+use rkube_framework::pod_group_cycle::{self, GroupCycle, Tried, Verdict};
+use rkube_framework::pod_group_post_filter::GroupPostFilter;
 use rkube_framework::{CycleState, EnqueueContext, Framework, GangPermit, Snapshot, WaitingPods};
 use rkube_model::pod_groups::PodGroup;
 use rkube_model::Pod;
@@ -27,6 +28,27 @@ use super::{pending, Queue};
 use crate::{Placement, SimError};
 
 pub(crate) use pod_group_cycle::Observer;
+
+/// What one pod-group cycle decided.
+pub(crate) struct GroupAttempt {
+    /// One placement per member, in order.
+    pub placements: Vec<Placement>,
+    /// PodGroupPostFilter found victims: the members to nominate and the
+    /// pods to evict (the caller does both).
+    pub preemption: Option<GroupPostFilter>,
+}
+
+impl GroupAttempt {
+    fn all(members: &[&Pod], msg: &str) -> Self {
+        GroupAttempt {
+            placements: members
+                .iter()
+                .map(|p| pending(p, msg.to_string()))
+                .collect(),
+            preemption: None,
+        }
+    }
+}
 
 impl Queue<'_> {
     /// Schedules one pod group's queued members (in queue order); one
@@ -37,13 +59,8 @@ impl Queue<'_> {
         snapshot: &mut Snapshot,
         members: &[&Pod],
         observe: Observer<'_>,
-    ) -> Result<Vec<Placement>, SimError> {
-        let all_pending = |msg: &str| {
-            members
-                .iter()
-                .map(|p| pending(p, msg.to_string()))
-                .collect()
-        };
+    ) -> Result<GroupAttempt, SimError> {
+        let all_pending = |msg: &str| GroupAttempt::all(members, msg);
         let Some(fw) = self.profiles.for_pod(members[0]) else {
             return Ok(all_pending(&format!(
                 "spec.schedulerName {:?} is not a profile of this configuration (another scheduler places this pod)",
@@ -72,20 +89,47 @@ impl Queue<'_> {
         if let Err(msg) = pod_group_cycle::validate(&group, members) {
             return Ok(all_pending(&msg));
         }
-        let pass = GroupCycle {
+        let mut cycle = GroupCycle {
             scheduler: &mut self.scheduler,
             fw,
-            nominator: &self.nominator,
+            nominator: &mut self.nominator,
             groups: &mut self.groups,
             latencies: self.latencies.as_mut(),
-        }
-        .pass(snapshot, &group, members, observe);
-        let verdict = match pass.verdict.clone() {
-            Verdict::Unschedulable(msg) => Verdict::Unschedulable(
-                self.pod_group_post_filter(fw, snapshot, &group, members, msg)?,
-            ),
-            v => v,
         };
+        let pass = cycle.pass(snapshot, &group, members, observe);
+        let (verdict, preemption) = match &pass.verdict {
+            Verdict::Unschedulable(msg) => {
+                let pf = cycle.post_filter(snapshot, &group, members);
+                if let Some(why) = pf.not_modelled {
+                    return Err(SimError::Runtime(why));
+                }
+                (pf.verdict(msg), pf.status.is_success().then_some(pf))
+            }
+            v => (v.clone(), None),
+        };
+        // Upstream's failure handler: preemption nominates the members it
+        // placed; a failed group without it clears the nominations of the
+        // members that fit; the others keep theirs.
+        if matches!(verdict, Verdict::Unschedulable(_)) {
+            for (i, p) in members.iter().enumerate() {
+                let nominated = preemption
+                    .as_ref()
+                    .and_then(|pf| pf.nominations.iter().find(|(m, _)| *m == i));
+                match nominated {
+                    Some((_, node)) => {
+                        let mut n = (*p).clone();
+                        n.nominated_node_name = node.clone();
+                        self.nominator.add(Arc::new(n), node);
+                    }
+                    None if preemption.is_none()
+                        && matches!(pass.tried.get(i), Some(Tried::Fits(..))) =>
+                    {
+                        self.nominator.delete(&p.uid)
+                    }
+                    None => {}
+                }
+            }
+        }
         let mut out = Vec::with_capacity(members.len());
         let waiting = WaitingPods::new();
         let mut admitted: Vec<(usize, Arc<Pod>, usize, CycleState)> = Vec::new();
@@ -137,34 +181,12 @@ impl Queue<'_> {
             };
             out[i] = Some(placement);
         }
-        Ok(out
-            .into_iter()
-            .map(|p| p.expect("every member has a placement"))
-            .collect())
-    }
-
-    /// Upstream's PodGroupPostFilter (DefaultPreemption's workload-aware
-    /// preemption) after a failed pass: the group's message with its
-    /// status appended. Refuses a group that could preempt, which rkube
-    /// does not model.
-    fn pod_group_post_filter(
-        &self,
-        fw: &Framework,
-        snapshot: &Snapshot,
-        group: &PodGroup,
-        members: &[&Pod],
-        msg: String,
-    ) -> Result<String, SimError> {
-        let outcome = PostFilter::after(fw, snapshot, &self.groups, group, members);
-        outcome.message(msg).ok_or_else(|| {
-            let victim = match &outcome {
-                PostFilter::CouldPreempt(v) => v.as_str(),
-                _ => "",
-            };
-            SimError::Runtime(format!(
-                "pod group {} does not fit and could preempt lower-priority pods (e.g. {victim}): workload-aware preemption (DefaultPreemption's PodGroupPostFilter) is not implemented by rkube",
-                group.key(),
-            ))
+        Ok(GroupAttempt {
+            placements: out
+                .into_iter()
+                .map(|p| p.expect("every member has a placement"))
+                .collect(),
+            preemption,
         })
     }
 

@@ -6,17 +6,22 @@ package main
 // schedule, assume into the cache, PostFilter (preemption), async binding
 // through DefaultBinder against the fake API. Only the harness is ours: a
 // reactor that applies pods/binding to the fake API (so the informers confirm
-// the assumed pods, as with an apiserver), one that gives every update a new
-// resourceVersion (as an apiserver does; upstream's assume caches for claims
-// and volumes compare versions, and the plain tracker keeps none), and
+// the assumed pods, as with an apiserver), ones that give every update and
+// every strategic-merge or merge patch a new resourceVersion (as an
+// apiserver does; upstream's assume caches for claims and volumes compare
+// versions, its pod event handler drops an update whose version did not
+// change — a nomination written by a patch — and the plain tracker keeps
+// none), and
 // wrappers around
 // Scheduler.SchedulePod / FailureHandler that take times and count outcomes.
 // Upstream code is unchanged.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -25,10 +30,12 @@ import (
 	"syscall"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
@@ -187,6 +194,44 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 			}
 		}
 		return false, nil, nil
+	})
+	// Patches (the scheduler's pod status: condition and nomination): applied
+	// as the plain tracker applies them, with a new resourceVersion.
+	e.client.PrependReactor("patch", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		pa, ok := action.(clienttesting.PatchActionImpl)
+		if !ok || (pa.GetPatchType() != types.StrategicMergePatchType && pa.GetPatchType() != types.MergePatchType) {
+			return false, nil, nil
+		}
+		obj, err := e.client.Tracker().Get(pa.GetResource(), pa.GetNamespace(), pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		old, err := json.Marshal(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		var merged []byte
+		if pa.GetPatchType() == types.StrategicMergePatchType {
+			merged, err = strategicpatch.StrategicMergePatch(old, pa.GetPatch(), obj)
+		} else {
+			merged, err = jsonpatch.MergePatch(old, pa.GetPatch())
+		}
+		if err != nil {
+			return true, nil, err
+		}
+		out := obj.DeepCopyObject()
+		value := reflect.ValueOf(out)
+		value.Elem().Set(reflect.New(value.Type().Elem()).Elem())
+		if err := json.Unmarshal(merged, out); err != nil {
+			return true, nil, err
+		}
+		if m, err := meta.Accessor(out); err == nil {
+			m.SetResourceVersion(strconv.FormatInt(version.Add(1), 10))
+		}
+		if err := e.client.Tracker().Update(pa.GetResource(), out, pa.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, out, nil
 	})
 	// pods/binding: what the apiserver does (set spec.nodeName), so that the
 	// informer delivers the update and the cache confirms the assumed pod.

@@ -33,10 +33,13 @@
 //! (`rkube_scheduler::queue`). The simulator removes victims at once, so
 //! nothing waits there.
 //!
-//! Not implemented: pod-group (gang) preemption (`PodGroupPostFilter`),
-//! scheduler extenders.
+//! With GenericWorkload on, victims are upstream's units ([`victims`]): a
+//! member of a PodGroup counts at its group's priority, and a group with
+//! disruption mode `all` is evicted whole or not at all; a failed pod
+//! group's cycle runs [`pod_group`]'s workload-aware preemption.
+//!
+//! Not implemented: scheduler extenders.
 
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 use rkube_config::args::DefaultPreemptionArgs;
@@ -47,6 +50,12 @@ use rkube_framework::{
 };
 use rkube_model::workloads::PodDisruptionBudget;
 use rkube_model::Pod;
+
+pub mod pod_group;
+pub mod victims;
+
+use victims::{filter_victims_with_pdb_violation, more_important, pod_priority, Victim};
+pub use victims::{parse_rfc3339_nanos, start_time};
 
 /// Upstream name.
 pub const NAME: &str = "DefaultPreemption";
@@ -89,6 +98,9 @@ impl Plugin for DefaultPreemption {
     fn as_post_filter(&self) -> Option<&dyn PostFilterPlugin> {
         Some(self)
     }
+    fn as_pod_group_post_filter(&self) -> Option<&dyn rkube_framework::PodGroupPostFilterPlugin> {
+        Some(self)
+    }
     /// Upstream's list with async preemption (beta, on by default): a
     /// victim's deletion re-checks a pod this plugin's PreEnqueue gated,
     /// but never requeues it by this plugin's say; the plugins whose
@@ -127,114 +139,6 @@ pub struct DryRun {
 
 fn status_of<'a>(m: &'a NodeToStatus, node: &str) -> &'a Status {
     m.nodes.get(node).unwrap_or(&m.absent)
-}
-
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Nanoseconds since the epoch of an RFC 3339 timestamp.
-pub fn parse_rfc3339_nanos(s: &str) -> Option<i128> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut rest = &s[19..];
-    let mut nanos: i128 = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(|c| c.is_ascii_digit()).count();
-        let mut f: String = frac[..digits].chars().take(9).collect();
-        while f.len() < 9 {
-            f.push('0');
-        }
-        nanos = f.parse().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset_secs: i64 = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
-            let oh: i64 = o[1..3].parse().ok()?;
-            let om: i64 = o[4..6].parse().ok()?;
-            let v = oh * 3600 + om * 60;
-            if o.starts_with('-') {
-                -v
-            } else {
-                v
-            }
-        }
-        _ => return None,
-    };
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset_secs;
-    Some(secs as i128 * 1_000_000_000 + nanos)
-}
-
-/// A pod's start time for preemption ordering: `status.startTime`, else
-/// `metadata.creationTimestamp`, else "now" (upstream uses now for pods that
-/// have not started), which sorts after every real time.
-pub fn start_time(p: &Pod) -> i128 {
-    [&p.start_time, &p.creation_timestamp]
-        .into_iter()
-        .filter(|t| !t.is_empty())
-        .find_map(|t| parse_rfc3339_nanos(t))
-        .unwrap_or(i128::MAX)
-}
-
-/// Upstream's `MoreImportantVictim` for single pods: higher priority, then
-/// earlier start time. `Less` means `a` is more important.
-pub fn more_important(a: &Pod, b: &Pod) -> Ordering {
-    b.priority
-        .cmp(&a.priority)
-        .then_with(|| start_time(a).cmp(&start_time(b)))
-}
-
-/// Upstream's `FilterVictimsWithPDBViolation`: splits victims (in order)
-/// into those whose eviction would exceed a PDB's allowed disruptions and
-/// the others. A PDB with no or an empty selector matches no pod.
-pub fn filter_victims_with_pdb_violation(
-    victims: &[Arc<Pod>],
-    pdbs: &[PodDisruptionBudget],
-) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
-    let mut allowed: Vec<i64> = pdbs.iter().map(|p| p.disruptions_allowed as i64).collect();
-    let mut violating = Vec::new();
-    let mut non_violating = Vec::new();
-    for v in victims {
-        let mut is_violating = false;
-        if !v.labels.is_empty() {
-            for (i, pdb) in pdbs.iter().enumerate() {
-                if pdb.namespace != v.namespace {
-                    continue;
-                }
-                let Some(sel) = &pdb.selector else { continue };
-                if sel.is_empty() || !sel.matches(&v.labels) {
-                    continue;
-                }
-                if pdb.disrupted_pods.iter().any(|n| n == &v.name) {
-                    continue;
-                }
-                allowed[i] -= 1;
-                if allowed[i] < 0 {
-                    is_violating = true;
-                    break;
-                }
-            }
-        }
-        if is_violating {
-            violating.push(v.clone());
-        } else {
-            non_violating.push(v.clone());
-        }
-    }
-    (violating, non_violating)
 }
 
 /// Upstream's `pickOneNodeForPreemption`: the index of the chosen candidate.
@@ -345,10 +249,11 @@ impl DefaultPreemption {
                 return Ok(());
             }
             if let Some(ni) = snapshot.get(nnn) {
+                let groups = snapshot.pod_groups.as_deref();
                 if ni
                     .pods
                     .iter()
-                    .any(|p| p.priority < pod.priority && p.terminating_by_preemption)
+                    .any(|p| pod_priority(p, groups) < pod.priority && p.terminating_by_preemption)
                 {
                     return Err(
                         "not eligible due to a terminating pod on the nominated node.".into(),
@@ -359,9 +264,12 @@ impl DefaultPreemption {
         Ok(())
     }
 
-    /// Upstream's `SelectVictimsOnNode`: the fewest, least important pods to
-    /// evict from `node` for `pod` to fit, and how many of them violate a
-    /// PDB. `state` and `node` are the caller's copies.
+    /// Upstream's `SelectVictimsOnNode`: the fewest, least important units
+    /// to evict from `node` (a copy of snapshot node `index`) for `pod` to
+    /// fit, as pods (most important first), and how many of their pods
+    /// violate a PDB. Only the main node's copy changes; a unit's pods on
+    /// other nodes (a group with disruption mode `all`) reach the
+    /// PreFilter extensions with their own node as it is, as upstream.
     pub fn select_victims_on_node(
         &self,
         handle: &dyn PostFilterHandle,
@@ -370,11 +278,18 @@ impl DefaultPreemption {
         mut node: NodeInfo,
         pdbs: &[PodDisruptionBudget],
     ) -> (Vec<Arc<Pod>>, i64, Status) {
-        let mut potential: Vec<Arc<Pod>> = node
-            .pods
-            .iter()
-            .filter(|p| p.priority < pod.priority)
-            .cloned()
+        let snapshot = handle.snapshot();
+        let all = match snapshot.index_of(node.name()) {
+            Some(i) => victims::victims_on_nodes(snapshot, &[i]),
+            None => node
+                .pods
+                .iter()
+                .map(|p| victims::pod_victim(p, snapshot.pod_groups.as_deref()))
+                .collect(),
+        };
+        let mut potential: Vec<Victim> = all
+            .into_iter()
+            .filter(|v| v.priority < pod.priority)
             .collect();
         if potential.is_empty() {
             return (
@@ -383,9 +298,49 @@ impl DefaultPreemption {
                 Status::new(Code::UnschedulableAndUnresolvable, NO_VICTIMS),
             );
         }
+        let main = node.name_shared();
+        // A unit's pods leave (or rejoin) the main node's copy; each goes
+        // through the PreFilter extensions with its own node.
+        let remove = |v: &Victim, state: &mut CycleState, node: &mut NodeInfo| -> Status {
+            for p in &v.pods {
+                let s = if *p.node_name == *main {
+                    node.remove_pod(&p.uid);
+                    handle.run_pre_filter_extension_remove_pod(state, pod, p, node)
+                } else {
+                    match snapshot.get(&p.node_name) {
+                        Some(remote) => {
+                            handle.run_pre_filter_extension_remove_pod(state, pod, p, remote)
+                        }
+                        None => Status::success(),
+                    }
+                };
+                if !s.is_success() {
+                    return s;
+                }
+            }
+            Status::success()
+        };
+        let add = |v: &Victim, state: &mut CycleState, node: &mut NodeInfo| -> Status {
+            for p in &v.pods {
+                let s = if *p.node_name == *main {
+                    node.add_pod(p.clone());
+                    handle.run_pre_filter_extension_add_pod(state, pod, p, node)
+                } else {
+                    match snapshot.get(&p.node_name) {
+                        Some(remote) => {
+                            handle.run_pre_filter_extension_add_pod(state, pod, p, remote)
+                        }
+                        None => Status::success(),
+                    }
+                };
+                if !s.is_success() {
+                    return s;
+                }
+            }
+            Status::success()
+        };
         for v in &potential {
-            node.remove_pod(&v.uid);
-            let s = handle.run_pre_filter_extension_remove_pod(&mut state, pod, v, &node);
+            let s = remove(v, &mut state, &mut node);
             if !s.is_success() {
                 return (Vec::new(), 0, s);
             }
@@ -394,49 +349,45 @@ impl DefaultPreemption {
         if !s.is_success() {
             return (Vec::new(), 0, s);
         }
-        potential.sort_by(|a, b| more_important(a, b));
+        potential.sort_by(more_important);
         let (violating, non_violating) = filter_victims_with_pdb_violation(&potential, pdbs);
-        let mut victims: Vec<Arc<Pod>> = Vec::new();
-        let reprieve = |v: &Arc<Pod>,
-                        state: &mut CycleState,
-                        node: &mut NodeInfo,
-                        victims: &mut Vec<Arc<Pod>>|
-         -> Result<bool, Status> {
-            node.add_pod(v.clone());
-            let s = handle.run_pre_filter_extension_add_pod(state, pod, v, node);
-            if !s.is_success() {
-                return Err(s);
-            }
-            let fits = handle
-                .run_filter_plugins_with_nominated_pods(state, pod, node)
-                .is_success();
-            if !fits {
-                node.remove_pod(&v.uid);
-                let s = handle.run_pre_filter_extension_remove_pod(state, pod, v, node);
+        let mut chosen: Vec<Victim> = Vec::new();
+        let mut reprieve =
+            |v: &Victim, state: &mut CycleState, node: &mut NodeInfo| -> Result<bool, Status> {
+                let s = add(v, state, node);
                 if !s.is_success() {
                     return Err(s);
                 }
-                victims.push(v.clone());
-            }
-            Ok(fits)
-        };
+                let fits = handle
+                    .run_filter_plugins_with_nominated_pods(state, pod, node)
+                    .is_success();
+                if !fits {
+                    let s = remove(v, state, node);
+                    if !s.is_success() {
+                        return Err(s);
+                    }
+                    chosen.push(v.clone());
+                }
+                Ok(fits)
+            };
         let mut num_violating = 0;
-        for v in &violating {
-            match reprieve(v, &mut state, &mut node, &mut victims) {
+        for (v, count) in &violating {
+            match reprieve(v, &mut state, &mut node) {
                 Err(s) => return (Vec::new(), 0, s),
-                Ok(false) => num_violating += 1,
+                Ok(false) => num_violating += count,
                 Ok(true) => {}
             }
         }
         for v in &non_violating {
-            if let Err(s) = reprieve(v, &mut state, &mut node, &mut victims) {
+            if let Err(s) = reprieve(v, &mut state, &mut node) {
                 return (Vec::new(), 0, s);
             }
         }
         if !violating.is_empty() && !non_violating.is_empty() {
-            victims.sort_by(|a, b| more_important(a, b));
+            chosen.sort_by(more_important);
         }
-        (victims, num_violating, Status::success())
+        let pods = chosen.into_iter().flat_map(|v| v.pods).collect();
+        (pods, num_violating, Status::success())
     }
 
     /// Upstream's `DryRunPreemption`, one node at a time from `offset`:
@@ -591,21 +542,6 @@ impl PostFilterPlugin for DefaultPreemption {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339() {
-        assert_eq!(parse_rfc3339_nanos("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339_nanos("1970-01-01T00:00:01.5Z"),
-            Some(1_500_000_000)
-        );
-        assert_eq!(parse_rfc3339_nanos("1970-01-01T01:00:00+01:00"), Some(0));
-        assert_eq!(
-            parse_rfc3339_nanos("2024-03-01T00:00:00Z"),
-            Some(1_709_251_200 * 1_000_000_000)
-        );
-        assert_eq!(parse_rfc3339_nanos("garbage"), None);
-    }
 
     #[test]
     fn num_candidates() {
