@@ -278,6 +278,22 @@ pub fn group_verdict(g: &GroupExplanation) -> String {
     if g.scheduled {
         return "The group is scheduled.".to_string();
     }
+    let verdict = nodes_verdict(g);
+    match &g.preemption {
+        Some(p) => format!(
+            "{verdict} Workload-aware preemption makes room now: it evicts {} and nominates {}.",
+            p.victims.join(", "),
+            p.nominated
+                .iter()
+                .map(|n| format!("{} to {}", n.pod, n.node))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => verdict,
+    }
+}
+
+fn nodes_verdict(g: &GroupExplanation) -> String {
     match &g.fits_with {
         Some(a) => format!(
             "The group does not fit; it fits with {} more node(s) like {}{}.",

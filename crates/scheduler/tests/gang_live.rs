@@ -7,7 +7,11 @@
 //! `PodGroupInitiallyScheduled=False` (Unschedulable); a third node lets
 //! all three bind at once, on three nodes, and the condition turns True.
 //! A second gang of two that fits binds at once; a pending member whose
-//! sibling arrives already bound is let in and bound.
+//! sibling arrives already bound is let in and bound. Last, a gang of
+//! higher priority that fits only by preemption (workload-aware
+//! preemption): its members are nominated, two of the first gang's pods get
+//! `DisruptionTarget` and are deleted in the PodGroup's name, and once they
+//! are gone the gang binds where it was nominated.
 //!
 //! Needs the binaries from hack/build-k8s, so it is ignored by default;
 //! hack/test runs it.
@@ -273,10 +277,137 @@ async fn scenario(cp: &ControlPlane) {
     )
     .await;
 
+    preemption(&admin, &pods).await;
+
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(30), sched)
         .await
         .expect("scheduler stops")
         .unwrap()
         .unwrap();
+}
+
+/// A gang of priority 1000 (two 1.5-CPU members) on three 2-CPU nodes that
+/// each run a 1.5-CPU member of `train` (priority 0).
+async fn preemption(admin: &kube::Client, pods: &Api<Pod>) {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let classes: Api<PriorityClass> = Api::all(admin.clone());
+    let class: PriorityClass = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "urgent"}, "value": 1000,
+    }))
+    .unwrap();
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    let groups: Api<PodGroup> = Api::namespaced(admin.clone(), "default");
+    let g: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "urgent", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "priorityClassName": "urgent"},
+    }))
+    .unwrap();
+    // The Priority admission plugin reads classes from its informer: right
+    // after the create it may not know the class yet (403).
+    wait_for(
+        "the urgent group admitted",
+        Duration::from_secs(20),
+        || async {
+            match groups.create(&PostParams::default(), &g).await {
+                Ok(_) => Some(()),
+                Err(kube::Error::Api(e)) if e.code == 403 => None,
+                Err(e) => panic!("creating the group: {e}"),
+            }
+        },
+    )
+    .await;
+    for i in 0..2 {
+        let p: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("urgent-{i}"), "namespace": "default"},
+            "spec": {
+                "priorityClassName": "urgent",
+                "automountServiceAccountToken": false,
+                "tolerations": [{"operator": "Exists"}],
+                "schedulingGroup": {"podGroupName": "urgent"},
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": "1500m"}}}],
+            },
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let nominated = wait_for(
+        "the urgent gang nominated",
+        Duration::from_secs(60),
+        || async {
+            let mut out = Vec::new();
+            for i in 0..2 {
+                let p = pods.get(&format!("urgent-{i}")).await.ok()?;
+                out.push(p.status?.nominated_node_name?);
+            }
+            Some(out)
+        },
+    )
+    .await;
+    assert_ne!(nominated[0], nominated[1], "{nominated:?}");
+    // Two of train's pods are being deleted, with upstream's condition; no
+    // kubelet runs here, so finish their graceful deletion as one would.
+    let victims = wait_for(
+        "two victims terminating",
+        Duration::from_secs(20),
+        || async {
+            let mut out = Vec::new();
+            for i in 0..3 {
+                let p = pods.get(&format!("train-{i}")).await.ok()?;
+                if p.metadata.deletion_timestamp.is_some() {
+                    out.push(p);
+                }
+            }
+            (out.len() == 2).then_some(out)
+        },
+    )
+    .await;
+    for v in &victims {
+        let condition = v
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "DisruptionTarget")
+            .expect("a DisruptionTarget condition");
+        assert_eq!(condition.reason.as_deref(), Some("PreemptionByScheduler"));
+        assert_eq!(
+            condition.message.as_deref(),
+            Some("default-scheduler: preempting to accommodate a higher priority podgroup")
+        );
+        let node = v.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
+        assert!(
+            nominated.contains(&node),
+            "victim on {node}, nominated {nominated:?}"
+        );
+        pods.delete(
+            &v.name_any(),
+            &kube::api::DeleteParams::default().grace_period(0),
+        )
+        .await
+        .unwrap();
+    }
+    let placed = wait_for("the urgent gang bound", Duration::from_secs(60), || async {
+        let mut out = Vec::new();
+        for i in 0..2 {
+            out.push(
+                pods.get(&format!("urgent-{i}"))
+                    .await
+                    .ok()?
+                    .spec?
+                    .node_name?,
+            );
+        }
+        Some(out)
+    })
+    .await;
+    assert_eq!(placed, nominated);
 }

@@ -164,11 +164,11 @@ impl<'p> Queue<'p> {
     /// at once, now beside the members just placed. Each try is a cycle
     /// (it moves where the next filter pass starts).
     ///
-    /// When PodGroupPostFilter found victims, they are evicted at once and
-    /// the group is tried again with its members nominated, as a single
-    /// preemptor is. A member the preemption did not nominate keeps the
-    /// message of that cycle unless a later one places it (upstream reports
-    /// that message; its nominated members are tried again without one).
+    /// When PodGroupPostFilter found victims (in the first cycle or in one
+    /// for the members left), they are evicted at once and the members left
+    /// are tried again with their nominations, as a single preemptor is. A
+    /// member keeps the message of its first failure that nominated it
+    /// nowhere unless a later cycle places it.
     fn schedule_group_until_settled(
         &mut self,
         snapshot: &mut Snapshot,
@@ -177,74 +177,68 @@ impl<'p> Queue<'p> {
         placed_at: &HashMap<String, usize>,
     ) -> Result<Vec<Placement>, SimError> {
         let mut current: Vec<Pod> = members.iter().map(|p| (*p).clone()).collect();
+        let mut placed: Vec<Option<Placement>> = vec![None; members.len()];
         let mut first: Vec<Option<Placement>> = vec![None; members.len()];
+        let mut todo: Vec<usize> = (0..members.len()).collect();
         let mut preempted = 0;
-        let mut placements = loop {
-            let refs: Vec<&Pod> = current.iter().collect();
-            let attempt = self.schedule_group(snapshot, &refs, &mut |_, _, _| {})?;
-            let Some(pf) = attempt.preemption else {
-                break attempt.placements;
-            };
-            if preempted >= MAX_PREEMPTIONS_PER_POD {
-                break attempt.placements;
-            }
-            preempted += 1;
-            let key = members[0]
-                .pod_group
-                .as_deref()
-                .map(|g| format!("{}/{g}", members[0].namespace))
-                .unwrap_or_default();
-            self.evict(snapshot, &key, &pf.victims, pass, placed_at);
-            let nodes: std::collections::BTreeSet<&str> =
-                pf.nominations.iter().map(|(_, n)| n.as_str()).collect();
-            pass.preemptions.push(Preemption {
-                preemptor: key.clone(),
-                pod_group: true,
-                node: nodes.into_iter().collect::<Vec<_>>().join(","),
-                victims: pf.victims.iter().map(|v| v.key()).collect(),
-            });
-            for (i, p) in attempt.placements.into_iter().enumerate() {
-                match pf.nominations.iter().find(|(m, _)| *m == i) {
-                    Some((_, node)) => current[i].nominated_node_name = node.clone(),
-                    None => {
-                        if first[i].is_none() {
-                            first[i] = Some(p);
-                        }
-                    }
-                }
-            }
-        };
-        for (i, f) in first.iter().enumerate() {
-            if let (None, Some(f)) = (&placements[i].node, f) {
-                placements[i] = f.clone();
-            }
-        }
         loop {
-            let left: Vec<usize> = (0..members.len())
-                .filter(|&i| placements[i].node.is_none())
-                .collect();
-            let placed_now = left.len() < members.len();
-            if left.is_empty() || !placed_now {
-                return Ok(placements);
-            }
-            let retry: Vec<&Pod> = left.iter().map(|&i| &current[i]).collect();
-            let again = self
-                .schedule_group(snapshot, &retry, &mut |_, _, _| {})?
-                .placements;
-            let mut progress = false;
-            // A member that fails again keeps its first message, the one
-            // its first attempt reported (as `simulate` reports one
-            // decision per pod).
-            for (k, &i) in left.iter().enumerate() {
-                if again[k].node.is_some() {
-                    placements[i] = again[k].clone();
-                    progress = true;
+            let refs: Vec<&Pod> = todo.iter().map(|&i| &current[i]).collect();
+            let attempt = self.schedule_group(snapshot, &refs, &mut |_, _, _| {})?;
+            let preemption = attempt
+                .preemption
+                .filter(|_| preempted < MAX_PREEMPTIONS_PER_POD);
+            let nominated = |k: usize| {
+                preemption
+                    .as_ref()
+                    .and_then(|pf| pf.nominations.iter().find(|(m, _)| *m == k))
+                    .map(|(_, n)| n.clone())
+            };
+            let mut placed_now = false;
+            for (k, p) in attempt.placements.into_iter().enumerate() {
+                let i = todo[k];
+                if p.node.is_some() {
+                    placed[i] = Some(p);
+                    placed_now = true;
+                } else if let Some(node) = nominated(k) {
+                    current[i].nominated_node_name = node;
+                } else if first[i].is_none() {
+                    first[i] = Some(p);
                 }
             }
-            if !progress {
-                return Ok(placements);
+            todo.retain(|&i| placed[i].is_none());
+            if let Some(pf) = &preemption {
+                preempted += 1;
+                let key = members[0]
+                    .pod_group
+                    .as_deref()
+                    .map(|g| format!("{}/{g}", members[0].namespace))
+                    .unwrap_or_default();
+                self.evict(snapshot, &key, &pf.victims, pass, placed_at);
+                let nodes: std::collections::BTreeSet<&str> =
+                    pf.nominations.iter().map(|(_, n)| n.as_str()).collect();
+                pass.preemptions.push(Preemption {
+                    preemptor: key.clone(),
+                    pod_group: true,
+                    node: nodes.into_iter().collect::<Vec<_>>().join(","),
+                    victims: pf.victims.iter().map(|v| v.key()).collect(),
+                });
+            } else if !placed_now {
+                break;
+            }
+            if todo.is_empty() {
+                break;
             }
         }
+        Ok(placed
+            .into_iter()
+            .zip(first)
+            .enumerate()
+            .map(|(i, (p, f))| {
+                p.or(f).unwrap_or_else(|| {
+                    pending(members[i], "pod group preemption: the simulation's limit of preemptions in a row was reached".into())
+                })
+            })
+            .collect())
     }
 
     /// The queue's entities in the order it pops them: with GenericWorkload

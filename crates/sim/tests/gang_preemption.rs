@@ -173,3 +173,28 @@ fn a_group_with_disruption_mode_all_is_evicted_whole() {
     let r = simulate(&group_victims(POD), false);
     assert_eq!(r.preemptions[0].victims, ["default/r1"]);
 }
+
+/// A basic group whose first member fits and whose second does not: the
+/// group succeeds, and the member left is tried again in a cycle of its own
+/// (upstream's `AddAttemptedPodGroupIfNeeded`), which preempts for it. The
+/// oracle's run ends at the first cycle's outcome, so this follows
+/// upstream's code: that second cycle is an ordinary pod-group cycle, with
+/// PodGroupPostFilter.
+#[test]
+fn the_members_left_by_a_group_that_succeeded_may_preempt() {
+    let t = "apiVersion: v1\nkind: List\nitems:\n\
+- {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 100}\n\
+- {apiVersion: v1, kind: Node, metadata: {name: n1, labels: {kubernetes.io/hostname: n1}}, status: {allocatable: {cpu: '2', memory: 4Gi, pods: '110'}}}\n\
+- {apiVersion: v1, kind: Node, metadata: {name: n2, labels: {kubernetes.io/hostname: n2}}, status: {allocatable: {cpu: '2', memory: 4Gi, pods: '110'}}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: default}, spec: {nodeName: n2, containers: [{name: c, image: x, resources: {requests: {cpu: '1'}}}]}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: default}, spec: {nodeName: n2, containers: [{name: c, image: x, resources: {requests: {cpu: '1'}}}]}}\n\
+- {apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {name: g, namespace: default}, spec: {schedulingPolicy: {basic: {}}, priorityClassName: high}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: p0, namespace: default}, spec: {priorityClassName: high, schedulingGroup: {podGroupName: g}, containers: [{name: c, image: x, resources: {requests: {cpu: '2'}}}]}}\n\
+- {apiVersion: v1, kind: Pod, metadata: {name: p1, namespace: default}, spec: {priorityClassName: high, schedulingGroup: {podGroupName: g}, containers: [{name: c, image: x, resources: {requests: {cpu: '2'}}}]}}\n";
+    let c = build(&parse_documents("t.yaml", t).unwrap(), &mut |_| Ok(false)).unwrap();
+    let r = simulate(&c, true);
+    let placed: Vec<Option<&str>> = r.placements.iter().map(|p| p.node.as_deref()).collect();
+    assert_eq!(placed, [Some("n1"), Some("n2")]);
+    assert_eq!(r.preemptions.len(), 1);
+    assert_eq!(r.preemptions[0].victims, ["default/a", "default/b"]);
+}
