@@ -589,7 +589,7 @@ pub fn simulation_cluster(seed: u64) -> Value {
 /// together: upstream's queue keeps a gang gated until its `minCount`-th
 /// member arrives, and where it then sorts among pods that arrived in
 /// between depends on timing. Every pod keeps priority 0, so a failed gang
-/// has no victims (workload-aware preemption is not modelled).
+/// has no victims ([`gang_preemption_cluster`] has some).
 pub fn gang_cluster(seed: u64) -> Value {
     let mut cluster = simulation_cluster(seed);
     let r = &mut Rng::new(seed ^ 0x6A46_6C05);

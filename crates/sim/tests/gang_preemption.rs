@@ -198,3 +198,214 @@ fn the_members_left_by_a_group_that_succeeded_may_preempt() {
     assert_eq!(r.preemptions.len(), 1);
     assert_eq!(r.preemptions[0].victims, ["default/a", "default/b"]);
 }
+
+/// A running pod for [`select_victims_on_domain`]: name, node, priority,
+/// CPU ("size" in upstream's table), group, start second, labels.
+type Running<'a> = (&'a str, &'a str, i32, u32, Option<&'a str>, u32, &'a str);
+
+/// Upstream's `TestPodGroupEvaluator_SelectVictimsOnDomain` cases that do
+/// not depend on its mock placement function, run through the whole
+/// simulator: a node's "capacity" is its CPU and a pod's "size" its CPU
+/// request; the preemptor is a gang of one 1-CPU member per name. Low,
+/// middle and high priority are 0, 100 and 1000.
+#[test]
+fn select_victims_on_domain() {
+    struct Case<'a> {
+        name: &'a str,
+        nodes: &'a [(&'a str, u32)],
+        pods: &'a [Running<'a>],
+        /// (name, priority, disruption mode all)
+        groups: &'a [(&'a str, i32, bool)],
+        /// A PDB with `disruptionsAllowed: 0` over `app: foo`.
+        pdb: bool,
+        preemptor_priority: i32,
+        /// The victims; `None`: upstream's UnschedulableAndUnresolvable
+        /// (no victims), the member stays pending.
+        want: Option<&'a [&'a str]>,
+    }
+    const NO_VICTIMS: &str =
+        "pod group preemption: No preemption victims found for incoming preemptor";
+    let cases = [
+        Case {
+            name: "Priority: mix of no groups and pod groups",
+            nodes: &[("node1", 2)],
+            pods: &[
+                ("p1", "node1", 0, 1, None, 0, ""),
+                ("p2", "node1", 0, 1, Some("pg1"), 0, ""),
+            ],
+            groups: &[("pg1", 0, false)],
+            pdb: false,
+            preemptor_priority: 1000,
+            want: Some(&["p1"]),
+        },
+        Case {
+            name: "Priority: StartTime of pods from same group with disruption mode single",
+            nodes: &[("node1", 2)],
+            pods: &[
+                ("p1", "node1", 0, 1, Some("pg1"), 1, ""),
+                ("p2", "node1", 0, 1, Some("pg1"), 0, ""),
+            ],
+            groups: &[("pg1", 0, false)],
+            pdb: false,
+            preemptor_priority: 1000,
+            want: Some(&["p1"]),
+        },
+        Case {
+            name: "Pod group with disruption mode group not reprieved",
+            nodes: &[("node1", 1), ("node2", 1)],
+            pods: &[
+                ("p1", "node1", 0, 1, Some("pg1"), 0, ""),
+                ("p2", "node2", 0, 1, Some("pg1"), 0, ""),
+            ],
+            groups: &[("pg1", 0, true)],
+            pdb: false,
+            preemptor_priority: 1000,
+            want: Some(&["p1", "p2"]),
+        },
+        Case {
+            name: "PDB: Mixed groups",
+            nodes: &[("node1", 2)],
+            pods: &[
+                ("victim-pdb", "node1", 0, 1, Some("pg1"), 0, "foo"),
+                ("victim-no-pdb", "node1", 0, 1, Some("pg1"), 0, ""),
+            ],
+            groups: &[],
+            pdb: true,
+            preemptor_priority: 1000,
+            want: Some(&["victim-no-pdb"]),
+        },
+        Case {
+            name: "PodGroup: Prefer single pod over podGroup for preemption candidate",
+            nodes: &[("node1", 3)],
+            pods: &[
+                ("p1", "node1", 0, 1, None, 0, ""),
+                ("g1-1", "node1", 0, 1, Some("pg1"), 0, ""),
+                ("g1-2", "node1", 0, 1, Some("pg1"), 0, ""),
+            ],
+            groups: &[("pg1", 0, true)],
+            pdb: false,
+            preemptor_priority: 1000,
+            want: Some(&["p1"]),
+        },
+        Case {
+            name: "PodGroup: Preempt group as a whole on single node",
+            nodes: &[("node1", 3)],
+            pods: &[
+                ("g1-1", "node1", 0, 1, Some("pg1"), 0, ""),
+                ("g1-2", "node1", 0, 1, Some("pg1"), 0, ""),
+                ("p1", "node1", 100, 1, None, 0, ""),
+            ],
+            groups: &[("pg1", 0, true)],
+            pdb: false,
+            preemptor_priority: 1000,
+            want: Some(&["g1-1", "g1-2"]),
+        },
+        Case {
+            name: "PDB: Unit violation if any member violates",
+            nodes: &[("node1", 3)],
+            pods: &[
+                ("g1-1", "node1", 0, 1, Some("pg1"), 0, "foo"),
+                ("g1-2", "node1", 0, 1, Some("pg1"), 0, ""),
+                ("p1", "node1", 0, 1, None, 0, ""),
+            ],
+            groups: &[("pg1", 0, true)],
+            pdb: true,
+            preemptor_priority: 1000,
+            want: Some(&["p1"]),
+        },
+        Case {
+            name: "Failure: Cannot preempt the victim with higher priority",
+            nodes: &[("node1", 1)],
+            pods: &[("p1", "node1", 1000, 1, None, 0, "")],
+            groups: &[],
+            pdb: false,
+            preemptor_priority: 100,
+            want: None,
+        },
+        Case {
+            name: "Failure: Cannot preempt the victim with equal priority",
+            nodes: &[("node1", 1)],
+            pods: &[("p1", "node1", 100, 1, None, 0, "")],
+            groups: &[],
+            pdb: false,
+            preemptor_priority: 100,
+            want: None,
+        },
+        Case {
+            name: "Priority divergence: candidate victim PodGroup has lower priority than the Pods from that group",
+            nodes: &[("node1", 1), ("node2", 1)],
+            pods: &[
+                ("p1", "node1", 1000, 1, Some("pg1"), 0, ""),
+                ("p2", "node2", 1000, 1, Some("pg1"), 0, ""),
+            ],
+            groups: &[("pg1", 100, true)],
+            pdb: false,
+            preemptor_priority: 1000,
+            want: Some(&["p1", "p2"]),
+        },
+        Case {
+            name: "Priority divergence: candidate victim PodGroup has higher priority than the Pods from that group",
+            nodes: &[("node1", 1), ("node2", 1)],
+            pods: &[
+                ("p1", "node1", 0, 1, Some("pg1"), 0, ""),
+                ("p2", "node2", 0, 1, Some("pg1"), 0, ""),
+            ],
+            groups: &[("pg1", 100, true)],
+            pdb: false,
+            preemptor_priority: 100,
+            want: None,
+        },
+    ];
+    for c in cases {
+        let mut t = String::from("apiVersion: v1\nkind: List\nitems:\n");
+        for (n, cpu) in c.nodes {
+            t.push_str(&format!("- {{apiVersion: v1, kind: Node, metadata: {{name: {n}, labels: {{kubernetes.io/hostname: {n}}}}}, status: {{allocatable: {{cpu: '{cpu}', memory: 4Gi, pods: '110'}}}}}}\n"));
+        }
+        for (g, priority, all) in c.groups {
+            let mode = if *all { "all" } else { "single" };
+            t.push_str(&format!("- {{apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {{name: {g}, namespace: default}}, spec: {{schedulingPolicy: {{basic: {{}}}}, priority: {priority}, disruptionMode: {{{mode}: {{}}}}}}}}\n"));
+        }
+        for (name, node, priority, cpu, group, start, app) in c.pods {
+            let group = group.map_or(String::new(), |g| {
+                format!("schedulingGroup: {{podGroupName: {g}}}, ")
+            });
+            let labels = if app.is_empty() {
+                String::new()
+            } else {
+                format!(", labels: {{app: {app}}}")
+            };
+            t.push_str(&format!("- {{apiVersion: v1, kind: Pod, metadata: {{name: {name}, namespace: default{labels}}}, spec: {{nodeName: {node}, priority: {priority}, {group}containers: [{{name: c, image: x, resources: {{requests: {{cpu: '{cpu}'}}}}}}]}}, status: {{startTime: '2026-01-01T00:00:{start:02}Z'}}}}\n"));
+        }
+        if c.pdb {
+            t.push_str("- {apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: foo, namespace: default}, spec: {selector: {matchLabels: {app: foo}}}, status: {disruptionsAllowed: 0, currentHealthy: 1, desiredHealthy: 1, expectedPods: 1}}\n");
+        }
+        let p = c.preemptor_priority;
+        t.push_str(&format!("- {{apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: {{name: preemptor-pg, namespace: default}}, spec: {{schedulingPolicy: {{gang: {{minCount: 1}}}}, priority: {p}}}}}\n"));
+        t.push_str(&format!("- {{apiVersion: v1, kind: Pod, metadata: {{name: p, namespace: default}}, spec: {{priority: {p}, schedulingGroup: {{podGroupName: preemptor-pg}}, containers: [{{name: c, image: x, resources: {{requests: {{cpu: '1'}}}}}}]}}}}\n"));
+        let cluster = build(&parse_documents("t.yaml", &t).unwrap(), &mut |_| Ok(false))
+            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let r = simulate(&cluster, true);
+        match c.want {
+            Some(want) => {
+                let mut got: Vec<String> = r
+                    .preemptions
+                    .iter()
+                    .flat_map(|p| {
+                        p.victims
+                            .iter()
+                            .map(|v| v.trim_start_matches("default/").to_string())
+                    })
+                    .collect();
+                got.sort();
+                let mut want: Vec<&str> = want.to_vec();
+                want.sort();
+                assert_eq!(got, want, "{}", c.name);
+                assert!(r.placements[0].node.is_some(), "{}", c.name);
+            }
+            None => {
+                assert!(r.preemptions.is_empty(), "{}", c.name);
+                assert!(r.placements[0].node.is_none(), "{}", c.name);
+            }
+        }
+    }
+}

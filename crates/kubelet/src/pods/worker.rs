@@ -648,6 +648,7 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
     // The final status (containers terminated), written before the delete;
     // a terminal phase (Succeeded, Failed/Evicted) is never rewritten.
     let terminal = is_terminal(last.and_then(|s| s.phase.as_deref()));
+    let killed = obs.is_some();
     if let Some(obs) = obs.filter(|_| !terminal) {
         let status = final_pod_status(pod, last, &obs, &node_ip(ctx, pod), Timestamp::now());
         let update = status_update(pod, &status);
@@ -659,8 +660,23 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
             tracing::debug!(pod = %pod_key(pod), "final status not written");
         }
     }
-    if let Err(e) = ctx.runtime.remove_pod(&uid).await {
-        tracing::warn!(pod = %pod_key(pod), error = %e, "removing pod from the runtime failed");
+    let removed = match ctx.runtime.remove_pod(&uid).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(pod = %pod_key(pod), error = %e, "removing pod from the runtime failed");
+            false
+        }
+    };
+    if killed && removed {
+        // No container of it can run any more: it leaves the active pods
+        // now, before the API confirms the deletion (upstream's kubelet
+        // admits against pods that could still have running containers; the
+        // scheduler already dropped this one when its terminal status came).
+        ctx.active.remove(&uid);
+        ctx.admission.release(&uid);
+        if let Some(d) = &ctx.devices {
+            d.release(&uid);
+        }
     }
     let params = DeleteParams {
         grace_period_seconds: Some(0),
