@@ -223,8 +223,6 @@ fn select_victims_on_domain() {
         /// (no victims), the member stays pending.
         want: Option<&'a [&'a str]>,
     }
-    const NO_VICTIMS: &str =
-        "pod group preemption: No preemption victims found for incoming preemptor";
     let cases = [
         Case {
             name: "Priority: mix of no groups and pod groups",

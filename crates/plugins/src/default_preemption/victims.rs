@@ -87,7 +87,7 @@ pub fn pod_victim(p: &Arc<Pod>, groups: Option<&PodGroups>) -> Victim {
 pub fn victims_on_nodes(snapshot: &Snapshot, nodes: &[usize]) -> Vec<Victim> {
     let groups = snapshot.pod_groups.as_deref();
     let mut seen_groups: HashSet<(&str, &str)> = HashSet::new();
-    let mut members: Option<HashMap<(String, String), Vec<Arc<Pod>>>> = None;
+    let mut members: Option<GroupMembers> = None;
     let mut out = Vec::new();
     for &i in nodes {
         for p in &snapshot.nodes[i].pods {
@@ -120,10 +120,13 @@ pub fn victims_on_nodes(snapshot: &Snapshot, nodes: &[usize]) -> Vec<Victim> {
     out
 }
 
+/// Pods by `(namespace, group)`.
+type GroupMembers = HashMap<(String, String), Vec<Arc<Pod>>>;
+
 /// Every pod on the snapshot that names a group, by group: the groups'
 /// scheduled (assumed and bound) members.
-fn scheduled_members(snapshot: &Snapshot) -> HashMap<(String, String), Vec<Arc<Pod>>> {
-    let mut m: HashMap<(String, String), Vec<Arc<Pod>>> = HashMap::new();
+fn scheduled_members(snapshot: &Snapshot) -> GroupMembers {
+    let mut m: GroupMembers = HashMap::new();
     for n in snapshot.nodes.iter() {
         for p in &n.pods {
             if let Some(g) = &p.pod_group {
