@@ -351,9 +351,10 @@ impl DefaultPreemption {
         }
         potential.sort_by(more_important);
         let (violating, non_violating) = filter_victims_with_pdb_violation(&potential, pdbs);
-        let mut chosen: Vec<Victim> = Vec::new();
+        let mut chosen: Vec<usize> = Vec::new();
         let mut reprieve =
-            |v: &Victim, state: &mut CycleState, node: &mut NodeInfo| -> Result<bool, Status> {
+            |i: usize, state: &mut CycleState, node: &mut NodeInfo| -> Result<bool, Status> {
+                let v = &potential[i];
                 let s = add(v, state, node);
                 if !s.is_success() {
                     return Err(s);
@@ -366,27 +367,30 @@ impl DefaultPreemption {
                     if !s.is_success() {
                         return Err(s);
                     }
-                    chosen.push(v.clone());
+                    chosen.push(i);
                 }
                 Ok(fits)
             };
         let mut num_violating = 0;
-        for (v, count) in &violating {
-            match reprieve(v, &mut state, &mut node) {
+        for &(i, count) in &violating {
+            match reprieve(i, &mut state, &mut node) {
                 Err(s) => return (Vec::new(), 0, s),
                 Ok(false) => num_violating += count,
                 Ok(true) => {}
             }
         }
-        for v in &non_violating {
-            if let Err(s) = reprieve(v, &mut state, &mut node) {
+        for &i in &non_violating {
+            if let Err(s) = reprieve(i, &mut state, &mut node) {
                 return (Vec::new(), 0, s);
             }
         }
         if !violating.is_empty() && !non_violating.is_empty() {
-            chosen.sort_by(more_important);
+            chosen.sort_by(|&a, &b| more_important(&potential[a], &potential[b]));
         }
-        let pods = chosen.into_iter().flat_map(|v| v.pods).collect();
+        let pods = chosen
+            .into_iter()
+            .flat_map(|i| potential[i].pods.iter().cloned())
+            .collect();
         (pods, num_violating, Status::success())
     }
 

@@ -147,19 +147,17 @@ fn select_victims_on_domain(
     }
     potential.sort_by(more_important);
     let (violating, non_violating) = filter_victims_with_pdb_violation(&potential, &pdbs);
-    let mut to_preempt: Vec<Victim> = Vec::new();
-    for (v, _) in &violating {
-        if !reprieve(v, &mut assignments, handle)? {
-            to_preempt.push(v.clone());
+    let mut to_preempt: Vec<usize> = Vec::new();
+    for i in violating.iter().map(|(i, _)| *i).chain(non_violating) {
+        if !reprieve(&potential[i], &mut assignments, handle)? {
+            to_preempt.push(i);
         }
     }
-    for v in &non_violating {
-        if !reprieve(v, &mut assignments, handle)? {
-            to_preempt.push(v.clone());
-        }
-    }
-    to_preempt.sort_by(more_important);
-    let pods = to_preempt.into_iter().flat_map(|v| v.pods).collect();
+    to_preempt.sort_by(|&a, &b| more_important(&potential[a], &potential[b]));
+    let pods = to_preempt
+        .into_iter()
+        .flat_map(|i| potential[i].pods.iter().cloned())
+        .collect();
     Ok((pods, assignments))
 }
 

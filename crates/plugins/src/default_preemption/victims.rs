@@ -13,6 +13,7 @@ use rkube_framework::Snapshot;
 use rkube_model::pod_groups::PodGroups;
 use rkube_model::workloads::PodDisruptionBudget;
 use rkube_model::Pod;
+use smallvec::SmallVec;
 
 /// What kind of unit a victim is (upstream's entity key type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -27,8 +28,8 @@ pub enum VictimKind {
 /// One preemption unit.
 #[derive(Debug, Clone)]
 pub struct Victim {
-    /// Its pods, evicted together.
-    pub pods: Vec<Arc<Pod>>,
+    /// Its pods, evicted together (one, without a group: kept inline).
+    pub pods: SmallVec<[Arc<Pod>; 1]>,
     /// Its priority (the group's for a member of a known group).
     pub priority: i32,
     /// Pod or group.
@@ -39,7 +40,7 @@ pub struct Victim {
 
 impl Victim {
     /// A unit of `pods` (at least one).
-    pub fn new(pods: Vec<Arc<Pod>>, priority: i32, kind: VictimKind) -> Self {
+    pub fn new(pods: SmallVec<[Arc<Pod>; 1]>, priority: i32, kind: VictimKind) -> Self {
         let earliest_start = pods
             .iter()
             .map(|p| start_time(p))
@@ -76,7 +77,11 @@ pub fn pod_victim(p: &Arc<Pod>, groups: Option<&PodGroups>) -> Victim {
     } else {
         VictimKind::Pod
     };
-    Victim::new(vec![p.clone()], pod_priority(p, groups), kind)
+    Victim::new(
+        smallvec::smallvec![p.clone()],
+        pod_priority(p, groups),
+        kind,
+    )
 }
 
 /// The units the pods of `nodes` (snapshot indices, in order) form
@@ -108,8 +113,8 @@ pub fn victims_on_nodes(snapshot: &Snapshot, nodes: &[usize]) -> Vec<Victim> {
             let members = members.get_or_insert_with(|| scheduled_members(snapshot));
             let pods = members
                 .get(&(p.namespace.clone(), name.to_string()))
-                .cloned()
-                .unwrap_or_else(|| vec![p.clone()]);
+                .map(|m| m.iter().cloned().collect())
+                .unwrap_or_else(|| smallvec::smallvec![p.clone()]);
             out.push(Victim::new(
                 pods,
                 pod_priority(p, groups),
@@ -213,12 +218,12 @@ pub fn more_important(a: &Victim, b: &Victim) -> Ordering {
 
 /// Upstream's `FilterVictimsWithPDBViolation`: splits units (in order)
 /// into those with a pod whose eviction would exceed a PDB's allowed
-/// disruptions — with how many such pods — and the others. A PDB with no or
-/// an empty selector matches no pod.
+/// disruptions — with how many such pods — and the others, by index. A PDB
+/// with no or an empty selector matches no pod.
 pub fn filter_victims_with_pdb_violation(
     victims: &[Victim],
     pdbs: &[PodDisruptionBudget],
-) -> (Vec<(Victim, i64)>, Vec<Victim>) {
+) -> (Vec<(usize, i64)>, Vec<usize>) {
     let mut allowed: Vec<i64> = pdbs.iter().map(|p| p.disruptions_allowed as i64).collect();
     let mut is_violating = |v: &Pod| {
         if v.labels.is_empty() {
@@ -243,13 +248,13 @@ pub fn filter_victims_with_pdb_violation(
         false
     };
     let mut violating = Vec::new();
-    let mut non_violating = Vec::new();
-    for v in victims {
+    let mut non_violating = Vec::with_capacity(victims.len());
+    for (i, v) in victims.iter().enumerate() {
         let n = v.pods.iter().filter(|p| is_violating(p)).count() as i64;
         if n > 0 {
-            violating.push((v.clone(), n));
+            violating.push((i, n));
         } else {
-            non_violating.push(v.clone());
+            non_violating.push(i);
         }
     }
     (violating, non_violating)
@@ -277,7 +282,7 @@ mod tests {
     fn unit(priority: i32, kind: VictimKind, pods: usize, start: i128) -> Victim {
         let p = Arc::new(Pod::default());
         Victim {
-            pods: vec![p; pods],
+            pods: std::iter::repeat_n(p, pods).collect(),
             priority,
             kind,
             earliest_start: start,
