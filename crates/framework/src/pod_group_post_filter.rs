@@ -5,7 +5,7 @@
 //! every node they touch is restored when the point returns.
 //!
 //! The drivers then apply the outcome to the group's verdict
-//! ([`GroupPostFilter::message`]): its message is appended to the group's
+//! ([`PodGroupPostFilterResult::verdict`]): its message is appended to the group's
 //! reasons, and on success the members are nominated and the victims
 //! evicted by the driver (plugins do no I/O).
 
@@ -23,24 +23,12 @@ use crate::extension_points::{
 use crate::in_memory::SnapshotHost;
 use crate::node_info::NodeInfo;
 use crate::pod_group_cycle::{GroupCycle, Tried, Verdict};
-use crate::{Code, PodGroupPostFilterHandle, Point, ProposedAssignment, Snapshot, Status};
+use crate::{
+    Code, PodGroupPostFilterHandle, PodGroupPostFilterResult, Point, ProposedAssignment, Snapshot,
+    Status,
+};
 
-/// What the point returned, for the drivers.
-#[derive(Debug, Clone)]
-pub struct GroupPostFilter {
-    /// Its status: success when a plugin found victims; the message is
-    /// the one appended to the group's reasons.
-    pub status: Status,
-    /// Members to nominate: (member index, node name).
-    pub nominations: Vec<(usize, String)>,
-    /// Pods to evict.
-    pub victims: Vec<Arc<Pod>>,
-    /// What a plugin met that rkube does not model (see
-    /// [`crate::PodGroupPostFilterResult::not_modelled`]).
-    pub not_modelled: Option<String>,
-}
-
-impl GroupPostFilter {
+impl PodGroupPostFilterResult {
     /// The group's failed verdict with this outcome applied, as upstream's
     /// `applyPodGroupPostFilterResult`: an error replaces it, anything
     /// else is appended to its reasons (an empty status too, which leaves a
@@ -65,7 +53,7 @@ impl GroupCycle<'_> {
         snapshot: &mut Snapshot,
         group: &PodGroup,
         members: &[&Pod],
-    ) -> GroupPostFilter {
+    ) -> PodGroupPostFilterResult {
         let plugins = self.fw.plugins(Point::PodGroupPostFilter);
         let mut reasons: Vec<String> = Vec::new();
         let latencies = self.latencies.take();
@@ -82,26 +70,21 @@ impl GroupCycle<'_> {
                 members,
                 saved: HashMap::new(),
             };
-            let r = plugin.pod_group_post_filter(group, members, &mut handle);
+            let mut r = plugin.pod_group_post_filter(group, members, &mut handle);
             handle.restore();
             if not_modelled.is_none() {
-                not_modelled = r.not_modelled.clone();
+                not_modelled = r.not_modelled.take();
             }
             match r.status.code {
                 Code::Success | Code::UnschedulableAndUnresolvable => {
-                    out = Some(GroupPostFilter {
-                        status: r.status,
-                        nominations: r.nominations,
-                        victims: r.victims,
-                        not_modelled: None,
-                    });
+                    out = Some(r);
                     break;
                 }
                 Code::Unschedulable => {
                     reasons.extend(r.status.reasons.iter().map(|r| r.to_string()));
                 }
                 _ => {
-                    out = Some(GroupPostFilter {
+                    out = Some(PodGroupPostFilterResult {
                         status: Status::error(format!(
                             "error in {:?} PodGroupPostFilter plugins: {}",
                             p.name(),
@@ -116,7 +99,7 @@ impl GroupCycle<'_> {
             }
         }
         self.latencies = latencies;
-        let mut out = out.unwrap_or_else(|| GroupPostFilter {
+        let mut out = out.unwrap_or_else(|| PodGroupPostFilterResult {
             status: Status::with_reasons(Code::Unschedulable, reasons),
             nominations: Vec::new(),
             victims: Vec::new(),

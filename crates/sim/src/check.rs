@@ -596,7 +596,7 @@ fn lint(raw: &KubeSchedulerConfiguration, catalog: &Catalog) -> Vec<Finding> {
                 }
             }
         }
-        for point in ["placementGenerate", "placementScore", "podGroupPostFilter"] {
+        for point in ["placementGenerate", "placementScore"] {
             let set = plugin_set(plugins, point);
             if !set.enabled.is_empty() {
                 out.push(Finding::new(

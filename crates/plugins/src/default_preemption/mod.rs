@@ -301,37 +301,24 @@ impl DefaultPreemption {
         let main = node.name_shared();
         // A unit's pods leave (or rejoin) the main node's copy; each goes
         // through the PreFilter extensions with its own node.
-        let remove = |v: &Victim, state: &mut CycleState, node: &mut NodeInfo| -> Status {
+        let shift = |v: &Victim, state: &mut CycleState, node: &mut NodeInfo, back: bool| {
             for p in &v.pods {
-                let s = if *p.node_name == *main {
-                    node.remove_pod(&p.uid);
-                    handle.run_pre_filter_extension_remove_pod(state, pod, p, node)
-                } else {
-                    match snapshot.get(&p.node_name) {
-                        Some(remote) => {
-                            handle.run_pre_filter_extension_remove_pod(state, pod, p, remote)
-                        }
-                        None => Status::success(),
-                    }
-                };
-                if !s.is_success() {
-                    return s;
-                }
-            }
-            Status::success()
-        };
-        let add = |v: &Victim, state: &mut CycleState, node: &mut NodeInfo| -> Status {
-            for p in &v.pods {
-                let s = if *p.node_name == *main {
+                let on_main = *p.node_name == *main;
+                if on_main && back {
                     node.add_pod(p.clone());
-                    handle.run_pre_filter_extension_add_pod(state, pod, p, node)
-                } else {
-                    match snapshot.get(&p.node_name) {
-                        Some(remote) => {
-                            handle.run_pre_filter_extension_add_pod(state, pod, p, remote)
-                        }
-                        None => Status::success(),
-                    }
+                } else if on_main {
+                    node.remove_pod(&p.uid);
+                }
+                let at = match on_main {
+                    true => &*node,
+                    false => match snapshot.get(&p.node_name) {
+                        Some(remote) => remote,
+                        None => continue,
+                    },
+                };
+                let s = match back {
+                    true => handle.run_pre_filter_extension_add_pod(state, pod, p, at),
+                    false => handle.run_pre_filter_extension_remove_pod(state, pod, p, at),
                 };
                 if !s.is_success() {
                     return s;
@@ -339,6 +326,10 @@ impl DefaultPreemption {
             }
             Status::success()
         };
+        let remove =
+            |v: &Victim, state: &mut CycleState, node: &mut NodeInfo| shift(v, state, node, false);
+        let add =
+            |v: &Victim, state: &mut CycleState, node: &mut NodeInfo| shift(v, state, node, true);
         for v in &potential {
             let s = remove(v, &mut state, &mut node);
             if !s.is_success() {

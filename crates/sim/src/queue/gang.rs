@@ -19,7 +19,6 @@ use std::sync::Arc;
 use rkube_framework::binding;
 use rkube_framework::in_memory::SnapshotHost;
 use rkube_framework::pod_group_cycle::{self, GroupCycle, Tried, Verdict};
-use rkube_framework::pod_group_post_filter::GroupPostFilter;
 use rkube_framework::{CycleState, EnqueueContext, Framework, GangPermit, Snapshot, WaitingPods};
 use rkube_model::pod_groups::PodGroup;
 use rkube_model::Pod;
@@ -35,7 +34,7 @@ pub(crate) struct GroupAttempt {
     pub placements: Vec<Placement>,
     /// PodGroupPostFilter found victims: the members to nominate and the
     /// pods to evict (the caller does both).
-    pub preemption: Option<GroupPostFilter>,
+    pub preemption: Option<rkube_framework::PodGroupPostFilterResult>,
 }
 
 impl GroupAttempt {
