@@ -184,9 +184,11 @@ impl<'p> Queue<'p> {
         loop {
             let refs: Vec<&Pod> = todo.iter().map(|&i| &current[i]).collect();
             let attempt = self.schedule_group(snapshot, &refs, &mut |_, _, _| {})?;
+            // A preemption already under way (victims terminating in the
+            // cluster file) evicts nothing more: the members wait as they are.
             let preemption = attempt
                 .preemption
-                .filter(|_| preempted < MAX_PREEMPTIONS_PER_POD);
+                .filter(|pf| preempted < MAX_PREEMPTIONS_PER_POD && !pf.victims.is_empty());
             let nominated = |k: usize| {
                 preemption
                     .as_ref()

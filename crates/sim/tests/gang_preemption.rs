@@ -407,3 +407,31 @@ fn select_victims_on_domain() {
         }
     }
 }
+
+/// A member nominated to a node where a pod of lower priority is still
+/// terminating by preemption: upstream's PodGroupPostFilter answers
+/// "ongoing preemption on nominated nodes" and evicts nothing more (the
+/// oracle gives p1's and p2's messages and keeps p0 waiting, nominated).
+#[test]
+fn a_preemption_under_way_is_waited_for() {
+    let mut c = cluster("", "", "1500m");
+    for p in &mut c.pods {
+        match p.name.as_str() {
+            "low1" => p.terminating_by_preemption = true,
+            "p0" => p.nominated_node_name = "n1".into(),
+            _ => {}
+        }
+    }
+    let r = simulate(&c, true);
+    assert!(r.preemptions.is_empty());
+    assert_eq!(
+        outcome(&r)[0],
+        (
+            "default/p0".to_string(),
+            String::new(),
+            format!(
+                "{FITS_THEN_FAILS}, pod group preemption: ongoing preemption on nominated nodes"
+            )
+        )
+    );
+}

@@ -288,14 +288,17 @@ fn start_preemption(
             .filter_map(|v| st.pods.get(&v.uid).map(|e| e.raw.clone()))
             .filter(|v| v.metadata.deletion_timestamp.is_none())
             .collect();
-        if !victims.is_empty() {
+        let object = st
+            .pod_group_object(&group.namespace, &group.name)
+            .filter(|_| !victims.is_empty());
+        if object.is_some() {
             for m in members {
                 st.preemption_started(&m.uid);
             }
         }
-        (st.pod_group_object(&group.namespace, &group.name), victims)
+        (object, victims)
     };
-    let Some(object) = object.filter(|_| !victims.is_empty()) else {
+    let Some(object) = object else {
         return;
     };
     tracing::debug!(pod_group = %group.key(), victims = victims.len(), "preempting for a pod group");
