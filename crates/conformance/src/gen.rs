@@ -643,9 +643,10 @@ pub fn gang_cluster(seed: u64) -> Value {
 /// them members of running PodGroups whose disruption mode is `single` or
 /// `all`, some covered by PodDisruptionBudgets — and one pending gang of
 /// high priority (sometimes with `preemptionPolicy: Never`), all or
-/// nothing, that often fits only by preempting. The gang is the only pending entity: upstream
-/// retries a preempting gang after a backoff while other pods go on, which
-/// the simulator, retrying it at once, would not match.
+/// nothing, that often fits only by preempting; one time in four, a single
+/// pending pod of that priority instead. The preemptor is the only pending
+/// entity: upstream retries a preemptor after a backoff while other pods go
+/// on, which the simulator, retrying it at once, would not match.
 pub fn gang_preemption_cluster(seed: u64) -> Value {
     let r = &mut Rng::new(seed ^ 0x0D15_4B7E);
     let n_nodes = 2 + r.below(5);
@@ -717,18 +718,28 @@ pub fn gang_preemption_cluster(seed: u64) -> Value {
     let size = 1 + r.below(5);
     let policy = json!({"gang": {"minCount": size}});
     let class = if r.chance(10) { "high-never" } else { "high" };
-    items.push(
-        json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": "gang", "namespace": "default"},
-        "spec": {"schedulingPolicy": policy, "priorityClassName": class}}),
-    );
     let cpu = *r.pick(&["1", "1500m", "2", "3"]);
-    for m in 0..size {
+    // One time in four the preemptor is a single pod outside any group:
+    // DefaultPreemption's own PostFilter, whose victims are the same units
+    // with the gate on (a group with disruption mode `all` goes whole).
+    let single = r.chance(25);
+    if !single {
+        items.push(
+            json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "gang", "namespace": "default"},
+            "spec": {"schedulingPolicy": policy, "priorityClassName": class}}),
+        );
+    }
+    for m in 0..(if single { 1 } else { size }) {
+        let mut spec = json!({"priorityClassName": class,
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]});
+        if !single {
+            spec["schedulingGroup"] = json!({"podGroupName": "gang"});
+        }
         items.push(json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("pending-{m:02}"), "namespace": "default",
                 "creationTimestamp": "2026-01-02T00:00:00Z"},
-            "spec": {"priorityClassName": class, "schedulingGroup": {"podGroupName": "gang"},
-                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}));
+            "spec": spec}));
     }
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
