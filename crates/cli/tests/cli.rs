@@ -402,6 +402,65 @@ fn explain_on_a_gang_member_explains_its_groups_cycle() {
     assert_eq!(v["selectedNode"], "node-2");
 }
 
+/// examples/gang/urgent.yaml: the urgent gang preempts both batch pods as
+/// one (upstream's loop places the workers on the same nodes and deletes the
+/// same pods), `simulate` lists the preemption under the PodGroup and
+/// `explain` names the victims and the nominations.
+#[test]
+fn an_urgent_gang_preempts_as_one() {
+    let gate = ["--feature-gates", "GenericWorkload=true"];
+    let v = json(
+        &[
+            ["simulate", "--cluster", "examples/gang/urgent.yaml"].as_slice(),
+            &gate,
+            &["-o", "json"],
+        ]
+        .concat(),
+    );
+    let placed: Vec<(&str, &str)> = v["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["pod"].as_str().unwrap(), p["node"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            ("ml/train-worker-0", "node-2"),
+            ("ml/train-worker-1", "node-3"),
+            ("ml/train-worker-2", "node-4"),
+            ("ml/train-worker-3", "node-1"),
+        ]
+    );
+    let p = &v["preemptions"][0];
+    assert_eq!(p["preemptor"], "ml/train");
+    assert_eq!(p["podGroup"], true);
+    assert_eq!(
+        p["victims"],
+        serde_json::json!(["shop/batch-0", "shop/batch-1"])
+    );
+    let out = rkube(
+        &[
+            [
+                "explain",
+                "--cluster",
+                "examples/gang/urgent.yaml",
+                "--pod",
+                "ml/train-worker-1",
+            ]
+            .as_slice(),
+            &gate,
+        ]
+        .concat(),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Workload-aware preemption makes room now: it evicts shop/batch-0, shop/batch-1 and nominates ml/train-worker-0 to node-2"),
+        "{text}"
+    );
+}
+
 /// `capacity` under GenericWorkload refuses a shape that names a pod group
 /// (its members are only scheduled together), naming the file, the pod and
 /// the field; without the gate the field means nothing to the scheduler.
