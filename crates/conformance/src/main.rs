@@ -294,12 +294,6 @@ const LOOP_CONFIGS: [(&str, &str); 2] = [
     ),
 ];
 
-/// Sequence mode, against upstream's ScheduleOne loop: every pending pod of
-/// the cluster is scheduled by `rkube simulate` and by the oracle's
-/// `simulate` (upstream's scheduler over a fake API), and each pod's first
-/// outcome must be the same node (or no node on both sides); under the
-/// batching configuration, both must also have placed the same number of
-/// pods on a batch hint. Returns (problems, pods placed on hints by rkube).
 /// Upstream's own loop on a cluster file (`oracle simulate --placements`,
 /// with `extra` flags): its JSON report.
 fn oracle_placements(
@@ -308,28 +302,6 @@ fn oracle_placements(
     config: &Path,
     extra: &[&str],
 ) -> Result<Value> {
-    Ok(oracle_run(oracle, cluster, config, extra)?.0)
-}
-
-/// The pods upstream's preemption executor deleted, from its `--v 2` log
-/// ("Preemptor Pod preempted victim Pod … victim=\"ns/name\"").
-fn preempted_victims(log: &str) -> Vec<String> {
-    log.lines()
-        .filter(|l| l.contains("preempted victim Pod"))
-        .filter_map(|l| {
-            let rest = &l[l.find("victim=\"")? + 8..];
-            Some(rest[..rest.find('"')?].to_string())
-        })
-        .collect()
-}
-
-/// [`oracle_placements`] with the oracle's log (stderr).
-fn oracle_run(
-    oracle: &Path,
-    cluster: &Path,
-    config: &Path,
-    extra: &[&str],
-) -> Result<(Value, String)> {
     let out = Command::new(oracle)
         .args(["simulate", "--placements"])
         .args(extra)
@@ -345,12 +317,15 @@ fn oracle_run(
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok((
-        serde_json::from_slice(&out.stdout)?,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
+    Ok(serde_json::from_slice(&out.stdout)?)
 }
 
+/// Sequence mode, against upstream's ScheduleOne loop: every pending pod of
+/// the cluster is scheduled by `rkube simulate` and by the oracle's
+/// `simulate` (upstream's scheduler over a fake API), and each pod's first
+/// outcome must be the same node (or no node on both sides); under the
+/// batching configuration, both must also have placed the same number of
+/// pods on a batch hint. Returns (problems, pods placed on hints by rkube).
 fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u64, usize)> {
     let path = dir.join("cluster.json");
     let mut problems = Vec::new();
@@ -407,8 +382,8 @@ fn run_loop_case(a: &Args, case_seed: u64, dir: &Path) -> Result<(Vec<String>, u
 /// their group's verdict.
 ///
 /// With `preemption` the cluster is a [`gen::gang_preemption_cluster`], and
-/// the pods each preemption evicted must be the ones upstream's executor
-/// deleted (its log at `--v 2`).
+/// the pods rkube's preemptions evicted must be the ones upstream deleted
+/// (the oracle's `deletedPods`).
 fn run_gang_case(
     a: &Args,
     case_seed: u64,
@@ -445,16 +420,17 @@ fn run_gang_case(
         .iter()
         .any(|p| p.message.starts_with("waiting for"));
     let timeout = if gated { "3s" } else { "2m" };
-    let mut extra = vec![
-        "--feature-gates",
-        "GenericWorkload=true",
-        "--timeout",
-        timeout,
-    ];
-    if preemption {
-        extra.extend(["--v", "2"]);
-    }
-    let (u, log) = oracle_run(&a.oracle, &path, &cfg_path, &extra)?;
+    let u = oracle_placements(
+        &a.oracle,
+        &path,
+        &cfg_path,
+        &[
+            "--feature-gates",
+            "GenericWorkload=true",
+            "--timeout",
+            timeout,
+        ],
+    )?;
     let upstream: std::collections::HashMap<&str, (&str, &str)> = u["placements"]
         .as_array()
         .into_iter()
@@ -493,12 +469,17 @@ fn run_gang_case(
             .iter()
             .flat_map(|p| p.victims.iter().cloned())
             .collect();
-        let mut theirs = preempted_victims(&log);
+        let mut theirs: Vec<String> = u["deletedPods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.as_str().map(str::to_string))
+            .collect();
         ours.sort();
         theirs.sort();
         if ours != theirs {
             problems.push(format!(
-                "victims: rkube {ours:?}, upstream {theirs:?} (replay: oracle simulate --placements --v 2 --feature-gates GenericWorkload=true --cluster {} --config {})",
+                "victims: rkube {ours:?}, upstream {theirs:?} (replay: oracle simulate --placements --feature-gates GenericWorkload=true --cluster {} --config {})",
                 path.display(),
                 cfg_path.display()
             ));

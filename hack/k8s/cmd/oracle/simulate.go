@@ -60,9 +60,12 @@ type SimulateResult struct {
 	// With --placements: every measured pod's first outcome in the order
 	// they happened (node "" = failed without a nomination), and the pods
 	// OpportunisticBatching placed on a hint (all profiles).
-	Placements  []placement `json:"placements,omitempty"`
-	BatchedPods *int64      `json:"batchedPods,omitempty"`
-	TimedOut    bool        `json:"timedOut,omitempty"`
+	Placements []placement `json:"placements,omitempty"`
+	// With --placements: the pods deleted through the API (preemption's
+	// victims), in the order of the calls.
+	DeletedPods []string `json:"deletedPods,omitempty"`
+	BatchedPods *int64   `json:"batchedPods,omitempty"`
+	TimedOut    bool     `json:"timedOut,omitempty"`
 }
 
 type placement struct {
@@ -100,6 +103,8 @@ type tracker struct {
 	// First outcome of each measured pod, in order.
 	placed map[types.UID]bool
 	order  []placement
+	// Pods deleted through the API, in order.
+	deleted []string
 }
 
 // record notes a measured pod's first outcome.
@@ -233,6 +238,16 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 		}
 		return true, out, nil
 	})
+	// Pod deletions (preemption's victims): recorded when the call is made,
+	// before any event of it can let a preemptor in.
+	e.client.PrependReactor("delete", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if da, ok := action.(clienttesting.DeleteAction); ok {
+			tr.mu.Lock()
+			tr.deleted = append(tr.deleted, da.GetNamespace()+"/"+da.GetName())
+			tr.mu.Unlock()
+		}
+		return false, nil, nil
+	})
 	// pods/binding: what the apiserver does (set spec.nodeName), so that the
 	// informer delivers the update and the cache confirms the assumed pod.
 	podsGVR := v1.SchemeGroupVersion.WithResource("pods")
@@ -354,6 +369,7 @@ func simulate(ctx context.Context, o simulateOptions) (*SimulateResult, error) {
 	}
 	if o.placements {
 		res.Placements = tr.order
+		res.DeletedPods = tr.deleted
 		var batched int64
 		for _, f := range e.sched.Profiles {
 			if b, ok := f.(interface{ TotalBatchedPods() int64 }); ok {
