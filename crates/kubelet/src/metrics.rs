@@ -1,10 +1,104 @@
 //! Counters of the node agent, served as Prometheus text on `/metrics`
-//! and logged periodically.
+//! and logged periodically, and upstream's pod worker histograms under
+//! their names and buckets: `kubelet_pod_start_duration_seconds` (from the
+//! kubelet first seeing a pod to its first sync, and to its turning
+//! Running) and `kubelet_pod_worker_duration_seconds` (one sync of a pod,
+//! by `operation_type` create, update or sync).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upstream's `podStartupDurationBuckets` (seconds).
+const POD_START_BUCKETS: [f64; 25] = [
+    0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 180.0, 240.0,
+    300.0, 360.0, 480.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
+];
+
+/// Prometheus' `DefBuckets` (seconds).
+const DEFAULT_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A histogram with fixed buckets: per-bucket counts (not cumulative),
+/// the sum and the count.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    inner: Mutex<(Vec<u64>, f64, u64)>,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            inner: Mutex::new((vec![0; bounds.len()], 0.0, 0)),
+        }
+    }
+
+    /// Records one observation.
+    pub fn observe(&self, d: Duration) {
+        let v = d.as_secs_f64();
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = self.bounds.iter().position(|b| v <= *b) {
+            g.0[i] += 1;
+        }
+        g.1 += v;
+        g.2 += 1;
+    }
+
+    /// The number of observations.
+    pub fn count(&self) -> u64 {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).2
+    }
+
+    /// Its `_bucket`, `_sum` and `_count` lines, with `labels` (e.g.
+    /// `operation_type="create",`) before `le`.
+    fn render(&self, name: &str, labels: &str, out: &mut String) {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cumulative = 0;
+        for (b, n) in self.bounds.iter().zip(&g.0) {
+            cumulative += n;
+            out.push_str(&format!(
+                "{name}_bucket{{{labels}le=\"{b}\"}} {cumulative}\n"
+            ));
+        }
+        out.push_str(&format!("{name}_bucket{{{labels}le=\"+Inf\"}} {}\n", g.2));
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{}}}", labels.trim_end_matches(','))
+        };
+        out.push_str(&format!("{name}_sum{braces} {}\n", g.1));
+        out.push_str(&format!("{name}_count{braces} {}\n", g.2));
+    }
+}
+
+/// What started one sync of a pod's worker (upstream's `SyncPodType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncKind {
+    /// The pod's first sync.
+    Create,
+    /// After the pod object changed.
+    Update,
+    /// A timer or another event.
+    Sync,
+}
+
+impl SyncKind {
+    const ALL: [SyncKind; 3] = [SyncKind::Create, SyncKind::Sync, SyncKind::Update];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            SyncKind::Create => "create",
+            SyncKind::Update => "update",
+            SyncKind::Sync => "sync",
+        }
+    }
+}
 
 /// Process-wide counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     /// Nodes registered.
     pub nodes_registered: AtomicU64,
@@ -31,9 +125,43 @@ pub struct Metrics {
     pub pods_deleted: AtomicU64,
     /// Pods evicted by the eviction manager.
     pub pods_evicted: AtomicU64,
+    /// `kubelet_pod_start_duration_seconds`.
+    pub pod_start_duration: Histogram,
+    /// `kubelet_pod_worker_duration_seconds` by [`SyncKind`].
+    pod_worker_duration: [Histogram; 3],
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            nodes_registered: AtomicU64::default(),
+            lease_renewals: AtomicU64::default(),
+            lease_renewal_errors: AtomicU64::default(),
+            lease_renewals_missed: AtomicU64::default(),
+            lease_renewals_late: AtomicU64::default(),
+            lease_max_gap_ms: AtomicU64::default(),
+            node_status_patches: AtomicU64::default(),
+            node_status_errors: AtomicU64::default(),
+            pod_status_patches: AtomicU64::default(),
+            pod_status_errors: AtomicU64::default(),
+            pods_deleted: AtomicU64::default(),
+            pods_evicted: AtomicU64::default(),
+            pod_start_duration: Histogram::new(&POD_START_BUCKETS),
+            pod_worker_duration: SyncKind::ALL.map(|_| Histogram::new(&DEFAULT_BUCKETS)),
+        }
+    }
 }
 
 impl Metrics {
+    /// The histogram of one kind of pod sync.
+    pub fn pod_worker_duration(&self, kind: SyncKind) -> &Histogram {
+        let i = SyncKind::ALL
+            .iter()
+            .position(|k| *k == kind)
+            .expect("every kind is listed");
+        &self.pod_worker_duration[i]
+    }
+
     /// Records a successful renewal `gap` after the previous one.
     pub fn record_renewal(
         &self,
@@ -137,6 +265,22 @@ impl Metrics {
                 v.load(Ordering::Relaxed)
             ));
         }
+        // Upstream's families, as its component-base writes them (families
+        // in name order, `[ALPHA]` in the help).
+        let name = "kubelet_pod_start_duration_seconds";
+        out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run\n# TYPE {name} histogram\n"));
+        self.pod_start_duration.render(name, "", &mut out);
+        let name = "kubelet_pod_worker_duration_seconds";
+        out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync\n# TYPE {name} histogram\n"));
+        for (kind, h) in SyncKind::ALL.iter().zip(&self.pod_worker_duration) {
+            if h.count() > 0 {
+                h.render(
+                    name,
+                    &format!("operation_type=\"{}\",", kind.as_str()),
+                    &mut out,
+                );
+            }
+        }
         out
     }
 
@@ -167,5 +311,35 @@ mod tests {
         assert!(m
             .render()
             .contains("rkube_kubelet_lease_renewals_missed_total 1\n"));
+    }
+
+    /// The histograms as Prometheus' Go client writes them: cumulative
+    /// buckets with Go's number format, `+Inf`, `_sum`, `_count`, the
+    /// worker's series by operation type once observed.
+    #[test]
+    fn pod_histograms() {
+        let m = Metrics::default();
+        m.pod_start_duration.observe(Duration::from_millis(200));
+        m.pod_start_duration.observe(Duration::from_millis(1500));
+        m.pod_start_duration.observe(Duration::from_secs(5000));
+        m.pod_worker_duration(SyncKind::Create)
+            .observe(Duration::from_millis(30));
+        let text = m.render();
+        for want in [
+            "# TYPE kubelet_pod_start_duration_seconds histogram\n",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"0.5\"} 1\n",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"1\"} 1\n",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"2\"} 2\n",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"3600\"} 2\n",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"+Inf\"} 3\n",
+            "kubelet_pod_start_duration_seconds_sum 5001.7\n",
+            "kubelet_pod_start_duration_seconds_count 3\n",
+            "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"create\",le=\"0.025\"} 0\n",
+            "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"create\",le=\"0.05\"} 1\n",
+            "kubelet_pod_worker_duration_seconds_count{operation_type=\"create\"} 1\n",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from:\n{text}");
+        }
+        assert!(!text.contains("operation_type=\"sync\""), "{text}");
     }
 }

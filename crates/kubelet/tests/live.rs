@@ -393,6 +393,22 @@ async fn scenario(cp: &ControlPlane) {
         m.contains("rkube_kubelet_lease_renewals_missed_total 0"),
         "{m}"
     );
+    // Upstream's pod worker histograms: each pod started so far was
+    // observed at its first sync and again when it turned Running.
+    let count = |name: &str| {
+        m.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    assert!(
+        count("kubelet_pod_start_duration_seconds_count ").is_some_and(|n| n >= 2),
+        "{m}"
+    );
+    assert!(
+        count("kubelet_pod_worker_duration_seconds_count{operation_type=\"create\"} ")
+            .is_some_and(|n| n >= 1),
+        "{m}"
+    );
     eprintln!("(a) done after {:?}", started.elapsed());
 
     // (c) stop node-a's agent: the node lifecycle controller notices.

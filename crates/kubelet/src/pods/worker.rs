@@ -20,7 +20,7 @@ use super::status::{
     rejected_status, status_patch,
 };
 use super::writer::{StatusUpdate, StatusWriter};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SyncKind};
 use crate::pod::{grace_period, pod_key};
 use crate::runtime::{Rejection, Runtime};
 
@@ -215,6 +215,12 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
         .and_then(|p| p.metadata.uid.clone())
         .unwrap_or_default();
     let _deregister = Deregister(&ctx, uid.clone());
+    // Upstream's pod worker metrics: when the kubelet first saw the pod,
+    // whether it has synced it (its status manager has a status), and what
+    // starts each sync.
+    let first_seen = std::time::Instant::now();
+    let mut synced = false;
+    let mut kind = SyncKind::Create;
     loop {
         let latest = rx.borrow_and_update().clone();
         let Some(pod) = latest else {
@@ -332,6 +338,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 d.release(&uid);
             }
         } else {
+            let started = std::time::Instant::now();
             match ctx.runtime.sync_pod(&pod).await {
                 Ok(obs) => {
                     error_backoff = Duration::from_millis(500);
@@ -369,6 +376,15 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                     // Also when the API shows something else than what was
                     // written last: kube-controller-manager sets Ready=False on
                     // the pods of a node it marks Unknown (MarkPodsNotReady).
+                    // Upstream observes the time since the pod was first
+                    // seen at its first sync, and when it turns Running.
+                    let was_pending = last
+                        .as_ref()
+                        .is_some_and(|s| s.phase.as_deref() == Some("Pending"));
+                    if !synced || (was_pending && status.phase.as_deref() == Some("Running")) {
+                        ctx.metrics.pod_start_duration.observe(first_seen.elapsed());
+                    }
+                    synced = true;
                     if last.as_ref() != Some(&status) || !api_agrees(&pod, &status) {
                         tracing::debug!(pod = %pod_key(&pod), phase = ?status.phase, "pod status changed");
                         push_status(&ctx, &pod, &status);
@@ -382,6 +398,9 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                     error_backoff = (error_backoff * 2).min(Duration::from_secs(30));
                 }
             }
+            ctx.metrics
+                .pod_worker_duration(kind)
+                .observe(started.elapsed());
         }
         if let Some(d) = deadline_wake {
             resync = Some(resync.map_or(d, |r: Duration| r.min(d)));
@@ -392,8 +411,19 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 None => std::future::pending().await,
             }
         };
+        kind = SyncKind::Sync;
         tokio::select! {
-            r = rx.changed() => if r.is_err() { return },
+            r = rx.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                // A change of the pod itself, not only of its status (the
+                // kubelet's own writes come back too): upstream's update.
+                let next = rx.borrow();
+                if next.as_ref().is_some_and(|n| pod_changed(&pod, n)) {
+                    kind = SyncKind::Update;
+                }
+            }
             _ = sleep => {}
             Some(req) = evict_rx.recv() => {
                 let ok = !terminal && evict(&ctx, &pod, &mut last, &req).await;
@@ -404,6 +434,15 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             }
         }
     }
+}
+
+/// Whether the pod changed other than in its status (upstream's config
+/// source sends such changes as updates; status-only ones reconcile).
+fn pod_changed(old: &Pod, new: &Pod) -> bool {
+    old.spec != new.spec
+        || old.metadata.labels != new.metadata.labels
+        || old.metadata.annotations != new.metadata.annotations
+        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
 }
 
 /// Devices for `pod`'s containers from the device plugins, before the

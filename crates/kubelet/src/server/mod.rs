@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `/healthz` | `ok` |
 //! | `/pods` | `PodList` JSON of this node's pods (as the API server has them) |
-//! | `/metrics` | the kubelet's counters (Prometheus text) |
+//! | `/metrics` | the kubelet's counters and upstream's pod worker histograms ([`crate::metrics`]) |
 //! | `/metrics/resource` | CPU, memory and swap of the node, pods and containers ([`crate::stats::resource_metrics`]; metrics-server reads it) |
 //! | `/metrics/cadvisor` | cAdvisor's container metrics ([`crate::stats::cadvisor`]) |
 //! | `/metrics/probes` | probe counts and durations ([`crate::prober::metrics`]) |
