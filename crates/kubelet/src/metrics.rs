@@ -270,8 +270,11 @@ impl Metrics {
         let name = "kubelet_pod_start_duration_seconds";
         out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run\n# TYPE {name} histogram\n"));
         self.pod_start_duration.render(name, "", &mut out);
+        // A vector without series is not written (Go's client writes none).
         let name = "kubelet_pod_worker_duration_seconds";
-        out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync\n# TYPE {name} histogram\n"));
+        if self.pod_worker_duration.iter().any(|h| h.count() > 0) {
+            out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync\n# TYPE {name} histogram\n"));
+        }
         for (kind, h) in SyncKind::ALL.iter().zip(&self.pod_worker_duration) {
             if h.count() > 0 {
                 h.render(
@@ -341,5 +344,11 @@ mod tests {
             assert!(text.contains(want), "{want:?} missing from:\n{text}");
         }
         assert!(!text.contains("operation_type=\"sync\""), "{text}");
+        let empty = Metrics::default().render();
+        assert!(empty.contains("kubelet_pod_start_duration_seconds_count 0\n"));
+        assert!(
+            !empty.contains("kubelet_pod_worker_duration_seconds"),
+            "{empty}"
+        );
     }
 }
