@@ -22,7 +22,7 @@ use crate::extension_points::{
 };
 use crate::in_memory::SnapshotHost;
 use crate::node_info::NodeInfo;
-use crate::pod_group_cycle::{GroupCycle, Tried, Verdict};
+use crate::pod_group_cycle::{GroupCycle, Pass, Tried, Verdict};
 use crate::{
     Code, PodGroupPostFilterHandle, PodGroupPostFilterResult, Point, ProposedAssignment, Snapshot,
     Status,
@@ -38,6 +38,26 @@ impl PodGroupPostFilterResult {
             return Verdict::Error(self.status.message());
         }
         Verdict::Unschedulable(format!("{group_message}, {}", self.status.message()))
+    }
+}
+
+/// Member `i`'s nomination after a failed group cycle, as upstream's
+/// failure handler sets it: workload-aware preemption nominates the members
+/// it placed (`Some(node)`); a failed group without it clears the
+/// nominations of the members that fit (`Some("")`); the others keep
+/// theirs (`None`).
+pub fn member_nomination(
+    pass: &Pass,
+    preemption: Option<&PodGroupPostFilterResult>,
+    i: usize,
+) -> Option<String> {
+    match preemption {
+        Some(pf) => pf
+            .nominations
+            .iter()
+            .find(|(m, _)| *m == i)
+            .map(|(_, n)| n.clone()),
+        None => matches!(pass.tried.get(i), Some(Tried::Fits(..))).then(String::new),
     }
 }
 

@@ -185,13 +185,20 @@ struct Deregister<'a>(&'a WorkerContext, String);
 
 impl Drop for Deregister<'_> {
     fn drop(&mut self) {
-        self.0.active.remove(&self.1);
-        self.0.admission.release(&self.1);
+        release(self.0, &self.1);
         self.0.states.forget(&self.1);
         self.0.allocated.remove_pod(&self.1);
-        if let Some(d) = &self.0.devices {
-            d.release(&self.1);
-        }
+    }
+}
+
+/// The pod `uid` can run no container any more: it leaves the active pods,
+/// the admitted pods and its devices (upstream's kubelet admits and
+/// allocates against pods that could still run containers).
+fn release(ctx: &WorkerContext, uid: &str) {
+    ctx.active.remove(uid);
+    ctx.admission.release(uid);
+    if let Some(d) = &ctx.devices {
+        d.release(uid);
     }
 }
 
@@ -332,11 +339,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 .is_some_and(|s| s.reason.as_deref() == Some("Evicted"));
         ctx.states.set(&uid, terminal, evicted);
         if terminal {
-            ctx.active.remove(&uid);
-            ctx.admission.release(&uid);
-            if let Some(d) = &ctx.devices {
-                d.release(&uid);
-            }
+            release(&ctx, &uid);
         } else {
             let started = std::time::Instant::now();
             match ctx.runtime.sync_pod(&pod).await {
@@ -711,11 +714,7 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
         // now, before the API confirms the deletion (upstream's kubelet
         // admits against pods that could still have running containers; the
         // scheduler already dropped this one when its terminal status came).
-        ctx.active.remove(&uid);
-        ctx.admission.release(&uid);
-        if let Some(d) = &ctx.devices {
-            d.release(&uid);
-        }
+        release(ctx, &uid);
     }
     let params = DeleteParams {
         grace_period_seconds: Some(0),

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rkube_framework::pod_group_cycle::{self, GroupCycle, Tried, Verdict, GROUP_UNSCHEDULABLE};
+use rkube_framework::pod_group_post_filter::member_nomination;
 use rkube_framework::{Failure, Framework, Nominator, Scheduler, Snapshot, Status};
 use rkube_model::Pod;
 
@@ -178,20 +179,7 @@ pub(crate) fn pod_group_cycle(
                 if error {
                     Failure::error(&Status::error(msg))
                 } else {
-                    // Upstream's failure handler: preemption nominates the
-                    // members it placed; a failed group without it clears
-                    // the nominations of the members that fit; the others
-                    // keep theirs.
-                    let nominated = match &preemption {
-                        Some(pf) => pf
-                            .nominations
-                            .iter()
-                            .find(|(m, _)| *m == i)
-                            .map(|(_, n)| n.clone()),
-                        None => {
-                            matches!(pass.tried.get(i), Some(Tried::Fits(..))).then(String::new)
-                        }
-                    };
+                    let nominated = member_nomination(&pass, preemption.as_ref(), i);
                     unschedulable(msg, rejectors.clone(), nominated)
                 }
             }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use rkube_framework::binding;
 use rkube_framework::in_memory::SnapshotHost;
 use rkube_framework::pod_group_cycle::{self, GroupCycle, Tried, Verdict};
+use rkube_framework::pod_group_post_filter::member_nomination;
 use rkube_framework::{CycleState, EnqueueContext, Framework, GangPermit, Snapshot, WaitingPods};
 use rkube_model::pod_groups::PodGroup;
 use rkube_model::Pod;
@@ -106,25 +107,15 @@ impl Queue<'_> {
             }
             v => (v.clone(), None),
         };
-        // Upstream's failure handler: preemption nominates the members it
-        // placed; a failed group without it clears the nominations of the
-        // members that fit; the others keep theirs.
         if matches!(verdict, Verdict::Unschedulable(_)) {
             for (i, p) in members.iter().enumerate() {
-                let nominated = preemption
-                    .as_ref()
-                    .and_then(|pf| pf.nominations.iter().find(|(m, _)| *m == i));
-                match nominated {
-                    Some((_, node)) => {
+                match member_nomination(&pass, preemption.as_ref(), i) {
+                    Some(node) if !node.is_empty() => {
                         let mut n = (*p).clone();
                         n.nominated_node_name = node.clone();
-                        self.nominator.add(Arc::new(n), node);
+                        self.nominator.add(Arc::new(n), &node);
                     }
-                    None if preemption.is_none()
-                        && matches!(pass.tried.get(i), Some(Tried::Fits(..))) =>
-                    {
-                        self.nominator.delete(&p.uid)
-                    }
+                    Some(_) => self.nominator.delete(&p.uid),
                     None => {}
                 }
             }
