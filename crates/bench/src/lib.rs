@@ -11,12 +11,15 @@
 //!   same genuine API server; [`ceiling`]: the same bindings with no
 //!   scheduler, the most that API server takes.
 //!
+//! * [`kubelet`]: rkube's kubelet beside upstream's on one node (`hack/bench kubelet`).
+//!
 //! `hack/bench inprocess --workload W` drives both and compares them;
 //! `hack/bench live --workload W` does the same against a real API server.
 
 pub mod ceiling;
 pub mod compare;
 pub mod cpu;
+pub mod kubelet;
 pub mod live;
 pub mod run;
 pub mod workload;

@@ -174,12 +174,39 @@ fn kubelet_yaml(address: &str, port: u16, endpoint: &str, logs: &Path, extra: &s
 }
 
 /// Logs of the test (and of in-process kubelets) through `filter`.
+/// The in-process kubelets' log: a file, not the test's captured output,
+/// so that a failed test's output starts with its panic (CI shows the
+/// beginning); the panic is followed by the log's last lines.
+fn log_path() -> PathBuf {
+    std::env::temp_dir().join(format!("rkube-kubelet-cri-{}.log", std::process::id()))
+}
+
 fn trace(filter: &str) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_test_writer()
-        .with_ansi(false)
-        .try_init();
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let Ok(file) = std::fs::File::create(log_path()) else {
+            return;
+        };
+        let file = std::sync::Mutex::new(file);
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(file)
+            .with_ansi(false)
+            .try_init();
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            default(info);
+            let log = std::fs::read_to_string(log_path()).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(60)..];
+            eprintln!(
+                "the kubelet's log ({}), last {} lines:\n{}",
+                log_path().display(),
+                tail.len(),
+                tail.join("\n")
+            );
+        }));
+    });
 }
 
 /// The flags of an rkube kubelet on containerd for `node` of `cp`, at

@@ -5,6 +5,7 @@
 //!   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify] [--exact]
 //!   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling] [--logs DIR]
 //!   rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B] [--events]
+//!   rkube-bench kubelet order|start|delete|churn|floor|report … (see `rkube_bench::kubelet::cli`)
 //!
 //! Prints one JSON line with the same fields as `oracle simulate`:
 //! {"scheduled","unschedulable","pending","attempts","seconds","podsPerSecond",
@@ -23,7 +24,8 @@ const USAGE: &str = "usage:
   rkube-bench simulate --cluster FILE [--config FILE] [--seed N] [--latencies] [--verify] [--feature-gates GenericWorkload=true]
   rkube-bench inprocess --workload W --oracle PATH [--runs K] [--config FILE] [--keep FILE] [--no-verify] [--exact]
   rkube-bench live --workload W --rkube PATH [--runs K] [--qps Q] [--burst B] [--timeout SECONDS] [--ceiling] [--logs DIR]
-  rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B] [--events]";
+  rkube-bench bind --kubeconfig FILE --placements FILE [--qps Q] [--burst B] [--events]
+  rkube-bench kubelet order|start|delete|churn|floor|report … (rkube-bench kubelet --help)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +44,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("bind") => bind(&args[1..]),
+        Some("kubelet") => rkube_bench::kubelet::cli::main(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             Ok(())

@@ -1,0 +1,102 @@
+//! The runtime's own floor: the same pods started straight through CRI,
+//! with no kubelet — for each pod, `RunPodSandbox`, `CreateContainer` and
+//! `StartContainer` on the same containerd and image, all pods at once
+//! (a kubelet starts a node's pods in parallel too). A kubelet cannot
+//! start a pod faster than this; each kubelet's startup latency is shown
+//! against it.
+//!
+//! The kubelet of that containerd must not run meanwhile (a kubelet
+//! removes sandboxes that are not its pods'): `hack/bench kubelet` stops
+//! it (SIGSTOP) around this.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use rkube_cri::{ContainerSpec, CriClient, SandboxSpec};
+
+use super::pods::Timed;
+
+/// What the floor starts.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `unix:///…/containerd.sock`.
+    pub endpoint: String,
+    /// Pods (each a sandbox and one container).
+    pub pods: usize,
+    /// The container's image (already in the runtime).
+    pub image: String,
+    /// Its command, if not the image's own.
+    pub command: Vec<String>,
+    /// Where the containers' logs go (a directory per pod).
+    pub log_dir: String,
+}
+
+async fn one(cri: &CriClient, o: &Options, i: usize) -> Result<(String, f64)> {
+    let name = format!("floor-{i}");
+    let uid = format!("rkube-bench-floor-{}-{i}", std::process::id());
+    let sandbox = SandboxSpec {
+        name: name.clone(),
+        namespace: "bench-floor".into(),
+        uid: uid.clone(),
+        hostname: name.clone(),
+        log_directory: format!("{}/{uid}", o.log_dir),
+        labels: HashMap::from([("rkube-bench-floor".to_string(), "1".to_string())]),
+        ..Default::default()
+    }
+    .to_config();
+    let container = ContainerSpec {
+        name: "main".into(),
+        image: o.image.clone(),
+        command: o.command.clone(),
+        log_path: "main/0.log".into(),
+        ..Default::default()
+    }
+    .to_config();
+    let t = Instant::now();
+    let id = cri
+        .run_pod_sandbox(sandbox.clone(), "")
+        .await
+        .with_context(|| format!("RunPodSandbox {name}"))?;
+    let c = cri
+        .create_container(&id, container, sandbox)
+        .await
+        .with_context(|| format!("CreateContainer in {name}"))?;
+    cri.start_container(&c)
+        .await
+        .with_context(|| format!("StartContainer in {name}"))?;
+    Ok((id, t.elapsed().as_secs_f64() * 1000.0))
+}
+
+/// Starts the pods, times them, then stops and removes every sandbox it
+/// made (also when a start failed).
+pub async fn run(o: &Options) -> Result<Timed> {
+    let cri = CriClient::connect(&o.endpoint)
+        .await
+        .with_context(|| format!("connecting to {}", o.endpoint))?;
+    let t0 = Instant::now();
+    let results = futures::future::join_all((0..o.pods).map(|i| one(&cri, o, i))).await;
+    let total_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    // Clean up every sandbox labelled ours, started or half-started.
+    let filter = rkube_cri::v1::PodSandboxFilter {
+        label_selector: HashMap::from([("rkube-bench-floor".to_string(), "1".to_string())]),
+        ..Default::default()
+    };
+    let ours = cri
+        .list_pod_sandboxes(Some(filter))
+        .await
+        .unwrap_or_default();
+    futures::future::join_all(ours.iter().map(|s| async {
+        let _ = cri.stop_pod_sandbox(&s.id).await;
+        let _ = cri.remove_pod_sandbox(&s.id).await;
+    }))
+    .await;
+    let mut latencies_ms = Vec::with_capacity(o.pods);
+    for r in results {
+        latencies_ms.push(r?.1);
+    }
+    Ok(Timed {
+        latencies_ms,
+        total_ms,
+    })
+}

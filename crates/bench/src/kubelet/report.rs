@@ -1,0 +1,377 @@
+//! The table `hack/bench kubelet` prints, from the JSON lines its runs
+//! wrote (one measurement a line, tagged with `kubelet` and `run`):
+//!
+//! * `{"kind":"startup","kubelet":K,"run":R,"pods":N,"latenciesMs":[…],"totalMs":T}`
+//!   (K is `rkube`, `upstream` or `floor`, the same pods through CRI alone);
+//! * `{"kind":"delete",…}` the same for deleting them;
+//! * `{"kind":"footprint","state":"idle"|"churn","pods":N,"cpuCores":C,"rssBytes":B,"threads":T,"fds":F,"requestsPerSecond":Q}`;
+//! * `{"kind":"requests","pods":N,"requests":Q}`: the kubelet's API
+//!   requests from the first create until its pods ran;
+//! * `{"kind":"churn","pods":P,"seconds":S,"startupMs":[…],"deleteMs":[…]}`.
+//!
+//! Each figure is computed per run (a percentile of that run's pods) and
+//! the table shows its median over the runs.
+
+use std::collections::BTreeSet;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use super::stats::{median, percentile, ratio};
+
+/// One measurement line.
+#[derive(Debug, Clone)]
+struct Line {
+    kind: String,
+    kubelet: String,
+    state: String,
+    pods: u64,
+    v: Value,
+}
+
+fn parse(text: &str) -> Result<Vec<Line>> {
+    let mut out = vec![];
+    for (i, l) in text.lines().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        let v: Value =
+            serde_json::from_str(l).with_context(|| format!("line {}: not JSON", i + 1))?;
+        let field = |k: &str| v.get(k).and_then(Value::as_str).map(String::from);
+        let (Some(kind), Some(kubelet)) = (field("kind"), field("kubelet")) else {
+            bail!("line {}: needs \"kind\" and \"kubelet\"", i + 1);
+        };
+        let pods = v.get("pods").and_then(Value::as_u64).unwrap_or(0);
+        let state = field("state").unwrap_or_else(|| "idle".into());
+        out.push(Line {
+            kind,
+            kubelet,
+            state,
+            pods,
+            v,
+        });
+    }
+    Ok(out)
+}
+
+fn numbers(v: &Value, key: &str) -> Vec<f64> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default()
+}
+
+/// The median over runs of `f` of each matching line.
+fn med(
+    lines: &[Line],
+    kind: &str,
+    kubelet: &str,
+    pods: Option<u64>,
+    state: &str,
+    f: impl Fn(&Value) -> Option<f64>,
+) -> Option<f64> {
+    let per_run: Vec<f64> = lines
+        .iter()
+        .filter(|l| l.kind == kind && l.kubelet == kubelet && l.state == state)
+        .filter(|l| pods.is_none_or(|p| l.pods == p))
+        .filter_map(|l| f(&l.v))
+        .collect();
+    median(&per_run)
+}
+
+fn pct(key: &'static str, p: f64) -> impl Fn(&Value) -> Option<f64> {
+    move |v| percentile(&numbers(v, key), p)
+}
+
+fn num(key: &'static str) -> impl Fn(&Value) -> Option<f64> {
+    move |v| v.get(key).and_then(Value::as_f64)
+}
+
+fn fmt(x: Option<f64>, scale: f64, digits: usize) -> String {
+    x.map_or("—".into(), |x| format!("{:.*}", digits, x / scale))
+}
+
+fn fmt_ratio(x: Option<f64>) -> String {
+    x.map_or("—".into(), |x| format!("{x:.2}×"))
+}
+
+/// The number of runs each kubelet has startup lines for.
+fn runs(lines: &[Line], kubelet: &str) -> usize {
+    lines
+        .iter()
+        .filter(|l| l.kind == "startup" && l.kubelet == kubelet)
+        .filter_map(|l| l.v.get("run").and_then(Value::as_u64))
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+/// The Markdown tables and, last, one `SUMMARY kubelet N=…` line per pod
+/// count.
+pub fn render(text: &str) -> Result<String> {
+    let lines = &parse(text)?;
+    let counts: BTreeSet<u64> = lines
+        .iter()
+        .filter(|l| l.kind == "startup" && l.kubelet != "floor")
+        .map(|l| l.pods)
+        .collect();
+    if counts.is_empty() {
+        bail!("no startup measurements");
+    }
+    let mut out = String::new();
+    let mut summary = String::new();
+    out.push_str(&format!(
+        "Medians of {} runs of rkube's kubelet and {} of upstream's, alternating; floor: the same pods started through CRI alone.\n",
+        runs(lines, "rkube"),
+        runs(lines, "upstream"),
+    ));
+    for &n in &counts {
+        let row3 = |label: &str,
+                    f: &dyn Fn(&str) -> Option<f64>,
+                    scale: f64,
+                    digits: usize,
+                    floor: bool| {
+            let (r, u) = (f("rkube"), f("upstream"));
+            let fl = if floor { f("floor") } else { None };
+            format!(
+                "| {label} | {} | {} | {} | {} | {} |\n",
+                fmt(r, scale, digits),
+                fmt(u, scale, digits),
+                if floor {
+                    fmt(fl, scale, digits)
+                } else {
+                    String::new()
+                },
+                fmt_ratio(ratio(r, u)),
+                if floor {
+                    fmt_ratio(ratio(r, fl))
+                } else {
+                    String::new()
+                },
+            )
+        };
+        out.push_str(&format!(
+            "\n**{n} pods**\n\n| | rkube | upstream | floor | rkube/upstream | rkube/floor |\n|---|---|---|---|---|---|\n"
+        ));
+        let startup = |p: f64| {
+            move |k: &str| med(lines, "startup", k, Some(n), "idle", pct("latenciesMs", p))
+        };
+        for (label, p) in [
+            ("startup p50, s", 50.0),
+            ("startup p90, s", 90.0),
+            ("startup p99, s", 99.0),
+        ] {
+            out.push_str(&row3(label, &startup(p), 1000.0, 2, true));
+        }
+        let total = |k: &str| med(lines, "startup", k, Some(n), "idle", num("totalMs"));
+        out.push_str(&row3("all started, s", &total, 1000.0, 2, true));
+        let delete =
+            |p: f64| move |k: &str| med(lines, "delete", k, Some(n), "idle", pct("latenciesMs", p));
+        for (label, p) in [
+            ("delete to gone p50, s", 50.0),
+            ("delete to gone p99, s", 99.0),
+        ] {
+            out.push_str(&row3(label, &delete(p), 1000.0, 2, false));
+        }
+        let foot = |key: &'static str| {
+            move |k: &str| med(lines, "footprint", k, Some(n), "idle", num(key))
+        };
+        out.push_str(&row3(
+            "kubelet RSS, MiB",
+            &foot("rssBytes"),
+            1048576.0,
+            1,
+            false,
+        ));
+        out.push_str(&row3(
+            "kubelet CPU idle, cores",
+            &foot("cpuCores"),
+            1.0,
+            3,
+            false,
+        ));
+        out.push_str(&row3("kubelet threads", &foot("threads"), 1.0, 0, false));
+        out.push_str(&row3("kubelet open fds", &foot("fds"), 1.0, 0, false));
+        out.push_str(&row3(
+            "API requests/s idle",
+            &foot("requestsPerSecond"),
+            1.0,
+            2,
+            false,
+        ));
+        let per_pod = |k: &str| {
+            med(lines, "requests", k, Some(n), "idle", |v| {
+                v.get("requests")
+                    .and_then(Value::as_f64)
+                    .map(|q| q / n as f64)
+            })
+        };
+        out.push_str(&row3(
+            "API requests per pod started",
+            &per_pod,
+            1.0,
+            2,
+            false,
+        ));
+        let p99 = startup(99.0);
+        summary.push_str(&format!(
+            "SUMMARY kubelet N={n}: startup p99 rkube/upstream {}, rkube/floor {}, RSS rkube/upstream {}, CPU rkube/upstream {}, API requests/pod rkube/upstream {}\n",
+            x(ratio(p99("rkube"), p99("upstream"))),
+            x(ratio(p99("rkube"), p99("floor"))),
+            x(ratio(foot("rssBytes")("rkube"), foot("rssBytes")("upstream"))),
+            x(ratio(foot("cpuCores")("rkube"), foot("cpuCores")("upstream"))),
+            x(ratio(per_pod("rkube"), per_pod("upstream"))),
+        ));
+    }
+    // No pods, and churn.
+    let idle0 =
+        |key: &'static str| move |k: &str| med(lines, "footprint", k, Some(0), "idle", num(key));
+    let churn_foot =
+        |key: &'static str| move |k: &str| med(lines, "footprint", k, None, "churn", num(key));
+    let churn =
+        |f: &dyn Fn(&Value) -> Option<f64>, k: &str| med(lines, "churn", k, None, "idle", f);
+    let simple = |label: &str, f: &dyn Fn(&str) -> Option<f64>, scale: f64, digits: usize| {
+        let (r, u) = (f("rkube"), f("upstream"));
+        format!(
+            "| {label} | {} | {} | {} |\n",
+            fmt(r, scale, digits),
+            fmt(u, scale, digits),
+            fmt_ratio(ratio(r, u))
+        )
+    };
+    out.push_str(
+        "\n**no pods, and churn**\n\n| | rkube | upstream | rkube/upstream |\n|---|---|---|---|\n",
+    );
+    out.push_str(&simple(
+        "RSS with no pods, MiB",
+        &idle0("rssBytes"),
+        1048576.0,
+        1,
+    ));
+    out.push_str(&simple(
+        "CPU with no pods, cores",
+        &idle0("cpuCores"),
+        1.0,
+        3,
+    ));
+    out.push_str(&simple(
+        "API requests/s with no pods",
+        &idle0("requestsPerSecond"),
+        1.0,
+        2,
+    ));
+    let rate = |v: &Value| {
+        ratio(
+            v.get("pods").and_then(Value::as_f64),
+            v.get("seconds").and_then(Value::as_f64),
+        )
+    };
+    out.push_str(&simple("churn, pods/s", &|k| churn(&rate, k), 1.0, 2));
+    let dp99 = pct("deleteMs", 99.0);
+    out.push_str(&simple(
+        "churn, delete to gone p99, s",
+        &|k| churn(&dp99, k),
+        1000.0,
+        2,
+    ));
+    let sp99 = pct("startupMs", 99.0);
+    out.push_str(&simple(
+        "churn, startup p99, s",
+        &|k| churn(&sp99, k),
+        1000.0,
+        2,
+    ));
+    out.push_str(&simple(
+        "churn, kubelet CPU, cores",
+        &churn_foot("cpuCores"),
+        1.0,
+        3,
+    ));
+    out.push_str(&simple(
+        "churn, kubelet RSS, MiB",
+        &churn_foot("rssBytes"),
+        1048576.0,
+        1,
+    ));
+    out.push('\n');
+    out.push_str(&summary);
+    Ok(out)
+}
+
+fn x(r: Option<f64>) -> String {
+    r.map_or("—".into(), |r| format!("{r:.2}x"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two runs each, N = 10 (latencies 1..=10 s scaled per kubelet).
+    fn trace() -> String {
+        let mut t = String::new();
+        for (k, scale, rss, cpu, req) in [
+            ("rkube", 1.0, 30.0, 0.02, 30.0),
+            ("upstream", 2.0, 120.0, 0.05, 40.0),
+        ] {
+            for run in [1, 2] {
+                let lat: Vec<f64> = (1..=10)
+                    .map(|i| f64::from(i) * 1000.0 * scale * f64::from(run))
+                    .collect();
+                t.push_str(&format!(
+                    "{{\"kind\":\"startup\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"latenciesMs\":{lat:?},\"totalMs\":{}}}\n",
+                    lat[9] + 100.0
+                ));
+                t.push_str(&format!(
+                    "{{\"kind\":\"footprint\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"cpuCores\":{cpu},\"rssBytes\":{},\"threads\":9,\"fds\":40,\"requestsPerSecond\":0.5}}\n",
+                    rss * 1048576.0
+                ));
+                t.push_str(&format!("{{\"kind\":\"requests\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"requests\":{req}}}\n"));
+            }
+        }
+        t.push_str("{\"kind\":\"startup\",\"kubelet\":\"floor\",\"run\":1,\"pods\":10,\"latenciesMs\":[500,1000,2000,4000,5000],\"totalMs\":5000}\n");
+        t.push_str("{\"kind\":\"churn\",\"kubelet\":\"rkube\",\"run\":1,\"pods\":200,\"seconds\":100,\"startupMs\":[1000],\"deleteMs\":[2000]}\n");
+        t
+    }
+
+    #[test]
+    fn medians_of_run_percentiles_and_ratios() {
+        let out = render(&trace()).unwrap();
+        // rkube p99: run 1 → 10 s, run 2 → 20 s: median 15 s; upstream 30 s.
+        assert!(
+            out.contains("| startup p99, s | 15.00 | 30.00 | 5.00 | 0.50× | 3.00× |"),
+            "{out}"
+        );
+        // p50: rkube 5 and 10 → 7.5; upstream 15.
+        assert!(
+            out.contains("| startup p50, s | 7.50 | 15.00 | 2.00 | 0.50× | 3.75× |"),
+            "{out}"
+        );
+        assert!(
+            out.contains("| kubelet RSS, MiB | 30.0 | 120.0 |  | 0.25× |  |"),
+            "{out}"
+        );
+        assert!(
+            out.contains("| API requests per pod started | 3.00 | 4.00 |  | 0.75× |  |"),
+            "{out}"
+        );
+        assert!(out.contains("| churn, pods/s | 2.00 | — | — |"), "{out}");
+        assert!(
+            out.contains("Medians of 2 runs of rkube's kubelet and 2 of upstream's"),
+            "{out}"
+        );
+        let last = out.trim_end().lines().last().unwrap();
+        assert_eq!(
+            last,
+            "SUMMARY kubelet N=10: startup p99 rkube/upstream 0.50x, rkube/floor 3.00x, RSS rkube/upstream 0.25x, CPU rkube/upstream 0.40x, API requests/pod rkube/upstream 0.75x"
+        );
+    }
+
+    #[test]
+    fn bad_traces_are_refused() {
+        assert!(render("").is_err());
+        assert!(render("{").unwrap_err().to_string().contains("line 1"));
+        assert!(render("{\"kind\":\"startup\"}")
+            .unwrap_err()
+            .to_string()
+            .contains("kubelet"));
+    }
+}
