@@ -7,6 +7,7 @@ mod progress;
 mod record;
 mod render;
 mod snapshot;
+mod timeline;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -185,6 +186,20 @@ enum Command {
         /// Client-side rate limit: API requests per second.
         #[arg(long, default_value_t = 5.0)]
         qps: f64,
+    },
+    /// A pod's startup timeline, from its node's kubelet through the API server's node
+    /// proxy (needs `nodes/proxy`): each stage (seen, admitted, volumes, images, sandbox,
+    /// network, containers, probes, Ready, status writes) with its time.
+    #[command(after_help = EXIT_STATUS)]
+    Timeline {
+        /// The pod, as namespace/name (a bare name is in `default`).
+        pod: String,
+        /// Kubeconfig; without it, in-cluster or $KUBECONFIG / ~/.kube/config.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Output format: the table, or the kubelet's JSON.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
+        output: CheckOutput,
     },
     /// Configuration tools.
     Config {
@@ -612,6 +627,29 @@ fn run(cli: Cli) -> Result<Done, SimError> {
                 }
             };
             Ok(Done { stdout, code })
+        }
+        Command::Timeline {
+            pod,
+            kubeconfig,
+            output,
+        } => {
+            let (ns, name) = timeline::parse_pod(&pod).map_err(SimError::Input)?;
+            let json = timeline::fetch(kubeconfig.as_deref(), &ns, &name)
+                .map_err(|e| SimError::Runtime(format!("timeline: {e:#}")))?;
+            let t: timeline::Timeline = serde_json::from_str(&json).map_err(|e| {
+                SimError::Runtime(format!(
+                    "timeline: the kubelet's answer is not a timeline: {e}"
+                ))
+            })?;
+            let stdout = match output {
+                CheckOutput::Json => {
+                    let mut s = json;
+                    s.push('\n');
+                    s
+                }
+                CheckOutput::Text => timeline::render(&t),
+            };
+            Ok(stdout.into())
         }
         Command::Snapshot {
             kubeconfig,

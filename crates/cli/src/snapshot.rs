@@ -186,7 +186,7 @@ pub async fn collect(client: &Client, qps: f64, bar: Option<&ProgressBar>) -> Re
     Ok(items)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

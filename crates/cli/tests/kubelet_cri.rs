@@ -30,7 +30,10 @@
 //!     reuses the pulled image without pulling; a pod without a Secret is
 //!     refused the image the first one pulled (`ErrImagePull`, and
 //!     `ErrImageNeverPull` with `imagePullPolicy: Never`), as upstream's
-//!     KubeletEnsureSecretPulledImages.
+//!     KubeletEnsureSecretPulledImages; then `rkube timeline` of a pod
+//!     with an init container, a pull and a readiness probe lists its
+//!     stages in a start's order and its startup SLI, and a
+//!     ServiceAccount without `nodes/proxy` gets 403 from the kubelet.
 //! (k) (before (j)) `serverTLSBootstrap`: the kubelet API serves nothing until its
 //!     `kubernetes.io/kubelet-serving` request is approved (`kubectl
 //!     certificate approve`), then a certificate for the node's name and
@@ -744,7 +747,7 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
 
     // (i) image pull Secrets, and the pulled-image credential check (last:
     // the busybox image it pulls with a Secret is then the Secret's only).
-    private_images(cp, &work, &pods, ctrd).await;
+    private_images(cp, &work, &pods, ctrd, port).await;
     eprintln!("(i) private images: {:?}", started.elapsed());
 
     // (k) the serving certificate: bootstrapped, served only once
@@ -1402,7 +1405,13 @@ fn private_pod(name: &str, image: &str, secret: Option<&str>, policy: &str) -> S
     )
 }
 
-async fn private_images(cp: &ControlPlane, work: &Path, pods: &Api<Pod>, ctrd: &Containerd) {
+async fn private_images(
+    cp: &ControlPlane,
+    work: &Path,
+    pods: &Api<Pod>,
+    ctrd: &Containerd,
+    port: u16,
+) {
     let reg = common::registry::Registry::start(
         &ctrd.dir.join("images/rkube-images.oci.tar"),
         "rkube.local/busybox:1",
@@ -1494,6 +1503,7 @@ async fn private_images(cp: &ControlPlane, work: &Path, pods: &Api<Pod>, ctrd: &
         &private_pod("never-pull", &image, None, "Never"),
     );
     waiting("never-pull", &["ErrImageNeverPull"]).await;
+    timeline(cp, work, pods, &image, port).await;
     kubectl(
         cp,
         &[
@@ -1503,9 +1513,160 @@ async fn private_images(cp: &ControlPlane, work: &Path, pods: &Api<Pod>, ctrd: &
             "same-login",
             "no-secret",
             "never-pull",
+            "timed",
             "--wait=false",
         ],
     );
+}
+
+/// `rkube timeline` of a pod with an init container, an image to pull
+/// (`Always`, from the private registry) and a readiness probe: every
+/// stage in the order a start goes, the pull's size and time, the
+/// startup SLI observed (and on `/metrics`, which promcheck parses); a
+/// caller without `nodes/proxy` is refused by the kubelet itself.
+async fn timeline(cp: &ControlPlane, work: &Path, pods: &Api<Pod>, image: &str, port: u16) {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: timed, namespace: default}}\nspec:\n\
+         \x20 automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n\
+         \x20 imagePullSecrets: [{{name: regcred}}]\n\
+         \x20 initContainers:\n  - name: init\n    image: rkube.local/busybox:1\n    imagePullPolicy: Never\n\
+         \x20   command: [sh, -c, 'sleep 0.3']\n\
+         \x20 containers:\n  - name: main\n    image: {image}\n    imagePullPolicy: Always\n\
+         \x20   command: [sh, -c, 'exec sleep 3600']\n\
+         \x20   readinessProbe: {{exec: {{command: ['true']}}, periodSeconds: 1}}\n"
+    );
+    apply(cp, work, "timed", &yaml);
+    wait_for("timed Ready", Duration::from_secs(90), || async {
+        let p = pods.get("timed").await.ok()?;
+        (condition(&p, "Ready").as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    let rkube = env!("CARGO_BIN_EXE_rkube");
+    let kc = cp.kubeconfig().display().to_string();
+    let run = |args: &[&str]| {
+        let out = Command::new(rkube)
+            .args(["timeline", "default/timed", "--kubeconfig", &kc])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "rkube timeline: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let t: serde_json::Value = wait_for(
+        "the timeline's start observed",
+        Duration::from_secs(30),
+        || async {
+            let t: serde_json::Value = serde_json::from_str(&run(&["-o", "json"])).ok()?;
+            t.get("sliSeconds").is_some().then_some(t)
+        },
+    )
+    .await;
+    let stages = t["stages"].as_array().unwrap();
+    let at = |i: usize| {
+        stages[i]["at"]
+            .as_str()
+            .unwrap()
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .unwrap()
+    };
+    for i in 1..stages.len() {
+        assert!(at(i - 1) <= at(i), "stages out of order: {t:#}");
+    }
+    let find = |stage: &str, container: Option<&str>| {
+        stages
+            .iter()
+            .position(|s| s["stage"] == stage && s["container"].as_str() == container)
+            .unwrap_or_else(|| panic!("no {stage} {container:?} in {t:#}"))
+    };
+    let order = [
+        find("PodCreated", None),
+        find("Seen", None),
+        find("Admitted", None),
+        find("VolumesReady", None),
+        find("SandboxCreated", None),
+        find("NetworkReady", None),
+        find("Created", Some("init")),
+        find("Started", Some("init")),
+        find("InitContainerDone", Some("init")),
+        find("Pulling", Some("main")),
+        find("Pulled", Some("main")),
+        find("Created", Some("main")),
+        find("Started", Some("main")),
+        find("ProbeSucceeded", Some("main")),
+        find("Ready", None),
+    ];
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "stages not in a start's order {order:?}: {t:#}"
+    );
+    assert!(find("ObservedRunning", None) > find("Started", Some("main")));
+    let pulled = stages[find("Pulled", Some("main"))]["detail"]
+        .as_str()
+        .unwrap();
+    assert!(
+        pulled.contains("Successfully pulled") && pulled.contains("Image size:"),
+        "{pulled}"
+    );
+    let (sli, e2e, pull) = (
+        t["sliSeconds"].as_f64().unwrap(),
+        t["e2eSeconds"].as_f64().unwrap(),
+        t["imagePullSeconds"].as_f64().unwrap(),
+    );
+    assert!(
+        pull > 0.0 && t["initContainerSeconds"].as_f64().unwrap() >= 0.25,
+        "{t:#}"
+    );
+    assert!(sli >= 0.0 && sli <= e2e - pull + 1e-6, "{t:#}");
+    // The table: the steps add up to each line's time since creation.
+    let text = run(&[]);
+    let mut sum = 0.0;
+    for l in text
+        .lines()
+        .skip(2)
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+    {
+        let f: Vec<f64> = l
+            .split_whitespace()
+            .take(2)
+            .map(|x| x.trim_end_matches('s').parse().unwrap())
+            .collect();
+        sum += f[1];
+        assert!((sum - f[0]).abs() < 0.005, "{l}\n{text}");
+    }
+    assert!(text.contains("started in "), "{text}");
+    // The SLI histograms on the kubelet's /metrics (the cluster test runs
+    // Prometheus' parser over every kubelet's /metrics).
+    let node = node_name();
+    let metrics = kubectl(
+        cp,
+        &[
+            "get",
+            "--raw",
+            &format!("/api/v1/nodes/{node}/proxy/metrics"),
+        ],
+    );
+    for family in [
+        "kubelet_pod_start_sli_duration_seconds_count",
+        "kubelet_pod_start_total_duration_seconds_count",
+        "# TYPE kubelet_pod_start_sli_duration_seconds histogram",
+    ] {
+        assert!(metrics.contains(family), "{family} in {metrics}");
+    }
+    // A ServiceAccount may not read it: the kubelet asks the API server
+    // (SubjectAccessReview on nodes/proxy) and refuses.
+    kubectl(cp, &["create", "serviceaccount", "nosy"]);
+    let token = kubectl(cp, &["create", "token", "nosy"]);
+    let code = Command::new("curl")
+        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
+        .arg(format!("Authorization: Bearer {}", token.trim()))
+        .arg(format!("https://127.0.0.1:{port}/timeline/default/timed"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&code.stdout), "403");
 }
 
 async fn streams(cp: &ControlPlane, work: &Path, pod: &str, pods: &Api<Pod>) {

@@ -14,6 +14,7 @@
 //! does, so a crash loop's `BackOff` stays one Event.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
@@ -22,6 +23,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::mpsc;
+
+use crate::timeline::Tracker;
 
 /// The queue's capacity (client-go's `maxQueuedEvents`).
 pub const MAX_QUEUED: usize = 1000;
@@ -41,10 +44,12 @@ pub struct KubeletEvent {
     pub message: String,
 }
 
-/// The recording side, cheap to clone.
+/// The recording side, cheap to clone. With a [`Tracker`], each pod's
+/// events are also stages of its startup timeline.
 #[derive(Clone, Debug)]
 pub struct Recorder {
     tx: mpsc::Sender<KubeletEvent>,
+    timeline: Option<Arc<Tracker>>,
 }
 
 /// The `fieldPath` of container `name` of `pod`.
@@ -83,7 +88,31 @@ impl Recorder {
     /// A recorder and the receiving end for [`run`].
     pub fn new(capacity: usize) -> (Recorder, mpsc::Receiver<KubeletEvent>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (Recorder { tx }, rx)
+        (Recorder { tx, timeline: None }, rx)
+    }
+
+    /// The same recorder, also adding each pod event to `timeline`.
+    pub fn with_timeline(mut self, timeline: Arc<Tracker>) -> Recorder {
+        self.timeline = Some(timeline);
+        self
+    }
+
+    /// Records a stage of `pod`'s startup timeline (no Event).
+    pub fn stage(
+        &self,
+        pod: &Pod,
+        stage: &str,
+        container: Option<&str>,
+        detail: impl Into<String>,
+    ) {
+        if let Some(t) = &self.timeline {
+            t.stage(pod, stage, container, detail);
+        }
+    }
+
+    /// The timeline tracker, if any.
+    pub fn timeline(&self) -> Option<&Arc<Tracker>> {
+        self.timeline.as_ref()
     }
 
     /// Records an event about `pod` (its container `container`); never
@@ -96,11 +125,15 @@ impl Recorder {
         reason: &str,
         message: impl Into<String>,
     ) {
+        let message = message.into();
+        if let Some(t) = &self.timeline {
+            t.stage(pod, reason, container, message.clone());
+        }
         let _ = self.tx.try_send(KubeletEvent {
             object: reference(pod, container),
             warning,
             reason: reason.into(),
-            message: message.into(),
+            message,
         });
     }
 }

@@ -23,6 +23,8 @@
 //!   or a `--sim-signals` file (sim).
 //! * [`stats`]: the node's figures (Summary API, resource and cAdvisor
 //!   metrics, the eviction signals), from one provider.
+//! * [`timeline`]: each pod's startup timeline (`/timeline/{ns}/{pod}`)
+//!   and the pod startup SLI histograms.
 //! * [`server`]: the HTTPS kubelet API on `port`, and `/healthz` +
 //!   `/metrics` in plain HTTP; [`podresources`]: the pod-resources gRPC
 //!   API on `<root-dir>/pod-resources/kubelet.sock`.
@@ -69,6 +71,7 @@ pub mod server;
 pub mod shutdown;
 pub mod socket;
 pub mod stats;
+pub mod timeline;
 pub mod volumes;
 
 use std::collections::{HashMap, HashSet};
@@ -209,12 +212,15 @@ pub fn make_runtime(opts: &Options, names: &[String]) -> Result<Arc<dyn Runtime>
     }
 }
 
-/// The managers that hand devices to containers.
-struct Hardware {
+/// What the CRI runtime shares with the rest of the kubelet: the managers
+/// that hand devices to containers, and the pods' startup timelines.
+struct Shared {
     /// The device plugins' devices.
     devices: Option<Arc<devices::Manager>>,
     /// The ResourceClaims' devices.
     dra: Option<Arc<dra::Manager>>,
+    /// The startup timelines (its Events and stages go there).
+    timeline: Arc<timeline::Tracker>,
 }
 
 /// Makes the CRI runtime for the one node `desc`: connected at
@@ -227,7 +233,7 @@ async fn make_cri(
     cri: rkube_cri::CriClient,
     desc: &NodeDesc,
     client: &Client,
-    hardware: Hardware,
+    shared: Shared,
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> Result<Arc<CriRuntime>> {
     // The runtime's cgroup driver when it says (upstream's
@@ -268,6 +274,7 @@ async fn make_cri(
     )
     .with_context(|| format!("image pull records under {}", opts.root_dir.display()))?;
     let (recorder, queued) = events::Recorder::new(events::MAX_QUEUED);
+    let recorder = recorder.with_timeline(shared.timeline.clone());
     let events_client = self::client(opts, client_limiter(cfg, ClientKind::Events, 1)).await?;
     tasks.spawn(events::run(events_client, desc.name.clone(), queued));
     let volumes = Arc::new(volumes::manager::VolumeManager::new(
@@ -306,8 +313,8 @@ async fn make_cri(
             &opts.root_dir,
             allocation::ACTUATED_FILE,
         )?),
-        devices: hardware.devices,
-        dra: hardware.dra,
+        devices: shared.devices,
+        dra: shared.dra,
     };
     let cri = Arc::new(CriRuntime::new(cri, parts)?);
     // The QoS cgroups brought up to date every minute, as upstream.
@@ -628,9 +635,10 @@ pub async fn run_with_metrics(
                 c,
                 desc,
                 &client,
-                Hardware {
+                Shared {
                     devices: device_manager.clone(),
                     dra: dra_manager.clone(),
+                    timeline: metrics.startup.clone(),
                 },
                 &mut tasks,
             )

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// Upstream's `podStartupDurationBuckets` (seconds).
-const POD_START_BUCKETS: [f64; 25] = [
+pub(crate) const POD_START_BUCKETS: [f64; 25] = [
     0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 180.0, 240.0,
     300.0, 360.0, 480.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
 ];
@@ -29,7 +29,7 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    fn new(bounds: &'static [f64]) -> Self {
+    pub(crate) fn new(bounds: &'static [f64]) -> Self {
         Histogram {
             bounds,
             inner: Mutex::new((vec![0; bounds.len()], 0.0, 0)),
@@ -54,7 +54,7 @@ impl Histogram {
 
     /// Its `_bucket`, `_sum` and `_count` lines, with `labels` (e.g.
     /// `operation_type="create",`) before `le`.
-    fn render(&self, name: &str, labels: &str, out: &mut String) {
+    pub(crate) fn render(&self, name: &str, labels: &str, out: &mut String) {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let mut cumulative = 0;
         for (b, n) in self.bounds.iter().zip(&g.0) {
@@ -129,6 +129,9 @@ pub struct Metrics {
     pub pod_start_duration: Histogram,
     /// `kubelet_pod_worker_duration_seconds` by [`SyncKind`].
     pod_worker_duration: [Histogram; 3],
+    /// Every pod's startup timeline and the startup SLI histograms
+    /// ([`crate::timeline`]).
+    pub startup: std::sync::Arc<crate::timeline::Tracker>,
 }
 
 impl Default for Metrics {
@@ -148,6 +151,7 @@ impl Default for Metrics {
             pods_evicted: AtomicU64::default(),
             pod_start_duration: Histogram::new(&POD_START_BUCKETS),
             pod_worker_duration: SyncKind::ALL.map(|_| Histogram::new(&DEFAULT_BUCKETS)),
+            startup: std::sync::Arc::default(),
         }
     }
 }
@@ -267,9 +271,11 @@ impl Metrics {
         }
         // Upstream's families, as its component-base writes them (families
         // in name order, `[ALPHA]` in the help).
+        self.startup.render_gauge(&mut out);
         let name = "kubelet_pod_start_duration_seconds";
         out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run\n# TYPE {name} histogram\n"));
         self.pod_start_duration.render(name, "", &mut out);
+        self.startup.render(&mut out);
         // A vector without series is not written (Go's client writes none).
         let name = "kubelet_pod_worker_duration_seconds";
         if self.pod_worker_duration.iter().any(|h| h.count() > 0) {

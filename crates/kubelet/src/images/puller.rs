@@ -206,11 +206,18 @@ impl ImageManager {
             None => self.pull_credentials(pod, &image).await,
         };
         self.pulls.pull_started(&image);
+        let timeline = self.events.as_ref().and_then(Recorder::timeline);
+        if let Some(t) = timeline {
+            t.pull_started(pod);
+        }
         let t_pull = std::time::Instant::now();
         let pulled = match creds {
             Ok(creds) => self.pull(&image, &creds, sandbox).await,
             Err(e) => Err(e),
         };
+        if let Some(t) = timeline {
+            t.pull_finished(pod);
+        }
         // As upstream: the image's size (0 when unknown) is read as part
         // of the pull.
         let size = match &pulled {

@@ -133,6 +133,9 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
                 if let Some(uid) = crate::pod::mirror_of(&p) {
                     seen.insert(uid);
                 }
+                ctx.metrics
+                    .startup
+                    .observed_on_watch(&p, k8s_openapi::jiff::Timestamp::now());
                 d.apply(p);
             }
             Ok(Event::InitDone) => {
@@ -167,7 +170,12 @@ pub async fn run(ctx: Arc<WorkerContext>, nodes: HashSet<String>) {
                     remove_orphans(&ctx, &d.nodes, &seen).await;
                 }
             }
-            Ok(Event::Apply(p)) => d.apply(p),
+            Ok(Event::Apply(p)) => {
+                ctx.metrics
+                    .startup
+                    .observed_on_watch(&p, k8s_openapi::jiff::Timestamp::now());
+                d.apply(p)
+            }
             Ok(Event::Delete(p)) => d.gone(&p.uid().unwrap_or_default()),
             Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
         }

@@ -277,6 +277,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             };
             match verdict {
                 Ok(()) => {
+                    ctx.metrics.startup.stage(&pod, "Admitted", None, "");
                     let info = crate::allocation::info_for_pod(&as_allocated);
                     if let Err(e) = ctx.allocated.set_pod(&uid, info) {
                         tracing::error!(pod = %pod_key(&pod), error = %e, "SetPodAllocation failed");
@@ -285,6 +286,8 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 }
                 Err(r) => {
                     tracing::warn!(pod = %pod_key(&pod), reason = %r.reason, message = %r.message, "pod rejected");
+                    let detail = format!("{}: {}", r.reason, r.message);
+                    ctx.metrics.startup.stage(&pod, "Rejected", None, detail);
                     let status = rejected_status(&pod, &r);
                     push_status(&ctx, &pod, &status);
                     last = Some(status);

@@ -79,7 +79,8 @@ pub struct StatusWriter {
 
 /// What a write attempt came to.
 enum Outcome {
-    Done,
+    /// Written: the pod as the API server returned it.
+    Done(Box<Pod>),
     Gone,
     Retry,
 }
@@ -110,7 +111,8 @@ impl StatusWriter {
     pub async fn write_final(&self, client: Client, metrics: &Metrics, u: StatusUpdate) -> bool {
         self.forget(&u.uid);
         match write_one(client, &u).await {
-            Outcome::Done => {
+            Outcome::Done(p) => {
+                metrics.startup.status_written(&p);
                 metrics
                     .pod_status_patches
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -144,7 +146,8 @@ impl StatusWriter {
                 let mut batch = self.lock();
                 for (seq, u, outcome) in results {
                     match outcome {
-                        Outcome::Done => {
+                        Outcome::Done(p) => {
+                            metrics.startup.status_written(&p);
                             metrics
                                 .pod_status_patches
                                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -181,7 +184,7 @@ async fn write_one(client: Client, u: &StatusUpdate) -> Outcome {
         )
         .await;
     match r {
-        Ok(_) => Outcome::Done,
+        Ok(p) => Outcome::Done(Box::new(p)),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
             tracing::debug!(pod = %u.name, code = s.code, "pod gone or replaced; status dropped");
             Outcome::Gone

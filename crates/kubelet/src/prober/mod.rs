@@ -792,6 +792,8 @@ async fn worker(
     metrics: Arc<metrics::ProbeMetrics>,
 ) {
     let mut tracker = Tracker::new(&spec);
+    // The first success is a stage of the pod's startup timeline.
+    let mut succeeded = false;
     let mut ticker = tokio::time::interval(spec.period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -828,6 +830,15 @@ async fn worker(
             },
             began.elapsed().as_secs_f64(),
         );
+        if let (true, false, Some((rec, pod, name))) = (ok, succeeded, &target.events) {
+            succeeded = true;
+            rec.stage(
+                pod,
+                "ProbeSucceeded",
+                Some(name),
+                format!("{} probe", spec.kind.as_str()),
+            );
+        }
         if let (Outcome::Warning(w), Some((rec, pod, name))) = (&outcome, &target.events) {
             rec.record(
                 pod,

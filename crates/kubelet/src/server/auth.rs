@@ -197,6 +197,7 @@ mod tests {
             ("/logs/syslog", vec!["log"]),
             ("/containerLogs/ns/p/c", vec!["proxy"]),
             ("/exec/ns/p/c", vec!["proxy"]),
+            ("/timeline/ns/p", vec!["proxy"]),
             ("/podsx", vec!["proxy"]),
             ("/configz", vec!["configz", "proxy"]),
         ] {

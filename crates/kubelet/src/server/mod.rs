@@ -15,6 +15,7 @@
 //! | `/stats/summary[?only_cpu_and_memory=true]` | the Summary API ([`crate::stats::summary`]) |
 //! | `/configz` | the configuration in force ([`configz`]) |
 //! | `/runningpods/` | `PodList` of the pods the runtime runs ([`running_pods`]) |
+//! | `/timeline/{ns}/{pod}` | the pod's startup timeline, JSON ([`crate::timeline`]; `nodes/proxy`) |
 //! | `/containerLogs/{ns}/{pod}/{container}` | the container's log ([`crate::logs`]) |
 //! | `/exec/{ns}/{pod}[/{uid}]/{container}`, `/attach/…`, `/portForward/{ns}/{pod}[/{uid}]` | streams, GET or POST, proxied to the CRI streaming server ([`stream`]) |
 //!
@@ -244,6 +245,14 @@ pub enum Route {
         /// Container name.
         container: String,
     },
+    /// `/timeline/{ns}/{pod}`: the pod's startup timeline
+    /// ([`crate::timeline`]).
+    Timeline {
+        /// Namespace.
+        namespace: String,
+        /// Pod name.
+        pod: String,
+    },
     /// `/exec`, `/attach`, `/portForward` ([`stream`]).
     Stream(stream::Target),
     /// `/logs…`: the node's log files ([`system_logs`]); the rest of the
@@ -281,6 +290,10 @@ pub fn route(path: &str) -> Route {
                         container: c.to_string(),
                     }
                 }
+                ["", "timeline", ns, pod] if !ns.is_empty() && !pod.is_empty() => Route::Timeline {
+                    namespace: ns.to_string(),
+                    pod: pod.to_string(),
+                },
                 _ => stream::route(&parts).map_or(Route::NotFound, Route::Stream),
             }
         }
@@ -408,6 +421,15 @@ impl Handler for KubeletApi {
                 }
             }
             Route::Configz => json_response(&configz::document(&ctx.config)),
+            Route::Timeline { namespace, pod } => {
+                match ctx.metrics.startup.timeline(&namespace, &pod) {
+                    Some(t) => json_response(&t),
+                    None => text(
+                        404,
+                        format!("no startup timeline for pod {namespace}/{pod} on this node"),
+                    ),
+                }
+            }
             Route::RunningPods => match &ctx.runtime {
                 Some(rt) => match running_pods::list(rt.client()).await {
                     Ok(v) => json_response(&v),
@@ -642,6 +664,15 @@ mod tests {
         assert_eq!(route("/logs/pods/"), Route::SystemLogs("/pods/".into()));
         assert_eq!(route("/logsx"), Route::NotFound);
         assert_eq!(route("/runningpods/"), Route::RunningPods);
+        assert_eq!(
+            route("/timeline/default/web"),
+            Route::Timeline {
+                namespace: "default".into(),
+                pod: "web".into()
+            }
+        );
+        assert_eq!(route("/timeline/default"), Route::NotFound);
+        assert_eq!(route("/timeline//web"), Route::NotFound);
         assert_eq!(
             route("/containerLogs/default/web-1/app"),
             Route::ContainerLogs {

@@ -437,6 +437,13 @@ impl CriRuntime {
         })
     }
 
+    /// A stage of `pod`'s startup timeline ([`crate::timeline`]).
+    fn stage(&self, pod: &Pod, stage: &str, c: Option<&str>, detail: impl Into<String>) {
+        if let Some(r) = &self.events {
+            r.stage(pod, stage, c, detail);
+        }
+    }
+
     fn event(&self, pod: &Pod, c: Option<&str>, warning: bool, reason: &str, msg: String) {
         if let Some(r) = &self.events {
             r.record(pod, c, warning, reason, msg);

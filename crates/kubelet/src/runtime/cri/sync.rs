@@ -185,6 +185,7 @@ impl CriRuntime {
         if let Err(m) = self.prepare_volumes(pod).await {
             return Some((reason, m));
         }
+        self.stage(pod, "VolumesReady", None, "");
         // The pod's ResourceClaims, prepared by their drivers before the
         // sandbox starts (upstream's PrepareDynamicResources): a pod whose
         // claims cannot be prepared does not start, and is tried again.
@@ -531,8 +532,20 @@ impl CriRuntime {
             .await
             .map_err(err)?;
         tracing::info!(pod = %pod.name_any(), sandbox = %id, attempt, "sandbox started");
+        self.stage(
+            pod,
+            "SandboxCreated",
+            None,
+            format!("sandbox {id}, attempt {attempt}"),
+        );
+        let ips = self.sandbox_ips(&id, crate::pod::host_network(pod)).await;
+        let network = match crate::pod::host_network(pod) {
+            true => "host network".to_string(),
+            false => ips.join(", "),
+        };
+        self.stage(pod, "NetworkReady", None, network);
         Ok(Sandbox {
-            ips: self.sandbox_ips(&id, crate::pod::host_network(pod)).await,
+            ips,
             id,
             config,
             ready: true,

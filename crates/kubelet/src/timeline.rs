@@ -1,0 +1,644 @@
+//! Each pod's startup timeline, and upstream's pod startup latency tracker
+//! (`pkg/kubelet/util/pod_startup_latency_tracker.go`) behind
+//! `kubelet_pod_start_sli_duration_seconds` and
+//! `kubelet_pod_start_total_duration_seconds`.
+//!
+//! The managers record what they do to a pod as it happens: the kubelet
+//! first seeing it on its watch, admission, volumes ready, the sandbox and
+//! its network, every Event the kubelet emits for it (`Pulling`, `Pulled`
+//! with the image's size and time, `Created`, `Started`, `Unhealthy`, …),
+//! each probe's first success, init containers done, each status write
+//! until the pod's start is observed, Ready, and its watch showing every
+//! container started. `GET /timeline/{namespace}/{pod}` on
+//! the kubelet API serves one pod's list (authorized as `nodes/proxy`);
+//! `rkube timeline` prints it through the API server's node proxy.
+//!
+//! The SLI follows upstream's tracker: a pod is tracked from the first
+//! watch event that shows it without `status.startTime`; once a status
+//! write shows all its containers running ("observed running"), the next
+//! watch event that shows the same gives the pod's startup from its
+//! `creationTimestamp`, less the time spent pulling images (overlapping
+//! pulls counted once) and running init containers. Pods with volumes
+//! other than Secret, ConfigMap, downward API, emptyDir and projected
+//! ("stateful") count in the total only.
+//!
+//! Bounded: at most [`MAX_PODS`] timelines (the oldest dropped first) of
+//! at most [`MAX_STAGES`] stages each.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use serde::Serialize;
+
+use crate::metrics::{Histogram, POD_START_BUCKETS};
+
+/// Timelines kept (pods of the node, and recently deleted ones).
+pub const MAX_PODS: usize = 1024;
+/// Stages kept per pod; later ones are counted, not kept.
+pub const MAX_STAGES: usize = 128;
+/// Longest detail kept per stage, bytes.
+const MAX_DETAIL: usize = 512;
+
+/// One step of a pod's start.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stage {
+    /// When (the kubelet's clock; `PodCreated` is the API server's).
+    pub at: Timestamp,
+    /// What: `PodCreated` (its `creationTimestamp`), `Seen`, `Admitted`
+    /// (or `Rejected`), `VolumesReady`, `SandboxCreated`, `NetworkReady`,
+    /// an Event's reason (`Pulling`, `Pulled`, `Created`, `Started`, …),
+    /// `InitContainerDone`, `ProbeSucceeded` (each probe's first success),
+    /// `StatusWritten`, `Ready`, `ObservedRunning`.
+    pub stage: String,
+    /// The container it concerns, if one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// Detail (an Event's message, a sandbox id, the pod IPs, …).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// One pod's timeline as served.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timeline {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+    /// The stages in the order they happened.
+    pub stages: Vec<Stage>,
+    /// Stages past [`MAX_STAGES`], not kept.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped: usize,
+    /// The pod's startup as the SLI counts it (seconds), once observed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sli_seconds: Option<f64>,
+    /// Creation to observed running (seconds), once observed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_seconds: Option<f64>,
+    /// Time spent pulling images (seconds; overlapping pulls once).
+    pub image_pull_seconds: f64,
+    /// Time spent running init containers (seconds).
+    pub init_container_seconds: f64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Default)]
+struct PodRecord {
+    namespace: String,
+    name: String,
+    stages: Vec<Stage>,
+    dropped: usize,
+    /// Tracked by the SLI (seen without a start time).
+    tracked: bool,
+    pull_starts: VecDeque<Timestamp>,
+    pull_sessions: Vec<(Timestamp, Timestamp)>,
+    init_runtime: Duration,
+    init_counted: HashSet<String>,
+    observed_running: Option<Timestamp>,
+    sli_recorded: bool,
+    ready: bool,
+    sli_seconds: Option<f64>,
+    e2e_seconds: Option<f64>,
+}
+
+impl PodRecord {
+    fn push(&mut self, stage: Stage) {
+        if self.stages.len() < MAX_STAGES {
+            self.stages.push(stage);
+        } else {
+            self.dropped += 1;
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    pods: HashMap<String, PodRecord>,
+    /// Uids, oldest first.
+    order: VecDeque<String>,
+    first_network_pod_seen: bool,
+}
+
+impl State {
+    fn entry(&mut self, pod: &Pod) -> Option<&mut PodRecord> {
+        let uid = pod.uid()?;
+        if !self.pods.contains_key(&uid) {
+            while self.pods.len() >= MAX_PODS {
+                match self.order.pop_front() {
+                    Some(old) => {
+                        self.pods.remove(&old);
+                    }
+                    None => break,
+                }
+            }
+            self.order.push_back(uid.clone());
+            self.pods.insert(
+                uid.clone(),
+                PodRecord {
+                    namespace: pod.namespace().unwrap_or_default(),
+                    name: pod.name_any(),
+                    ..Default::default()
+                },
+            );
+        }
+        self.pods.get_mut(&uid)
+    }
+}
+
+/// The tracker: every pod's timeline and the startup histograms.
+#[derive(Debug)]
+pub struct Tracker {
+    state: Mutex<State>,
+    /// `kubelet_pod_start_sli_duration_seconds`.
+    pub sli: Histogram,
+    /// `kubelet_pod_start_total_duration_seconds`.
+    pub total: Histogram,
+    /// `kubelet_first_network_pod_start_sli_duration_seconds`.
+    first_network: Mutex<Option<f64>>,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Tracker {
+            state: Mutex::default(),
+            sli: Histogram::new(&POD_START_BUCKETS),
+            total: Histogram::new(&POD_START_BUCKETS),
+            first_network: Mutex::new(None),
+        }
+    }
+}
+
+fn truncate(mut s: String) -> String {
+    if s.len() > MAX_DETAIL {
+        let mut cut = MAX_DETAIL;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+fn all_started(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            !cs.is_empty()
+                && cs.iter().all(|c| {
+                    c.state
+                        .as_ref()
+                        .and_then(|s| s.running.as_ref())
+                        .is_some_and(|r| r.started_at.is_some())
+                })
+        })
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+fn stateful(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .is_some_and(|vs| {
+            vs.iter().any(|v| {
+                v.secret.is_none()
+                    && v.config_map.is_none()
+                    && v.downward_api.is_none()
+                    && v.empty_dir.is_none()
+                    && v.projected.is_none()
+            })
+        })
+}
+
+/// Pulling time: sessions in start order, overlaps counted once
+/// (upstream's `calculateImagePullingTime`).
+fn pulling_time(sessions: &[(Timestamp, Timestamp)]) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut end: Option<Timestamp> = None;
+    for (s, e) in sessions {
+        let span = |a: Timestamp, b: Timestamp| {
+            Duration::try_from(b.duration_since(a)).unwrap_or(Duration::ZERO)
+        };
+        match end {
+            Some(cur) if *s <= cur => {
+                if *e > cur {
+                    total += span(cur, *e);
+                    end = Some(*e);
+                }
+            }
+            _ => {
+                total += span(*s, *e);
+                end = Some(*e);
+            }
+        }
+    }
+    total
+}
+
+fn seconds_between(a: Timestamp, b: Timestamp) -> f64 {
+    b.duration_since(a).as_secs_f64()
+}
+
+impl Tracker {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `stage` for `pod` now.
+    pub fn stage(
+        &self,
+        pod: &Pod,
+        stage: &str,
+        container: Option<&str>,
+        detail: impl Into<String>,
+    ) {
+        self.stage_at(pod, Timestamp::now(), stage, container, detail);
+    }
+
+    fn stage_at(
+        &self,
+        pod: &Pod,
+        at: Timestamp,
+        stage: &str,
+        container: Option<&str>,
+        detail: impl Into<String>,
+    ) {
+        let mut st = self.lock();
+        if let Some(r) = st.entry(pod) {
+            r.push(Stage {
+                at,
+                stage: stage.into(),
+                container: container.map(String::from),
+                detail: truncate(detail.into()),
+            });
+        }
+    }
+
+    /// The pod as the kubelet's watch delivered it, at `now` (upstream's
+    /// `ObservedPodOnWatch`).
+    pub fn observed_on_watch(&self, pod: &Pod, now: Timestamp) {
+        let Some(uid) = pod.uid() else { return };
+        let mut st = self.lock();
+        if matches!(phase(pod), "Failed" | "Succeeded") {
+            if let Some(r) = st.pods.get_mut(&uid) {
+                r.tracked = false;
+            }
+            return;
+        }
+        let fresh = !st.pods.contains_key(&uid);
+        let first_network = st.first_network_pod_seen;
+        let Some(r) = st.entry(pod) else { return };
+        if fresh {
+            if let Some(c) = pod.metadata.creation_timestamp.as_ref() {
+                r.push(Stage {
+                    at: c.0,
+                    stage: "PodCreated".into(),
+                    container: None,
+                    detail: String::new(),
+                });
+            }
+            r.push(Stage {
+                at: now,
+                stage: "Seen".into(),
+                container: None,
+                detail: String::new(),
+            });
+            r.tracked = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .is_none();
+            return;
+        }
+        if !r.tracked || r.sli_recorded || r.observed_running.is_none() || !all_started(pod) {
+            return;
+        }
+        let Some(created) = pod.metadata.creation_timestamp.as_ref().map(|c| c.0) else {
+            return;
+        };
+        let e2e = Duration::try_from(now.duration_since(created)).unwrap_or(Duration::ZERO);
+        let pulls = pulling_time(&r.pull_sessions);
+        let sli = e2e.saturating_sub(pulls).saturating_sub(r.init_runtime);
+        r.sli_recorded = true;
+        r.sli_seconds = Some(sli.as_secs_f64());
+        r.e2e_seconds = Some(e2e.as_secs_f64());
+        r.push(Stage {
+            at: now,
+            stage: "ObservedRunning".into(),
+            container: None,
+            detail: format!(
+                "every container started, seen on the watch ({:.3}s after creation)",
+                e2e.as_secs_f64()
+            ),
+        });
+        tracing::info!(
+            pod = %format!("{}/{}", r.namespace, r.name),
+            podStartSLOduration = sli.as_secs_f64(),
+            podStartE2EDuration = ?e2e,
+            totalImagesPullingTime = ?pulls,
+            totalInitContainerRuntime = ?r.init_runtime,
+            "Observed pod startup duration"
+        );
+        self.total.observe(e2e);
+        if !stateful(pod) {
+            self.sli.observe(sli);
+            let host_network = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.host_network)
+                .unwrap_or(false);
+            if !host_network && !first_network {
+                st.first_network_pod_seen = true;
+                *self.first_network.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(sli.as_secs_f64());
+            }
+        }
+    }
+
+    /// An image pull for `pod` begins.
+    pub fn pull_started(&self, pod: &Pod) {
+        let mut st = self.lock();
+        if let Some(r) = st.entry(pod) {
+            r.pull_starts.push_back(Timestamp::now());
+        }
+    }
+
+    /// An image pull for `pod` ended (successfully or not).
+    pub fn pull_finished(&self, pod: &Pod) {
+        let mut st = self.lock();
+        if let Some(r) = st.entry(pod) {
+            if let Some(s) = r.pull_starts.pop_front() {
+                if r.pull_sessions.len() < MAX_STAGES {
+                    r.pull_sessions.push((s, Timestamp::now()));
+                }
+            }
+        }
+    }
+
+    /// The pod's status as just written to the API server (upstream's
+    /// `RecordStatusUpdated`): the first write with every container
+    /// running marks the pod observed running; init containers that
+    /// finished add their run time; the first Ready is a stage.
+    pub fn status_written(&self, pod: &Pod) {
+        let now = Timestamp::now();
+        let mut st = self.lock();
+        let Some(r) = st.entry(pod) else { return };
+        let status = pod.status.clone().unwrap_or_default();
+        for c in status.init_container_statuses.iter().flatten() {
+            let Some(t) = c.state.as_ref().and_then(|s| s.terminated.as_ref()) else {
+                continue;
+            };
+            if t.exit_code != 0 || !r.init_counted.insert(c.name.clone()) {
+                continue;
+            }
+            if let (Some(s), Some(f)) = (&t.started_at, &t.finished_at) {
+                r.init_runtime += Duration::try_from(f.0.duration_since(s.0)).unwrap_or_default();
+                r.push(Stage {
+                    at: f.0,
+                    stage: "InitContainerDone".into(),
+                    container: Some(c.name.clone()),
+                    detail: format!("ran {:.3}s", seconds_between(s.0, f.0)),
+                });
+            }
+        }
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let started = status
+            .container_statuses
+            .iter()
+            .flatten()
+            .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+            .count();
+        let total = status.container_statuses.as_ref().map_or(0, Vec::len);
+        if !r.sli_recorded {
+            r.push(Stage {
+                at: now,
+                stage: "StatusWritten".into(),
+                container: None,
+                detail: format!(
+                    "phase {}, {started}/{total} containers running{}",
+                    status.phase.as_deref().unwrap_or("?"),
+                    if ready { ", Ready" } else { "" }
+                ),
+            });
+        }
+        if ready && !r.ready {
+            r.ready = true;
+            r.push(Stage {
+                at: now,
+                stage: "Ready".into(),
+                container: None,
+                detail: String::new(),
+            });
+        }
+        if r.tracked && !r.sli_recorded && r.observed_running.is_none() && all_started(pod) {
+            r.observed_running = Some(now);
+        }
+    }
+
+    /// The timeline of `namespace/name` (the most recent pod of that name).
+    pub fn timeline(&self, namespace: &str, name: &str) -> Option<Timeline> {
+        let st = self.lock();
+        let uid = st
+            .order
+            .iter()
+            .rev()
+            .find(|u| {
+                st.pods
+                    .get(*u)
+                    .is_some_and(|r| r.namespace == namespace && r.name == name)
+            })?
+            .clone();
+        let r = st.pods.get(&uid)?;
+        let mut stages = r.stages.clone();
+        // Stable: stages of the same instant keep their recorded order.
+        stages.sort_by_key(|s| s.at);
+        Some(Timeline {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            uid,
+            stages,
+            dropped: r.dropped,
+            sli_seconds: r.sli_seconds,
+            e2e_seconds: r.e2e_seconds,
+            image_pull_seconds: pulling_time(&r.pull_sessions).as_secs_f64(),
+            init_container_seconds: r.init_runtime.as_secs_f64(),
+        })
+    }
+
+    /// `kubelet_first_network_pod_start_sli_duration_seconds` (nothing
+    /// before a pod was observed; families go in name order, so this comes
+    /// before `kubelet_pod_start_duration_seconds`).
+    pub fn render_gauge(&self, out: &mut String) {
+        if let Some(v) = *self.first_network.lock().unwrap_or_else(|e| e.into_inner()) {
+            let name = "kubelet_first_network_pod_start_sli_duration_seconds";
+            out.push_str(&format!("# HELP {name} [INTERNAL] Duration in seconds to start the first network pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch\n# TYPE {name} gauge\n{name} {v}\n"));
+        }
+    }
+
+    /// The SLI and total histograms (none before a pod was observed).
+    pub fn render(&self, out: &mut String) {
+        if self.sli.count() > 0 {
+            let name = "kubelet_pod_start_sli_duration_seconds";
+            out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch\n# TYPE {name} histogram\n"));
+            self.sli.render(name, "", out);
+        }
+        if self.total.count() > 0 {
+            let name = "kubelet_pod_start_total_duration_seconds";
+            out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds to start a pod since creation, including time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch\n# TYPE {name} histogram\n"));
+            self.total.render(name, "", out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn pod_created(status: serde_json::Value, created: Timestamp) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "u1",
+                         "creationTimestamp": created.to_string()},
+            "spec": {"containers": [{"name": "main"}]},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn pod(status: serde_json::Value) -> Pod {
+        pod_created(status, ts("2026-01-01T00:00:00Z"))
+    }
+
+    fn running() -> serde_json::Value {
+        json!({"phase": "Running", "startTime": "2026-01-01T00:00:01Z",
+               "conditions": [{"type": "Ready", "status": "True"}],
+               "containerStatuses": [{"name": "main", "image": "i", "imageID": "", "ready": true,
+                   "restartCount": 0, "state": {"running": {"startedAt": "2026-01-01T00:00:03Z"}}}]})
+    }
+
+    #[test]
+    fn overlapping_pulls_count_once() {
+        let s = |a: &str, b: &str| (ts(a), ts(b));
+        let sessions = [
+            s("2026-01-01T00:00:00Z", "2026-01-01T00:00:04Z"),
+            s("2026-01-01T00:00:02Z", "2026-01-01T00:00:06Z"),
+            s("2026-01-01T00:00:10Z", "2026-01-01T00:00:11Z"),
+        ];
+        assert_eq!(pulling_time(&sessions), Duration::from_secs(7));
+        assert_eq!(pulling_time(&[]), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_sli_needs_a_status_write_then_a_watch_event() {
+        let t = Tracker::default();
+        // Created 5 s ago (the API server's clock; stages are the kubelet's).
+        let created = Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(5);
+        let p = |status| pod_created(status, created);
+        t.observed_on_watch(&p(json!({"phase": "Pending"})), Timestamp::now());
+        t.stage(&p(json!({})), "Admitted", None, "");
+        t.pull_started(&p(json!({})));
+        t.pull_finished(&p(json!({})));
+        // A watch event showing it running before any status write of
+        // ours: not yet.
+        t.observed_on_watch(&p(running()), Timestamp::now());
+        assert_eq!(t.sli.count(), 0);
+        t.status_written(&p(running()));
+        t.observed_on_watch(&p(running()), Timestamp::now());
+        assert_eq!((t.sli.count(), t.total.count()), (1, 1));
+        // Once per pod.
+        t.observed_on_watch(&p(running()), Timestamp::now());
+        assert_eq!(t.sli.count(), 1);
+        let tl = t.timeline("default", "web").unwrap();
+        let e2e = tl.e2e_seconds.unwrap();
+        assert!((5.0..6.0).contains(&e2e), "{e2e}");
+        assert!(tl.sli_seconds.unwrap() <= e2e - tl.image_pull_seconds);
+        let names: Vec<&str> = tl.stages.iter().map(|s| s.stage.as_str()).collect();
+        assert_eq!(names[..3], ["PodCreated", "Seen", "Admitted"]);
+        assert!(names.contains(&"Ready"));
+        assert_eq!(names.last(), Some(&"ObservedRunning"));
+        let mut out = String::new();
+        t.render_gauge(&mut out);
+        t.render(&mut out);
+        assert!(
+            out.contains("kubelet_pod_start_sli_duration_seconds_bucket{le=\"6\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("kubelet_pod_start_sli_duration_seconds_bucket{le=\"4\"} 0\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("kubelet_pod_start_total_duration_seconds_count 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("kubelet_first_network_pod_start_sli_duration_seconds 5."),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_pod_seen_already_started_is_not_counted() {
+        let t = Tracker::default();
+        t.observed_on_watch(&pod(running()), ts("2026-01-01T00:10:00Z"));
+        t.status_written(&pod(running()));
+        t.observed_on_watch(&pod(running()), ts("2026-01-01T00:10:01Z"));
+        assert_eq!(t.total.count(), 0);
+        let mut out = String::new();
+        t.render_gauge(&mut out);
+        t.render(&mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn bounded() {
+        let t = Tracker::default();
+        let p = pod(json!({}));
+        for i in 0..(MAX_STAGES + 10) {
+            t.stage(&p, "X", None, "d".repeat(i * 10));
+        }
+        let tl = t.timeline("default", "web").unwrap();
+        assert_eq!((tl.stages.len(), tl.dropped), (MAX_STAGES, 10));
+        assert!(tl
+            .stages
+            .iter()
+            .all(|s| s.detail.len() <= MAX_DETAIL + '…'.len_utf8()));
+        for i in 0..(MAX_PODS + 5) {
+            let mut q = p.clone();
+            q.metadata.uid = Some(format!("u-{i}"));
+            q.metadata.name = Some(format!("p-{i}"));
+            t.stage(&q, "Seen", None, "");
+        }
+        assert!(t.lock().pods.len() <= MAX_PODS);
+        assert!(t.timeline("default", "p-0").is_none());
+        assert!(t
+            .timeline("default", &format!("p-{}", MAX_PODS + 4))
+            .is_some());
+    }
+}
