@@ -424,6 +424,45 @@ fn a_two_node_cluster_of_rkube_nodes() {
     assert_eq!(node_ips.len(), 2, "{node_ips:?}");
     let dns = Duration::from_secs(60);
 
+    // `rkube timeline` through the API server's node proxy: the pod's
+    // stages, each line's step adding up to its time since creation.
+    let tl = Command::new(env!("CARGO_BIN_EXE_rkube"))
+        .args(["timeline", "default/web", "--kubeconfig", &c.kubeconfig])
+        .output()
+        .unwrap();
+    assert!(tl.status.success(), "rkube timeline: {}", text(&tl));
+    let tl = String::from_utf8_lossy(&tl.stdout).into_owned();
+    let mut sum = 0.0;
+    let mut stages = vec![];
+    for l in tl
+        .lines()
+        .skip(2)
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+    {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let secs = |x: &str| x.trim_end_matches('s').parse::<f64>().unwrap();
+        sum += secs(f[1]);
+        assert!((sum - secs(f[0])).abs() < 0.005, "{l}\n{tl}");
+        stages.push(f[2].to_string());
+    }
+    let at = |s: &str| {
+        stages
+            .iter()
+            .position(|x| x == s)
+            .unwrap_or_else(|| panic!("no {s}: {tl}"))
+    };
+    let order = [
+        at("PodCreated"),
+        at("Seen"),
+        at("Admitted"),
+        at("SandboxCreated"),
+        at("NetworkReady"),
+        at("Started"),
+        at("Ready"),
+    ];
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{tl}");
+    assert!(tl.contains("started in "), "{tl}");
+
     // Each kubelet made its own iptables chains and rule in its node's
     // network namespace (makeIPTablesUtilChains, on by default).
     for node in ["node-1", "node-2"] {

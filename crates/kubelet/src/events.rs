@@ -110,6 +110,13 @@ impl Recorder {
         }
     }
 
+    /// Records a stage of `pod`'s startup timeline once (no Event).
+    pub fn stage_once(&self, pod: &Pod, stage: &str) {
+        if let Some(t) = &self.timeline {
+            t.stage_once(pod, stage);
+        }
+    }
+
     /// The timeline tracker, if any.
     pub fn timeline(&self) -> Option<&Arc<Tracker>> {
         self.timeline.as_ref()

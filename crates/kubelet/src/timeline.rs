@@ -106,6 +106,10 @@ struct PodRecord {
     init_runtime: Duration,
     init_counted: HashSet<String>,
     observed_running: Option<Timestamp>,
+    /// The last watch event showing every container started: its
+    /// resourceVersion and when it came (a status write's own watch event
+    /// may arrive before the write's answer).
+    watched_started: Option<(String, Timestamp)>,
     sli_recorded: bool,
     ready: bool,
     sli_seconds: Option<f64>,
@@ -328,9 +332,23 @@ impl Tracker {
                 .is_none();
             return;
         }
-        if !r.tracked || r.sli_recorded || r.observed_running.is_none() || !all_started(pod) {
+        if !all_started(pod) {
             return;
         }
+        if let Some(v) = pod.resource_version() {
+            r.watched_started = Some((v, now));
+        }
+        if r.tracked && !r.sli_recorded && r.observed_running.is_some() {
+            self.finish(&mut st, pod, &uid, now, first_network);
+        }
+    }
+
+    /// The pod's start observed on the watch at `now`: the histograms and
+    /// the `ObservedRunning` stage.
+    fn finish(&self, st: &mut State, pod: &Pod, uid: &str, now: Timestamp, first_network: bool) {
+        let Some(r) = st.pods.get_mut(uid) else {
+            return;
+        };
         let Some(created) = pod.metadata.creation_timestamp.as_ref().map(|c| c.0) else {
             return;
         };
@@ -373,6 +391,48 @@ impl Tracker {
         }
     }
 
+    /// Init container `name` of `pod` ran from `started` to `finished` and
+    /// succeeded, as the runtime reports it (upstream's
+    /// `RecordInitContainerStarted`/`Finished`): its run time counts once.
+    pub fn init_container_done(
+        &self,
+        pod: &Pod,
+        name: &str,
+        started: Timestamp,
+        finished: Timestamp,
+    ) {
+        let mut st = self.lock();
+        let Some(r) = st.entry(pod) else { return };
+        if r.sli_recorded
+            || r.init_counted.len() >= MAX_STAGES
+            || !r.init_counted.insert(name.to_string())
+        {
+            return;
+        }
+        r.init_runtime += Duration::try_from(finished.duration_since(started)).unwrap_or_default();
+        r.push(Stage {
+            at: finished,
+            stage: "InitContainerDone".into(),
+            container: Some(name.to_string()),
+            detail: format!("ran {:.3}s", seconds_between(started, finished)),
+        });
+    }
+
+    /// Records `stage` for `pod` now, unless it has it already.
+    pub fn stage_once(&self, pod: &Pod, stage: &str) {
+        let mut st = self.lock();
+        if let Some(r) = st.entry(pod) {
+            if !r.stages.iter().any(|s| s.stage == stage) {
+                r.push(Stage {
+                    at: Timestamp::now(),
+                    stage: stage.into(),
+                    container: None,
+                    detail: String::new(),
+                });
+            }
+        }
+    }
+
     /// An image pull for `pod` begins.
     pub fn pull_started(&self, pod: &Pod) {
         let mut st = self.lock();
@@ -395,30 +455,12 @@ impl Tracker {
 
     /// The pod's status as just written to the API server (upstream's
     /// `RecordStatusUpdated`): the first write with every container
-    /// running marks the pod observed running; init containers that
-    /// finished add their run time; the first Ready is a stage.
+    /// running marks the pod observed running; the first Ready is a stage.
     pub fn status_written(&self, pod: &Pod) {
         let now = Timestamp::now();
         let mut st = self.lock();
         let Some(r) = st.entry(pod) else { return };
         let status = pod.status.clone().unwrap_or_default();
-        for c in status.init_container_statuses.iter().flatten() {
-            let Some(t) = c.state.as_ref().and_then(|s| s.terminated.as_ref()) else {
-                continue;
-            };
-            if t.exit_code != 0 || !r.init_counted.insert(c.name.clone()) {
-                continue;
-            }
-            if let (Some(s), Some(f)) = (&t.started_at, &t.finished_at) {
-                r.init_runtime += Duration::try_from(f.0.duration_since(s.0)).unwrap_or_default();
-                r.push(Stage {
-                    at: f.0,
-                    stage: "InitContainerDone".into(),
-                    container: Some(c.name.clone()),
-                    detail: format!("ran {:.3}s", seconds_between(s.0, f.0)),
-                });
-            }
-        }
         let ready = status
             .conditions
             .iter()
@@ -454,6 +496,17 @@ impl Tracker {
         }
         if r.tracked && !r.sli_recorded && r.observed_running.is_none() && all_started(pod) {
             r.observed_running = Some(now);
+            // The watch already delivered this very version: that was the
+            // observation.
+            let seen = r
+                .watched_started
+                .as_ref()
+                .filter(|(v, _)| Some(v) == pod.metadata.resource_version.as_ref())
+                .map(|(_, at)| *at);
+            if let Some(at) = seen {
+                let first = st.first_network_pod_seen;
+                self.finish(&mut st, pod, &pod.uid().unwrap_or_default(), at, first);
+            }
         }
     }
 
@@ -601,6 +654,22 @@ mod tests {
             out.contains("kubelet_first_network_pod_start_sli_duration_seconds 5."),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_watch_event_ahead_of_the_write_answer_counts() {
+        let t = Tracker::default();
+        let created = Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(2);
+        let mut p = pod_created(json!({"phase": "Pending"}), created);
+        t.observed_on_watch(&p, Timestamp::now());
+        p.status = pod(running()).status;
+        p.metadata.resource_version = Some("7".into());
+        // The write's own event first, then its answer: observed then.
+        t.observed_on_watch(&p, Timestamp::now());
+        t.status_written(&p);
+        assert_eq!(t.sli.count(), 1);
+        let tl = t.timeline("default", "web").unwrap();
+        assert!(tl.e2e_seconds.unwrap() < 3.0);
     }
 
     #[test]

@@ -348,6 +348,22 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
             match ctx.runtime.sync_pod(&pod).await {
                 Ok(obs) => {
                     error_backoff = Duration::from_millis(500);
+                    for c in &obs.init_containers {
+                        if let crate::runtime::ContainerState::Terminated {
+                            exit_code: 0,
+                            started_at,
+                            finished_at,
+                            ..
+                        } = &c.state
+                        {
+                            ctx.metrics.startup.init_container_done(
+                                &pod,
+                                &c.name,
+                                *started_at,
+                                *finished_at,
+                            );
+                        }
+                    }
                     let running =
                         obs.containers.iter().chain(&obs.init_containers).any(|c| {
                             matches!(c.state, crate::runtime::ContainerState::Running { .. })

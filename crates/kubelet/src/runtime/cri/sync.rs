@@ -185,7 +185,9 @@ impl CriRuntime {
         if let Err(m) = self.prepare_volumes(pod).await {
             return Some((reason, m));
         }
-        self.stage(pod, "VolumesReady", None, "");
+        if let Some(r) = &self.events {
+            r.stage_once(pod, "VolumesReady");
+        }
         // The pod's ResourceClaims, prepared by their drivers before the
         // sandbox starts (upstream's PrepareDynamicResources): a pod whose
         // claims cannot be prepared does not start, and is tried again.
