@@ -383,6 +383,8 @@ apiVersion: v1
 kind: Pod
 metadata: {name: static-web, labels: {tier: static}}
 spec:
+  # sh as PID 1 ignores SIGTERM: the kill waits the whole grace period.
+  terminationGracePeriodSeconds: 2
   containers:
   - name: web
     image: rkube.local/busybox:1

@@ -365,6 +365,54 @@ mod tests {
         );
     }
 
+    /// The trace BENCHMARKS.md's kubelet table was printed from (three
+    /// alternating runs of each kubelet at commit a7dfbe7): the same
+    /// lines again.
+    #[test]
+    fn the_recorded_trace_gives_the_published_table() {
+        let trace = include_str!("../../testdata/kubelet-a7dfbe7.jsonl");
+        let out = render(trace).unwrap();
+        assert!(
+            out.starts_with("Medians of 3 runs of rkube's kubelet and 3 of upstream's"),
+            "{out}"
+        );
+        assert!(
+            out.contains("| startup p99, s | 13.23 | 16.70 | 10.28 | 0.79× | 1.29× |"),
+            "{out}"
+        );
+        assert!(
+            out.contains("| churn, kubelet CPU, cores | 0.058 | 0.230 | 0.25× |"),
+            "{out}"
+        );
+        let summary: Vec<&str> = out.lines().filter(|l| l.starts_with("SUMMARY")).collect();
+        assert_eq!(
+            summary,
+            [
+                "SUMMARY kubelet N=10: startup p99 rkube/upstream 0.72x, rkube/floor 1.35x, RSS rkube/upstream 0.33x, CPU rkube/upstream 0.64x, API requests/pod rkube/upstream 0.44x",
+                "SUMMARY kubelet N=30: startup p99 rkube/upstream 0.81x, rkube/floor 1.38x, RSS rkube/upstream 0.33x, CPU rkube/upstream 0.77x, API requests/pod rkube/upstream 0.45x",
+                "SUMMARY kubelet N=105: startup p99 rkube/upstream 0.79x, rkube/floor 1.29x, RSS rkube/upstream 0.32x, CPU rkube/upstream 0.90x, API requests/pod rkube/upstream 0.44x",
+            ]
+        );
+        // The runs alternate as `stats::order` says: each round's first
+        // kubelet is the other one's in the next.
+        let firsts: Vec<(u64, String)> = trace
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["kind"] == "footprint" && v["pods"] == 0)
+            .map(|v| {
+                (
+                    v["run"].as_u64().unwrap(),
+                    v["kubelet"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let want: Vec<(u64, String)> = super::super::stats::order(3)
+            .into_iter()
+            .map(|(r, k)| (r as u64, k.to_string()))
+            .collect();
+        assert_eq!(firsts, want);
+    }
+
     #[test]
     fn bad_traces_are_refused() {
         assert!(render("").is_err());
