@@ -188,6 +188,9 @@ impl Drop for Deregister<'_> {
         release(self.0, &self.1);
         self.0.states.forget(&self.1);
         self.0.allocated.remove_pod(&self.1);
+        if let Some(w) = self.0.runtime.wakeups() {
+            w.unregister(&self.1);
+        }
     }
 }
 
@@ -222,6 +225,14 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
         .and_then(|p| p.metadata.uid.clone())
         .unwrap_or_default();
     let _deregister = Deregister(&ctx, uid.clone());
+    // The runtime's wake-ups of this pod (its probes' new verdicts).
+    let wake = ctx.runtime.wakeups().map(|w| w.register(&uid));
+    let woken = || async {
+        match &wake {
+            Some(n) => n.notified().await,
+            None => std::future::pending().await,
+        }
+    };
     // Upstream's pod worker metrics: when the kubelet first saw the pod,
     // whether it has synced it (its status manager has a status), and what
     // starts each sync.
@@ -447,6 +458,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                 }
             }
             _ = sleep => {}
+            _ = woken() => {}
             Some(req) = evict_rx.recv() => {
                 let ok = !terminal && evict(&ctx, &pod, &mut last, &req).await;
                 if ok {

@@ -317,6 +317,8 @@ pub struct Target {
     pub events: Option<(Recorder, Arc<Pod>, String)>,
     /// The container, as the probe metrics name it.
     pub labels: metrics::ProbeLabels,
+    /// The pod worker's wake-up: a verdict that changes syncs the pod.
+    pub wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// Runs one probe once.
@@ -860,7 +862,7 @@ async fn worker(
                 );
             }
         }
-        tracker.observe(ok);
+        let changed = tracker.observe(ok);
         let mut st = lock(&state);
         match (spec.kind, tracker.reported) {
             (ProbeKind::Readiness, r) => st.ready = r == Reported::Success,
@@ -883,6 +885,13 @@ async fn worker(
                 st.kill_probe = Some(spec.kind.as_str().to_lowercase());
             }
             _ => {}
+        }
+        drop(st);
+        // A new verdict is synced at once (readiness into the status, a
+        // failed liveness or startup probe into a restart), as upstream's
+        // result managers start a sync of the pod.
+        if let (true, Some(w)) = (changed, &target.wake) {
+            w.notify_one();
         }
     }
 }

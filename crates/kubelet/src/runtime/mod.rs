@@ -231,6 +231,12 @@ pub trait Runtime: Send + Sync + 'static {
         Box::pin(async { Vec::new() })
     }
 
+    /// Where the runtime wakes a pod's worker (its prober's verdicts);
+    /// `None`: it never does.
+    fn wakeups(&self) -> Option<std::sync::Arc<crate::pods::wake::Wakeups>> {
+        None
+    }
+
     /// Forgets what the runtime recorded of pods it no longer holds
     /// (`held`: [`Runtime::list_pods`]'s answer), e.g. the actuated
     /// resources of pods deleted while the kubelet was down.

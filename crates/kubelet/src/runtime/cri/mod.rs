@@ -142,6 +142,9 @@ pub struct CriRuntime {
     volumes: Option<Arc<VolumeManager>>,
     backoff: Mutex<Backoff>,
     probes: ProbeManager,
+    /// The pod workers' wake-ups: a probe verdict that changes syncs the
+    /// pod at once.
+    wakeups: Arc<crate::pods::wake::Wakeups>,
     events: Option<Recorder>,
     images: ImageManager,
     /// The resources each pod's containers were created or last resized
@@ -426,6 +429,7 @@ impl CriRuntime {
             volumes,
             backoff: Mutex::new(Backoff::default()),
             probes: ProbeManager::default(),
+            wakeups: Arc::default(),
             images,
             cri,
             events,
@@ -898,6 +902,10 @@ impl Runtime for CriRuntime {
             // (its cgroup too, before its directory)
             self.remove(uid).await
         })
+    }
+
+    fn wakeups(&self) -> Option<Arc<crate::pods::wake::Wakeups>> {
+        Some(self.wakeups.clone())
     }
 
     fn forget_others(&self, held: &[String]) {

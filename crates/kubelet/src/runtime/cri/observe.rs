@@ -82,6 +82,7 @@ impl CriRuntime {
                                     events: self.events.as_ref().map(|r| {
                                         (r.clone(), Arc::new(pod.clone()), c.name.clone())
                                     }),
+                                    wake: self.wakeups.get(&uid),
                                     labels: crate::prober::metrics::ProbeLabels {
                                         namespace: crate::pod::pod_namespace(pod),
                                         pod: pod.metadata.name.clone().unwrap_or_default(),
