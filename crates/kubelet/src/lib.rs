@@ -51,6 +51,7 @@ pub mod dra;
 pub mod events;
 pub mod eviction;
 pub mod gc;
+pub mod histogram;
 pub mod images;
 pub mod informer;
 pub mod logs;

@@ -24,6 +24,8 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
             &[
                 "config",
                 "options",
+                "histogram",
+                "timeline",
                 "metrics",
                 "events",
                 "logs",

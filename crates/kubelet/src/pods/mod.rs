@@ -9,7 +9,6 @@ pub mod admission;
 pub mod static_pods;
 
 pub mod status;
-pub mod wake;
 pub mod worker;
 pub mod writer;
 

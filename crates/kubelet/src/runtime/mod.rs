@@ -33,6 +33,7 @@
 pub mod cri;
 pub mod features;
 pub mod sim;
+pub mod wake;
 
 use std::time::Duration;
 
@@ -233,7 +234,7 @@ pub trait Runtime: Send + Sync + 'static {
 
     /// Where the runtime wakes a pod's worker (its prober's verdicts);
     /// `None`: it never does.
-    fn wakeups(&self) -> Option<std::sync::Arc<crate::pods::wake::Wakeups>> {
+    fn wakeups(&self) -> Option<std::sync::Arc<crate::runtime::wake::Wakeups>> {
         None
     }
 

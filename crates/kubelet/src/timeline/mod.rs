@@ -34,7 +34,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use serde::Serialize;
 
-use crate::metrics::{Histogram, POD_START_BUCKETS};
+use crate::histogram::{Histogram, POD_START_BUCKETS};
 
 mod sli;
 #[cfg(test)]

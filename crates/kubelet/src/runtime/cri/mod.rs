@@ -144,7 +144,7 @@ pub struct CriRuntime {
     probes: ProbeManager,
     /// The pod workers' wake-ups: a probe verdict that changes syncs the
     /// pod at once.
-    wakeups: Arc<crate::pods::wake::Wakeups>,
+    wakeups: Arc<crate::runtime::wake::Wakeups>,
     events: Option<Recorder>,
     images: ImageManager,
     /// The resources each pod's containers were created or last resized
@@ -904,7 +904,7 @@ impl Runtime for CriRuntime {
         })
     }
 
-    fn wakeups(&self) -> Option<Arc<crate::pods::wake::Wakeups>> {
+    fn wakeups(&self) -> Option<Arc<crate::runtime::wake::Wakeups>> {
         Some(self.wakeups.clone())
     }
 
