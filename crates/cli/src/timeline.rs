@@ -9,54 +9,11 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use serde::Deserialize;
 
 /// Largest answer read, bytes (a timeline is bounded well below this).
 const MAX_BYTES: usize = 4 << 20;
 
-/// One stage, as the kubelet serves it.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct Stage {
-    /// RFC 3339.
-    pub at: String,
-    /// The stage's name.
-    pub stage: String,
-    /// The container, if one.
-    #[serde(default)]
-    pub container: Option<String>,
-    /// Detail.
-    #[serde(default)]
-    pub detail: String,
-}
-
-/// A timeline, as the kubelet serves it.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Timeline {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// UID.
-    pub uid: String,
-    /// The stages in order.
-    pub stages: Vec<Stage>,
-    /// Stages not kept.
-    #[serde(default)]
-    pub dropped: usize,
-    /// The SLI's startup, seconds.
-    #[serde(default)]
-    pub sli_seconds: Option<f64>,
-    /// Creation to observed running, seconds.
-    #[serde(default)]
-    pub e2e_seconds: Option<f64>,
-    /// Pulling images, seconds.
-    #[serde(default)]
-    pub image_pull_seconds: f64,
-    /// Init containers, seconds.
-    #[serde(default)]
-    pub init_container_seconds: f64,
-}
+pub use rkube_kubelet::timeline::Timeline;
 
 /// Splits `NAMESPACE/POD` (a bare name is in `default`).
 pub fn parse_pod(arg: &str) -> Result<(String, String), String> {
@@ -107,31 +64,27 @@ pub fn fetch(kubeconfig: Option<&Path>, namespace: &str, name: &str) -> Result<S
     })
 }
 
-fn seconds(s: &str) -> Option<f64> {
-    let t: k8s_openapi::jiff::Timestamp = s.parse().ok()?;
-    Some(t.as_nanosecond() as f64 / 1e9)
+fn seconds(t: &k8s_openapi::jiff::Timestamp) -> f64 {
+    t.as_nanosecond() as f64 / 1e9
 }
 
 /// The table: one line per stage, then the totals.
 pub fn render(t: &Timeline) -> String {
     let mut out = format!("pod {}/{} (uid {})\n", t.namespace, t.name, t.uid);
-    let start = t.stages.first().and_then(|s| seconds(&s.at));
-    let mut prev = start;
+    // Whole milliseconds since the first stage, so that the steps of the
+    // lines add up to each line's time exactly.
+    let start = t.stages.first().map(|s| seconds(&s.at)).unwrap_or(0.0);
+    let ms = |at: f64| ((at - start) * 1000.0).round() as i64;
+    let shown = |ms: i64| format!("{:.3}s", ms as f64 / 1000.0);
+    let mut prev = 0;
     out.push_str(&format!(
         "{:>10} {:>9}  {:<18} {:<14} {}\n",
         "+CREATED", "STEP", "STAGE", "CONTAINER", "DETAIL"
     ));
     for s in &t.stages {
-        let at = seconds(&s.at);
-        let since = match (start, at) {
-            (Some(a), Some(b)) => format!("{:.3}s", b - a),
-            _ => "?".into(),
-        };
-        let step = match (prev, at) {
-            (Some(a), Some(b)) => format!("{:.3}s", b - a),
-            _ => "?".into(),
-        };
-        prev = at.or(prev);
+        let at = ms(seconds(&s.at));
+        let (since, step) = (shown(at), shown(at - prev));
+        prev = at;
         out.push_str(&format!(
             "{since:>10} {step:>9}  {:<18} {:<14} {}\n",
             s.stage,

@@ -442,7 +442,7 @@ fn a_two_node_cluster_of_rkube_nodes() {
         let f: Vec<&str> = l.split_whitespace().collect();
         let secs = |x: &str| x.trim_end_matches('s').parse::<f64>().unwrap();
         sum += secs(f[1]);
-        assert!((sum - secs(f[0])).abs() < 0.005, "{l}\n{tl}");
+        assert!((sum - secs(f[0])).abs() < 0.0005, "{l}\n{tl}");
         stages.push(f[2].to_string());
     }
     let at = |s: &str| {

@@ -32,7 +32,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::histogram::{Histogram, POD_START_BUCKETS};
 
@@ -49,8 +49,9 @@ pub const MAX_STAGES: usize = 128;
 /// Longest detail kept per stage, bytes.
 const MAX_DETAIL: usize = 512;
 
-/// One step of a pod's start.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One step of a pod's start (the JSON the kubelet API serves and
+/// `rkube timeline` reads).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stage {
     /// When (the kubelet's clock; `PodCreated` is the API server's).
     pub at: Timestamp,
@@ -61,15 +62,15 @@ pub struct Stage {
     /// `StatusWritten`, `Ready`, `ObservedRunning`.
     pub stage: String,
     /// The container it concerns, if one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
     /// Detail (an Event's message, a sandbox id, the pod IPs, …).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
 }
 
 /// One pod's timeline as served.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Timeline {
     /// Namespace.
@@ -81,13 +82,13 @@ pub struct Timeline {
     /// The stages in the order they happened.
     pub stages: Vec<Stage>,
     /// Stages past [`MAX_STAGES`], not kept.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped: usize,
     /// The pod's startup as the SLI counts it (seconds), once observed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sli_seconds: Option<f64>,
     /// Creation to observed running (seconds), once observed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e_seconds: Option<f64>,
     /// Time spent pulling images (seconds; overlapping pulls once).
     pub image_pull_seconds: f64,
