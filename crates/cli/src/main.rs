@@ -188,8 +188,7 @@ enum Command {
         qps: f64,
     },
     /// A pod's startup timeline, from its node's kubelet through the API server's node
-    /// proxy (needs `nodes/proxy`): each stage (seen, admitted, volumes, images, sandbox,
-    /// network, containers, probes, Ready, status writes) with its time.
+    /// proxy (needs `nodes/proxy`), one line per stage with its time.
     #[command(after_help = EXIT_STATUS)]
     Timeline {
         /// The pod, as namespace/name (a bare name is in `default`).
