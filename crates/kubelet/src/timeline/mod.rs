@@ -253,12 +253,10 @@ impl Tracker {
     ) {
         let mut st = self.lock();
         let Some(r) = st.entry(pod) else { return };
-        if r.sli_recorded
-            || r.init_counted.len() >= MAX_STAGES
-            || !r.init_counted.insert(name.to_string())
-        {
+        if r.sli_recorded || r.init_counted.len() >= MAX_STAGES || r.init_counted.contains(name) {
             return;
         }
+        r.init_counted.insert(name.to_string());
         r.init_runtime += Duration::try_from(finished.duration_since(started)).unwrap_or_default();
         r.push(Stage {
             at: finished,
@@ -310,7 +308,8 @@ impl Tracker {
         let now = Timestamp::now();
         let mut st = self.lock();
         let Some(r) = st.entry(pod) else { return };
-        let status = pod.status.clone().unwrap_or_default();
+        let none = Default::default();
+        let status: &k8s_openapi::api::core::v1::PodStatus = pod.status.as_ref().unwrap_or(&none);
         let ready = status
             .conditions
             .iter()
