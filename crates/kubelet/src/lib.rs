@@ -60,6 +60,7 @@ pub mod network;
 pub mod node;
 pub mod objects;
 pub mod options;
+pub mod pleg;
 pub mod pluginmanager;
 pub mod pod;
 pub mod podresources;
@@ -1012,6 +1013,8 @@ pub async fn run_with_metrics(
         static_pod_path: (!cfg.static_pod_path.is_empty())
             .then(|| cfg.static_pod_path.clone().into()),
     });
+    // Relisting the runtime wakes the workers of the pods that changed.
+    tasks.spawn(pleg::run(ctx.runtime.clone(), metrics.clone()));
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));
     // Every manager is started: tell systemd, as upstream's kubelet does.

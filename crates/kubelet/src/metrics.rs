@@ -68,6 +68,13 @@ pub struct Metrics {
     /// Every pod's startup timeline and the startup SLI histograms
     /// ([`crate::timeline`]).
     pub startup: std::sync::Arc<crate::timeline::Tracker>,
+    /// `kubelet_pleg_relist_duration_seconds` ([`crate::pleg`]).
+    pub pleg_relist_duration: Histogram,
+    /// `kubelet_pleg_relist_interval_seconds`.
+    pub pleg_relist_interval: Histogram,
+    /// `kubelet_pleg_last_seen_seconds`: Unix time of the last relist, ms
+    /// (0: never).
+    pleg_last_seen_ms: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -88,6 +95,9 @@ impl Default for Metrics {
             pod_start_duration: Histogram::new(&POD_START_BUCKETS),
             pod_worker_duration: SyncKind::ALL.map(|_| Histogram::new(&DEFAULT_BUCKETS)),
             startup: std::sync::Arc::default(),
+            pleg_relist_duration: Histogram::new(&DEFAULT_BUCKETS),
+            pleg_relist_interval: Histogram::new(&DEFAULT_BUCKETS),
+            pleg_last_seen_ms: AtomicU64::default(),
         }
     }
 }
@@ -100,6 +110,14 @@ impl Metrics {
             .position(|k| *k == kind)
             .expect("every kind is listed");
         &self.pod_worker_duration[i]
+    }
+
+    /// A relist completed now.
+    pub fn pleg_seen(&self) {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.pleg_last_seen_ms.store(ms, Ordering::Relaxed);
     }
 
     /// Records a successful renewal `gap` after the previous one.
@@ -208,6 +226,7 @@ impl Metrics {
         // Upstream's families, as its component-base writes them (families
         // in name order, `[ALPHA]` in the help).
         self.startup.render_gauge(&mut out);
+        self.render_pleg(&mut out);
         let name = "kubelet_pod_start_duration_seconds";
         out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run\n# TYPE {name} histogram\n"));
         self.pod_start_duration.render(name, "", &mut out);
@@ -227,6 +246,23 @@ impl Metrics {
             }
         }
         out
+    }
+
+    /// The PLEG's families (none before its first relist: the sim is not
+    /// relisted).
+    fn render_pleg(&self, out: &mut String) {
+        let seen = self.pleg_last_seen_ms.load(Ordering::Relaxed);
+        if seen == 0 {
+            return;
+        }
+        let name = "kubelet_pleg_last_seen_seconds";
+        out.push_str(&format!("# HELP {name} [ALPHA] Timestamp in seconds when PLEG was last seen active.\n# TYPE {name} gauge\n{name} {}\n", seen as f64 / 1000.0));
+        let name = "kubelet_pleg_relist_duration_seconds";
+        out.push_str(&format!("# HELP {name} [ALPHA] Duration in seconds for relisting pods in PLEG.\n# TYPE {name} histogram\n"));
+        self.pleg_relist_duration.render(name, "", out);
+        let name = "kubelet_pleg_relist_interval_seconds";
+        out.push_str(&format!("# HELP {name} [ALPHA] Interval in seconds between relisting in PLEG.\n# TYPE {name} histogram\n"));
+        self.pleg_relist_interval.render(name, "", out);
     }
 
     /// Reads a counter.

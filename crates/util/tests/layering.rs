@@ -56,9 +56,10 @@ const FLOORS: &[(&str, &[&[&str]])] = &[
             ],
             // The runtime: the trait, the sim, CRI (plan, execution, specs).
             &["runtime"],
-            // Pods (dispatcher, workers, status), the node (status,
-            // heartbeat, lease) and the garbage collector of what they leave.
-            &["pods", "node", "gc"],
+            // Pods (dispatcher, workers, status), the relist that wakes
+            // them (PLEG), the node (status, heartbeat, lease) and the
+            // garbage collector of what they leave.
+            &["pods", "pleg", "node", "gc"],
             // What watches pods and the node from outside: eviction, the
             // kubelet's HTTP(S) server (the kubelet API, /healthz), graceful
             // node shutdown.

@@ -24,8 +24,19 @@ use crate::metrics::{Metrics, SyncKind};
 use crate::pod::{grace_period, pod_key};
 use crate::runtime::{Rejection, Runtime};
 
-/// Default resync when the runtime gives no hint.
+/// Default resync when the runtime gives no hint (a pod's worker waits
+/// between this and 1.5 times this, see [`resync_of`]).
 pub const RESYNC: Duration = Duration::from_secs(10);
+
+/// The periodic resync of pod `uid`: [`RESYNC`] plus up to half of it, the
+/// share fixed by the uid, so that pods started together do not resync
+/// together (upstream jitters its resync interval by up to half too).
+pub fn resync_of(uid: &str) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    uid.hash(&mut h);
+    RESYNC + RESYNC.mul_f64((h.finish() % 1000) as f64 / 2000.0)
+}
 
 /// What every worker shares.
 pub struct WorkerContext {
@@ -423,7 +434,7 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                         push_status(&ctx, &pod, &status);
                         last = Some(status);
                     }
-                    resync = Some(obs.resync_after.unwrap_or(RESYNC));
+                    resync = Some(obs.resync_after.unwrap_or_else(|| resync_of(&uid)));
                 }
                 Err(e) => {
                     tracing::warn!(pod = %pod_key(&pod), error = %e, "syncing pod failed; retrying");
@@ -882,6 +893,15 @@ mod tests {
             &with(serde_json::json!({"phase": "Pending"})),
             &status
         ));
+    }
+
+    #[test]
+    fn resyncs_spread_over_half_a_period() {
+        let all: Vec<Duration> = (0..200).map(|i| resync_of(&format!("uid-{i}"))).collect();
+        assert!(all.iter().all(|d| (RESYNC..RESYNC * 3 / 2).contains(d)));
+        assert_eq!(resync_of("a"), resync_of("a"));
+        let early = all.iter().filter(|d| **d < RESYNC * 5 / 4).count();
+        assert!((60..140).contains(&early), "{early}");
     }
 
     #[test]

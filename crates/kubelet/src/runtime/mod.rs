@@ -21,8 +21,9 @@
 //! * every method may be called concurrently for *different* pods, never
 //!   concurrently for the same pod uid;
 //! * `sync_pod` is idempotent and is called again after
-//!   [`PodObservation::resync_after`] (or 10 s when `None`) and whenever the
-//!   pod object changes; it must adopt what already exists (a kubelet
+//!   [`PodObservation::resync_after`] (or the worker's periodic resync when
+//!   `None`), whenever the pod object changes and whenever the runtime
+//!   wakes the pod's worker ([`Runtime::wakeups`]); it must adopt what already exists (a kubelet
 //!   restart must not duplicate sandboxes/containers);
 //! * `sync_pod` returns statuses in spec order, one per spec container
 //!   (a container not created yet is `Waiting` with reason
@@ -56,6 +57,10 @@ pub struct RuntimeVersion {
     /// e.g. `2.1.4`.
     pub runtime_version: String,
 }
+
+/// One relist: by pod uid, the ids of its sandboxes and containers with
+/// their states (CRI's enum values), sorted.
+pub type Relisted = std::collections::HashMap<String, Vec<(String, i32)>>;
 
 /// What a container is doing, as CRI's `ContainerStatus` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +145,7 @@ pub struct PodObservation {
     /// Ephemeral containers (`kubectl debug`), spec order.
     pub ephemeral_containers: Vec<ContainerObservation>,
     /// Call `sync_pod` again after this long (a timer of the runtime, e.g.
-    /// the sim's start delay); `None` means the default resync (10 s).
+    /// the sim's start delay); `None` means the worker's periodic resync.
     pub resync_after: Option<Duration>,
     /// An in-place resize that could not be applied (upstream's
     /// `PodResizeInProgress` with reason `Error`).
@@ -236,6 +241,14 @@ pub trait Runtime: Send + Sync + 'static {
     /// `None`: it never does.
     fn wakeups(&self) -> Option<std::sync::Arc<crate::runtime::wake::Wakeups>> {
         None
+    }
+
+    /// Everything the runtime holds, in one listing (upstream's PLEG
+    /// relist; [`crate::pleg`] compares two and wakes the workers of the
+    /// pods that changed). `None`: the runtime keeps its own timers and is
+    /// not relisted (the sim).
+    fn relist(&self) -> BoxFuture<'_, Result<Option<Relisted>, RuntimeError>> {
+        Box::pin(async { Ok(None) })
     }
 
     /// Forgets what the runtime recorded of pods it no longer holds

@@ -32,9 +32,10 @@
 //! * Container logs go to `Dirs::logs` in `/var/log/pods` layout
 //!   (`<ns>_<name>_<uid>/<container>/<attempt>.log`).
 //! * Probes run as tasks of a [`ProbeManager`]; `ready` follows readiness,
-//!   a liveness/startup failure kills the container on the next sync.
-//!   `resync_after` is the shortest probe period, at most 2 s (a PLEG-like
-//!   relist: exits are noticed within 2 s).
+//!   a liveness/startup failure kills the container: a new verdict wakes
+//!   the pod's worker. So does a container's change of state, seen by
+//!   [`crate::pleg`] within a second of [`Runtime::relist`]; a pod with
+//!   nothing pending is otherwise synced at its worker's periodic resync.
 //! * Mirror pods (annotation `kubernetes.io/config.mirror`) are never run:
 //!   `sync_pod` only observes the static pod they mirror (whose uid is the
 //!   annotation's value), so the pod worker reports its status on the
@@ -77,7 +78,8 @@ use crate::pod::{mirror_of, pod_namespace, termination_grace as pod_grace, Dirs}
 use crate::prober::ProbeManager;
 use crate::volumes::manager::{EnvInputs, VolumeManager};
 
-/// The longest `sync_pod` waits before looking again (exit detection).
+/// How soon a pod being stopped (or a mirror pod, every 5 s at most) is
+/// looked at again.
 pub const RELIST: Duration = Duration::from_secs(2);
 
 /// The runtime's name and version (`Version`), an error unless `Status`
@@ -906,6 +908,26 @@ impl Runtime for CriRuntime {
 
     fn wakeups(&self) -> Option<Arc<crate::runtime::wake::Wakeups>> {
         Some(self.wakeups.clone())
+    }
+
+    fn relist(&self) -> BoxFuture<'_, Result<Option<super::Relisted>, RuntimeError>> {
+        Box::pin(async move {
+            // Two calls for the whole node, whatever its pods.
+            let sandboxes = self.cri.list_pod_sandboxes(None).await.map_err(err)?;
+            let containers = self.cri.list_containers(None).await.map_err(err)?;
+            let mut out = super::Relisted::new();
+            let sandboxes = sandboxes.into_iter().map(|s| (s.labels, s.id, s.state));
+            let containers = containers.into_iter().map(|c| (c.labels, c.id, c.state));
+            for (mut labels, id, state) in sandboxes.chain(containers) {
+                if let Some(uid) = labels.remove(LABEL_POD_UID) {
+                    out.entry(uid).or_default().push((id, state));
+                }
+            }
+            for v in out.values_mut() {
+                v.sort_unstable();
+            }
+            Ok(Some(out))
+        })
     }
 
     fn forget_others(&self, held: &[String]) {

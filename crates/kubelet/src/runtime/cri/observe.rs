@@ -16,7 +16,6 @@ use rkube_cri::v1;
 use super::termination;
 use super::{
     attempt, err, latest, previous_instances, state_of, waiting, CriRuntime, Override, Sandbox,
-    RELIST,
 };
 use crate::pod::{ephemeral_containers, is_sidecar};
 use crate::prober::{ProbeSpec, Target};
@@ -46,7 +45,6 @@ impl CriRuntime {
         } else {
             "ContainerCreating"
         };
-        let mut resync = RELIST;
         let mut init = Vec::new();
         let mut containers = Vec::new();
         let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
@@ -66,9 +64,6 @@ impl CriRuntime {
                 match (started_at, now.get(&c.name)) {
                     (Some(started_at), Some(x)) => {
                         let specs = ProbeSpec::of_container(c);
-                        if let Some(p) = specs.iter().map(|s| s.period).min() {
-                            resync = resync.min(p);
-                        }
                         if !specs.is_empty() && sandbox_ready && x.pod_sandbox_id == sandbox_id {
                             self.probes.ensure(
                                 &uid,
@@ -125,9 +120,10 @@ impl CriRuntime {
             o.ready = false;
             ephemeral.push(o);
         }
-        if let Some(w) = wake {
-            resync = resync.min(w + Duration::from_millis(100));
-        }
+        // The PLEG wakes the worker when a container changes state, the
+        // prober when a verdict changes; `wake` is a back-off's end.
+        // Otherwise the worker's periodic resync.
+        let resync = wake.map(|w| w + Duration::from_millis(100));
         Ok(PodObservation {
             ephemeral_containers: ephemeral,
             sandbox_ready,
@@ -138,7 +134,7 @@ impl CriRuntime {
             },
             init_containers: init,
             containers,
-            resync_after: Some(resync),
+            resync_after: resync,
             resize_error: None,
         })
     }
