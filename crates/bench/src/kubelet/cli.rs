@@ -189,8 +189,10 @@ pub fn main(args: &[String]) -> Result<()> {
                 command: o.command.clone(),
                 log_dir: need(&o.log_dir, "--log-dir", sub)?,
             };
-            let t = runtime()?.block_on(floor::run(&f))?;
-            timed("startup", &t)
+            let (up, down) = runtime()?.block_on(floor::run(&f))?;
+            // Two lines: the startup, then the delete.
+            println!("{}", timed("startup", &up));
+            timed("delete", &down)
         }
         other => bail!("unknown kubelet step {other:?}\n{USAGE}"),
     };

@@ -3,14 +3,16 @@
 //! `StartContainer` on the same containerd and image, all pods at once
 //! (a kubelet starts a node's pods in parallel too). A kubelet cannot
 //! start a pod faster than this; each kubelet's startup latency is shown
-//! against it.
+//! against it. Then the same for taking them down, all at once:
+//! `StopContainer` (1 s grace, as the benchmark's pods have),
+//! `StopPodSandbox` and `RemovePodSandbox` per pod.
 //!
 //! The kubelet of that containerd must not run meanwhile (a kubelet
 //! removes sandboxes that are not its pods'): `hack/bench kubelet` stops
 //! it (SIGSTOP) around this.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rkube_cri::{ContainerSpec, CriClient, SandboxSpec};
@@ -32,7 +34,13 @@ pub struct Options {
     pub log_dir: String,
 }
 
-async fn one(cri: &CriClient, o: &Options, i: usize) -> Result<(String, f64)> {
+/// A started pod: its sandbox and container.
+struct Started {
+    sandbox: String,
+    container: String,
+}
+
+async fn one(cri: &CriClient, o: &Options, i: usize) -> Result<(Started, f64)> {
     let name = format!("floor-{i}");
     let uid = format!("rkube-bench-floor-{}-{i}", std::process::id());
     let sandbox = SandboxSpec {
@@ -65,18 +73,43 @@ async fn one(cri: &CriClient, o: &Options, i: usize) -> Result<(String, f64)> {
     cri.start_container(&c)
         .await
         .with_context(|| format!("StartContainer in {name}"))?;
-    Ok((id, t.elapsed().as_secs_f64() * 1000.0))
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let started = Started {
+        sandbox: id,
+        container: c,
+    };
+    Ok((started, ms))
 }
 
-/// Starts the pods, times them, then stops and removes every sandbox it
-/// made (also when a start failed).
-pub async fn run(o: &Options) -> Result<Timed> {
+/// Takes a started pod down as a kubelet does; milliseconds.
+async fn down(cri: &CriClient, p: &Started) -> Result<f64> {
+    let t = Instant::now();
+    cri.stop_container(&p.container, Duration::from_secs(1))
+        .await
+        .context("StopContainer")?;
+    cri.stop_pod_sandbox(&p.sandbox)
+        .await
+        .context("StopPodSandbox")?;
+    cri.remove_pod_sandbox(&p.sandbox)
+        .await
+        .context("RemovePodSandbox")?;
+    Ok(t.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// Starts the pods and times them, then takes them down and times that
+/// (startup, delete); every sandbox it made is removed, also when a start
+/// failed.
+pub async fn run(o: &Options) -> Result<(Timed, Timed)> {
     let cri = CriClient::connect(&o.endpoint)
         .await
         .with_context(|| format!("connecting to {}", o.endpoint))?;
     let t0 = Instant::now();
     let results = futures::future::join_all((0..o.pods).map(|i| one(&cri, o, i))).await;
     let total_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let started: Vec<&Started> = results.iter().flatten().map(|(s, _)| s).collect();
+    let t1 = Instant::now();
+    let downs = futures::future::join_all(started.iter().map(|p| down(&cri, p))).await;
+    let down_total_ms = t1.elapsed().as_secs_f64() * 1000.0;
     // Clean up every sandbox labelled ours, started or half-started.
     let filter = rkube_cri::v1::PodSandboxFilter {
         label_selector: HashMap::from([("rkube-bench-floor".to_string(), "1".to_string())]),
@@ -95,8 +128,13 @@ pub async fn run(o: &Options) -> Result<Timed> {
     for r in results {
         latencies_ms.push(r?.1);
     }
-    Ok(Timed {
+    let startup = Timed {
         latencies_ms,
         total_ms,
-    })
+    };
+    let delete = Timed {
+        latencies_ms: downs.into_iter().collect::<Result<_>>()?,
+        total_ms: down_total_ms,
+    };
+    Ok((startup, delete))
 }

@@ -3,8 +3,11 @@
 //!
 //! * `{"kind":"startup","kubelet":K,"run":R,"pods":N,"latenciesMs":[…],"totalMs":T}`
 //!   (K is `rkube`, `upstream` or `floor`, the same pods through CRI alone);
-//! * `{"kind":"delete",…}` the same for deleting them;
-//! * `{"kind":"footprint","state":"idle"|"churn","pods":N,"cpuCores":C,"rssBytes":B,"threads":T,"fds":F,"requestsPerSecond":Q}`;
+//! * `{"kind":"delete",…}` the same for deleting them (the floor's: its
+//!   pods taken down through CRI);
+//! * `{"kind":"footprint","state":"idle"|"churn","pods":N,"cpuCores":C,"rssBytes":B,"rssAnonBytes":A,"rssFileBytes":F,"threads":T,"fds":F,"requestsPerSecond":Q}`
+//!   (the RSS split into anonymous memory and the pages of files, its
+//!   binary's, from `/proc/PID/status`);
 //! * `{"kind":"requests","pods":N,"requests":Q}`: the kubelet's API
 //!   requests from the first create until its pods ran;
 //! * `{"kind":"churn","pods":P,"seconds":S,"startupMs":[…],"deleteMs":[…]}`.
@@ -170,7 +173,7 @@ pub fn render(text: &str) -> Result<String> {
             ("delete to gone p50, s", 50.0),
             ("delete to gone p99, s", 99.0),
         ] {
-            out.push_str(&row3(label, &delete(p), 1000.0, 2, false));
+            out.push_str(&row3(label, &delete(p), 1000.0, 2, true));
         }
         let foot = |key: &'static str| {
             move |k: &str| med(lines, "footprint", k, Some(n), "idle", num(key))
@@ -182,6 +185,12 @@ pub fn render(text: &str) -> Result<String> {
             1,
             false,
         ));
+        for (label, key) in [
+            ("kubelet RSS anonymous, MiB", "rssAnonBytes"),
+            ("kubelet RSS file-backed, MiB", "rssFileBytes"),
+        ] {
+            out.push_str(&row3(label, &foot(key), 1048576.0, 1, false));
+        }
         out.push_str(&row3(
             "kubelet CPU idle, cores",
             &foot("cpuCores"),
