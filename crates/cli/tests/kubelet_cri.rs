@@ -2207,10 +2207,14 @@ async fn node_cgroups(cg: &CgroupRoot, node: &Node, admin: &kube::Client) {
         },
     )
     .await;
-    assert!(
-        std::fs::symlink_metadata(&link).is_err(),
-        "the link goes with the container"
-    );
+    // The container (and its link) is removed after the deletion is
+    // confirmed, as upstream's garbage collector removes it.
+    wait_for(
+        "the link gone with the container",
+        Duration::from_secs(30),
+        || async { std::fs::symlink_metadata(&link).is_err().then_some(()) },
+    )
+    .await;
     assert_eq!(
         cg.read("cpu", "kubepods/burstable", "cpu.shares"),
         Some("2".into())

@@ -453,8 +453,11 @@ async fn probe_health(
     every: Duration,
     board: Arc<node::capacity::NodeBoard>,
     node: Option<String>,
+    pleg: Option<Arc<Metrics>>,
 ) {
+    let started = std::time::Instant::now();
     let mut was_down = false;
+    let mut pleg_was_unhealthy = false;
     let mut pod_cidr_sent = String::new();
     loop {
         let cidr = node
@@ -485,6 +488,24 @@ async fn probe_health(
         };
         let mut h = Health::checked(runtime_error.as_deref(), status.network_error);
         h.runtime_handlers = status.handlers;
+        // A relist that stopped completing makes the node not ready too
+        // (upstream's PLEG health check).
+        let pleg_error = pleg.as_ref().and_then(|m| {
+            pleg::unhealthy(
+                m.pleg_last_seen(),
+                started.elapsed(),
+                std::time::SystemTime::now(),
+            )
+        });
+        match (&pleg_error, pleg_was_unhealthy) {
+            (Some(e), false) => tracing::error!(error = %e, "the node is not ready"),
+            (None, true) => tracing::info!("PLEG is healthy again"),
+            _ => {}
+        }
+        pleg_was_unhealthy = pleg_error.is_some();
+        if h.runtime_error.is_none() {
+            h.runtime_error = pleg_error;
+        }
         *health.write().unwrap_or_else(|e| e.into_inner()) = h;
         tokio::time::sleep(every).await;
     }
@@ -850,6 +871,7 @@ pub async fn run_with_metrics(
         cri.as_ref()
             .and_then(|_| descs.first())
             .map(|d| d.name.clone()),
+        cri.as_ref().map(|_| metrics.clone()),
     ));
     let active = Arc::new(pods::worker::ActivePods::default());
     if cri.is_some() {

@@ -120,6 +120,14 @@ impl Metrics {
         self.pleg_last_seen_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// When the last relist completed, if one has.
+    pub fn pleg_last_seen(&self) -> Option<std::time::SystemTime> {
+        match self.pleg_last_seen_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)),
+        }
+    }
+
     /// Records a successful renewal `gap` after the previous one.
     pub fn record_renewal(
         &self,

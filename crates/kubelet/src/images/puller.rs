@@ -342,29 +342,9 @@ impl ImageManager {
 }
 
 /// `d` truncated to milliseconds, written as Go's `time.Duration` does
-/// (`132ms`, `1.5s`, `2m0.25s`, `1h0m0s`).
+/// (`132ms`, `1.5s`, `2m0.25s`, `1h0m0s`), as upstream rounds pull times.
 fn go_duration(d: std::time::Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return "0s".into();
-    }
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let (h, m, s, frac) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
-    let mut out = String::new();
-    if h > 0 {
-        out += &format!("{h}h");
-    }
-    if h > 0 || m > 0 {
-        out += &format!("{m}m");
-    }
-    out += &s.to_string();
-    if frac > 0 {
-        out += ".";
-        out += format!("{frac:03}").trim_end_matches('0');
-    }
-    out + "s"
+    rkube_util::duration::format(std::time::Duration::from_millis(d.as_millis() as u64))
 }
 
 #[cfg(test)]

@@ -22,6 +22,38 @@ use crate::runtime::{Relisted, Runtime};
 /// Upstream's `genericPlegRelistPeriod`.
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 
+/// Upstream's `genericPlegRelistThreshold`: a relist older than this makes
+/// the node not ready.
+pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
+
+/// Why the relist is not healthy, in upstream's words (the node's Ready
+/// condition says `PLEG is not healthy: …`), or `None`. `last_seen`: when
+/// the last relist completed, if one has; `running_for`: how long the
+/// kubelet has run (before a first relist, the node is given the
+/// threshold, where upstream's is not ready until then).
+pub fn unhealthy(
+    last_seen: Option<std::time::SystemTime>,
+    running_for: Duration,
+    now: std::time::SystemTime,
+) -> Option<String> {
+    let why = match last_seen {
+        None if running_for > RELIST_THRESHOLD => "pleg has yet to be successful".to_string(),
+        None => return None,
+        Some(t) => {
+            let elapsed = now.duration_since(t).unwrap_or_default();
+            if elapsed <= RELIST_THRESHOLD {
+                return None;
+            }
+            format!(
+                "pleg was last seen active {} ago; threshold is {}",
+                rkube_util::duration::format(elapsed),
+                rkube_util::duration::format(RELIST_THRESHOLD)
+            )
+        }
+    };
+    Some(format!("PLEG is not healthy: {why}"))
+}
+
 /// The pods whose listing differs between two relists (appeared,
 /// disappeared, or a sandbox or container added, removed or in another
 /// state), sorted.
@@ -98,6 +130,25 @@ mod tests {
                 (uid.to_string(), xs)
             })
             .collect()
+    }
+
+    #[test]
+    fn the_relist_is_unhealthy_past_three_minutes_in_upstreams_words() {
+        let t0 = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        assert_eq!(
+            unhealthy(Some(t0), Duration::from_secs(500), at(180.0)),
+            None
+        );
+        assert_eq!(
+            unhealthy(Some(t0), Duration::from_secs(500), at(181.5)).as_deref(),
+            Some("PLEG is not healthy: pleg was last seen active 3m1.5s ago; threshold is 3m0s")
+        );
+        assert_eq!(unhealthy(None, Duration::from_secs(10), t0), None);
+        assert_eq!(
+            unhealthy(None, Duration::from_secs(181), t0).as_deref(),
+            Some("PLEG is not healthy: pleg has yet to be successful")
+        );
     }
 
     #[test]

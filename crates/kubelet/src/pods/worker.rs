@@ -744,31 +744,43 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
             tracing::debug!(pod = %pod_key(pod), "final status not written");
         }
     }
-    let removed = match ctx.runtime.remove_pod(&uid).await {
+    // Its cgroup and mounts go before the deletion is confirmed; its
+    // stopped containers and sandbox after (upstream confirms once the
+    // pod's resources are reclaimed and leaves the rest to its garbage
+    // collector), so that removing them does not hold up the deletion.
+    let reclaimed = match ctx.runtime.reclaim_pod(&uid).await {
         Ok(()) => true,
         Err(e) => {
-            tracing::warn!(pod = %pod_key(pod), error = %e, "removing pod from the runtime failed");
+            tracing::warn!(pod = %pod_key(pod), error = %e, "reclaiming the pod's resources failed");
             false
         }
     };
-    if killed && removed {
+    if killed && reclaimed {
         // No container of it can run any more: it leaves the active pods
         // now, before the API confirms the deletion (upstream's kubelet
         // admits against pods that could still have running containers; the
         // scheduler already dropped this one when its terminal status came).
         release(ctx, &uid);
     }
+    confirm_deletion(ctx, pod, &api, &name, &uid).await;
+    if let Err(e) = ctx.runtime.remove_pod(&uid).await {
+        tracing::warn!(pod = %pod_key(pod), error = %e, "removing pod from the runtime failed");
+    }
+}
+
+/// The API delete with grace 0 that ends the pod's deletion, retried.
+async fn confirm_deletion(ctx: &WorkerContext, pod: &Pod, api: &Api<Pod>, name: &str, uid: &str) {
     let params = DeleteParams {
         grace_period_seconds: Some(0),
         preconditions: Some(Preconditions {
-            uid: Some(uid.clone()),
+            uid: Some(uid.to_string()),
             resource_version: None,
         }),
         ..Default::default()
     };
     let mut backoff = Duration::from_millis(200);
     for _ in 0..20 {
-        match api.delete(&name, &params).await {
+        match api.delete(name, &params).await {
             Ok(_) => {
                 ctx.metrics.pods_deleted.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(pod = %pod_key(pod), "pod deletion confirmed");

@@ -222,6 +222,15 @@ pub trait Runtime: Send + Sync + 'static {
     /// Removes everything of pod `uid` (after `kill_pod`).
     fn remove_pod<'a>(&'a self, uid: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>>;
 
+    /// Frees what must be gone before a killed pod's deletion is confirmed
+    /// to the API server (upstream's `PodResourcesAreReclaimed`): its
+    /// cgroup and its volumes' mounts. Its stopped containers and sandbox
+    /// stay for [`Runtime::remove_pod`] afterwards, as upstream leaves them
+    /// to its garbage collector.
+    fn reclaim_pod<'a>(&'a self, _uid: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// Uids of the pods the runtime holds (to clean up pods deleted while
     /// the kubelet was down).
     fn list_pods(&self) -> BoxFuture<'_, Result<Vec<String>, RuntimeError>>;

@@ -1,7 +1,9 @@
 //! Stopping and removing a pod (upstream's `KillPod` and the pod's
 //! cleanup): regular containers at once, then sidecars last first within
-//! the grace left, the sandbox stopped; on removal every container and
-//! sandbox removed, then the pod's mounts and directories and its logs.
+//! the grace left, the sandbox stopped; reclaiming its cgroup and its
+//! volumes' mounts (before the API server is told it is gone); on removal
+//! every container and sandbox removed, then the pod's mounts and
+//! directories and its logs.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -89,6 +91,31 @@ impl CriRuntime {
         Ok(obs)
     }
 
+    /// The pod's cgroup, then its mounts (its containers are stopped).
+    /// The cgroup goes before the directory: a kubelet killed between the
+    /// two leaves the directory, by which the next one finds the pod
+    /// (CriRuntime::leftovers) and ends what is left of it.
+    pub(super) async fn reclaim(&self, uid: &str) -> Result<(), RuntimeError> {
+        self.remove_pod_cgroup(uid).await;
+        // Mounts first: removing the directory through a subPath bind mount
+        // of a hostPath would delete host files.
+        let pod_dir = self.dirs.pod_dir(uid);
+        subpath::cleanup(&pod_dir).map_err(err)?;
+        empty_dir::cleanup(&pod_dir).map_err(err)?;
+        // Something still mounted (not one of the kubelet's own volumes):
+        // left in place, as upstream leaves an orphaned pod whose volumes
+        // are not cleaned up, never deleted through.
+        let left = subpath::mounts_under(&pod_dir).map_err(err)?;
+        if let Some(m) = left.first() {
+            return Err(err(format!(
+                "pod {uid}: {} is still mounted; its directory {} is left in place",
+                m.display(),
+                pod_dir.display()
+            )));
+        }
+        Ok(())
+    }
+
     pub(super) async fn remove(&self, uid: &str) -> Result<(), RuntimeError> {
         self.probes.forget_pod(uid);
         lock(&self.backoff).forget_prefix(&format!("{uid}/"));
@@ -118,27 +145,9 @@ impl CriRuntime {
         if let Some(vm) = self.volumes.as_ref() {
             vm.forget(uid);
         }
-        // The pod's cgroup before its directory: a kubelet killed between
-        // the two leaves the directory, by which the next one finds the
-        // pod (CriRuntime::leftovers) and ends what is left of it.
-        self.remove_pod_cgroup(uid).await;
-        // Mounts first: removing the directory through a subPath bind mount
-        // of a hostPath would delete host files.
-        let pod_dir = self.dirs.pod_dir(uid);
-        subpath::cleanup(&pod_dir).map_err(err)?;
-        empty_dir::cleanup(&pod_dir).map_err(err)?;
-        // Something still mounted (not one of the kubelet's own volumes):
-        // left in place, as upstream leaves an orphaned pod whose volumes
-        // are not cleaned up, never deleted through.
-        let left = subpath::mounts_under(&pod_dir).map_err(err)?;
-        if let Some(m) = left.first() {
-            return Err(err(format!(
-                "pod {uid}: {} is still mounted; its directory {} is left in place",
-                m.display(),
-                pod_dir.display()
-            )));
-        }
-        let _ = std::fs::remove_dir_all(&pod_dir);
+        // (Again: also for a pod found left over by a restarted kubelet.)
+        self.reclaim(uid).await?;
+        let _ = std::fs::remove_dir_all(self.dirs.pod_dir(uid));
         if let Ok(rd) = std::fs::read_dir(&self.dirs.logs) {
             for e in rd.flatten() {
                 if e.file_name()

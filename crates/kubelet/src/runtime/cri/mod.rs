@@ -906,6 +906,10 @@ impl Runtime for CriRuntime {
         })
     }
 
+    fn reclaim_pod<'a>(&'a self, uid: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(self.reclaim(uid))
+    }
+
     fn wakeups(&self) -> Option<Arc<crate::runtime::wake::Wakeups>> {
         Some(self.wakeups.clone())
     }
