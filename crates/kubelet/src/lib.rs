@@ -1035,8 +1035,11 @@ pub async fn run_with_metrics(
         static_pod_path: (!cfg.static_pod_path.is_empty())
             .then(|| cfg.static_pod_path.clone().into()),
     });
-    // Relisting the runtime wakes the workers of the pods that changed.
-    tasks.spawn(pleg::run(ctx.runtime.clone(), metrics.clone()));
+    // Relisting the runtime wakes the workers of the pods that changed
+    // (the sim keeps its own timers; a task of the set must not end).
+    if cri.is_some() {
+        tasks.spawn(pleg::run(ctx.runtime.clone(), metrics.clone()));
+    }
     tasks.spawn(pods::run(ctx, node_set));
     tasks.spawn(log_metrics(metrics.clone()));
     // Every manager is started: tell systemd, as upstream's kubelet does.

@@ -69,7 +69,8 @@ pub fn changed(old: &Relisted, new: &Relisted) -> Vec<String> {
 }
 
 /// Relists every [`RELIST_PERIOD`] until the kubelet stops. Returns at once
-/// for a runtime that is not relisted or wakes no worker.
+/// for a runtime that is not relisted or wakes no worker (the sim: the
+/// kubelet does not start it there).
 pub async fn run(runtime: Arc<dyn Runtime>, metrics: Arc<Metrics>) {
     relist_every(runtime, metrics, RELIST_PERIOD).await
 }
