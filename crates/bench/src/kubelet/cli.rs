@@ -7,13 +7,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use super::{floor, pods, report, stats};
+use super::{floor, pods, report, stages, stats};
 
 /// The usage of `rkube-bench kubelet`.
 pub const USAGE: &str = "  rkube-bench kubelet order --runs K
   rkube-bench kubelet start --kubeconfig FILE --node NODE --pods N [--image I] [--command 'CMD ARGS'] [--grace S] [--prefix P] [--timeout S]
   rkube-bench kubelet delete --kubeconfig FILE [--timeout S]
   rkube-bench kubelet churn --kubeconfig FILE --node NODE --seconds S [--wave N] [--image I] [--command 'CMD ARGS'] [--grace S] [--timeout S]
+  rkube-bench kubelet stages --kubeconfig FILE --node NODE
   rkube-bench kubelet floor --endpoint unix:///SOCKET --pods N --log-dir DIR [--image I] [--command 'CMD ARGS']
   rkube-bench kubelet report --results FILE";
 
@@ -179,6 +180,16 @@ pub fn main(args: &[String]) -> Result<()> {
                     "kind": "churn", "pods": ch.pods, "seconds": ch.seconds,
                     "startupMs": ch.startup_ms, "deleteMs": ch.delete_ms,
                 }))
+            })?
+        }
+        "stages" => {
+            let (kc, node) = (
+                need(&o.kubeconfig, "--kubeconfig", sub)?,
+                need(&o.node, "--node", sub)?,
+            );
+            runtime()?.block_on(async {
+                let c = client(&kc).await?;
+                stages::run(&c, &node).await
             })?
         }
         "floor" => {

@@ -10,7 +10,9 @@
 //!   binary's, from `/proc/PID/status`);
 //! * `{"kind":"requests","pods":N,"requests":Q}`: the kubelet's API
 //!   requests from the first create until its pods ran;
-//! * `{"kind":"churn","pods":P,"seconds":S,"startupMs":[…],"deleteMs":[…]}`.
+//! * `{"kind":"churn","pods":P,"seconds":S,"startupMs":[…],"deleteMs":[…]}`;
+//! * `{"kind":"stages","pods":N,"fromSeenMs":{STAGE:[…]}}` (rkube's only:
+//!   [`super::stages`]).
 //!
 //! Each figure is computed per run (a percentile of that run's pods) and
 //! the table shows its median over the runs.
@@ -20,6 +22,7 @@ use std::collections::BTreeSet;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
+use super::stages::STAGES;
 use super::stats::{median, percentile, ratio};
 
 /// One measurement line.
@@ -301,9 +304,39 @@ pub fn render(text: &str) -> Result<String> {
         1048576.0,
         1,
     ));
+    out.push_str(&stages_table(lines));
     out.push('\n');
     out.push_str(&summary);
     Ok(out)
+}
+
+/// Where rkube's kubelet spent the startup, per pod count measured: each
+/// stage's time from the kubelet's first sight of a pod.
+fn stages_table(lines: &[Line]) -> String {
+    let counts: BTreeSet<u64> = lines
+        .iter()
+        .filter(|l| l.kind == "stages")
+        .map(|l| l.pods)
+        .collect();
+    let mut out = String::new();
+    for n in counts {
+        out.push_str(&format!(
+            "\n**rkube's kubelet, {n} pods: time from its first sight of a pod (`Seen`) to each stage**\n\n| stage | p50, s | p99, s |\n|---|---|---|\n"
+        ));
+        for stage in STAGES {
+            let at = |p: f64| {
+                med(lines, "stages", "rkube", Some(n), "idle", |v| {
+                    percentile(&numbers(v.get("fromSeenMs")?, stage), p)
+                })
+            };
+            out.push_str(&format!(
+                "| {stage} | {} | {} |\n",
+                fmt(at(50.0), 1000.0, 2),
+                fmt(at(99.0), 1000.0, 2)
+            ));
+        }
+    }
+    out
 }
 
 fn x(r: Option<f64>) -> String {
@@ -338,6 +371,14 @@ mod tests {
         }
         t.push_str("{\"kind\":\"startup\",\"kubelet\":\"floor\",\"run\":1,\"pods\":10,\"latenciesMs\":[500,1000,2000,4000,5000],\"totalMs\":5000}\n");
         t.push_str("{\"kind\":\"churn\",\"kubelet\":\"rkube\",\"run\":1,\"pods\":200,\"seconds\":100,\"startupMs\":[1000],\"deleteMs\":[2000]}\n");
+        // Two runs' stages: medians of 100/300 ms and of 1000/3000 ms.
+        for (run, f) in [(1, 1.0), (2, 3.0)] {
+            t.push_str(&format!(
+                "{{\"kind\":\"stages\",\"kubelet\":\"rkube\",\"run\":{run},\"pods\":10,\"fromSeenMs\":{{\"Admitted\":[{}],\"ObservedRunning\":[{}]}}}}\n",
+                100.0 * f,
+                1000.0 * f
+            ));
+        }
         t
     }
 
@@ -363,6 +404,9 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("| churn, pods/s | 2.00 | — | — |"), "{out}");
+        assert!(out.contains("| Admitted | 0.20 | 0.20 |"), "{out}");
+        assert!(out.contains("| ObservedRunning | 2.00 | 2.00 |"), "{out}");
+        assert!(out.contains("| SandboxCreated | — | — |"), "{out}");
         assert!(
             out.contains("Medians of 2 runs of rkube's kubelet and 2 of upstream's"),
             "{out}"
