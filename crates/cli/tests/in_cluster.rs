@@ -168,6 +168,7 @@ fn kubelet(cp: &ControlPlane, work: &Path, ctrd: &Containerd) -> Proc {
     let cfg = work.join("kubelet.yaml");
     // evictionHard in absolute amounts: test machines' disks are often
     // fuller than the default percentages allow.
+    // syncFrequency 20s: a ConfigMap update reaches the volume within 30 s.
     // Image GC off (imageGCHighThresholdPercent 100): the sandbox image is
     // imported, not pullable, and containerd 1.6 does not pin it.
     std::fs::write(
@@ -176,7 +177,7 @@ fn kubelet(cp: &ControlPlane, work: &Path, ctrd: &Containerd) -> Proc {
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
              address: 127.0.0.1\nport: {}\nhealthzPort: 0\n\
              evictionHard: {{memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}}\n\
-             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\n\
+             imageGCHighThresholdPercent: 100\nfailCgroupV1: false\nsyncFrequency: 20s\n\
              containerRuntimeEndpoint: {}\nmakeIPTablesUtilChains: false\npodLogsDir: {}\n\
              authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
              authorization: {{mode: Webhook}}\n",

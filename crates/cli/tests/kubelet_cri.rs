@@ -460,7 +460,7 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
                  authentication: {{x509: {{clientCAFile: {}}}, webhook: {{enabled: true}}, anonymous: {{enabled: false}}}}\n\
                  authorization: {{mode: Webhook}}\n\
                  clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n\
-                 serverTLSBootstrap: true\n",
+                 serverTLSBootstrap: true\nsyncFrequency: 20s\n",
                 static_dir.display(),
                 cp.dir().join("pki/ca.crt").display()
             ),
@@ -1277,7 +1277,7 @@ async fn ordinary_workload(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
     let yaml = kubectl(cp, &["get", "pod", &pod.name_any(), "-o", "yaml"]);
     assert!(!yaml.contains("s3cr3t-value"));
     // ConfigMaps and Secrets are watched, not read again at each sync
-    // (every pod syncs at least every 2 s).
+    // (every pod syncs at least every 30 s: syncFrequency 20s).
     let before = config_reads(cp);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let after = config_reads(cp);
@@ -1286,7 +1286,8 @@ async fn ordinary_workload(cp: &ControlPlane, work: &Path, pods: &Api<Pod>) {
         "GET or LIST of configmaps and secrets in 10 s with the pods idle: {}",
         after - before
     );
-    // ... and a change reaches the running container through the watch.
+    // ... and a change reaches the running container through the watch at
+    // the pod's next resync (20 to 30 s).
     kubectl(
         cp,
         &[

@@ -52,6 +52,11 @@ pub struct KubeletConfiguration {
     pub healthz_bind_address: String,
     /// `staticPodPath` (default empty: none).
     pub static_pod_path: String,
+    /// `syncFrequency` (default 1m): the longest a pod goes without a sync
+    /// (each worker's periodic resync, jittered up to half of it more, as
+    /// upstream's); its volumes' ConfigMaps, Secrets and tokens reach the
+    /// files at these syncs.
+    pub sync_frequency: Duration,
     /// `nodeStatusUpdateFrequency` (default 10s): how often status is computed.
     pub node_status_update_frequency: Duration,
     /// `nodeStatusReportFrequency` (default 5m, or nodeStatusUpdateFrequency
@@ -250,6 +255,7 @@ impl Default for KubeletConfiguration {
             healthz_port: 10248,
             healthz_bind_address: "127.0.0.1".into(),
             static_pod_path: String::new(),
+            sync_frequency: Duration::from_secs(60),
             node_status_update_frequency: Duration::from_secs(10),
             node_status_report_frequency: Duration::from_secs(300),
             node_lease_duration_seconds: 40,
@@ -338,7 +344,6 @@ pub struct ConfigError {
 /// ([`security_setting`], [`default_only`]).
 const IGNORED: &[(&str, &str)] = &[
     // Timing of work rkube does on events and watches instead.
-    ("syncFrequency", "pods are synced on their own events and timers"),
     ("fileCheckFrequency", "static pod files are watched"),
     ("httpCheckFrequency", "only with staticPodURL, which is refused"),
     ("staticPodURLHeader", "only with staticPodURL, which is refused"),
@@ -711,6 +716,7 @@ fn decode(
             "healthzPort" => c.healthz_port = field(file, key, v)?,
             "healthzBindAddress" => c.healthz_bind_address = field(file, key, v)?,
             "staticPodPath" => c.static_pod_path = field(file, key, v)?,
+            "syncFrequency" => c.sync_frequency = duration(file, key, v)?,
             "nodeStatusUpdateFrequency" => {
                 c.node_status_update_frequency = duration(file, key, v)?;
                 update_set = !c.node_status_update_frequency.is_zero();
@@ -958,6 +964,9 @@ fn decode(
     // Upstream defaulting: zero durations mean "default".
     if c.node_status_update_frequency.is_zero() {
         c.node_status_update_frequency = Duration::from_secs(10);
+    }
+    if c.sync_frequency.is_zero() {
+        c.sync_frequency = Duration::from_secs(60);
     }
     if c.eviction_pressure_transition_period.is_zero() {
         c.eviction_pressure_transition_period = Duration::from_secs(300);
@@ -1716,6 +1725,7 @@ mod tests {
         assert_eq!(c.address, "127.0.0.1");
         assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
         assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
+        assert_eq!(c.sync_frequency, Duration::from_secs(60));
         assert_eq!(c.node_lease_duration_seconds, 40);
         assert_eq!(c.max_pods, 110);
         assert_eq!(c.eviction_hard["memory.available"], "100Mi");
@@ -1734,7 +1744,7 @@ mod tests {
     #[test]
     fn values_and_upstream_defaulting_rules() {
         let l = load(
-            "nodeStatusUpdateFrequency: 4s\nmaxPods: 50\nhealthzPort: 0\n\
+            "nodeStatusUpdateFrequency: 4s\nmaxPods: 50\nhealthzPort: 0\nsyncFrequency: 20s\n\
              evictionHard: {memory.available: 1Gi}\nsystemReserved: {cpu: 500m, memory: 1Gi}\n\
              registerWithTaints: [{key: a, value: b, effect: NoSchedule}]\n\
              hairpinMode: promiscuous-bridge\nclusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n",
@@ -1744,6 +1754,7 @@ mod tests {
         assert_eq!(c.node_status_update_frequency, Duration::from_secs(4));
         // Only the update frequency set: the report frequency follows it.
         assert_eq!(c.node_status_report_frequency, Duration::from_secs(4));
+        assert_eq!(c.sync_frequency, Duration::from_secs(20));
         assert_eq!(c.max_pods, 50);
         assert_eq!(c.healthz_port, 0);
         // A given evictionHard replaces the defaults.
@@ -2020,6 +2031,8 @@ mod tests {
         assert_eq!(c.cluster_domain, "cluster.local");
         assert!(c.rotate_certificates);
         assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
+        // kubeadm's `syncFrequency: 0s` is upstream's default.
+        assert_eq!(c.sync_frequency, Duration::from_secs(60));
         assert_eq!(c.image_minimum_gc_age, Duration::from_secs(120));
         assert_eq!(
             c.volume_stats_agg_period,

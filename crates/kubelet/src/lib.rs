@@ -1034,6 +1034,7 @@ pub async fn run_with_metrics(
         dra: dra_manager,
         static_pod_path: (!cfg.static_pod_path.is_empty())
             .then(|| cfg.static_pod_path.clone().into()),
+        sync_frequency: cfg.sync_frequency,
     });
     // Relisting the runtime wakes the workers of the pods that changed
     // (the sim keeps its own timers; a task of the set must not end).

@@ -16,6 +16,7 @@ pub const USAGE: &str = "  rkube-bench kubelet order --runs K
   rkube-bench kubelet churn --kubeconfig FILE --node NODE --seconds S [--wave N] [--image I] [--command 'CMD ARGS'] [--grace S] [--timeout S]
   rkube-bench kubelet stages --kubeconfig FILE --node NODE
   rkube-bench kubelet floor --endpoint unix:///SOCKET --pods N --log-dir DIR [--image I] [--command 'CMD ARGS']
+  rkube-bench kubelet settle --endpoint unix:///SOCKET --pods N [--timeout S]
   rkube-bench kubelet report --results FILE";
 
 /// The image `hack/containerd` imports that exits on TERM, as pause does.
@@ -191,6 +192,16 @@ pub fn main(args: &[String]) -> Result<()> {
                 let c = client(&kc).await?;
                 stages::run(&c, &node).await
             })?
+        }
+        // After a delete: until the runtime holds no sandbox (tagged with
+        // the pods just deleted).
+        "settle" => {
+            let (endpoint, n) = (
+                need(&o.endpoint, "--endpoint", sub)?,
+                need(&o.pods, "--pods", sub)?,
+            );
+            let (seconds, left) = runtime()?.block_on(floor::empty(&endpoint, o.timeout))?;
+            json!({"kind": "settle", "pods": n, "seconds": seconds, "left": left})
         }
         "floor" => {
             let f = floor::Options {

@@ -158,3 +158,23 @@ pub async fn run(o: &Options) -> Result<(Timed, Timed)> {
     };
     Ok((startup, delete))
 }
+
+/// Waits until the runtime at `endpoint` holds no pod sandbox (a kubelet
+/// removes a deleted pod's sandbox after the API has forgotten the pod:
+/// rkube's at once, upstream's at its next container GC), polling every
+/// 200 ms for at most `timeout`. Returns the seconds waited and the
+/// sandboxes left (0 unless the timeout passed), so that the next
+/// measurement starts on a runtime with nothing to clean up.
+pub async fn empty(endpoint: &str, timeout: Duration) -> Result<(f64, usize)> {
+    let cri = CriClient::connect(endpoint)
+        .await
+        .with_context(|| format!("connecting to {endpoint}"))?;
+    let t = Instant::now();
+    loop {
+        let left = cri.list_pod_sandboxes(None).await?.len();
+        if left == 0 || t.elapsed() >= timeout {
+            return Ok((t.elapsed().as_secs_f64(), left));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

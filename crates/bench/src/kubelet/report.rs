@@ -12,7 +12,10 @@
 //!   requests from the first create until its pods ran;
 //! * `{"kind":"churn","pods":P,"seconds":S,"startupMs":[…],"deleteMs":[…]}`;
 //! * `{"kind":"stages","pods":N,"fromSeenMs":{STAGE:[…]}}` (rkube's only:
-//!   [`super::stages`]).
+//!   [`super::stages`]);
+//! * `{"kind":"settle","pods":N,"seconds":S,"left":L}`: after the N pods
+//!   were gone from the API, the time until the runtime held no sandbox
+//!   (L left when the wait timed out).
 //!
 //! Each figure is computed per run (a percentile of that run's pods) and
 //! the table shows its median over the runs.
@@ -178,6 +181,14 @@ pub fn render(text: &str) -> Result<String> {
         ] {
             out.push_str(&row3(label, &delete(p), 1000.0, 2, true));
         }
+        let settle = |k: &str| med(lines, "settle", k, Some(n), "idle", num("seconds"));
+        out.push_str(&row3(
+            "sandboxes removed after gone, s",
+            &settle,
+            1.0,
+            2,
+            false,
+        ));
         let foot = |key: &'static str| {
             move |k: &str| med(lines, "footprint", k, Some(n), "idle", num(key))
         };
@@ -366,6 +377,10 @@ mod tests {
                     "{{\"kind\":\"footprint\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"cpuCores\":{cpu},\"rssBytes\":{},\"threads\":9,\"fds\":40,\"requestsPerSecond\":0.5}}\n",
                     rss * 1048576.0
                 ));
+                t.push_str(&format!(
+                    "{{\"kind\":\"settle\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"seconds\":{},\"left\":0}}\n",
+                    scale * f64::from(run)
+                ));
                 t.push_str(&format!("{{\"kind\":\"requests\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"requests\":{req}}}\n"));
             }
         }
@@ -401,6 +416,11 @@ mod tests {
         );
         assert!(
             out.contains("| API requests per pod started | 3.00 | 4.00 |  | 0.75× |  |"),
+            "{out}"
+        );
+        // rkube 1 and 2 s → 1.5; upstream 2 and 4 → 3.
+        assert!(
+            out.contains("| sandboxes removed after gone, s | 1.50 | 3.00 |  | 0.50× |  |"),
             "{out}"
         );
         assert!(out.contains("| churn, pods/s | 2.00 | — | — |"), "{out}");

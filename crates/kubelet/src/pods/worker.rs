@@ -24,18 +24,15 @@ use crate::metrics::{Metrics, SyncKind};
 use crate::pod::{grace_period, pod_key};
 use crate::runtime::{Rejection, Runtime};
 
-/// Default resync when the runtime gives no hint (a pod's worker waits
-/// between this and 1.5 times this, see [`resync_of`]).
-pub const RESYNC: Duration = Duration::from_secs(10);
-
-/// The periodic resync of pod `uid`: [`RESYNC`] plus up to half of it, the
-/// share fixed by the uid, so that pods started together do not resync
-/// together (upstream jitters its resync interval by up to half too).
-pub fn resync_of(uid: &str) -> Duration {
+/// The periodic resync of pod `uid` when the runtime gives no sooner hint:
+/// `every` (`syncFrequency`) plus up to half of it, the share fixed by the
+/// uid, so that pods started together do not resync together (upstream
+/// jitters its resync interval by up to half too).
+pub fn resync_of(uid: &str, every: Duration) -> Duration {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     uid.hash(&mut h);
-    RESYNC + RESYNC.mul_f64((h.finish() % 1000) as f64 / 2000.0)
+    every + every.mul_f64((h.finish() % 1000) as f64 / 2000.0)
 }
 
 /// What every worker shares.
@@ -66,6 +63,8 @@ pub struct WorkerContext {
     pub dra: Option<Arc<crate::dra::Manager>>,
     /// `staticPodPath`, if set: its pods' uids are never swept as orphans.
     pub static_pod_path: Option<std::path::PathBuf>,
+    /// `syncFrequency`: each pod's periodic resync ([`resync_of`]).
+    pub sync_frequency: Duration,
 }
 
 /// What the garbage collector asks the pod workers (upstream's
@@ -434,7 +433,10 @@ pub async fn run(ctx: Arc<WorkerContext>, mut rx: PodUpdates) {
                         push_status(&ctx, &pod, &status);
                         last = Some(status);
                     }
-                    resync = Some(obs.resync_after.unwrap_or_else(|| resync_of(&uid)));
+                    resync = Some(
+                        obs.resync_after
+                            .unwrap_or_else(|| resync_of(&uid, ctx.sync_frequency)),
+                    );
                 }
                 Err(e) => {
                     tracing::warn!(pod = %pod_key(&pod), error = %e, "syncing pod failed; retrying");
@@ -909,10 +911,15 @@ mod tests {
 
     #[test]
     fn resyncs_spread_over_half_a_period() {
-        let all: Vec<Duration> = (0..200).map(|i| resync_of(&format!("uid-{i}"))).collect();
-        assert!(all.iter().all(|d| (RESYNC..RESYNC * 3 / 2).contains(d)));
-        assert_eq!(resync_of("a"), resync_of("a"));
-        let early = all.iter().filter(|d| **d < RESYNC * 5 / 4).count();
+        let every = Duration::from_secs(60);
+        let all: Vec<Duration> = (0..200)
+            .map(|i| resync_of(&format!("uid-{i}"), every))
+            .collect();
+        assert!(all.iter().all(|d| (every..every * 3 / 2).contains(d)));
+        assert_eq!(resync_of("a", every), resync_of("a", every));
+        let short = resync_of("a", every / 6).as_secs_f64();
+        assert!((short - resync_of("a", every).as_secs_f64() / 6.0).abs() < 1e-6);
+        let early = all.iter().filter(|d| **d < every * 5 / 4).count();
         assert!((60..140).contains(&early), "{early}");
     }
 

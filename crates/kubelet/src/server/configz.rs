@@ -71,6 +71,7 @@ pub fn document(c: &KubeletConfiguration) -> Value {
         "registryBurst": c.registry_burst,
         "podLogsDir": c.pod_logs_dir,
         "volumeStatsAggPeriod": go_duration(c.volume_stats_agg_period),
+        "syncFrequency": go_duration(c.sync_frequency),
     });
     if let (Some(o), Some(r)) = (cfg.as_object_mut(), rates.as_object()) {
         o.extend(r.clone());
@@ -160,6 +161,7 @@ mod tests {
         assert_eq!(k["port"], 10250);
         assert_eq!(k["nodeStatusReportFrequency"], "5m0s");
         assert_eq!(k["nodeStatusUpdateFrequency"], "10s");
+        assert_eq!(k["syncFrequency"], "1m0s");
         assert_eq!(k["evictionHard"]["memory.available"], "100Mi");
         assert_eq!(k["containerLogMaxSize"], "10Mi");
         assert_eq!(k["imageMinimumGCAge"], "2m0s");
