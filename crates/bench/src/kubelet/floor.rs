@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rkube_cri::{ContainerSpec, CriClient, SandboxSpec};
 
-use super::pods::Timed;
+use super::pods::{Timed, NAMESPACE};
 
 /// What the floor starts.
 #[derive(Debug, Clone)]
@@ -159,11 +159,12 @@ pub async fn run(o: &Options) -> Result<(Timed, Timed)> {
     Ok((startup, delete))
 }
 
-/// Waits until the runtime at `endpoint` holds no pod sandbox (a kubelet
-/// removes a deleted pod's sandbox after the API has forgotten the pod:
-/// rkube's at once, upstream's at its next container GC), polling every
-/// 200 ms for at most `timeout`. Returns the seconds waited and the
-/// sandboxes left (0 unless the timeout passed), so that the next
+/// Waits until the runtime at `endpoint` holds no sandbox of the
+/// benchmark's pods (namespace [`NAMESPACE`]; a kubelet removes a deleted
+/// pod's sandbox after the API has forgotten the pod: rkube's at once,
+/// upstream's at its next container GC; the node's add-ons keep theirs),
+/// polling every 200 ms for at most `timeout`. Returns the seconds waited
+/// and the sandboxes left (0 unless the timeout passed), so that the next
 /// measurement starts on a runtime with nothing to clean up.
 pub async fn empty(endpoint: &str, timeout: Duration) -> Result<(f64, usize)> {
     let cri = CriClient::connect(endpoint)
@@ -171,7 +172,16 @@ pub async fn empty(endpoint: &str, timeout: Duration) -> Result<(f64, usize)> {
         .with_context(|| format!("connecting to {endpoint}"))?;
     let t = Instant::now();
     loop {
-        let left = cri.list_pod_sandboxes(None).await?.len();
+        let left = cri
+            .list_pod_sandboxes(None)
+            .await?
+            .iter()
+            .filter(|s| {
+                s.metadata
+                    .as_ref()
+                    .is_some_and(|m| m.namespace == NAMESPACE)
+            })
+            .count();
         if left == 0 || t.elapsed() >= timeout {
             return Ok((t.elapsed().as_secs_f64(), left));
         }

@@ -14,8 +14,8 @@
 //! * `{"kind":"stages","pods":N,"fromSeenMs":{STAGE:[…]}}` (rkube's only:
 //!   [`super::stages`]);
 //! * `{"kind":"settle","pods":N,"seconds":S,"left":L}`: after the N pods
-//!   were gone from the API, the time until the runtime held no sandbox
-//!   (L left when the wait timed out).
+//!   were gone from the API, the time until the runtime held none of
+//!   their sandboxes (L left when the wait timed out).
 //!
 //! Each figure is computed per run (a percentile of that run's pods) and
 //! the table shows its median over the runs.

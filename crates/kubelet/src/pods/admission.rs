@@ -19,7 +19,7 @@
 //! refused for resources alone is admitted: upstream would make room by
 //! evicting lower-priority pods, which rkube does not do yet.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -263,6 +263,35 @@ pub struct Admission {
     admitted: Mutex<HashMap<String, HashMap<String, MPod>>>,
     /// Held through a whole admission: pods are admitted one at a time.
     gate: tokio::sync::Mutex<()>,
+    /// The pods whose in-place resize did not fit.
+    deferred: Mutex<Deferred>,
+}
+
+/// The pods whose in-place resize was deferred for want of room: tried
+/// again as soon as another pod gives its resources back, as upstream's
+/// kubelet retries its pending resizes when pods are removed or terminate
+/// (not only at each pod's periodic resync).
+#[derive(Debug, Default)]
+pub struct Deferred(BTreeSet<String>);
+
+impl Deferred {
+    /// `uid`'s resize did not fit (`true`) or was accepted (`false`).
+    pub fn set(&mut self, uid: &str, deferred: bool) {
+        match deferred {
+            true => self.0.insert(uid.to_string()),
+            false => self.0.remove(uid),
+        };
+    }
+
+    /// The pod `uid` left; `freed`: it held resources until now. The pods
+    /// to try again (none when nothing was freed).
+    pub fn released(&mut self, uid: &str, freed: bool) -> Vec<String> {
+        self.0.remove(uid);
+        match freed {
+            true => self.0.iter().cloned().collect(),
+            false => Vec::new(),
+        }
+    }
 }
 
 fn node_of(pod: &Pod) -> String {
@@ -289,6 +318,7 @@ impl Admission {
             descs: descs.iter().map(|d| (d.name.clone(), d.clone())).collect(),
             admitted: Mutex::new(HashMap::new()),
             gate: tokio::sync::Mutex::new(()),
+            deferred: Mutex::new(Deferred::default()),
         }
     }
 
@@ -374,6 +404,15 @@ impl Admission {
     /// room): the rejection says why.
     pub async fn resize(&self, desired: &Pod) -> Result<(), Rejection> {
         let _one_at_a_time = self.gate.lock().await;
+        let verdict = self.fits(desired);
+        self.deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set(&desired.uid().unwrap_or_default(), verdict.is_err());
+        verdict
+    }
+
+    fn fits(&self, desired: &Pod) -> Result<(), Rejection> {
         let name = node_of(desired);
         let Ok(mpod) = convert::pod(desired, 0, &PriorityClasses::default()) else {
             return Ok(());
@@ -407,10 +446,16 @@ impl Admission {
     }
 
     /// The pod `uid` no longer holds resources (terminal, or gone).
-    pub fn release(&self, uid: &str) {
+    /// Returns the pods whose deferred resize may fit now ([`Deferred`]).
+    pub fn release(&self, uid: &str) -> Vec<String> {
+        let mut freed = false;
         for pods in self.lock().values_mut() {
-            pods.remove(uid);
+            freed |= pods.remove(uid).is_some();
         }
+        self.deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .released(uid, freed)
     }
 }
 

@@ -233,3 +233,17 @@ fn extended_resources_backed_by_dra_are_not_checked_against_the_node() {
         std::borrow::Cow::Borrowed(_)
     ));
 }
+
+#[test]
+fn deferred_resizes_are_tried_again_when_a_pod_frees_its_resources() {
+    let mut d = Deferred::default();
+    d.set("b", true);
+    d.set("c", true);
+    d.set("c", false);
+    // A pod that held nothing frees nothing.
+    assert!(d.released("x", false).is_empty());
+    assert_eq!(d.released("a", true), ["b"]);
+    // Still deferred until its resize fits; gone with its pod.
+    assert_eq!(d.released("z", true), ["b"]);
+    assert!(d.released("b", true).is_empty());
+}

@@ -209,9 +209,18 @@ impl Drop for Deregister<'_> {
 /// allocates against pods that could still run containers).
 fn release(ctx: &WorkerContext, uid: &str) {
     ctx.active.remove(uid);
-    ctx.admission.release(uid);
+    let retry = ctx.admission.release(uid);
     if let Some(d) = &ctx.devices {
         d.release(uid);
+    }
+    // Deferred resizes are tried again at once, not at their pods' next
+    // periodic resync.
+    if let Some(w) = ctx.runtime.wakeups() {
+        for other in retry {
+            if let Some(n) = w.get(&other) {
+                n.notify_one();
+            }
+        }
     }
 }
 
