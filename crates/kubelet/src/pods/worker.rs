@@ -766,16 +766,30 @@ async fn terminate(ctx: &WorkerContext, pod: &Pod, last: Option<&PodStatus>) {
             false
         }
     };
-    if killed && reclaimed {
-        // No container of it can run any more: it leaves the active pods
-        // now, before the API confirms the deletion (upstream's kubelet
-        // admits against pods that could still have running containers; the
-        // scheduler already dropped this one when its terminal status came).
-        release(ctx, &uid);
-    }
+    // A kill that did not finish (or a reclaim that failed): the pod is
+    // taken out of the runtime first, its containers with it, so that the
+    // API never shows a pod gone whose containers may still run or whose
+    // resources the node still counts.
+    let removed = !(killed && reclaimed) && remove_logged(ctx, pod, &uid).await;
+    // No container of it can run any more: it leaves the active pods now,
+    // before the API confirms the deletion (upstream's kubelet admits
+    // against pods that could still have running containers; the scheduler
+    // already dropped this one when its terminal status came).
+    release(ctx, &uid);
     confirm_deletion(ctx, pod, &api, &name, &uid).await;
-    if let Err(e) = ctx.runtime.remove_pod(&uid).await {
-        tracing::warn!(pod = %pod_key(pod), error = %e, "removing pod from the runtime failed");
+    if !removed {
+        remove_logged(ctx, pod, &uid).await;
+    }
+}
+
+/// Removes the pod `uid` from the runtime; false (logged) when it fails.
+async fn remove_logged(ctx: &WorkerContext, pod: &Pod, uid: &str) -> bool {
+    match ctx.runtime.remove_pod(uid).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(pod = %pod_key(pod), error = %e, "removing pod from the runtime failed");
+            false
+        }
     }
 }
 
