@@ -15,7 +15,10 @@
 //!   [`super::stages`]);
 //! * `{"kind":"settle","pods":N,"seconds":S,"left":L}`: after the N pods
 //!   were gone from the API, the time until the runtime held none of
-//!   their sandboxes (L left when the wait timed out).
+//!   their sandboxes (L left when the wait timed out);
+//! * `{"kind":"cpu","pods":N,"cpuSeconds":{PART:S}}`: the CPU time each
+//!   part of the node (`kube-apiserver`, `etcd`, `kube-controller-manager`,
+//!   `kubelet`, `containerd`, `shims`) spent while the N pods started.
 //!
 //! Each figure is computed per run (a percentile of that run's pods) and
 //! the table shows its median over the runs.
@@ -27,6 +30,22 @@ use serde_json::Value;
 
 use super::stages::STAGES;
 use super::stats::{median, percentile, ratio};
+
+/// The node's parts whose CPU time a start is shown with: (row, part).
+const CPU_PARTS: [(&str, &str); 6] = [
+    (
+        "CPU-seconds while starting: kube-apiserver",
+        "kube-apiserver",
+    ),
+    ("CPU-seconds while starting: etcd", "etcd"),
+    (
+        "CPU-seconds while starting: kube-controller-manager",
+        "kube-controller-manager",
+    ),
+    ("CPU-seconds while starting: kubelet", "kubelet"),
+    ("CPU-seconds while starting: containerd", "containerd"),
+    ("CPU-seconds while starting: containerd's shims", "shims"),
+];
 
 /// One measurement line.
 #[derive(Debug, Clone)]
@@ -221,6 +240,14 @@ pub fn render(text: &str) -> Result<String> {
             2,
             false,
         ));
+        for (label, part) in CPU_PARTS {
+            let cpu = |k: &str| {
+                med(lines, "cpu", k, Some(n), "idle", |v| {
+                    v.get("cpuSeconds")?.get(part)?.as_f64()
+                })
+            };
+            out.push_str(&row3(label, &cpu, 1.0, 1, false));
+        }
         let per_pod = |k: &str| {
             med(lines, "requests", k, Some(n), "idle", |v| {
                 v.get("requests")
@@ -381,6 +408,10 @@ mod tests {
                     "{{\"kind\":\"settle\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"seconds\":{},\"left\":0}}\n",
                     scale * f64::from(run)
                 ));
+                t.push_str(&format!(
+                    "{{\"kind\":\"cpu\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"cpuSeconds\":{{\"kube-apiserver\":{},\"kubelet\":1.5}}}}\n",
+                    4.0 * scale * f64::from(run)
+                ));
                 t.push_str(&format!("{{\"kind\":\"requests\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"requests\":{req}}}\n"));
             }
         }
@@ -421,6 +452,21 @@ mod tests {
         // rkube 1 and 2 s → 1.5; upstream 2 and 4 → 3.
         assert!(
             out.contains("| sandboxes removed after gone, s | 1.50 | 3.00 |  | 0.50× |  |"),
+            "{out}"
+        );
+        // rkube 4 and 8 → 6; upstream 8 and 16 → 12; etcd not measured.
+        assert!(
+            out.contains(
+                "| CPU-seconds while starting: kube-apiserver | 6.0 | 12.0 |  | 0.50× |  |"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("| CPU-seconds while starting: kubelet | 1.5 | 1.5 |  | 1.00× |  |"),
+            "{out}"
+        );
+        assert!(
+            out.contains("| CPU-seconds while starting: etcd | — | — |  | — |  |"),
             "{out}"
         );
         assert!(out.contains("| churn, pods/s | 2.00 | — | — |"), "{out}");
