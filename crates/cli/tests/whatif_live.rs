@@ -5,7 +5,7 @@
 //!   live scheduler wrote into the pod's `PodScheduled` condition, and says
 //!   it agrees; for a bound pod, that its node is among rkube's best;
 //! - `rkube snapshot --watch` records a run of `RKUBE_REPLAY_SECONDS`
-//!   (hack/test: 60 s; `--full`: 600 s) of pods arriving in bursts, pods
+//!   (hack/test: 40 s; `--full`: 600 s) of pods arriving in bursts, pods
 //!   deleted, nodes added, an unschedulable pod that a later node lets in;
 //!   `rkube replay` with the same configuration reproduces every binding
 //!   the scheduler made (`--record-decisions`: the recording shows the

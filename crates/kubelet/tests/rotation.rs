@@ -1,9 +1,10 @@
 //! Client certificate rotation (`rotateCertificates: true`) under a running
 //! `rkube kubelet --runtime sim` against a genuine control plane whose
 //! kube-controller-manager signs two-minute certificates: the node joins
-//! with a bootstrap token, then renews its certificate at least twice with
-//! CSRs of its own identity (auto-approved), without a restart, while pods
-//! keep being started on it and its Lease keeps being renewed.
+//! with a bootstrap token, then renews its certificate (`RKUBE_CLIENT_ROTATIONS`
+//! times, 2 unless set; hack/test's default tier sets 1) with CSRs of its own
+//! identity (auto-approved), without a restart, while pods keep being started
+//! on it and its Lease keeps being renewed.
 //!
 //! Needs the binaries from hack/build-k8s, so it is ignored by default;
 //! hack/test runs it.
@@ -99,15 +100,21 @@ fn client_certificate_rotates_under_a_running_kubelet() {
         let pki = root.join("pki");
         let first = pairs(&pki);
         assert_eq!(first.len(), 1, "the bootstrap pair: {first:?}");
-        // Until two rotations happened: a pod every few seconds, each must
+        // Until the rotations happened: a pod every few seconds, each must
         // run (its status written by the kubelet through the rotations).
+        let rotations = std::env::var("RKUBE_CLIENT_ROTATIONS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(2);
         let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
         let started = Instant::now();
         let mut n = 0;
-        while pairs(&pki).len() < 3 {
+        while pairs(&pki).len() < rotations + 1 {
             assert!(
-                started.elapsed() < Duration::from_secs(330),
-                "two rotations within 5.5 min of two-minute certificates: {:?}",
+                started.elapsed() < Duration::from_secs(30 + 150 * rotations as u64),
+                "{rotations} rotations of two-minute certificates not seen after {:?}: {:?}",
+                started.elapsed(),
                 pairs(&pki)
             );
             let name = format!("p-{n}");
@@ -130,7 +137,7 @@ fn client_certificate_rotates_under_a_running_kubelet() {
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
         eprintln!(
-            "two rotations after {:?}, {n} pods started meanwhile: {:?}",
+            "{rotations} rotations after {:?}, {n} pods started meanwhile: {:?}",
             started.elapsed(),
             pairs(&pki)
         );
@@ -145,7 +152,7 @@ fn client_certificate_rotates_under_a_running_kubelet() {
             .filter(|c| c.spec.username.as_deref() == Some(&format!("system:node:{NODE}")))
             .collect();
         assert!(
-            own.len() >= 2,
+            own.len() >= rotations,
             "renewals requested as system:node:{NODE}: {}",
             own.len()
         );

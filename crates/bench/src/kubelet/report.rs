@@ -532,6 +532,34 @@ mod tests {
         assert_eq!(firsts, want);
     }
 
+    /// The trace BENCHMARKS.md's current kubelet table was printed from
+    /// (three alternating runs of each kubelet at commit 7466704, with the
+    /// settle step and the node's CPU): the same lines again.
+    #[test]
+    fn the_current_trace_gives_the_published_table() {
+        let trace = include_str!("../../testdata/kubelet-7466704.jsonl");
+        let out = render(trace).unwrap();
+        for line in [
+            "| startup p99, s | 27.86 | 34.66 | 20.87 | 0.80× | 1.33× |",
+            "| delete to gone p99, s | 18.45 | 26.66 | 18.05 | 0.69× | 1.02× |",
+            "| kubelet RSS anonymous, MiB | 13.9 | 58.4 |  | 0.24× |  |",
+            "| CPU-seconds while starting: kubelet | 1.8 | 9.4 |  | 0.19× |  |",
+            "| churn, pods/s | 2.36 | 1.63 | 1.45× |",
+            "| SandboxCreated | 10.78 | 22.62 |",
+        ] {
+            assert!(out.contains(line), "{line} not in {out}");
+        }
+        let summary: Vec<&str> = out.lines().filter(|l| l.starts_with("SUMMARY")).collect();
+        assert_eq!(
+            summary,
+            [
+                "SUMMARY kubelet N=10: startup p99 rkube/upstream 0.79x, rkube/floor 1.31x, RSS rkube/upstream 0.32x, CPU rkube/upstream 0.19x, API requests/pod rkube/upstream 0.52x",
+                "SUMMARY kubelet N=30: startup p99 rkube/upstream 0.83x, rkube/floor 1.40x, RSS rkube/upstream 0.32x, CPU rkube/upstream 0.22x, API requests/pod rkube/upstream 0.54x",
+                "SUMMARY kubelet N=105: startup p99 rkube/upstream 0.80x, rkube/floor 1.33x, RSS rkube/upstream 0.32x, CPU rkube/upstream 0.23x, API requests/pod rkube/upstream 0.54x",
+            ]
+        );
+    }
+
     #[test]
     fn bad_traces_are_refused() {
         assert!(render("").is_err());
