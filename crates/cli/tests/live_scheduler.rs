@@ -21,7 +21,7 @@
 //!   user on the secure port (`/metrics` allowed for the admin certificate,
 //!   refused for an anonymous caller).
 //!
-//! N is `RKUBE_RESTART_ROUNDS` (hack/test sets 2, `hack/test --full` 10,
+//! N is `RKUBE_RESTART_ROUNDS` (`hack/test --full`, which runs these, sets 10,
 //! the count RELIABILITY.md reports; 10 when unset).
 //!
 //! The numbers go to RELIABILITY.md. Needs hack/build-k8s; hack/test runs

@@ -2,7 +2,7 @@
 //! `rkube kubelet --runtime sim` against a genuine control plane whose
 //! kube-controller-manager signs two-minute certificates: the node joins
 //! with a bootstrap token, then renews its certificate (`RKUBE_CLIENT_ROTATIONS`
-//! times, 2 unless set; hack/test's default tier sets 1) with CSRs of its own
+//! times, 2 unless set; `hack/test --full` runs it) with CSRs of its own
 //! identity (auto-approved), without a restart, while pods keep being started
 //! on it and its Lease keeps being renewed.
 //!
