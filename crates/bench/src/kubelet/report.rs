@@ -484,9 +484,9 @@ mod tests {
         );
     }
 
-    /// The trace BENCHMARKS.md's kubelet table was printed from (three
-    /// alternating runs of each kubelet at commit a7dfbe7): the same
-    /// lines again.
+    /// The trace docs/benchmarks-history.md's a7dfbe7 kubelet table was
+    /// printed from (three alternating runs of each kubelet at that
+    /// commit): the same lines again.
     #[test]
     fn the_recorded_trace_gives_the_published_table() {
         let trace = include_str!("../../testdata/kubelet-a7dfbe7.jsonl");
