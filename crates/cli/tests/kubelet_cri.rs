@@ -1635,6 +1635,23 @@ async fn timeline(cp: &ControlPlane, work: &Path, pods: &Api<Pod>, image: &str, 
     ] {
         assert!(metrics.contains(family), "{family} in {metrics}");
     }
+    // Every CRI call is counted under upstream's operation names: this
+    // pod's sandbox, its image pull and its two containers' starts at
+    // least.
+    let calls = |op: &str| -> u64 {
+        let series = format!("kubelet_runtime_operations_total{{operation_type=\"{op}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .map_or(0, |v| v.parse().unwrap())
+    };
+    assert!(calls("run_podsandbox") >= 1, "{metrics}");
+    assert!(calls("pull_image") >= 1, "{metrics}");
+    assert!(calls("start_container") >= 2, "{metrics}");
+    assert!(
+        metrics.contains("kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"run_podsandbox\",le=\"0.005\"}"),
+        "{metrics}"
+    );
     // A ServiceAccount may not read it: the kubelet asks the API server
     // (SubjectAccessReview on nodes/proxy) and refuses.
     kubectl(cp, &["create", "serviceaccount", "nosy"]);

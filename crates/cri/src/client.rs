@@ -2,12 +2,14 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+use crate::observe::{Observed, Observer};
 use crate::v1;
 use crate::v1::image_service_client::ImageServiceClient;
 use crate::v1::runtime_service_client::RuntimeServiceClient;
@@ -102,6 +104,8 @@ pub struct ConnectOptions {
     pub request_timeout: Duration,
     /// Deadline for connecting the socket.
     pub connect_timeout: Duration,
+    /// Told of every call (the kubelet's `kubelet_runtime_operations_*`).
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 impl Default for ConnectOptions {
@@ -109,6 +113,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             request_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(10),
+            observer: None,
         }
     }
 }
@@ -143,8 +148,8 @@ pub struct RuntimeVersion {
 #[derive(Debug, Clone)]
 pub struct CriClient {
     endpoint: String,
-    runtime: RuntimeServiceClient<Channel>,
-    images: ImageServiceClient<Channel>,
+    runtime: RuntimeServiceClient<Observed>,
+    images: ImageServiceClient<Observed>,
     request_timeout: Duration,
 }
 
@@ -251,6 +256,7 @@ impl CriClient {
     }
 
     fn over(endpoint: &str, channel: Channel, options: &ConnectOptions) -> Self {
+        let channel = Observed::new(channel, options.observer.clone());
         CriClient {
             endpoint: endpoint.to_string(),
             runtime: RuntimeServiceClient::new(channel.clone())
@@ -266,12 +272,12 @@ impl CriClient {
     }
 
     /// The generated RuntimeService client, for calls without a wrapper.
-    pub fn runtime_service(&self) -> RuntimeServiceClient<Channel> {
+    pub fn runtime_service(&self) -> RuntimeServiceClient<Observed> {
         self.runtime.clone()
     }
 
     /// The generated ImageService client, for calls without a wrapper.
-    pub fn image_service(&self) -> ImageServiceClient<Channel> {
+    pub fn image_service(&self) -> ImageServiceClient<Observed> {
         self.images.clone()
     }
 

@@ -36,6 +36,7 @@
 
 mod client;
 pub mod logs;
+pub mod observe;
 
 pub use client::{
     condition, image_spec, pod_ip, socket_path, unix_channel, unix_channel_lazy, ConnectOptions,

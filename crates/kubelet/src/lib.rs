@@ -570,7 +570,7 @@ pub async fn run_with_metrics(
                 &opts.root_dir.join(devices::DIR),
             )));
             let endpoint = &cfg.container_runtime_endpoint;
-            let c = CriRuntime::connect_client(endpoint)
+            let c = CriRuntime::connect_client(endpoint, metrics.runtime_operations.clone())
                 .await
                 .with_context(|| format!("connecting to the CRI runtime at {endpoint}"))?;
             (Some(c), None)

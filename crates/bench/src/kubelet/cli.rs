@@ -15,7 +15,7 @@ pub const USAGE: &str = "  rkube-bench kubelet order --runs K
   rkube-bench kubelet delete --kubeconfig FILE [--timeout S]
   rkube-bench kubelet churn --kubeconfig FILE --node NODE --seconds S [--wave N] [--image I] [--command 'CMD ARGS'] [--grace S] [--timeout S]
   rkube-bench kubelet stages --kubeconfig FILE --node NODE
-  rkube-bench kubelet floor --endpoint unix:///SOCKET --pods N --log-dir DIR [--image I] [--command 'CMD ARGS']
+  rkube-bench kubelet floor --endpoint unix:///SOCKET --pods N --log-dir DIR [--image I] [--command 'CMD ARGS'] [--hold FILE]
   rkube-bench kubelet settle --endpoint unix:///SOCKET --pods N [--timeout S]
   rkube-bench kubelet report --results FILE";
 
@@ -36,6 +36,7 @@ struct Args {
     wave: usize,
     endpoint: Option<String>,
     log_dir: Option<String>,
+    hold: Option<PathBuf>,
     results: Option<PathBuf>,
     runs: Option<usize>,
 }
@@ -54,6 +55,7 @@ fn parse(args: &[String]) -> Result<Args> {
         wave: 100,
         endpoint: None,
         log_dir: None,
+        hold: None,
         results: None,
         runs: None,
     };
@@ -73,6 +75,7 @@ fn parse(args: &[String]) -> Result<Args> {
             "--wave" => o.wave = positive(a, val()?, 10_000)?,
             "--endpoint" => o.endpoint = Some(val()?.clone()),
             "--log-dir" => o.log_dir = Some(val()?.clone()),
+            "--hold" => o.hold = Some(PathBuf::from(val()?)),
             "--results" => o.results = Some(PathBuf::from(val()?)),
             "--runs" => o.runs = Some(positive(a, val()?, 1_000)?),
             other => bail!("unexpected argument {other:?}\n{USAGE}"),
@@ -210,10 +213,20 @@ pub fn main(args: &[String]) -> Result<()> {
                 image: o.image.clone(),
                 command: o.command.clone(),
                 log_dir: need(&o.log_dir, "--log-dir", sub)?,
+                hold: o.hold.clone(),
             };
-            let (up, down) = runtime()?.block_on(floor::run(&f))?;
-            // Two lines: the startup, then the delete.
-            println!("{}", timed("startup", &up));
+            // Three lines: the startup and the CRI calls it took, as soon
+            // as the pods started (a caller holding them reads them then),
+            // then the delete.
+            let (_, down) = runtime()?.block_on(floor::run(&f, |up, calls| {
+                use std::io::Write;
+                println!("{}", timed("startup", up));
+                println!(
+                    "{}",
+                    json!({"kind": "cri", "pods": up.latencies_ms.len(), "calls": calls})
+                );
+                let _ = std::io::stdout().flush();
+            }))?;
             timed("delete", &down)
         }
         other => bail!("unknown kubelet step {other:?}\n{USAGE}"),

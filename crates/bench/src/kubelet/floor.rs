@@ -32,7 +32,14 @@ pub struct Options {
     pub command: Vec<String>,
     /// Where the containers' logs go (a directory per pod).
     pub log_dir: String,
+    /// If set, the pods stay up after they started until this file exists
+    /// (at most [`HOLD_LIMIT`]), so that the caller can read what the
+    /// start cost the node before the pods are taken down.
+    pub hold: Option<std::path::PathBuf>,
 }
+
+/// The longest a started floor waits for its hold file.
+pub const HOLD_LIMIT: Duration = Duration::from_secs(300);
 
 /// A started pod: its sandbox and container.
 struct Started {
@@ -102,16 +109,57 @@ async fn down(cri: &CriClient, p: &Started) -> Result<f64> {
     Ok(t.elapsed().as_secs_f64() * 1000.0)
 }
 
-/// Starts the pods and times them, then takes them down and times that
-/// (startup, delete); every sandbox it made is removed, also when a start
-/// failed.
-pub async fn run(o: &Options) -> Result<(Timed, Timed)> {
-    let cri = CriClient::connect(&o.endpoint)
+/// Counts the floor's CRI calls by operation.
+#[derive(Debug, Default)]
+pub struct Calls(std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>);
+
+impl rkube_cri::observe::Observer for Calls {
+    fn observe(&self, operation: &'static str, _: Duration, _: bool) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(operation)
+            .or_default() += 1;
+    }
+}
+
+impl Calls {
+    /// The calls so far, by operation.
+    pub fn snapshot(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Starts the pods and times them, tells `started` the startup timings
+/// and the CRI calls that took (when every pod started), waits for the hold file if there is one, then
+/// takes them down and times that (startup, delete); every sandbox it made
+/// is removed, also when a start failed.
+pub async fn run(
+    o: &Options,
+    started: impl FnOnce(&Timed, &std::collections::BTreeMap<&'static str, u64>),
+) -> Result<(Timed, Timed)> {
+    let calls = std::sync::Arc::new(Calls::default());
+    let options = rkube_cri::ConnectOptions {
+        observer: Some(calls.clone()),
+        ..Default::default()
+    };
+    let cri = CriClient::connect_with(&o.endpoint, options)
         .await
         .with_context(|| format!("connecting to {}", o.endpoint))?;
     let t0 = Instant::now();
     let results = futures::future::join_all((0..o.pods).map(|i| one(&cri, o, i))).await;
     let total_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    if results.iter().all(|r| r.is_ok()) {
+        let up = Timed {
+            latencies_ms: results.iter().flatten().map(|(_, ms)| *ms).collect(),
+            total_ms,
+        };
+        started(&up, &calls.snapshot());
+        if let Some(hold) = &o.hold {
+            wait_for(hold).await;
+        }
+    }
     let started: Vec<&Started> = results.iter().flatten().map(|(s, _)| s).collect();
     let t1 = Instant::now();
     let downs = futures::future::join_all(started.iter().map(|p| down(&cri, p))).await;
@@ -157,6 +205,15 @@ pub async fn run(o: &Options) -> Result<(Timed, Timed)> {
         total_ms: down_total_ms,
     };
     Ok((startup, delete))
+}
+
+/// Waits until `path` exists, polling every 50 ms for at most
+/// [`HOLD_LIMIT`].
+async fn wait_for(path: &std::path::Path) {
+    let t = Instant::now();
+    while !path.exists() && t.elapsed() < HOLD_LIMIT {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Waits until the runtime at `endpoint` holds no sandbox of the

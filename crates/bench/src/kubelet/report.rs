@@ -16,9 +16,14 @@
 //! * `{"kind":"settle","pods":N,"seconds":S,"left":L}`: after the N pods
 //!   were gone from the API, the time until the runtime held none of
 //!   their sandboxes (L left when the wait timed out);
-//! * `{"kind":"cpu","pods":N,"cpuSeconds":{PART:S}}`: the CPU time each
-//!   part of the node (`kube-apiserver`, `etcd`, `kube-controller-manager`,
-//!   `kubelet`, `containerd`, `shims`) spent while the N pods started.
+//! * `{"kind":"cpu","pods":N,"cpuSeconds":{PART:S},"machine":{"busySeconds":B,"cores":C}}`:
+//!   the CPU time each part of the node (`kube-apiserver`, `etcd`,
+//!   `kube-controller-manager`, `kubelet`, `containerd`, `shims`) and the
+//!   whole machine spent while the N pods started, and how many cores were
+//!   busy on average (the floor's: while its pods started);
+//! * `{"kind":"cri","pods":N,"calls":{OPERATION:COUNT}}`: the CRI calls
+//!   made while the N pods started, by upstream's operation names (a
+//!   kubelet's `kubelet_runtime_operations_total`; the floor's own count).
 //!
 //! Each figure is computed per run (a percentile of that run's pods) and
 //! the table shows its median over the runs.
@@ -246,8 +251,49 @@ pub fn render(text: &str) -> Result<String> {
                     v.get("cpuSeconds")?.get(part)?.as_f64()
                 })
             };
-            out.push_str(&row3(label, &cpu, 1.0, 1, false));
+            out.push_str(&row3(label, &cpu, 1.0, 1, true));
         }
+        let node_cpu = |k: &str| {
+            med(lines, "cpu", k, Some(n), "idle", |v| {
+                let parts = v.get("cpuSeconds")?.as_object()?;
+                Some(parts.values().filter_map(Value::as_f64).sum())
+            })
+        };
+        out.push_str(&row3(
+            "CPU-seconds while starting: the node's processes",
+            &node_cpu,
+            1.0,
+            1,
+            true,
+        ));
+        let machine = |key: &'static str| {
+            move |k: &str| {
+                med(lines, "cpu", k, Some(n), "idle", |v| {
+                    v.get("machine")?.get(key)?.as_f64()
+                })
+            }
+        };
+        out.push_str(&row3(
+            "CPU-seconds while starting: the whole machine",
+            &machine("busySeconds"),
+            1.0,
+            1,
+            true,
+        ));
+        out.push_str(&row3(
+            "busy cores while starting (mean)",
+            &machine("cores"),
+            1.0,
+            2,
+            true,
+        ));
+        let calls = |k: &str| {
+            med(lines, "cri", k, Some(n), "idle", |v| {
+                let calls = v.get("calls")?.as_object()?;
+                Some(calls.values().filter_map(Value::as_f64).sum::<f64>() / n as f64)
+            })
+        };
+        out.push_str(&row3("CRI calls per pod started", &calls, 1.0, 1, true));
         let per_pod = |k: &str| {
             med(lines, "requests", k, Some(n), "idle", |v| {
                 v.get("requests")
@@ -343,6 +389,7 @@ pub fn render(text: &str) -> Result<String> {
         1,
     ));
     out.push_str(&stages_table(lines));
+    out.push_str(&cri_table(lines));
     out.push('\n');
     out.push_str(&summary);
     Ok(out)
@@ -371,6 +418,42 @@ fn stages_table(lines: &[Line]) -> String {
                 "| {stage} | {} | {} |\n",
                 fmt(at(50.0), 1000.0, 2),
                 fmt(at(99.0), 1000.0, 2)
+            ));
+        }
+    }
+    out
+}
+
+/// The CRI calls per pod started, by operation, per pod count measured.
+fn cri_table(lines: &[Line]) -> String {
+    let counts: BTreeSet<u64> = lines
+        .iter()
+        .filter(|l| l.kind == "cri")
+        .map(|l| l.pods)
+        .collect();
+    let mut out = String::new();
+    for n in counts {
+        let ops: BTreeSet<&str> = lines
+            .iter()
+            .filter(|l| l.kind == "cri" && l.pods == n)
+            .filter_map(|l| l.v.get("calls")?.as_object())
+            .flat_map(|c| c.keys().map(String::as_str))
+            .collect();
+        out.push_str(&format!(
+            "\n**CRI calls per pod while {n} pods started, by operation**\n\n| operation | rkube | upstream | floor |\n|---|---|---|---|\n"
+        ));
+        for op in ops {
+            let per_pod = |k: &str| {
+                med(lines, "cri", k, Some(n), "idle", |v| {
+                    let c = v.get("calls")?.as_object()?;
+                    Some(c.get(op).and_then(Value::as_f64).unwrap_or(0.0) / n as f64)
+                })
+            };
+            out.push_str(&format!(
+                "| {op} | {} | {} | {} |\n",
+                fmt(per_pod("rkube"), 1.0, 2),
+                fmt(per_pod("upstream"), 1.0, 2),
+                fmt(per_pod("floor"), 1.0, 2)
             ));
         }
     }
@@ -409,13 +492,20 @@ mod tests {
                     scale * f64::from(run)
                 ));
                 t.push_str(&format!(
-                    "{{\"kind\":\"cpu\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"cpuSeconds\":{{\"kube-apiserver\":{},\"kubelet\":1.5}}}}\n",
-                    4.0 * scale * f64::from(run)
+                    "{{\"kind\":\"cpu\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"cpuSeconds\":{{\"kube-apiserver\":{},\"kubelet\":1.5}},\"machine\":{{\"busySeconds\":{},\"cores\":1.5}}}}\n",
+                    4.0 * scale * f64::from(run),
+                    10.0 * scale * f64::from(run)
+                ));
+                t.push_str(&format!(
+                    "{{\"kind\":\"cri\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"calls\":{{\"run_podsandbox\":10,\"container_status\":{}}}}}\n",
+                    20.0 * scale * f64::from(run)
                 ));
                 t.push_str(&format!("{{\"kind\":\"requests\",\"kubelet\":\"{k}\",\"run\":{run},\"pods\":10,\"requests\":{req}}}\n"));
             }
         }
         t.push_str("{\"kind\":\"startup\",\"kubelet\":\"floor\",\"run\":1,\"pods\":10,\"latenciesMs\":[500,1000,2000,4000,5000],\"totalMs\":5000}\n");
+        t.push_str("{\"kind\":\"cpu\",\"kubelet\":\"floor\",\"run\":1,\"pods\":10,\"cpuSeconds\":{\"kube-apiserver\":0.5,\"kubelet\":0},\"machine\":{\"busySeconds\":5,\"cores\":1.25}}\n");
+        t.push_str("{\"kind\":\"cri\",\"kubelet\":\"floor\",\"run\":1,\"pods\":10,\"calls\":{\"run_podsandbox\":10,\"create_container\":10,\"start_container\":10}}\n");
         t.push_str("{\"kind\":\"churn\",\"kubelet\":\"rkube\",\"run\":1,\"pods\":200,\"seconds\":100,\"startupMs\":[1000],\"deleteMs\":[2000]}\n");
         // Two runs' stages: medians of 100/300 ms and of 1000/3000 ms.
         for (run, f) in [(1, 1.0), (2, 3.0)] {
@@ -457,18 +547,31 @@ mod tests {
         // rkube 4 and 8 → 6; upstream 8 and 16 → 12; etcd not measured.
         assert!(
             out.contains(
-                "| CPU-seconds while starting: kube-apiserver | 6.0 | 12.0 |  | 0.50× |  |"
+                "| CPU-seconds while starting: kube-apiserver | 6.0 | 12.0 | 0.5 | 0.50× | 12.00× |"
             ),
             "{out}"
         );
         assert!(
-            out.contains("| CPU-seconds while starting: kubelet | 1.5 | 1.5 |  | 1.00× |  |"),
+            out.contains("| CPU-seconds while starting: kubelet | 1.5 | 1.5 | 0.0 | 1.00× | — |"),
             "{out}"
         );
         assert!(
-            out.contains("| CPU-seconds while starting: etcd | — | — |  | — |  |"),
+            out.contains("| CPU-seconds while starting: etcd | — | — | — | — | — |"),
             "{out}"
         );
+        // The parts summed per run: rkube 5.5 and 9.5 → 7.5.
+        for want in [
+            "| CPU-seconds while starting: the node's processes | 7.5 | 13.5 | 0.5 | 0.56× | 15.00× |",
+            "| CPU-seconds while starting: the whole machine | 15.0 | 30.0 | 5.0 | 0.50× | 3.00× |",
+            "| busy cores while starting (mean) | 1.50 | 1.50 | 1.25 | 1.00× | 1.20× |",
+            // rkube: 30 and 50 calls for 10 pods → 4; upstream 50 and 90 → 7.
+            "| CRI calls per pod started | 4.0 | 7.0 | 3.0 | 0.57× | 1.33× |",
+            "| container_status | 3.00 | 6.00 | 0.00 |",
+            "| run_podsandbox | 1.00 | 1.00 | 1.00 |",
+            "| start_container | 0.00 | 0.00 | 1.00 |",
+        ] {
+            assert!(out.contains(want), "{want} not in {out}");
+        }
         assert!(out.contains("| churn, pods/s | 2.00 | — | — |"), "{out}");
         assert!(out.contains("| Admitted | 0.20 | 0.20 |"), "{out}");
         assert!(out.contains("| ObservedRunning | 2.00 | 2.00 |"), "{out}");
@@ -543,7 +646,7 @@ mod tests {
             "| startup p99, s | 27.86 | 34.66 | 20.87 | 0.80× | 1.33× |",
             "| delete to gone p99, s | 18.45 | 26.66 | 18.05 | 0.69× | 1.02× |",
             "| kubelet RSS anonymous, MiB | 13.9 | 58.4 |  | 0.24× |  |",
-            "| CPU-seconds while starting: kubelet | 1.8 | 9.4 |  | 0.19× |  |",
+            "| CPU-seconds while starting: kubelet | 1.8 | 9.4 | — | 0.19× | — |",
             "| churn, pods/s | 2.36 | 1.63 | 1.45× |",
             "| SandboxCreated | 10.78 | 22.62 |",
         ] {

@@ -388,9 +388,19 @@ struct Sandbox {
 }
 
 impl CriRuntime {
-    /// Connects to the CRI endpoint (`unix:///...`).
-    pub async fn connect_client(endpoint: &str) -> Result<CriClient, RuntimeError> {
-        CriClient::connect(endpoint).await.map_err(err)
+    /// Connects to the CRI endpoint (`unix:///...`); `observer` is told of
+    /// every call.
+    pub async fn connect_client(
+        endpoint: &str,
+        observer: Arc<dyn rkube_cri::observe::Observer>,
+    ) -> Result<CriClient, RuntimeError> {
+        let options = rkube_cri::ConnectOptions {
+            observer: Some(observer),
+            ..Default::default()
+        };
+        CriClient::connect_with(endpoint, options)
+            .await
+            .map_err(err)
     }
 
     /// A runtime over a connected client, made complete from `parts`.

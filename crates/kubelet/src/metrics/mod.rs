@@ -3,7 +3,10 @@
 //! their names and buckets: `kubelet_pod_start_duration_seconds` (from the
 //! kubelet first seeing a pod to its first sync, and to its turning
 //! Running) and `kubelet_pod_worker_duration_seconds` (one sync of a pod,
-//! by `operation_type` create, update or sync).
+//! by `operation_type` create, update or sync), and the CRI calls
+//! ([`runtime_operations`]).
+
+pub mod runtime_operations;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -75,6 +78,9 @@ pub struct Metrics {
     /// `kubelet_pleg_last_seen_seconds`: Unix time of the last relist, ms
     /// (0: never).
     pleg_last_seen_ms: AtomicU64,
+    /// `kubelet_runtime_operations_*`: the CRI calls (the CRI client's
+    /// observer).
+    pub runtime_operations: std::sync::Arc<runtime_operations::RuntimeOperations>,
 }
 
 impl Default for Metrics {
@@ -98,6 +104,7 @@ impl Default for Metrics {
             pleg_relist_duration: Histogram::new(&DEFAULT_BUCKETS),
             pleg_relist_interval: Histogram::new(&DEFAULT_BUCKETS),
             pleg_last_seen_ms: AtomicU64::default(),
+            runtime_operations: std::sync::Arc::default(),
         }
     }
 }
@@ -253,6 +260,7 @@ impl Metrics {
                 );
             }
         }
+        self.runtime_operations.render(&mut out);
         out
     }
 
