@@ -47,20 +47,9 @@ pub fn fetch(kubeconfig: Option<&Path>, namespace: &str, name: &str) -> Result<S
             bail!("pod {namespace}/{name} is not bound to a node yet (`rkube explain` says why)");
         };
         let path = format!("/api/v1/nodes/{node}/proxy/timeline/{namespace}/{name}");
-        let req = http::Request::get(&path)
-            .body(Vec::new())
-            .context("building the request")?;
-        let text = client
-            .request_text(req)
+        rkube_daemon::client::get_bounded(&client, &path, MAX_BYTES)
             .await
-            .with_context(|| format!("reading the timeline from node {node} ({path})"))?;
-        if text.len() > MAX_BYTES {
-            bail!(
-                "node {node} answered {} bytes, more than a timeline",
-                text.len()
-            );
-        }
-        Ok(text)
+            .with_context(|| format!("reading the timeline from node {node} ({path})"))
     })
 }
 

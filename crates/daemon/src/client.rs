@@ -237,9 +237,119 @@ pub async fn from_kubeconfig(kubeconfig: Option<&Path>) -> Result<Client, Client
     client(kube_config(kubeconfig).await?)
 }
 
+/// Why [`get_bounded`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GetError {
+    /// The path does not make a request.
+    #[error("{0:?} is not a request path")]
+    BadPath(String),
+    /// No answer came.
+    #[error(transparent)]
+    Request(#[from] kube::Error),
+    /// The answer was longer than the caller reads.
+    #[error("the answer is larger than {0} bytes")]
+    TooLarge(usize),
+    /// The answer broke off.
+    #[error("reading the answer: {0}")]
+    Body(BoxError),
+    /// The answer is not text.
+    #[error("the answer is not UTF-8")]
+    NotUtf8,
+    /// The API server (or the node behind its proxy) refused; its
+    /// `Status` message, else the answer's text.
+    #[error("HTTP {code}: {message}")]
+    Status {
+        /// The HTTP status code.
+        code: u16,
+        /// What the answer said.
+        message: String,
+    },
+}
+
+/// GETs `path` from the API server as text, reading at most `max` bytes
+/// of the answer: a longer one is an error, and is not read on (a node's
+/// answer through the API server's proxy is not bounded by the API
+/// server).
+pub async fn get_bounded(client: &Client, path: &str, max: usize) -> Result<String, GetError> {
+    use http_body_util::BodyExt;
+    let request = http::Request::get(path)
+        .body(Body::empty())
+        .map_err(|_| GetError::BadPath(path.to_string()))?;
+    let answer = client.send(request).await?;
+    let code = answer.status();
+    let bytes = match http_body_util::Limited::new(answer.into_body(), max)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(GetError::TooLarge(max))
+        }
+        Err(e) => return Err(GetError::Body(e)),
+    };
+    let text = String::from_utf8(bytes.to_vec()).map_err(|_| GetError::NotUtf8)?;
+    if !code.is_success() {
+        let message = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("message")?.as_str().map(String::from))
+            .unwrap_or_else(|| text.trim().to_string());
+        return Err(GetError::Status {
+            code: code.as_u16(),
+            message,
+        });
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An HTTP/1.1 server answering every request with `status` and
+    /// `body`; its URL.
+    async fn answering(status: &'static str, body: String) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0; 4096];
+                let _ = conn.read(&mut buf).await;
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+            }
+        });
+        url
+    }
+
+    async fn get(status: &'static str, body: String, max: usize) -> Result<String, GetError> {
+        let url = answering(status, body).await;
+        let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
+        get_bounded(&client, "/api/v1/nodes/n/proxy/timeline/a/b", max).await
+    }
+
+    #[tokio::test]
+    async fn bounded_reads_stop_at_the_limit() {
+        assert_eq!(
+            get("200 OK", "{\"a\":1}".into(), 100).await.unwrap(),
+            "{\"a\":1}"
+        );
+        let long = format!("\"{}\"", "x".repeat(200));
+        let e = get("200 OK", long, 100).await.unwrap_err();
+        assert!(matches!(e, GetError::TooLarge(100)), "{e}");
+        let refused = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"nodes \"n\" is forbidden","reason":"Forbidden","code":403}"#;
+        let e = get("403 Forbidden", refused.into(), 1000)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "HTTP 403: nodes \"n\" is forbidden");
+        let e = get("502 Bad Gateway", "no route\n".into(), 1000)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "HTTP 502: no route");
+    }
 
     #[tokio::test]
     async fn unreadable_kubeconfig_names_the_file() {

@@ -84,12 +84,9 @@ pub async fn run(c: &Client, node: &str) -> Result<Value> {
             "/api/v1/nodes/{node}/proxy/timeline/{NAMESPACE}/{}",
             p.name_any()
         );
-        let req = http::Request::get(&path).body(Vec::new())?;
-        let text = c
-            .request_text(req)
+        let text = rkube_daemon::client::get_bounded(c, &path, MAX_BYTES)
             .await
             .with_context(|| format!("reading {path}"))?;
-        anyhow::ensure!(text.len() <= MAX_BYTES, "{path}: {} bytes", text.len());
         let v: Value = serde_json::from_str(&text).with_context(|| format!("{path}: not JSON"))?;
         for (stage, ms) in from_seen(&v) {
             per_stage.entry(stage).or_default().push(ms);
