@@ -34,6 +34,12 @@
 //!     with an init container, a pull and a readiness probe lists its
 //!     stages in a start's order and its startup SLI, and a
 //!     ServiceAccount without `nodes/proxy` gets 403 from the kubelet.
+//! (l) (beside (b)–(k)) pods over their own local storage limits are
+//!     evicted whatever the node's pressure, as upstream's eviction manager
+//!     does: an `emptyDir` past its `sizeLimit`, a container whose logs
+//!     pass its `ephemeral-storage` limit (`Failed`, reason
+//!     `Evicted`, upstream's message, no `DisruptionTarget`, a Warning
+//!     `Evicted` Event); a pod within its limits keeps running.
 //! (k) (before (j)) `serverTLSBootstrap`: the kubelet API serves nothing until its
 //!     `kubernetes.io/kubelet-serving` request is approved (`kubectl
 //!     certificate approve`), then a certificate for the node's name and
@@ -588,6 +594,9 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
         started.elapsed()
     );
 
+    // (l) begins: its pods fill their storage while (b)–(k) run.
+    apply(cp, &work, "spill", SPILL);
+
     // (b) probes.
     apply(cp, &work, "probed", PROBED);
     wait_for("probed Ready=True", Duration::from_secs(60), || async {
@@ -783,6 +792,9 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
         "(k) serving certificate bootstrapped and rotated ({served} served): {:?}",
         started.elapsed()
     );
+
+    local_storage_evictions(cp, &pods).await;
+    eprintln!("(l) local storage limits: {:?}", started.elapsed());
 
     // (j) disk pressure: restarted with an imagefs threshold the disk
     // always meets, the kubelet reports DiskPressure and frees unused images
@@ -1007,6 +1019,127 @@ async fn disk_pressure(cp: &ControlPlane, cri: &CriClient, node: &str) {
         Some("Attempting to reclaim ephemeral-storage")
     );
     assert_eq!(reclaim.type_.as_deref(), Some("Warning"));
+}
+
+/// Two pods that write past their local storage limits, and one that
+/// stays within them.
+const SPILL: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: spill-dir, namespace: default, labels: {spill: "1"}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "dd if=/dev/zero of=/data/f bs=1024 count=3072 && sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    emptyDir: {sizeLimit: 1Mi}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: spill-layer, namespace: default, labels: {spill: "1"}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    # Its logs pass the limit on any node; its writable layer too where
+    # the images share the node's filesystem.
+    command: ["sh", "-c", "dd if=/dev/zero of=/f bs=1024 count=3072; head -c 2097152 /dev/urandom | od -An -tx1; sleep 3600"]
+    resources: {limits: {ephemeral-storage: 1Mi}}
+  # The pod's limit in all is 65Mi: only app's own is passed.
+  - name: idle
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+    resources: {limits: {ephemeral-storage: 64Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: spill-within, namespace: default, labels: {spill: "1"}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: rkube.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "dd if=/dev/zero of=/data/f bs=1024 count=512 && sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+    resources: {limits: {ephemeral-storage: 64Mi}}
+  volumes:
+  - name: data
+    emptyDir: {sizeLimit: 1Mi}
+"#;
+
+/// (l): the spill pods evicted with upstream's messages, the one within
+/// its limits still running.
+async fn local_storage_evictions(cp: &ControlPlane, pods: &Api<Pod>) {
+    use k8s_openapi::api::core::v1::Event;
+    for (name, want) in [
+        (
+            "spill-dir",
+            "Usage of EmptyDir volume \"data\" exceeds the limit \"1Mi\". ",
+        ),
+        (
+            "spill-layer",
+            "Container app exceeded its local ephemeral storage limit \"1Mi\". ",
+        ),
+    ] {
+        // The emptyDir's usage is measured once a volumeStatsAggPeriod
+        // (a minute).
+        let p = wait_for(
+            &format!("{name} evicted"),
+            Duration::from_secs(90),
+            || async {
+                let p = pods.get(name).await.ok()?;
+                (phase(&p) == "Failed").then_some(p)
+            },
+        )
+        .await;
+        let s = p.status.as_ref().unwrap();
+        assert_eq!(s.reason.as_deref(), Some("Evicted"), "{name}");
+        assert_eq!(s.message.as_deref(), Some(want), "{name}");
+        assert!(
+            !s.conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "DisruptionTarget"),
+            "{name}: {s:?}"
+        );
+        let events: Api<Event> = Api::namespaced(client(cp.kubeconfig()).await, "default");
+        let e = wait_for(
+            &format!("{name}'s Evicted Event"),
+            Duration::from_secs(30),
+            || async {
+                events
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| {
+                        e.reason.as_deref() == Some("Evicted")
+                            && e.involved_object.name.as_deref() == Some(name)
+                    })
+            },
+        )
+        .await;
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.message.as_deref(), Some(want));
+    }
+    let within = pods.get("spill-within").await.unwrap();
+    assert_eq!(phase(&within), "Running", "{:?}", within.status);
+    pods.delete_collection(
+        &Default::default(),
+        &ListParams::default().labels("spill=1"),
+    )
+    .await
+    .unwrap();
 }
 
 const CHATTY: &str = r#"

@@ -950,6 +950,7 @@ pub async fn run_with_metrics(
                     }
                 }),
                 events: cri.as_ref().and_then(|c| c.events().cloned()),
+                local_storage: cri.is_some(),
             }
             .run(),
         );

@@ -16,7 +16,9 @@
 
 use std::sync::Arc;
 
-use super::signals::{Observation, Observations, PodUsage, Signal, SignalSource, Snapshot};
+use super::signals::{
+    LocalStorage, Observation, Observations, PodUsage, Signal, SignalSource, Snapshot,
+};
 use crate::node::NodeDesc;
 use crate::stats::summary::{FsStats, MemoryStats, Summary};
 use crate::stats::StatsProvider;
@@ -139,6 +141,20 @@ pub fn pod_usage(s: &Summary) -> std::collections::HashMap<String, PodUsage> {
                         .insert(String::new(), i64::try_from(rest).unwrap_or(i64::MAX));
                 }
             }
+            let used = |f: &Option<FsStats>| f.as_ref().and_then(|f| f.used_bytes).unwrap_or(0);
+            u.local = Some(LocalStorage {
+                volumes: p
+                    .volume_stats
+                    .iter()
+                    .filter_map(|v| Some((v.name.clone(), v.fs.used_bytes?)))
+                    .collect(),
+                total: p.ephemeral_storage.as_ref().and_then(|e| e.used_bytes),
+                containers: p
+                    .containers
+                    .iter()
+                    .map(|c| (c.name.clone(), (used(&c.logs), used(&c.rootfs))))
+                    .collect(),
+            });
             u.pids = p
                 .process_stats
                 .as_ref()

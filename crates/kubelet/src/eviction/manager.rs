@@ -59,6 +59,10 @@ pub struct EvictionManager {
     pub reclaim: Option<Reclaim>,
     /// Where the node's `EvictionThresholdMet` Events go.
     pub events: Option<crate::events::Recorder>,
+    /// Pods are held to their own local storage limits every round
+    /// ([`super::local_storage`]; upstream's `localStorageCapacityIsolation`,
+    /// CRI nodes: the sim measures no local storage).
+    pub local_storage: bool,
 }
 
 /// What the eviction manager frees on the node before it evicts a pod for
@@ -91,7 +95,7 @@ impl EvictionManager {
     /// Runs forever: one round every `period`.
     pub async fn run(self) {
         let thresholds = all_thresholds(&self.config);
-        if thresholds.is_empty() {
+        if thresholds.is_empty() && !self.local_storage {
             tracing::info!("no eviction thresholds: eviction manager not started");
             return std::future::pending().await;
         }
@@ -119,6 +123,12 @@ impl EvictionManager {
                     tracing::info!(node = %desc.name, pressure = ?p, "eviction manager: node conditions changed");
                 }
                 self.pressure.set(&desc.name, p);
+                // A pod over its own limits is evicted first, and the
+                // thresholds wait for the next round (upstream's
+                // `synchronize`).
+                if self.local_storage && self.evict_over_limits(&desc.name, &snap).await {
+                    continue;
+                }
                 if let Some(m) = to_reclaim(&round.actionable) {
                     evictions.push(self.reclaim_or_evict(desc.clone(), m, &snap, &thresholds));
                 }
@@ -175,6 +185,69 @@ impl EvictionManager {
         self.evict_one(&desc.name, met, snap).await;
     }
 
+    /// Evicts every running pod of `node` over its own local storage
+    /// limits (grace 1 s, upstream's message, no `DisruptionTarget`);
+    /// whether any was.
+    async fn evict_over_limits(&self, node: &str, snap: &Snapshot) -> bool {
+        let dedicated = self
+            .reclaim
+            .as_ref()
+            .is_some_and(|r| (r.dedicated_imagefs)());
+        let mut evicted = false;
+        for a in self.active.on_node(node).into_iter().filter(|a| a.running) {
+            let Some(local) = snap
+                .pods
+                .get(&pod_key(&a.pod))
+                .and_then(|u| u.local.as_ref())
+            else {
+                continue;
+            };
+            let Some(message) = super::local_storage::violation(&a.pod, local, dedicated) else {
+                continue;
+            };
+            evicted |= self
+                .evict(&a, Disruption::EvictedOverLimit, message, IMMEDIATE_GRACE)
+                .await;
+        }
+        evicted
+    }
+
+    /// Asks `a`'s worker to kill it with `grace` and report it `why`, and
+    /// waits for that; false when the pod was not evicted (a critical pod,
+    /// a worker gone). A failed kill counts as evicted, as upstream.
+    async fn evict(
+        &self,
+        a: &ActivePod,
+        why: Disruption,
+        message: String,
+        grace: Duration,
+    ) -> bool {
+        if is_critical(&a.pod) {
+            tracing::warn!(pod = %pod_key(&a.pod), "eviction manager: cannot evict a critical pod");
+            return false;
+        }
+        if let Some(e) = &self.events {
+            e.record(&a.pod, None, true, "Evicted", message.clone());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let req = EvictRequest {
+            reason: why,
+            message,
+            grace,
+            done: tx,
+        };
+        if a.evict.send(req).await.is_err() {
+            return false;
+        }
+        match tokio::time::timeout(grace + Duration::from_secs(30), rx).await {
+            Ok(Ok(true)) => {
+                tracing::info!(pod = %pod_key(&a.pod), "eviction manager: pod is evicted successfully");
+            }
+            _ => tracing::warn!(pod = %pod_key(&a.pod), "eviction manager: pod failed to evict"),
+        }
+        true
+    }
+
     /// Ranks the node's running pods for `met` and evicts the first that
     /// can be evicted (one pod per round, as upstream).
     async fn evict_one(&self, node: &str, met: Met, snap: &Snapshot) {
@@ -208,36 +281,15 @@ impl EvictionManager {
         tracing::info!(%node, pods = ?order, "eviction manager: pods ranked for eviction");
         for c in &cands {
             let a = &pods[c.index];
-            if is_critical(&a.pod) {
-                tracing::warn!(pod = %pod_key(&a.pod), "eviction manager: cannot evict a critical pod");
-                continue;
-            }
             let msg = message(&met, &a.pod, snap.pods.get(&pod_key(&a.pod)));
-            let (tx, rx) = tokio::sync::oneshot::channel();
             let grace = if met.hard {
                 IMMEDIATE_GRACE
             } else {
                 soft_grace(&a.pod, self.config.eviction_max_pod_grace_period)
             };
-            let req = EvictRequest {
-                reason: Disruption::Evicted,
-                message: msg,
-                grace,
-                done: tx,
-            };
-            if a.evict.send(req).await.is_err() {
-                continue;
-            }
-            match tokio::time::timeout(grace + Duration::from_secs(30), rx).await {
-                Ok(Ok(true)) => {
-                    tracing::info!(pod = %pod_key(&a.pod), "eviction manager: pod is evicted successfully");
-                    return;
-                }
-                _ => {
-                    tracing::warn!(pod = %pod_key(&a.pod), "eviction manager: pod failed to evict");
-                    // Upstream counts a failed kill as this round's eviction too.
-                    return;
-                }
+            // One pod a round, as upstream.
+            if self.evict(a, Disruption::Evicted, msg, grace).await {
+                return;
             }
         }
         tracing::warn!(%node, "eviction manager: unable to evict any pods from the node");

@@ -56,19 +56,24 @@
 //!   container; pods not listed use nothing. A missing file means no
 //!   signals (no pressure). Without `--sim-signals` the sim has no eviction.
 //!
-//! Not implemented: soft thresholds, minimum reclaim, node-level reclaim
-//! (image/container GC) before evicting, admission of new pods under
-//! pressure, the eviction Events, local-storage (emptyDir) limits.
+//! Before the thresholds, every round, a CRI node's pods are held to their
+//! own local storage limits (`emptyDir` `sizeLimit`, `ephemeral-storage`
+//! limits: [`local_storage`]). Each eviction is a Warning `Evicted` Event
+//! on the pod with its message.
+//!
+//! Not implemented: admission of new pods under pressure.
 //!
 //! Layout (as upstream's `pkg/kubelet/eviction`; everything is re-exported
 //! here):
 //! * `signals`: the signals, observations, pod usage, [`SignalSource`];
 //! * `thresholds`: `evictionHard`, thresholds met, pressure conditions;
 //! * `ranking`: pod requests, critical pods, ranking, the `Evicted` message;
+//! * [`local_storage`]: a pod over its own local storage limits;
 //! * `manager`: the [`EvictionManager`] loop;
 //! * `sim_signals`: [`SimSignals`] (`--sim-signals`);
 //! * `machine_signals`: [`MachineSignals`] (`--runtime cri`).
 
+pub mod local_storage;
 mod machine_signals;
 mod manager;
 mod ranking;
@@ -82,7 +87,8 @@ pub use manager::{
 };
 pub use ranking::{format_quantity, message, pod_request, rank, Candidate};
 pub use signals::{
-    Condition, Observation, Observations, PodUsage, Resource, Signal, SignalSource, Snapshot,
+    Condition, LocalStorage, Observation, Observations, PodUsage, Resource, Signal, SignalSource,
+    Snapshot,
 };
 pub use sim_signals::{parse_sim_signals, SimSignals, SimSource};
 pub use thresholds::{

@@ -155,6 +155,21 @@ pub struct PodUsage {
     pub ephemeral_storage: BTreeMap<String, i64>,
     /// Processes of the pod, if known.
     pub pids: Option<i64>,
+    /// What its local storage limits are held against (CRI nodes).
+    pub local: Option<LocalStorage>,
+}
+
+/// A pod's local storage as upstream's `localStorageEviction` reads it
+/// from the Summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalStorage {
+    /// Volume name → bytes used (the volumes the stats measured).
+    pub volumes: BTreeMap<String, u64>,
+    /// The pod's ephemeral storage in all (its containers' writable layers
+    /// and logs, its local volumes, etc-hosts), if measured.
+    pub total: Option<u64>,
+    /// Container name → (bytes of its logs, bytes of its writable layer).
+    pub containers: BTreeMap<String, (u64, u64)>,
 }
 
 impl PodUsage {

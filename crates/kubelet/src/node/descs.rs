@@ -105,7 +105,7 @@ pub fn build(
     let capacity = if sim {
         template.capacity.clone()
     } else {
-        machine::capacity(cfg.max_pods)
+        machine::capacity(cfg.max_pods, &opts.root_dir)
     };
     let alloc = match (&template.allocatable, sim) {
         (Some(a), true) => a.clone(),

@@ -41,18 +41,28 @@ pub fn hostname() -> String {
 
 pub use crate::stats::procfs::meminfo_bytes;
 
-/// Capacity of this machine: cpu (cores), memory (MemTotal), pods.
-pub fn capacity(max_pods: i32) -> BTreeMap<String, Quantity> {
+/// Capacity of this machine: cpu (cores), memory (MemTotal), pods and
+/// ephemeral-storage (the filesystem of the kubelet's root directory).
+pub fn capacity(max_pods: i32, root_dir: &std::path::Path) -> BTreeMap<String, Quantity> {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get() as i64)
         .unwrap_or(1);
     let mem = meminfo_bytes(&read("/proc/meminfo"), "MemTotal").unwrap_or(0);
-    [
+    let mut c: BTreeMap<String, Quantity> = [
         ("cpu".to_string(), Quantity::from_units(cpus)),
         ("memory".to_string(), Quantity::from_units(mem)),
         ("pods".to_string(), Quantity::from_units(max_pods as i64)),
     ]
-    .into()
+    .into();
+    // The root directory's filesystem, as upstream's container manager
+    // reads it (cadvisor's RootFsInfo); left out when it cannot be read.
+    if let Some(fs) = crate::stats::statvfs(root_dir) {
+        c.insert(
+            "ephemeral-storage".into(),
+            Quantity::from_units(i64::try_from(fs.capacity).unwrap_or(i64::MAX)),
+        );
+    }
+    c
 }
 
 /// Free memory (MemAvailable), for the memory.available signal.
@@ -118,9 +128,14 @@ mod tests {
 
     #[test]
     fn this_machine() {
-        let c = capacity(110);
+        let c = capacity(110, std::path::Path::new("/"));
         assert!(c["cpu"].value() >= 1);
         assert_eq!(c["pods"].value(), 110);
+        // The root filesystem's size; none for a directory that is not there.
+        let root = crate::stats::statvfs(std::path::Path::new("/")).unwrap();
+        assert_eq!(c["ephemeral-storage"].value() as u64, root.capacity);
+        assert!(!capacity(110, std::path::Path::new("/nonexistent/rkube"))
+            .contains_key("ephemeral-storage"));
         assert!(kubelet_version().starts_with("v1.37."));
         assert!(detect_ip().parse::<std::net::IpAddr>().is_ok());
     }

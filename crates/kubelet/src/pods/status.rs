@@ -579,6 +579,10 @@ pub const RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
 pub enum Disruption {
     /// The eviction manager: `Failed`, reason `Evicted`.
     Evicted,
+    /// The eviction manager, for a pod over its own local storage limits:
+    /// the same without the `DisruptionTarget` condition (upstream's
+    /// `localStorageEviction` gives none).
+    EvictedOverLimit,
     /// Graceful node shutdown: reason `Terminated`, `Failed` unless the
     /// pod had succeeded.
     NodeShutdown,
@@ -588,8 +592,9 @@ pub enum Disruption {
 /// shows (containers terminated), phase `Failed` (a succeeded pod stays
 /// `Succeeded` at a node shutdown), reason `Evicted` or `Terminated`,
 /// `message`, and the condition `DisruptionTarget=True` (reason
-/// `TerminationByKubelet`, same message), as upstream's `evictPod` and
-/// node shutdown manager.
+/// `TerminationByKubelet`, same message; none for
+/// [`Disruption::EvictedOverLimit`]), as upstream's `evictPod` and node
+/// shutdown manager.
 pub fn evicted_status(
     pod: &Pod,
     previous: Option<&PodStatus>,
@@ -601,17 +606,20 @@ pub fn evicted_status(
 ) -> PodStatus {
     let mut s = pod_status(pod, previous, obs, host_ip, now);
     let succeeded = s.phase.as_deref() == Some("Succeeded");
-    if why == Disruption::Evicted || !succeeded {
+    if why != Disruption::NodeShutdown || !succeeded {
         s.phase = Some("Failed".into());
     }
     s.reason = Some(
         match why {
-            Disruption::Evicted => "Evicted",
+            Disruption::Evicted | Disruption::EvictedOverLimit => "Evicted",
             Disruption::NodeShutdown => "Terminated",
         }
         .into(),
     );
     s.message = Some(message.into());
+    if why == Disruption::EvictedOverLimit {
+        return s;
+    }
     let mut target = condition(
         previous,
         "DisruptionTarget",
@@ -1176,6 +1184,27 @@ mod tests {
         assert_eq!(d.reason.as_deref(), Some("TerminationByKubelet"));
         assert_eq!(d.message.as_deref(), Some(msg));
         assert!(is_terminal(s.phase.as_deref()));
+        // Over its own local storage limit: no DisruptionTarget.
+        let msg = "Usage of EmptyDir volume \"data\" exceeds the limit \"1Mi\". ";
+        let s = evicted_status(
+            &pod("Always"),
+            None,
+            &obs(vec![c("a", exited(137)), c("b", exited(137))]),
+            "1.2.3.4",
+            Disruption::EvictedOverLimit,
+            msg,
+            Timestamp::now(),
+        );
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(s.reason.as_deref(), Some("Evicted"));
+        assert_eq!(s.message.as_deref(), Some(msg));
+        assert!(
+            !s.conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "DisruptionTarget"),
+            "{s:?}"
+        );
     }
 
     #[test]

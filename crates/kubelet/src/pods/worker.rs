@@ -604,7 +604,7 @@ async fn evict(
         Timestamp::now(),
     );
     push_status(ctx, pod, &status);
-    if req.reason == Disruption::Evicted {
+    if req.reason != Disruption::NodeShutdown {
         ctx.metrics.pods_evicted.fetch_add(1, Ordering::Relaxed);
     }
     *last = Some(status);

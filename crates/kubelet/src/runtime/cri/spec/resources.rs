@@ -308,7 +308,7 @@ pub fn pod_requests(pod: &Pod) -> ResourceList {
 
 /// upstream's `PodLimits` (spec only): aggregated container limits,
 /// pod-level limits overriding, overhead added to non-zero limits.
-fn pod_limits(pod: &Pod) -> ResourceList {
+pub fn pod_limits(pod: &Pod) -> ResourceList {
     let mut limits = aggregate(pod, |c| limits_of(c.resources.as_ref()));
     if pod_level_set(pod) {
         for (k, v) in limits_of(pod_resources(pod)) {
