@@ -663,6 +663,30 @@ mod tests {
         );
     }
 
+    /// The trace of BENCHMARKS.md's "where the gap to the floor goes"
+    /// tables (three alternating runs of 105 pods at commit dc27590, with
+    /// the machine's CPU, the floor's and the CRI calls): the same rows.
+    #[test]
+    fn the_gap_trace_gives_the_published_rows() {
+        let out = render(include_str!("../../testdata/kubelet-dc27590.jsonl")).unwrap();
+        for line in [
+            "| startup p99, s | 22.39 | 27.76 | 20.09 | 0.81× | 1.11× |",
+            "| delete to gone p99, s | 17.98 | 24.32 | 17.51 | 0.74× | 1.03× |",
+            "| CPU-seconds while starting: kube-apiserver | 3.6 | 5.8 | 0.4 | 0.62× | 8.20× |",
+            "| CPU-seconds while starting: containerd's shims | 14.0 | 13.9 | 15.4 | 1.01× | 0.91× |",
+            "| CPU-seconds while starting: the whole machine | 43.6 | 53.7 | 38.9 | 0.81× | 1.12× |",
+            "| busy cores while starting (mean) | 1.92 | 1.92 | 1.87 | 1.00× | 1.02× |",
+            "| CRI calls per pod started | 28.6 | 13.2 | 3.0 | 2.16× | 9.52× |",
+            "| list_containers | 8.15 | 1.15 | 0.00 |",
+            "| podsandbox_status | 3.93 | 3.89 | 0.00 |",
+        ] {
+            assert!(out.contains(line), "{line} not in {out}");
+        }
+        assert!(out.contains(
+            "SUMMARY kubelet N=105: startup p99 rkube/upstream 0.81x, rkube/floor 1.11x,"
+        ));
+    }
+
     #[test]
     fn bad_traces_are_refused() {
         assert!(render("").is_err());
