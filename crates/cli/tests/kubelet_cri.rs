@@ -34,6 +34,9 @@
 //!     with an init container, a pull and a readiness probe lists its
 //!     stages in a start's order and its startup SLI, and a
 //!     ServiceAccount without `nodes/proxy` gets 403 from the kubelet.
+//! (j) (last) disk pressure: unused images reclaimed before any eviction,
+//!     the node's `EvictionThresholdMet` Event, and a new pod refused
+//!     while the pressure lasts.
 //! (l) (beside (b)–(k)) pods over their own local storage limits are
 //!     evicted whatever the node's pressure, as upstream's eviction manager
 //!     does: an `emptyDir` past its `sizeLimit`, a container whose logs
@@ -1000,6 +1003,26 @@ async fn disk_pressure(cp: &ControlPlane, cri: &CriClient, node: &str) {
         || async { (!images("pause:1").await).then_some(()) },
     )
     .await;
+    // A new pod is refused while the pressure lasts (upstream's eviction
+    // admission), bound here past the scheduler's taint filter.
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let late: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "late"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "rkube.local/busybox:1",
+                 "imagePullPolicy": "Never", "command": ["sleep", "60"]}]},
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &late).await.unwrap();
+    let refused = wait_for("late refused", Duration::from_secs(30), || async {
+        let p = pods.get("late").await.ok()?;
+        (phase(&p) == "Failed").then_some(p.status?)
+    })
+    .await;
+    assert_eq!(refused.reason.as_deref(), Some("Evicted"));
+    assert_eq!(
+        refused.message.as_deref(),
+        Some("Pod was rejected: The node had condition: [DiskPressure]. ")
+    );
     let events: Api<Event> = Api::namespaced(admin, "default");
     let reclaim = wait_for(
         "the EvictionThresholdMet Event",

@@ -59,9 +59,8 @@
 //! Before the thresholds, every round, a CRI node's pods are held to their
 //! own local storage limits (`emptyDir` `sizeLimit`, `ephemeral-storage`
 //! limits: [`local_storage`]). Each eviction is a Warning `Evicted` Event
-//! on the pod with its message.
-//!
-//! Not implemented: admission of new pods under pressure.
+//! on the pod with its message. New pods are refused under pressure by
+//! the pod admission ([`crate::pods::admission::under_pressure`]).
 //!
 //! Layout (as upstream's `pkg/kubelet/eviction`; everything is re-exported
 //! here):

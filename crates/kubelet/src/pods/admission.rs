@@ -18,6 +18,13 @@
 //! The first failure names the rejection, as upstream's. A critical pod
 //! refused for resources alone is admitted: upstream would make room by
 //! evicting lower-priority pods, which rkube does not do yet.
+//!
+//! Before these, the eviction manager's check (upstream's
+//! `managerImpl.Admit`): while the node reports a pressure condition, a
+//! pod that is not critical is refused (`Evicted`, `The node had
+//! condition: [DiskPressure]. `), except under memory pressure alone a pod
+//! that is not BestEffort, or a BestEffort one tolerating the
+//! `node.kubernetes.io/memory-pressure:NoSchedule` taint.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -301,6 +308,43 @@ fn node_of(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
+/// The eviction manager's refusal of `pod` on a node under `pressure`
+/// (upstream's `managerImpl.Admit`), if it refuses it.
+pub fn under_pressure(
+    pod: &Pod,
+    mpod: &MPod,
+    pressure: crate::node::pressure::Pressure,
+) -> Option<Rejection> {
+    let conditions: Vec<&str> = [
+        (pressure.memory, "MemoryPressure"),
+        (pressure.disk, "DiskPressure"),
+        (pressure.pid, "PIDPressure"),
+    ]
+    .into_iter()
+    .filter_map(|(on, c)| on.then_some(c))
+    .collect();
+    if conditions.is_empty() || is_critical(pod) {
+        return None;
+    }
+    if conditions == ["MemoryPressure"] {
+        use crate::runtime::cri::spec::resources::{qos_class, QosClass};
+        let taint = rkube_model::objects::Taint {
+            key: "node.kubernetes.io/memory-pressure".into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        };
+        if qos_class(pod) != QosClass::BestEffort
+            || mpod.tolerations.iter().any(|t| t.tolerates(&taint))
+        {
+            return None;
+        }
+    }
+    Some(Rejection {
+        reason: "Evicted".into(),
+        message: format!("The node had condition: [{}]. ", conditions.join(" ")),
+    })
+}
+
 impl Admission {
     /// Admission for the nodes `descs`, reading their Nodes from `board`
     /// (and once more from the API server through `client` before an
@@ -346,6 +390,9 @@ impl Admission {
             self.count(pod);
             return Ok(());
         };
+        if let Some(refused) = under_pressure(pod, &mpod, self.pressure.get(&name)) {
+            return Err(refused);
+        }
         let Some(node) = self.node(&name) else {
             return Err(Rejection {
                 reason: "InvalidNodeInfo".into(),

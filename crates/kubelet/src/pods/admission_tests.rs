@@ -247,3 +247,80 @@ fn deferred_resizes_are_tried_again_when_a_pod_frees_its_resources() {
     assert_eq!(d.released("z", true), ["b"]);
     assert!(d.released("b", true).is_empty());
 }
+
+/// Upstream's eviction admission (eviction_manager_test.go's
+/// TestAdmitUnderNodeConditions): nothing under no pressure; under memory
+/// pressure alone BestEffort pods only, unless they tolerate the taint;
+/// under any other pressure every pod; critical pods always admitted.
+#[test]
+fn pressure_refuses_as_the_eviction_manager() {
+    use crate::node::pressure::Pressure;
+    let api = |spec: Value, annotations: Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "p", "annotations": annotations},
+            "spec": spec,
+        }))
+        .unwrap()
+    };
+    let best_effort = api(
+        json!({"containers": [{"name": "c", "image": "i"}]}),
+        json!({}),
+    );
+    let burstable = api(
+        json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": {"memory": "1Mi"}}}]}),
+        json!({}),
+    );
+    let tolerant = api(
+        json!({"containers": [{"name": "c", "image": "i"}],
+               "tolerations": [{"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"}]}),
+        json!({}),
+    );
+    let critical = api(
+        json!({"containers": [{"name": "c", "image": "i"}], "priority": 2000001000,
+               "priorityClassName": "system-node-critical"}),
+        json!({}),
+    );
+    let refused = |p: &Pod, pressure: Pressure| {
+        let m = convert::pod(p, 0, &PriorityClasses::default()).unwrap();
+        under_pressure(p, &m, pressure).map(|r| (r.reason, r.message))
+    };
+    let memory = Pressure {
+        memory: true,
+        ..Default::default()
+    };
+    let disk = Pressure {
+        disk: true,
+        ..Default::default()
+    };
+    let both = Pressure {
+        memory: true,
+        disk: true,
+        pid: false,
+    };
+    assert_eq!(refused(&best_effort, Pressure::default()), None);
+    assert_eq!(
+        refused(&best_effort, memory),
+        Some((
+            "Evicted".into(),
+            "The node had condition: [MemoryPressure]. ".into()
+        ))
+    );
+    assert_eq!(refused(&burstable, memory), None);
+    assert_eq!(refused(&tolerant, memory), None);
+    assert_eq!(
+        refused(&burstable, disk),
+        Some((
+            "Evicted".into(),
+            "The node had condition: [DiskPressure]. ".into()
+        ))
+    );
+    // A toleration of memory pressure does not help under another one.
+    assert_eq!(
+        refused(&tolerant, both),
+        Some((
+            "Evicted".into(),
+            "The node had condition: [MemoryPressure DiskPressure]. ".into()
+        ))
+    );
+    assert_eq!(refused(&critical, both), None);
+}
