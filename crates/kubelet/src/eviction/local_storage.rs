@@ -10,7 +10,7 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 use rkube_model::quantity::Quantity;
 
-use super::ranking::format_quantity;
+use super::ranking::{format_decimal, format_quantity};
 use super::signals::LocalStorage;
 use crate::pod::is_sidecar;
 use crate::runtime::cri::spec::resources::pod_limits;
@@ -22,21 +22,10 @@ const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 /// Go falls back to), decimal ones otherwise.
 fn go_string(bytes: i64, spec: &str) -> String {
     if spec.ends_with('i') {
-        return format_quantity(bytes);
+        format_quantity(bytes)
+    } else {
+        format_decimal(bytes)
     }
-    for (s, p) in [
-        ("E", 1_000_000_000_000_000_000i64),
-        ("P", 1_000_000_000_000_000),
-        ("T", 1_000_000_000_000),
-        ("G", 1_000_000_000),
-        ("M", 1_000_000),
-        ("k", 1_000),
-    ] {
-        if bytes != 0 && bytes % p == 0 {
-            return format!("{}{s}", bytes / p);
-        }
-    }
-    bytes.to_string()
 }
 
 fn limit_of(c: &Container) -> Option<(i64, &str)> {

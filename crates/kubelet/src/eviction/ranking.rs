@@ -79,6 +79,16 @@ pub fn format_quantity(v: i64) -> String {
     if binary.ends_with('i') {
         return binary;
     }
+    format_decimal(v)
+}
+
+/// Formats an amount as Go's `resource.Quantity` with `DecimalSI` prints
+/// it: the largest exact decimal suffix (`2G`, `1500k`), else the plain
+/// number.
+pub fn format_decimal(v: i64) -> String {
+    if v == 0 {
+        return "0".into();
+    }
     for (s, p) in [
         ("E", 1_000_000_000_000_000_000i64),
         ("P", 1_000_000_000_000_000),
