@@ -70,12 +70,12 @@ pub fn violation(pod: &Pod, used: &LocalStorage, dedicated_imagefs: bool) -> Opt
     if let Some(limit) = pod_limits(pod).get(EPHEMERAL_STORAGE) {
         let total = used.total.unwrap_or(0);
         if i128::from(total) > i128::from(limit.value()) {
-            // Go's sum keeps the format of the first container's limit.
+            // Go's sum keeps the format of the first limit it adds: the
+            // containers' before the init containers'.
             let first = spec
-                .init_containers
+                .containers
                 .iter()
-                .flatten()
-                .chain(&spec.containers)
+                .chain(spec.init_containers.iter().flatten())
                 .find_map(limit_of)
                 .map_or("", |(_, t)| t);
             return Some(format!(
