@@ -131,13 +131,14 @@ impl Calls {
     }
 }
 
-/// Starts the pods and times them, tells `started` the startup timings
-/// and the CRI calls that took (when every pod started), waits for the hold file if there is one, then
-/// takes them down and times that (startup, delete); every sandbox it made
-/// is removed, also when a start failed.
+/// Starts the pods and times them, tells `on_started` the startup timings
+/// and the CRI calls that took (when every pod started), waits for the
+/// hold file if there is one, then takes them down and times that
+/// (startup, delete); every sandbox it made is removed, also when a start
+/// failed.
 pub async fn run(
     o: &Options,
-    started: impl FnOnce(&Timed, &std::collections::BTreeMap<&'static str, u64>),
+    on_started: impl FnOnce(&Timed, &std::collections::BTreeMap<&'static str, u64>),
 ) -> Result<(Timed, Timed)> {
     let calls = std::sync::Arc::new(Calls::default());
     let options = rkube_cri::ConnectOptions {
@@ -155,7 +156,7 @@ pub async fn run(
             latencies_ms: results.iter().flatten().map(|(_, ms)| *ms).collect(),
             total_ms,
         };
-        started(&up, &calls.snapshot());
+        on_started(&up, &calls.snapshot());
         if let Some(hold) = &o.hold {
             wait_for(hold).await;
         }
