@@ -34,8 +34,8 @@
 //!   checkpointed in upstream's files.
 //! * [`shutdown`]: graceful node shutdown through logind's inhibitor lock.
 //!
-//! Not yet: PersistentVolumeClaim and other volume types (refused, not
-//! skipped), device plugins and DRA.
+//! Not yet: CSI volumes and PersistentVolumes other than `local` and
+//! `hostPath` (refused, not skipped).
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
@@ -282,6 +282,7 @@ async fn make_cri(
     let volumes = Arc::new(volumes::manager::VolumeManager::new(
         client.clone(),
         dirs.clone(),
+        desc.name.clone(),
     ));
     let parts = runtime::cri::CriParts {
         dirs,

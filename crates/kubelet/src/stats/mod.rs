@@ -25,7 +25,7 @@ pub mod resource_metrics;
 mod snapshot;
 // The one audited libc::statvfs call.
 #[allow(unsafe_code)]
-mod statvfs;
+pub(crate) mod statvfs;
 pub mod summary;
 
 pub use provider::{runtime_pods, StatsProvider, RATE_WINDOW, REUSE, VOLUME_STATS_PERIOD};

@@ -484,6 +484,7 @@ pub(crate) mod tests {
             used: 4000,
             inodes_free: 10,
             inodes: 50,
+            flags: 0,
         };
         Snapshot {
             time: Time(8_000_000_000),

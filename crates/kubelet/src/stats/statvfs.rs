@@ -20,6 +20,8 @@ pub struct FsInfo {
     pub inodes_free: u64,
     /// Inodes (`f_files`).
     pub inodes: u64,
+    /// The mount's flags (`f_flag`: `ST_RDONLY`, `ST_NOSUID`, …).
+    pub flags: u64,
 }
 
 /// `statvfs` of `path` (`None` if it cannot be read).
@@ -43,6 +45,7 @@ pub fn statvfs(path: &Path) -> Option<FsInfo> {
             .saturating_mul(frsize),
         inodes_free: s.f_favail as u64,
         inodes: s.f_files as u64,
+        flags: s.f_flag as u64,
     })
 }
 

@@ -19,6 +19,11 @@
 //! read from watches ([`crate::objects`]), not fetched at each sync; a
 //! pod's watches end with [`VolumeManager::forget`].
 //!
+//! PersistentVolumeClaim and generic ephemeral volumes ([`persistent`]) are
+//! resolved to their bound PersistentVolume once per pod and set up
+//! (local volumes bind-mounted, [`local`]); what the containers mount is
+//! then [`VolumeManager::claims`].
+//!
 //! A volume that cannot be set up fails the sync with upstream's wording,
 //! `MountVolume.SetUp failed for volume "NAME" : REASON`; the pod's
 //! containers then stay `ContainerCreating` and the sync is retried.
@@ -28,13 +33,20 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
+};
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 
 use super::atomic_writer;
 use super::empty_dir;
+use super::local;
 use super::payload::{self, Lookup, TokenKey};
+use super::persistent::{self, Source};
 use super::pod_certificate::PodCertificates;
 use super::trust_bundle::TrustBundles;
 use crate::informer::Informer;
@@ -87,10 +99,40 @@ pub struct EnvInputs {
     pub master_service: Option<Service>,
 }
 
+/// What a container mounts for a claim volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimMount {
+    /// The directory on the node.
+    pub host_path: PathBuf,
+    /// The claim is read-only: so are the containers' mounts.
+    pub read_only: bool,
+    /// A supplemental group the PersistentVolume asks for.
+    pub gid: Option<i64>,
+}
+
+/// A pod's claim volumes set up, by pod volume name.
+pub type Claims = HashMap<String, ClaimMount>;
+
+/// The claim volumes of a pod, set up: what to mount, and warnings for the
+/// pod's events.
+#[derive(Debug, Clone, Default)]
+pub struct ClaimsReady {
+    /// What the containers mount.
+    pub claims: Arc<Claims>,
+    /// `(reason, message)` of Warning events (upstream's
+    /// `AlreadyMountedVolume`).
+    pub warnings: Vec<(&'static str, String)>,
+}
+
 /// Fetches volume sources and keeps pod volumes written.
 pub struct VolumeManager {
     client: Client,
     dirs: Dirs,
+    /// This node (the labels PersistentVolumes' node affinity is matched
+    /// against).
+    node_name: String,
+    /// The claim volumes set up, by pod uid.
+    claims: Mutex<HashMap<String, Arc<Claims>>>,
     tokens: Mutex<HashMap<CacheKey, CachedToken>>,
     config_maps: ObjectCache<ConfigMap>,
     secrets: ObjectCache<Secret>,
@@ -111,8 +153,10 @@ pub fn setup_failed(volume: &str, reason: &str) -> String {
 
 impl VolumeManager {
     /// A manager over `client` writing under `dirs.root`.
-    pub fn new(client: Client, dirs: Dirs) -> VolumeManager {
+    pub fn new(client: Client, dirs: Dirs, node_name: String) -> VolumeManager {
         VolumeManager {
+            node_name,
+            claims: Mutex::new(HashMap::new()),
             config_maps: ObjectCache::new(client.clone()),
             secrets: ObjectCache::new(client.clone()),
             trust_bundles: TrustBundles::new(client.clone(), super::trust_bundle::NOT_SYNCED),
@@ -336,6 +380,192 @@ impl VolumeManager {
         Ok(())
     }
 
+    /// The pod's claim volumes, set up (once; again after a restart, where
+    /// a mount already in place is kept). `Err` is the pod's `FailedMount`
+    /// message in upstream's words: `Unable to attach or mount volumes: …`
+    /// when a claim or its volume cannot be used yet,
+    /// `MountVolume.… failed for volume "PV" : …` when it cannot be mounted.
+    pub async fn claims(&self, pod: &Pod) -> Result<ClaimsReady, String> {
+        let uid = pod.uid().unwrap_or_default();
+        if let Some(c) = lock(&self.claims).get(&uid) {
+            return Ok(ClaimsReady {
+                claims: c.clone(),
+                warnings: Vec::new(),
+            });
+        }
+        let volumes = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.clone())
+            .unwrap_or_default();
+        let wanted: Vec<_> = volumes
+            .iter()
+            .filter_map(|v| persistent::claim_of(pod, v).map(|c| (v.name.clone(), c)))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(ClaimsReady::default());
+        }
+        let ns = pod_namespace(pod);
+        let (mounts, devices) = persistent::used_volumes(pod);
+        let mut resolved = Vec::new();
+        let mut failed = Vec::new();
+        let mut why = Vec::new();
+        let mut node_labels = None;
+        for (name, claim) in &wanted {
+            let r = self
+                .resolve(pod, &ns, name, claim, &mounts, &devices, &mut node_labels)
+                .await;
+            match r {
+                Ok(r) => resolved.push((name.clone(), r)),
+                Err(Failure::Process(e)) => {
+                    failed.push(name.clone());
+                    why.push(e);
+                }
+                Err(Failure::Mount(e)) => return Err(e),
+            }
+        }
+        if !failed.is_empty() {
+            let unmounted: Vec<String> = mounts
+                .iter()
+                .chain(devices.iter())
+                .filter(|v| failed.contains(v))
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            return Err(persistent::unable_to_mount(
+                &unmounted,
+                &failed,
+                &why.join("; "),
+            ));
+        }
+        let fs_group = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.as_ref())
+            .and_then(|s| {
+                let on_root_mismatch =
+                    s.fs_group_change_policy.as_deref() == Some("OnRootMismatch");
+                s.fs_group.map(|g| (g, on_root_mismatch))
+            });
+        let fs_group = match fs_group {
+            Some((g, p)) => Some((
+                u32::try_from(g).map_err(|_| format!("invalid fsGroup {g}"))?,
+                p,
+            )),
+            None => None,
+        };
+        let mut out = Claims::new();
+        let mut warnings = Vec::new();
+        for (name, r) in resolved {
+            let host_path = match &r.source {
+                Source::HostPath { path, type_ } => {
+                    let p = PathBuf::from(path);
+                    crate::runtime::cri::spec::check_host_path_type(&p, type_)
+                        .map_err(|e| setup_failed(&r.pv, &e))?;
+                    p
+                }
+                Source::Local { path } => {
+                    let dir = self
+                        .dirs
+                        .volume_dir(&uid, persistent::LOCAL_PLUGIN_DIR, &r.pv);
+                    let done = local::set_up(&local::SetUp {
+                        source: std::path::Path::new(path),
+                        dir: &dir,
+                        read_only: r.read_only,
+                        options: &r.mount_options,
+                        fs_group,
+                        pods_dir: &self.dirs.root.join("pods"),
+                        pv: &r.pv,
+                    })
+                    .map_err(|e| setup_failed(&r.pv, &e))?;
+                    warnings.extend(done.group_warning.map(|w| ("AlreadyMountedVolume", w)));
+                    dir
+                }
+            };
+            out.insert(
+                name,
+                ClaimMount {
+                    host_path,
+                    read_only: r.read_only,
+                    gid: r.gid,
+                },
+            );
+        }
+        let out = Arc::new(out);
+        lock(&self.claims).insert(uid, out.clone());
+        Ok(ClaimsReady {
+            claims: out,
+            warnings,
+        })
+    }
+
+    /// One claim volume resolved to its PersistentVolume.
+    #[allow(clippy::too_many_arguments)]
+    async fn resolve(
+        &self,
+        pod: &Pod,
+        ns: &str,
+        volume: &str,
+        claim: &persistent::ClaimRef,
+        mounts: &[String],
+        devices: &[String],
+        node_labels: &mut Option<rkube_model::selector::Labels>,
+    ) -> Result<persistent::Resolved, Failure> {
+        let processing =
+            |e: String| Failure::Process(format!("error processing PVC {ns}/{}: {e}", claim.name));
+        let pvc = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns)
+            .get(&claim.name)
+            .await
+            .map_err(|e| {
+                processing(format!(
+                    "failed to fetch PVC from API server: {}",
+                    kube_error_message(&e)
+                ))
+            })?;
+        if claim.ephemeral {
+            persistent::claim_is_for_pod(pod, &pvc).map_err(Failure::Process)?;
+        }
+        let pv_name = persistent::bound_volume(&pvc).map_err(processing)?;
+        let pv = Api::<PersistentVolume>::all(self.client.clone())
+            .get(pv_name)
+            .await
+            .map_err(|e| {
+                processing(format!(
+                    "failed to fetch PV {pv_name} from API server: {}",
+                    kube_error_message(&e)
+                ))
+            })?;
+        persistent::check_claim_ref(&pv, &pvc.uid().unwrap_or_default()).map_err(processing)?;
+        if node_labels.is_none() {
+            let node = Api::<Node>::all(self.client.clone())
+                .get(&self.node_name)
+                .await
+                .map_err(|e| {
+                    Failure::Mount(format!(
+                        "MountVolume.NodeAffinity check failed for volume {pv_name:?} : reading node {}: {}",
+                        self.node_name,
+                        kube_error_message(&e)
+                    ))
+                })?;
+            *node_labels = Some(node.labels().clone().into_iter().collect());
+        }
+        let labels = node_labels.as_ref().cloned().unwrap_or_default();
+        persistent::resolve(
+            volume,
+            &pv,
+            claim.read_only,
+            mounts.iter().any(|m| m == volume),
+            devices.iter().any(|d| d == volume),
+            &labels,
+        )
+        .map_err(|c| match c.prefix {
+            // Upstream's volume mode mismatch is not wrapped.
+            "" => Failure::Process(c.message),
+            p => Failure::Mount(format!("{p} for volume {pv_name:?} : {}", c.message)),
+        })
+    }
+
     /// What the pod's containers' environments read: the ConfigMaps and
     /// Secrets they name (absent ones left out: the env code words the
     /// error) and, with service links, the namespace's Services.
@@ -379,10 +609,19 @@ impl VolumeManager {
     /// directory goes with the runtime's removal of the pod).
     pub fn forget(&self, uid: &str) {
         lock(&self.tokens).retain(|(u, _, _), _| u != uid);
+        lock(&self.claims).remove(uid);
         self.config_maps.release(uid);
         self.secrets.release(uid);
         self.pod_certificates.forget(uid);
     }
+}
+
+/// Why a claim volume is not ready.
+enum Failure {
+    /// It cannot be processed (upstream's populator errors).
+    Process(String),
+    /// Its volume cannot be mounted (already in upstream's event words).
+    Mount(String),
 }
 
 /// `pods/` is kubelet-only (0750, as upstream's): volume files are only

@@ -8,15 +8,22 @@
 //! * [`subpath`]: `subPath` resolved beneath the volume root without
 //!   following symlinks, bind-mounted for the runtime;
 //! * [`empty_dir`]: tmpfs for `medium: Memory`;
+//! * [`persistent`]: PersistentVolumeClaim (and generic ephemeral) volumes
+//!   resolved to the PersistentVolume they are bound to (pure);
+//! * [`local`]: local PersistentVolumes bind-mounted under the pod;
+//! * [`ownership`]: a volume given to the pod's `fsGroup`;
 //! * [`manager`]: fetches what a pod's volumes and environment reference
 //!   (ConfigMaps, Secrets, ServiceAccount tokens through the TokenRequest
 //!   API, rotated before they expire) and keeps each volume up to date.
 
 pub mod atomic_writer;
 pub mod empty_dir;
+pub mod local;
 pub mod manager;
+pub mod ownership;
 pub mod payload;
 pub mod pem;
+pub mod persistent;
 pub mod pod_certificate;
 pub mod pod_key;
 pub mod subpath;

@@ -873,7 +873,7 @@ fn clean_entry(path: &Path, depth: usize, fail: &mut dyn FnMut(&Path, &'static s
 }
 
 /// Detaches every mount stacked on `path`.
-fn unmount_all(path: &Path) -> io::Result<()> {
+pub(crate) fn unmount_all(path: &Path) -> io::Result<()> {
     for _ in 0..MAX_STACKED {
         if !is_mount_point(path)? {
             return Ok(());
@@ -891,7 +891,7 @@ fn unmount_all(path: &Path) -> io::Result<()> {
 /// Whether something is mounted at `path`, by `/proc/self/mountinfo` (a
 /// bind mount from the same filesystem has the same device as its parent,
 /// so comparing devices would not tell).
-fn is_mount_point(path: &Path) -> io::Result<bool> {
+pub(crate) fn is_mount_point(path: &Path) -> io::Result<bool> {
     let (parent, Some(name)) = (path.parent(), path.file_name()) else {
         return Ok(true); // `/`
     };
@@ -959,7 +959,7 @@ fn unescape_mountinfo(field: &[u8]) -> Vec<u8> {
 
 // ---- system calls -------------------------------------------------------
 
-fn cpath(path: &Path) -> io::Result<CString> {
+pub(crate) fn cpath(path: &Path) -> io::Result<CString> {
     Ok(CString::new(path.as_os_str().as_bytes())?)
 }
 
@@ -976,7 +976,7 @@ fn owned_fd(rc: impl TryInto<RawFd>) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+pub(crate) fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: `name` is NUL-terminated and only read during the call; no
     // O_CREAT, so no mode argument is read.
     let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) };
@@ -994,7 +994,7 @@ fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<(
     Ok(())
 }
 
-fn fchmod(fd: BorrowedFd<'_>, mode: libc::mode_t) -> io::Result<()> {
+pub(crate) fn fchmod(fd: BorrowedFd<'_>, mode: libc::mode_t) -> io::Result<()> {
     // SAFETY: a plain system call on a descriptor we hold.
     if unsafe { libc::fchmod(fd.as_raw_fd(), mode) } < 0 {
         return Err(io::Error::last_os_error());
@@ -1002,7 +1002,7 @@ fn fchmod(fd: BorrowedFd<'_>, mode: libc::mode_t) -> io::Result<()> {
     Ok(())
 }
 
-fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     // SAFETY: `libc::stat` is a plain C struct of integers, for which
     // all-zero bytes are a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -1039,7 +1039,7 @@ fn readlink_fd(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
     }
 }
 
-fn bind_mount(source: &str, target: &Path) -> io::Result<()> {
+pub(crate) fn bind_mount(source: &str, target: &Path) -> io::Result<()> {
     let source = CString::new(source)?;
     let target = cpath(target)?;
     // SAFETY: both paths are NUL-terminated and only read during the call;

@@ -16,7 +16,7 @@ use super::hooks;
 use super::{err, latest, lock, CriRuntime};
 use crate::pod::is_sidecar;
 use crate::runtime::{PodObservation, RuntimeError};
-use crate::volumes::{empty_dir, subpath};
+use crate::volumes::{empty_dir, local, subpath};
 
 impl CriRuntime {
     pub(super) async fn kill(
@@ -102,6 +102,7 @@ impl CriRuntime {
         let pod_dir = self.dirs.pod_dir(uid);
         subpath::cleanup(&pod_dir).map_err(err)?;
         empty_dir::cleanup(&pod_dir).map_err(err)?;
+        local::cleanup(&pod_dir).map_err(err)?;
         // Something still mounted (not one of the kubelet's own volumes):
         // left in place, as upstream leaves an orphaned pod whose volumes
         // are not cleaned up, never deleted through.

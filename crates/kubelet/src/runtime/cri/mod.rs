@@ -633,6 +633,10 @@ impl CriRuntime {
             Some(vm) => vm.env_inputs(pod).await?,
             None => EnvInputs::default(),
         };
+        let claims = match self.volumes.as_ref() {
+            Some(vm) => vm.claims(pod).await?.claims,
+            None => Default::default(),
+        };
         let image = c.image.clone().unwrap_or_default();
         let status = self
             .cri
@@ -677,13 +681,14 @@ impl CriRuntime {
             cluster_domain: &self.node.dns.cluster_domain,
             devices: devices.as_ref(),
             claim_cdi: &claim_cdi,
+            claims: &claims,
         };
         spec::container_config(pod, c, attempt, &self.dirs, &inputs)
     }
 
-    /// Writes the pod's ConfigMap, Secret, downwardAPI and projected
-    /// volumes (again at every sync: updates reach running containers);
-    /// refuses volume types rkube cannot mount.
+    /// Sets up the pod's claim volumes and writes its ConfigMap, Secret,
+    /// downwardAPI and projected volumes (again at every sync: updates
+    /// reach running containers); refuses volume types rkube cannot mount.
     async fn prepare_volumes(&self, pod: &Pod) -> Result<(), String> {
         let volumes = pod
             .spec
@@ -699,15 +704,27 @@ impl CriRuntime {
                 ),
             ));
         }
-        if volumes
+        let claims = volumes
             .iter()
-            .all(|v| crate::volumes::payload::plugin_dir(v).is_none())
-        {
+            .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
+        let api_data = volumes
+            .iter()
+            .any(|v| crate::volumes::payload::plugin_dir(v).is_some());
+        if !claims && !api_data {
             return Ok(());
         }
-        match self.volumes.as_ref() {
-            Some(vm) => vm.prepare(pod, &self.downward(&[])).await,
-            None => Err("ConfigMap, Secret, downwardAPI and projected volumes need the API server (static pods cannot use them)".into()),
+        let Some(vm) = self.volumes.as_ref() else {
+            return Err("ConfigMap, Secret, downwardAPI, projected and PersistentVolumeClaim volumes need the API server (static pods cannot use them)".into());
+        };
+        if claims {
+            let ready = vm.claims(pod).await?;
+            for (reason, message) in ready.warnings {
+                self.event(pod, None, true, reason, message);
+            }
+        }
+        match api_data {
+            true => vm.prepare(pod, &self.downward(&[])).await,
+            false => Ok(()),
         }
     }
 

@@ -183,6 +183,8 @@ impl CriRuntime {
             false => "ContainerCreating",
         };
         if let Err(m) = self.prepare_volumes(pod).await {
+            // Upstream's FailedMount (the recorder folds repeats into one).
+            self.event(pod, None, true, "FailedMount", m.clone());
             return Some((reason, m));
         }
         if let Some(r) = &self.events {

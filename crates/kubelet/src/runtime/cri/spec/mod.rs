@@ -10,7 +10,10 @@
 //! (`DirectoryOrCreate`/`FileOrCreate` create the path; other types are
 //! used as they are), and ConfigMap, Secret, downwardAPI and projected
 //! volumes (written by [`crate::volumes::manager`], always read-only, as
-//! upstream). `subPath` is resolved beneath the volume without leaving it
+//! upstream), and PersistentVolumeClaim and generic ephemeral volumes as
+//! [`crate::volumes::manager::VolumeManager::claims`] set them up
+//! (read-only when the claim is; the PersistentVolume's GID annotation
+//! becomes a supplemental group). `subPath` is resolved beneath the volume without leaving it
 //! ([`crate::volumes::subpath`]). Any other volume type is refused: the
 //! container fails with `CreateContainerConfigError` naming it, instead of
 //! running without its volume.
@@ -37,6 +40,7 @@ use super::termination;
 use crate::network::dns;
 use crate::pod::env::{self, EnvSources};
 use crate::pod::{host_network, pod_hostname, pod_namespace, Dirs};
+use crate::volumes::manager::Claims;
 use crate::volumes::{empty_dir, payload, subpath};
 
 /// Label with the pod's UID on sandboxes and containers (as upstream's).
@@ -124,7 +128,11 @@ pub fn sandbox_config(
 
 /// Whether the volume is one [`mounts`] can mount.
 pub fn supported_volume(v: &Volume) -> bool {
-    v.empty_dir.is_some() || v.host_path.is_some() || payload::plugin_dir(v).is_some()
+    v.empty_dir.is_some()
+        || v.host_path.is_some()
+        || v.persistent_volume_claim.is_some()
+        || v.ephemeral.is_some()
+        || payload::plugin_dir(v).is_some()
 }
 
 /// The volume's type as the API names it (for refusals).
@@ -224,7 +232,7 @@ fn host_file_type(path: &Path) -> Result<&'static str, String> {
 /// create what is missing (0755 directories with their parents; an empty
 /// 0644 file in an existing directory), then every type but the empty one
 /// must match what is there.
-fn check_host_path_type(path: &Path, type_: &str) -> Result<(), String> {
+pub(crate) fn check_host_path_type(path: &Path, type_: &str) -> Result<(), String> {
     let exists = path.exists();
     let create = match type_ {
         "" => return Ok(()),
@@ -276,7 +284,14 @@ fn volume_host_path(
     v: &Volume,
     dirs: &Dirs,
     fs_group: Option<i64>,
+    claims: &Claims,
 ) -> Result<PathBuf, String> {
+    if v.persistent_volume_claim.is_some() || v.ephemeral.is_some() {
+        return claims
+            .get(&v.name)
+            .map(|c| c.host_path.clone())
+            .ok_or_else(|| format!("volume {:?}: its claim is not set up", v.name));
+    }
     if let Some(e) = &v.empty_dir {
         let d = dirs.empty_dir(uid, &v.name);
         std::fs::create_dir_all(&d)
@@ -326,6 +341,7 @@ pub fn mounts(
     c: &Container,
     dirs: &Dirs,
     env: &[(String, String)],
+    claims: &Claims,
 ) -> Result<Vec<v1::Mount>, String> {
     let uid = pod.uid().unwrap_or_default();
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
@@ -339,7 +355,7 @@ pub fn mounts(
             .as_ref()
             .and_then(|s| s.security_context.as_ref())
             .and_then(|s| s.fs_group);
-        let host = volume_host_path(&uid, v, dirs, fs_group)?;
+        let host = volume_host_path(&uid, v, dirs, fs_group, claims)?;
         let sub = match m.sub_path_expr.as_deref().filter(|s| !s.is_empty()) {
             Some(expr) => Some(expand_sub_path_expr(expr, env)?),
             None => m.sub_path.clone().filter(|s| !s.is_empty()),
@@ -360,11 +376,14 @@ pub fn mounts(
                 m.name
             ));
         }
+        // Upstream's mounter attributes: API data volumes and read-only
+        // claims are mounted read-only whatever the mount says.
         let api_data = payload::plugin_dir(v).is_some();
+        let read_only_claim = claims.get(&v.name).is_some_and(|c| c.read_only);
         out.push(v1::Mount {
             container_path: m.mount_path.clone(),
             host_path: host.display().to_string(),
-            readonly: m.read_only.unwrap_or(false) || api_data,
+            readonly: m.read_only.unwrap_or(false) || api_data || read_only_claim,
             propagation: propagation(m.mount_propagation.as_deref())? as i32,
             ..Default::default()
         });
@@ -434,6 +453,8 @@ pub struct ContainerInputs<'a> {
     pub devices: Option<&'a crate::devices::RunOptions>,
     /// The CDI devices of its ResourceClaims.
     pub claim_cdi: &'a [String],
+    /// The pod's PersistentVolumeClaim volumes, set up.
+    pub claims: &'a Claims,
 }
 
 /// The container config of `c` (attempt `attempt`). `Err` is the message
@@ -453,7 +474,7 @@ pub fn container_config(
     env.extend(own_env.iter().cloned());
     let (command, args) = env::expand_command_and_args(c, &env)?;
     let mut mounts = inputs.devices.map(device_mounts).unwrap_or_default();
-    mounts.extend(self::mounts(pod, c, dirs, &own_env)?);
+    mounts.extend(self::mounts(pod, c, dirs, &own_env, inputs.claims)?);
     mounts.extend(etc_hosts::prepare(
         pod,
         c,
@@ -464,7 +485,18 @@ pub fn container_config(
     let message_file =
         termination::host_file(dirs, &pod.uid().unwrap_or_default(), &c.name, attempt);
     mounts.extend(termination::prepare(c, &message_file)?);
-    let security_context = security::container_security(pod, c, &inputs.image, inputs.security)?;
+    let mut security_context =
+        security::container_security(pod, c, &inputs.image, inputs.security)?;
+    // The GIDs the pod's PersistentVolumes ask for, after the pod's own
+    // groups (upstream's GetExtraSupplementalGroupsForPod).
+    let mut extra: Vec<i64> = inputs.claims.values().filter_map(|c| c.gid).collect();
+    extra.sort_unstable();
+    extra.dedup();
+    for g in extra {
+        if !security_context.supplemental_groups.contains(&g) {
+            security_context.supplemental_groups.push(g);
+        }
+    }
     let labels: HashMap<String, String> = [
         (LABEL_POD_UID, pod.uid().unwrap_or_default()),
         (LABEL_POD_NAME, pod.name_any()),
@@ -833,6 +865,15 @@ mod tests {
     }
 
     fn config_of(p: &Pod, dirs: &Dirs, image_uid: i64) -> Result<v1::ContainerConfig, String> {
+        config_with(p, dirs, image_uid, &Claims::new())
+    }
+
+    fn config_with(
+        p: &Pod,
+        dirs: &Dirs,
+        image_uid: i64,
+        claims: &Claims,
+    ) -> Result<v1::ContainerConfig, String> {
         let none = HashMap::new();
         let no_secrets = HashMap::new();
         let downward = crate::pod::downward::DownwardContext::default();
@@ -852,8 +893,47 @@ mod tests {
             cluster_domain: "cluster.local",
             devices: None,
             claim_cdi: &[],
+            claims,
         };
         container_config(p, &p.spec.as_ref().unwrap().containers[0], 3, dirs, &inputs)
+    }
+
+    #[test]
+    fn claims_mount_their_volume_read_only_when_claimed_so_with_its_group() {
+        let tmp = std::env::temp_dir().join(format!("rkube-cri-claims-{}", std::process::id()));
+        let dirs = Dirs::under(&tmp);
+        let mut p = pod();
+        p.spec.as_mut().unwrap().volumes.as_mut().unwrap()[1] = serde_json::from_value(
+            json!({"name": "cfg", "persistentVolumeClaim": {"claimName": "data", "readOnly": true}}),
+        )
+        .unwrap();
+        let claims: Claims = [(
+            "cfg".to_string(),
+            crate::volumes::manager::ClaimMount {
+                host_path: PathBuf::from("/mnt/disks/a"),
+                read_only: true,
+                gid: Some(5555),
+            },
+        )]
+        .into();
+        let cfg = config_with(&p, &dirs, 1000, &claims).unwrap();
+        let m = cfg
+            .mounts
+            .iter()
+            .find(|m| m.container_path == "/cfg")
+            .unwrap();
+        assert_eq!(m.host_path, "/mnt/disks/a");
+        assert!(m.readonly, "a read-only claim mounts read-only");
+        let groups = &cfg
+            .linux
+            .as_ref()
+            .unwrap()
+            .security_context
+            .as_ref()
+            .unwrap()
+            .supplemental_groups;
+        assert_eq!(groups.last(), Some(&5555), "{groups:?}");
+        let _ = std::fs::remove_dir_all(&tmp);
     }
 
     #[test]
@@ -1001,11 +1081,19 @@ mod tests {
         // A volume type rkube does not mount is an error, not a skipped mount.
         let mut p = pod();
         p.spec.as_mut().unwrap().volumes.as_mut().unwrap()[1] = serde_json::from_value(
+            json!({"name": "cfg", "nfs": {"server": "s", "path": "/export"}}),
+        )
+        .unwrap();
+        let e = config_of(&p, &dirs, 1000).unwrap_err();
+        assert!(e.contains("nfs are not supported"), "{e}");
+        // A claim not set up by the volume manager is not mounted.
+        let mut p = pod();
+        p.spec.as_mut().unwrap().volumes.as_mut().unwrap()[1] = serde_json::from_value(
             json!({"name": "cfg", "persistentVolumeClaim": {"claimName": "data"}}),
         )
         .unwrap();
         let e = config_of(&p, &dirs, 1000).unwrap_err();
-        assert!(e.contains("persistentVolumeClaim are not supported"), "{e}");
+        assert!(e.contains("its claim is not set up"), "{e}");
         // An unsafe sysctl fails the sandbox.
         let mut p = pod();
         p.spec
