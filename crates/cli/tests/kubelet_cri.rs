@@ -43,6 +43,17 @@
 //!     pass its `ephemeral-storage` limit (`Failed`, reason
 //!     `Evicted`, upstream's message, no `DisruptionTarget`, a Warning
 //!     `Evicted` Event); a pod within its limits keeps running.
+//! (m) (beside (b)–(d)) PersistentVolumeClaims: local and hostPath
+//!     PersistentVolumes and a generic ephemeral volume mounted as upstream
+//!     (fsGroup, read-only claims), a claim never bound waits with
+//!     upstream's `FailedMount` words, the kubelet's restart keeps the
+//!     container and its mount, and a pod deleted and made again finds its
+//!     data (see `kubelet_cri/claims.rs`).
+//! (n) (beside (m)) a CSI driver (`hack/csi`'s host-path driver) registers
+//!     through `plugins_registry` and shows in the CSINode and the Node; a
+//!     PersistentVolume of it is staged and published for a pod, kept across
+//!     the kubelet's restart, and unpublished and unstaged after the pod
+//!     (see `kubelet_cri/csi.rs`).
 //! (k) (before (j)) `serverTLSBootstrap`: the kubelet API serves nothing until its
 //!     `kubernetes.io/kubelet-serving` request is approved (`kubectl
 //!     certificate approve`), then a certificate for the node's name and
@@ -69,7 +80,11 @@ use rkube_testcp::support::{client, free_port, wait_for};
 use rkube_testcp::ControlPlane;
 use tokio::sync::oneshot;
 
+#[path = "kubelet_cri/claims.rs"]
+mod claims;
 mod common;
+#[path = "kubelet_cri/csi.rs"]
+mod csi;
 use common::{built, runtime, Process, Unmount};
 
 struct Containerd {
@@ -599,6 +614,10 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
 
     // (l) begins: its pods fill their storage while (b)–(k) run.
     apply(cp, &work, "spill", SPILL);
+    // (m) begins: its claims bind while (b)–(c) run.
+    let disks = claims::start(cp, &work, &node);
+    // (n) begins: the CSI driver registers while (b)–(c) run.
+    let csi_driver = csi::start(cp, &work, &node, &work.join("root"));
 
     // (b) probes.
     apply(cp, &work, "probed", PROBED);
@@ -686,6 +705,14 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     .await;
     eprintln!("(c) static pod: {:?}", started.elapsed());
 
+    let claim_containers = claims::check_running(cp, &pods, &disks).await;
+    eprintln!("(m) claims mounted: {:?}", started.elapsed());
+    let csi_containers = csi::check_running(cp, &pods, &node, &csi_driver).await;
+    eprintln!(
+        "(n) CSI volume staged and published: {:?}",
+        started.elapsed()
+    );
+
     // (d) restart the kubelet: pods adopted.
     let before: HashMap<String, Vec<String>> = pods
         .list(&ListParams::default().labels("app=hello"))
@@ -733,6 +760,16 @@ async fn scenario(cp: &ControlPlane, ctrd: &Containerd) {
     let logs = kubectl(cp, &["logs", &after[0].name_any()]);
     assert_eq!(logs.lines().count(), 1, "not started twice: {logs}");
     eprintln!("(d) adopted after restart: {:?}", started.elapsed());
+    claims::check_after_restart(cp, &pods, &work, &disks, &claim_containers).await;
+    eprintln!(
+        "(m) claims kept across the restart, data across the pod: {:?}",
+        started.elapsed()
+    );
+    csi::check_after_restart(&pods, &csi_driver, &csi_containers).await;
+    eprintln!(
+        "(n) CSI volume kept across the restart, unpublished and unstaged after the pod: {:?}",
+        started.elapsed()
+    );
 
     // (e) exec, cp, attach, port-forward.
     streams(cp, &work, &after[0].name_any(), &pods).await;

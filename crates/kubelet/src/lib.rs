@@ -223,6 +223,8 @@ struct Shared {
     dra: Option<Arc<dra::Manager>>,
     /// The startup timelines (its Events and stages go there).
     timeline: Arc<timeline::Tracker>,
+    /// The CSI drivers registered on the node.
+    csi: Arc<volumes::csi::driver::Drivers>,
 }
 
 /// Makes the CRI runtime for the one node `desc`: connected at
@@ -279,11 +281,16 @@ async fn make_cri(
     let recorder = recorder.with_timeline(shared.timeline.clone());
     let events_client = self::client(opts, client_limiter(cfg, ClientKind::Events, 1)).await?;
     tasks.spawn(events::run(events_client, desc.name.clone(), queued));
-    let volumes = Arc::new(volumes::manager::VolumeManager::new(
+    let csi = Arc::new(volumes::csi::publish::Csi::new(
         client.clone(),
-        dirs.clone(),
+        shared.csi.clone(),
+        opts.root_dir.clone(),
         desc.name.clone(),
     ));
+    let volumes = Arc::new(
+        volumes::manager::VolumeManager::new(client.clone(), dirs.clone(), desc.name.clone())
+            .with_csi(csi),
+    );
     let parts = runtime::cri::CriParts {
         dirs,
         node: runtime::cri::NodeFacts {
@@ -651,6 +658,7 @@ pub async fn run_with_metrics(
         }
         _ => None,
     };
+    let csi_drivers = Arc::new(volumes::csi::driver::Drivers::default());
     let cri = match (cri_client, descs.as_slice()) {
         (Some(c), [desc]) => Some(
             make_cri(
@@ -663,6 +671,7 @@ pub async fn run_with_metrics(
                     devices: device_manager.clone(),
                     dra: dra_manager.clone(),
                     timeline: metrics.startup.clone(),
+                    csi: csi_drivers.clone(),
                 },
                 &mut tasks,
             )
@@ -917,6 +926,16 @@ pub async fn run_with_metrics(
             plugins.add_handler(
                 dra::PLUGIN_TYPE,
                 Arc::new(dra::plugins::Handler(d.plugins().clone())),
+            );
+        }
+        if let Some(desc) = descs.first() {
+            plugins.add_handler(
+                volumes::csi::PLUGIN_TYPE,
+                Arc::new(volumes::csi::driver::Handler {
+                    drivers: csi_drivers.clone(),
+                    client: client.clone(),
+                    node_name: desc.name.clone(),
+                }),
             );
         }
         tasks.spawn(plugins.run());

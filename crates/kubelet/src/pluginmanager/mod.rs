@@ -19,10 +19,10 @@
 //!   request to anyone), with upstream's dial (10 s) and `GetInfo` (1 s)
 //!   deadlines and a growing wait before a failed socket is tried again.
 //!
-//! Handlers: device plugins ([`crate::devices`]) and DRA drivers
-//! ([`crate::dra`]). A socket of a type no handler takes (`CSIPlugin`:
-//! rkube has no CSI on the node yet) is told so, in upstream's words, and
-//! not registered.
+//! Handlers: device plugins ([`crate::devices`]), DRA drivers
+//! ([`crate::dra`]) and CSI drivers ([`crate::volumes::csi`]). A socket of
+//! a type no handler takes is told so, in upstream's words, and not
+//! registered.
 
 pub mod desired;
 pub mod reconcile;

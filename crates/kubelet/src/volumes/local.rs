@@ -60,9 +60,11 @@ fn option_flags(options: &[String]) -> Result<libc::c_ulong, String> {
             "nosuid" => libc::MS_NOSUID,
             "nodev" => libc::MS_NODEV,
             "noexec" => libc::MS_NOEXEC,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "mount option {other:?} cannot be applied to a local volume's bind mount by rkube"
-            )),
+            ))
+            }
         };
     }
     Ok(flags)

@@ -133,6 +133,8 @@ pub struct VolumeManager {
     node_name: String,
     /// The claim volumes set up, by pod uid.
     claims: Mutex<HashMap<String, Arc<Claims>>>,
+    /// CSI volumes (`None`: none can be published).
+    csi: Option<Arc<super::csi::publish::Csi>>,
     tokens: Mutex<HashMap<CacheKey, CachedToken>>,
     config_maps: ObjectCache<ConfigMap>,
     secrets: ObjectCache<Secret>,
@@ -157,6 +159,7 @@ impl VolumeManager {
         VolumeManager {
             node_name,
             claims: Mutex::new(HashMap::new()),
+            csi: None,
             config_maps: ObjectCache::new(client.clone()),
             secrets: ObjectCache::new(client.clone()),
             trust_bundles: TrustBundles::new(client.clone(), super::trust_bundle::NOT_SYNCED),
@@ -168,6 +171,20 @@ impl VolumeManager {
             client,
             dirs,
             tokens: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Publishes CSI volumes through `csi`.
+    pub fn with_csi(mut self, csi: Arc<super::csi::publish::Csi>) -> VolumeManager {
+        self.csi = Some(csi);
+        self
+    }
+
+    /// Unpublishes the CSI volumes of a pod directory (its pod is gone).
+    pub async fn tear_down_csi(&self, pod_dir: &std::path::Path) -> Result<(), String> {
+        match &self.csi {
+            Some(c) => c.tear_down(pod_dir).await,
+            None => Ok(()),
         }
     }
 
@@ -464,6 +481,20 @@ impl VolumeManager {
                     crate::runtime::cri::spec::check_host_path_type(&p, type_)
                         .map_err(|e| setup_failed(&r.pv, &e))?;
                     p
+                }
+                Source::Csi(source) => {
+                    let Some(csi) = &self.csi else {
+                        return Err(setup_failed(&r.pv, "CSI volumes need the API server"));
+                    };
+                    csi.set_up(&super::csi::publish::Publish {
+                        pod,
+                        pv: &r.pv,
+                        source,
+                        claim_read_only: r.read_only,
+                        mount_options: &r.mount_options,
+                        fs_group,
+                    })
+                    .await?
                 }
                 Source::Local { path } => {
                     let dir = self

@@ -11,12 +11,15 @@
 //! * [`persistent`]: PersistentVolumeClaim (and generic ephemeral) volumes
 //!   resolved to the PersistentVolume they are bound to (pure);
 //! * [`local`]: local PersistentVolumes bind-mounted under the pod;
+//! * [`csi`]: CSI drivers registered on the node, their PersistentVolumes
+//!   staged and published;
 //! * [`ownership`]: a volume given to the pod's `fsGroup`;
 //! * [`manager`]: fetches what a pod's volumes and environment reference
 //!   (ConfigMaps, Secrets, ServiceAccount tokens through the TokenRequest
 //!   API, rotated before they expire) and keeps each volume up to date.
 
 pub mod atomic_writer;
+pub mod csi;
 pub mod empty_dir;
 pub mod local;
 pub mod manager;

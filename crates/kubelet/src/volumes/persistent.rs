@@ -7,9 +7,11 @@
 //! pod must control (upstream's `ephemeral.VolumeIsForPod`).
 //!
 //! The PersistentVolume types a node can mount: `local` (a directory
-//! bind-mounted under the pod, upstream's `kubernetes.io/local-volume`) and
-//! `hostPath` (the path itself, upstream's `kubernetes.io/host-path`). Any
-//! other type, and `volumeMode: Block`, is refused (fail closed).
+//! bind-mounted under the pod, upstream's `kubernetes.io/local-volume`),
+//! `hostPath` (the path itself, upstream's `kubernetes.io/host-path`) and
+//! `csi` (staged and published by the driver's node plugin,
+//! [`super::csi`]). Any other type, and `volumeMode: Block`, is refused
+//! (fail closed).
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Volume};
 use kube::ResourceExt;
@@ -123,6 +125,31 @@ pub enum Source {
         /// `hostPath.type` (empty: unset).
         type_: String,
     },
+    /// A `csi` volume: staged and published by its driver.
+    Csi(CsiSource),
+}
+
+/// A PersistentVolume's `csi` source.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CsiSource {
+    /// The driver's name.
+    pub driver: String,
+    /// The volume's id for the driver.
+    pub volume_handle: String,
+    /// `fsType` (empty: the driver's choice).
+    pub fs_type: String,
+    /// The volume source's own `readOnly`.
+    pub read_only: bool,
+    /// `volumeAttributes`: the volume context.
+    pub attributes: std::collections::BTreeMap<String, String>,
+    /// `nodeStageSecretRef` (namespace, name).
+    pub stage_secret: Option<(String, String)>,
+    /// `nodePublishSecretRef` (namespace, name).
+    pub publish_secret: Option<(String, String)>,
+    /// The PV's first access mode (what the volume capability says).
+    pub access_mode: String,
+    /// Every access mode of the PV (fsGroup policy reads them).
+    pub access_modes: Vec<String>,
 }
 
 /// A PersistentVolume resolved for one pod volume.
@@ -196,6 +223,36 @@ pub fn resolve(
             type_: h.type_.clone().unwrap_or_default(),
         };
         (source, false)
+    } else if let Some(c) = &spec.csi {
+        let secret = |r: &Option<k8s_openapi::api::core::v1::SecretReference>| {
+            r.as_ref().map(|r| {
+                (
+                    r.namespace.clone().unwrap_or_default(),
+                    r.name.clone().unwrap_or_default(),
+                )
+            })
+        };
+        let modes = spec.access_modes.clone().unwrap_or_default();
+        let source = CsiSource {
+            driver: c.driver.clone(),
+            volume_handle: c.volume_handle.clone(),
+            fs_type: c.fs_type.clone().unwrap_or_default(),
+            read_only: c.read_only.unwrap_or(false),
+            attributes: c
+                .volume_attributes
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+            stage_secret: secret(&c.node_stage_secret_ref),
+            publish_secret: secret(&c.node_publish_secret_ref),
+            access_mode: modes
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "ReadWriteOnce".into()),
+            access_modes: modes,
+        };
+        (Source::Csi(source), true)
     } else {
         return Err(refuse(
             "MountVolume.FindPluginBySpec failed",
@@ -228,10 +285,10 @@ pub fn resolve(
             "Mount options are not supported for this volume type".into(),
         ));
     }
-    if let Err(e) = no_backsteps(match &source {
-        Source::Local { path } | Source::HostPath { path, .. } => path,
-    }) {
-        return Err(refuse("MountVolume.SetUp failed", e));
+    if let Source::Local { path } | Source::HostPath { path, .. } = &source {
+        if let Err(e) = no_backsteps(path) {
+            return Err(refuse("MountVolume.SetUp failed", e));
+        }
     }
     let gid = pv
         .annotations()
@@ -482,6 +539,28 @@ mod tests {
             .unwrap_err()
             .message
             .contains("must not contain '..'"));
+    }
+
+    #[test]
+    fn csi_volumes_carry_what_the_driver_is_called_with() {
+        let node = labels(&[]);
+        let v = pv(json!({"metadata": {"name": "pvc-1"},
+            "spec": {"accessModes": ["ReadWriteOnce", "ReadOnlyMany"], "mountOptions": ["noatime"],
+                "csi": {"driver": "hostpath.csi.rkube.dev", "volumeHandle": "v1", "fsType": "ext4",
+                    "volumeAttributes": {"k": "v"},
+                    "nodePublishSecretRef": {"namespace": "ns", "name": "s"}}}}));
+        let r = resolve("data", &v, false, true, false, &node).unwrap();
+        assert_eq!(r.mount_options, vec!["noatime".to_string()]);
+        let Source::Csi(c) = r.source else {
+            panic!("{:?}", r.source)
+        };
+        assert_eq!(c.driver, "hostpath.csi.rkube.dev");
+        assert_eq!(c.volume_handle, "v1");
+        assert_eq!(c.fs_type, "ext4");
+        assert_eq!(c.access_mode, "ReadWriteOnce");
+        assert_eq!(c.publish_secret, Some(("ns".into(), "s".into())));
+        assert_eq!(c.stage_secret, None);
+        assert_eq!(c.attributes.get("k").map(String::as_str), Some("v"));
     }
 
     #[test]

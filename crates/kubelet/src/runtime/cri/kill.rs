@@ -103,6 +103,9 @@ impl CriRuntime {
         subpath::cleanup(&pod_dir).map_err(err)?;
         empty_dir::cleanup(&pod_dir).map_err(err)?;
         local::cleanup(&pod_dir).map_err(err)?;
+        if let Some(vm) = self.volumes.as_ref() {
+            vm.tear_down_csi(&pod_dir).await.map_err(err)?;
+        }
         // Something still mounted (not one of the kubelet's own volumes):
         // left in place, as upstream leaves an orphaned pod whose volumes
         // are not cleaned up, never deleted through.
