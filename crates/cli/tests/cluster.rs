@@ -17,6 +17,10 @@
 //! * `down` leaves nothing: no process, mount, network namespace, link,
 //!   route or cgroup of the cluster.
 //!
+//! A second test (`--full` in hack/test) runs StatefulSets on real volumes
+//! on such a cluster: dynamically provisioned CSI volumes with upstream's
+//! external-provisioner, and local PersistentVolumes ([`storage`]).
+//!
 //! Needs root, Go and the package registries' caches; run by hack/test.
 
 #[path = "cluster/exposition.rs"]
@@ -29,6 +33,8 @@ mod metrics;
 mod pod_resources;
 #[path = "cluster/pulls.rs"]
 mod pulls;
+#[path = "cluster/storage.rs"]
+mod storage;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -388,6 +394,18 @@ fn leftovers(dir: &Path, id_prefix: &str) -> Vec<String> {
         }
     }
     out
+}
+
+#[test]
+#[ignore = "needs root, hack/cluster's builds and the CSI sidecar's; run by hack/test --full"]
+fn statefulsets_on_csi_and_local_volumes() {
+    let dir = std::env::temp_dir().join(format!("rks{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut c = Cluster::up(&dir);
+    storage::check(&c, &dir);
+    c.down();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -119,9 +119,11 @@ pub struct Handler {
 
 impl crate::pluginmanager::Handler for Handler {
     fn validate(&self, name: &str, endpoint: &str, versions: &[String]) -> Result<(), String> {
-        check_versions(name, versions).map_err(|e| {
-            format!("validation failed for CSI Driver {name} at endpoint {endpoint}: {e}")
-        })
+        super::paths::check_driver_name(name)
+            .and_then(|_| check_versions(name, versions))
+            .map_err(|e| {
+                format!("validation failed for CSI Driver {name} at endpoint {endpoint}: {e}")
+            })
     }
 
     fn register<'a>(
@@ -131,6 +133,7 @@ impl crate::pluginmanager::Handler for Handler {
         versions: &'a [String],
     ) -> crate::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
+            super::paths::check_driver_name(name)?;
             check_versions(name, versions)?;
             let channel = rkube_cri::unix_channel(PathBuf::from(endpoint), DIAL_TIMEOUT)
                 .await

@@ -29,6 +29,24 @@ fn sha256_hex(s: &str) -> String {
         .collect()
 }
 
+/// Whether `name` is a CSI driver name as the API validates it (63
+/// characters at most: alphanumerics, '-', '_' or '.', starting and ending
+/// alphanumeric), so it can name a directory and never leave it.
+pub fn check_driver_name(name: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if name.len() > 63
+        || !name.chars().all(ok_char)
+        || !ends(name.chars().next())
+        || !ends(name.chars().last())
+    {
+        return Err(format!(
+            "invalid CSI driver name {name:?}: must be at most 63 characters of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric character"
+        ));
+    }
+    Ok(())
+}
+
 /// The staging path of `handle` of `driver` (upstream's
 /// `makeDeviceMountPath`).
 pub fn staging_path(root: &Path, driver: &str, handle: &str) -> PathBuf {
@@ -152,6 +170,14 @@ pub fn pod_info(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn driver_names_cannot_leave_their_directory() {
+        assert!(check_driver_name("hostpath.csi.k8s.io").is_ok());
+        for bad in ["", "..", "a/b", "-a", "a.", &"a".repeat(64)] {
+            assert!(check_driver_name(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn paths_are_upstreams() {

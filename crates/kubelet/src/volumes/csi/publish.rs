@@ -213,6 +213,7 @@ impl Csi {
             return Ok(target);
         }
         let src = p.source;
+        paths::check_driver_name(&src.driver).map_err(setup_failed)?;
         let csidriver = match Api::<CSIDriver>::all(self.client.clone())
             .get_opt(&src.driver)
             .await
@@ -369,6 +370,7 @@ impl Csi {
                 }
                 Err(e) => return Err(e),
             };
+            paths::check_driver_name(&data.driver_name)?;
             let channel = self.drivers.channel(&data.driver_name)?;
             let mut node = v1::node_client::NodeClient::new(channel);
             let target = vol_dir.join("mount");

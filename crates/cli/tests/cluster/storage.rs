@@ -1,0 +1,401 @@
+//! StatefulSets with real volumes on the two rkube nodes, placed by rkube
+//! scheduler:
+//!
+//! * dynamically provisioned CSI volumes: `hack/csi`'s host-path driver on
+//!   each node (registered with that node's kubelet) and as the controller,
+//!   upstream's external-provisioner v6 built from the Go module proxy
+//!   (`hack/csi-sidecars`) with `--strict-topology`, a WaitForFirstConsumer
+//!   StorageClass; each claim is provisioned on the node its pod was placed
+//!   on, each pod writes to its volume, a deleted pod's replacement finds
+//!   what it wrote, a kubelet restarted under running pods keeps their
+//!   containers and mounts, and deleting the claims deletes the volumes;
+//! * local PersistentVolumes (no provisioner, WaitForFirstConsumer): every
+//!   pod Running on the node of its volume, its data kept across a pod's
+//!   deletion.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::{hack, text, Cluster};
+
+const DRIVER: &str = "hostpath.csi.rkube.dev";
+
+/// A background process, killed when dropped.
+struct Bg(std::process::Child);
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(bin: &Path, args: &[String], log: &Path) -> Bg {
+    let f = std::fs::File::create(log).unwrap();
+    Bg(Command::new(bin)
+        .args(args)
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}: {e}", bin.display())))
+}
+
+fn go_build(module: &str, package: &str, out: &Path) {
+    let o = Command::new("go")
+        .args(["build", "-trimpath", "-o"])
+        .arg(out)
+        .arg(package)
+        .current_dir(hack(module))
+        .env("CGO_ENABLED", "0")
+        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
+        .output()
+        .expect("run go build");
+    assert!(
+        o.status.success(),
+        "building {package} in hack/{module}: {}",
+        text(&o)
+    );
+}
+
+const CSI_OBJECTS: &str = r#"
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: hostpath.csi.rkube.dev}
+spec: {attachRequired: false, podInfoOnMount: true, fsGroupPolicy: File}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: hostpath-csi}
+provisioner: hostpath.csi.rkube.dev
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web, namespace: default}
+spec:
+  serviceName: web
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      securityContext: {runAsUser: 1000, fsGroup: 2000}
+      containers:
+      - name: app
+        image: rkube.local/busybox:1
+        imagePullPolicy: Never
+        command: ["sh", "-c", "echo $(hostname) >> /data/lives && sleep 3600"]
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      storageClassName: hostpath-csi
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Gi}}
+"#;
+
+fn local_objects(dir: &Path) -> String {
+    let mut y = String::from(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: local-wffc}\n\
+         provisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n---\n",
+    );
+    for n in 1..=2 {
+        let path = dir.join(format!("local-disks/node-{n}"));
+        std::fs::create_dir_all(&path).unwrap();
+        y += &format!(
+            r#"apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: local-node-{n}}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: local-wffc
+  local: {{path: {}}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [node-{n}]}}]
+---
+"#,
+            path.display()
+        );
+    }
+    y + r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: default}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: app
+        image: rkube.local/busybox:1
+        imagePullPolicy: Never
+        command: ["sh", "-c", "echo $(hostname) >> /data/lives && sleep 3600"]
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      storageClassName: local-wffc
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Gi}}
+"#
+}
+
+fn jsonpath(c: &Cluster, args: &[&str], path: &str) -> String {
+    let mut a: Vec<&str> = args.to_vec();
+    let p = format!("jsonpath={path}");
+    a.extend(["-o", &p]);
+    c.ok(&a)
+}
+
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let d = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&d))
+        .map(str::to_string)
+        .collect()
+}
+
+/// (pod, its node, its container id) of the StatefulSet's pods.
+fn pods_of(c: &Cluster, app: &str) -> Vec<(String, String, String)> {
+    let out = jsonpath(
+        c,
+        &["get", "pods", "-l", &format!("app={app}")],
+        "{range .items[*]}{.metadata.name} {.spec.nodeName} {.status.containerStatuses[0].containerID}{\"\\n\"}{end}",
+    );
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.len() == 3).then(|| (f[0].to_string(), f[1].to_string(), f[2].to_string()))
+        })
+        .collect()
+}
+
+fn all_running(c: &Cluster, app: &str, n: usize) {
+    c.until(
+        &format!("{n} {app} pods Running"),
+        Duration::from_secs(240),
+        || {
+            let out = jsonpath(
+                c,
+                &["get", "pods", "-l", &format!("app={app}")],
+                "{.items[*].status.phase}",
+            );
+            (out.split(' ').filter(|p| *p == "Running").count() == n).then_some(())
+        },
+    );
+}
+
+/// The file a pod of `app` wrote on its volume, read through the pod.
+fn lives(c: &Cluster, pod: &str) -> Vec<String> {
+    c.ok(&["exec", pod, "--", "cat", "/data/lives"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+pub fn check(c: &Cluster, dir: &Path) {
+    let bin = dir.join("storage-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let driver = bin.join("rkube-csi-hostpath");
+    let provisioner = bin.join("csi-provisioner");
+    go_build("csi", "./hostpath", &driver);
+    go_build(
+        "csi-sidecars",
+        "github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner",
+        &provisioner,
+    );
+    let state = dir.join("csi-state");
+    let sock = |name: &str| dir.join("csi").join(name).display().to_string();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    let mut procs = Vec::new();
+    for n in 1..=2 {
+        procs.push(spawn(
+            &driver,
+            &s(&[
+                "--endpoint",
+                &sock(&format!("node-{n}.sock")),
+                "--registration-dir",
+                &dir.join(format!("n{n}/kubelet/plugins_registry"))
+                    .display()
+                    .to_string(),
+                "--node-id",
+                &format!("node-{n}"),
+                "--state-dir",
+                &state.display().to_string(),
+            ]),
+            &dir.join(format!("csi-node-{n}.log")),
+        ));
+    }
+    procs.push(spawn(
+        &driver,
+        &s(&[
+            "--controller",
+            "--endpoint",
+            &sock("controller.sock"),
+            "--state-dir",
+            &state.display().to_string(),
+        ]),
+        &dir.join("csi-controller.log"),
+    ));
+    // Once both nodes list the driver in their CSINode (the provisioner
+    // reads the topology keys there).
+    c.until(
+        "both CSINodes list the driver",
+        Duration::from_secs(60),
+        || {
+            let out = jsonpath(
+                c,
+                &["get", "csinodes"],
+                "{range .items[*]}{.spec.drivers[*].name}{\"\\n\"}{end}",
+            );
+            (out.lines().filter(|l| l.contains(DRIVER)).count() == 2).then_some(())
+        },
+    );
+    procs.push(spawn(
+        &provisioner,
+        &s(&[
+            "--csi-address",
+            &sock("controller.sock"),
+            "--kubeconfig",
+            &c.kubeconfig,
+            "--strict-topology",
+            "--v=2",
+        ]),
+        &dir.join("csi-provisioner.log"),
+    ));
+    c.apply(CSI_OBJECTS);
+    all_running(c, "web", 3);
+    let first = pods_of(c, "web");
+    for (pod, node, _) in &first {
+        let pv = jsonpath(
+            c,
+            &["get", "pvc", &format!("data-{pod}")],
+            "{.spec.volumeName}",
+        );
+        let pinned = jsonpath(
+            c,
+            &["get", "pv", &pv],
+            "{.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]}",
+        );
+        assert_eq!(&pinned, node, "{pod}'s volume {pv} provisioned on its node");
+        let handle = jsonpath(c, &["get", "pv", &pv], "{.spec.csi.volumeHandle}");
+        let on_disk = state.join(node).join(&handle).join("lives");
+        c.until(
+            &format!("{pod} wrote to its volume"),
+            Duration::from_secs(30),
+            || {
+                std::fs::read_to_string(&on_disk)
+                    .ok()
+                    .filter(|s| s == &format!("{pod}\n"))
+            },
+        );
+    }
+    // A pod deleted: its replacement (maybe on the same node: the volume
+    // pins it there) reads what the first one wrote.
+    c.ok(&["delete", "pod", "web-1", "--wait=true"]);
+    all_running(c, "web", 3);
+    c.until("web-1 made again", Duration::from_secs(60), || {
+        let l = lives(c, "web-1");
+        (l == ["web-1", "web-1"]).then_some(())
+    });
+    // node-1's kubelet restarted under its pods: same containers, volumes
+    // still mounted.
+    let before = pods_of(c, "web");
+    let on_node_1: Vec<&(String, String, String)> =
+        before.iter().filter(|(_, n, _)| n == "node-1").collect();
+    let mounts = mounts_under(&dir.join("n1/kubelet/pods"));
+    c.cluster(&["kubelet", "stop", "node-1"]);
+    std::thread::sleep(Duration::from_secs(2));
+    c.cluster(&["kubelet", "start", "node-1"]);
+    std::thread::sleep(Duration::from_secs(15));
+    all_running(c, "web", 3);
+    let after = pods_of(c, "web");
+    for p in &on_node_1 {
+        assert!(
+            after.contains(p),
+            "{p:?} kept across the kubelet's restart: {after:?}"
+        );
+    }
+    assert_eq!(
+        mounts_under(&dir.join("n1/kubelet/pods")),
+        mounts,
+        "nothing unmounted"
+    );
+    // The StatefulSet and its claims deleted: the volumes unpublished,
+    // unstaged and deleted by the provisioner.
+    c.ok(&["delete", "statefulset", "web", "--wait=true"]);
+    c.until("web's pods gone", Duration::from_secs(90), || {
+        pods_of(c, "web").is_empty().then_some(())
+    });
+    c.ok(&[
+        "delete",
+        "pvc",
+        "data-web-0",
+        "data-web-1",
+        "data-web-2",
+        "--wait=true",
+    ]);
+    c.until(
+        "the provisioned volumes deleted",
+        Duration::from_secs(90),
+        || {
+            let pvs = jsonpath(c, &["get", "pv"], "{.items[*].spec.storageClassName}");
+            let left: Vec<PathBuf> = ["node-1", "node-2"]
+                .iter()
+                .filter_map(|n| std::fs::read_dir(state.join(n)).ok())
+                .flat_map(|rd| rd.flatten().map(|e| e.path()))
+                .collect();
+            (!pvs.contains("hostpath-csi") && left.is_empty()).then_some(())
+        },
+    );
+    for n in 1..=2 {
+        let staged = mounts_under(&dir.join(format!("n{n}/kubelet/plugins/kubernetes.io/csi")));
+        assert!(staged.is_empty(), "node-{n} unstaged: {staged:?}");
+    }
+
+    // Local PersistentVolumes.
+    c.apply(&local_objects(dir));
+    all_running(c, "db", 2);
+    for (pod, node, _) in pods_of(c, "db") {
+        let pv = jsonpath(
+            c,
+            &["get", "pvc", &format!("data-{pod}")],
+            "{.spec.volumeName}",
+        );
+        assert_eq!(
+            pv,
+            format!("local-{node}"),
+            "{pod} on the node of its volume"
+        );
+    }
+    c.ok(&["delete", "pod", "db-0", "--wait=true"]);
+    all_running(c, "db", 2);
+    c.until("db-0 made again", Duration::from_secs(60), || {
+        (lives(c, "db-0") == ["db-0", "db-0"]).then_some(())
+    });
+    c.ok(&["delete", "statefulset", "db", "--wait=true"]);
+    c.until("db's pods gone", Duration::from_secs(90), || {
+        pods_of(c, "db").is_empty().then_some(())
+    });
+    for n in 1..=2 {
+        let left = mounts_under(&dir.join(format!("n{n}/kubelet/pods")))
+            .into_iter()
+            .filter(|m| m.contains("local-volume") || m.contains("kubernetes.io~csi"))
+            .collect::<Vec<_>>();
+        assert!(left.is_empty(), "node-{n}: {left:?}");
+    }
+    drop(procs);
+}
