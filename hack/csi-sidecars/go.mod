@@ -2,7 +2,10 @@ module rkube.dev/hack/csi-sidecars
 
 go 1.26.0
 
-require github.com/kubernetes-csi/external-provisioner/v6 v6.4.1
+require (
+	github.com/kubernetes-csi/external-attacher/v4 v4.13.1
+	github.com/kubernetes-csi/external-provisioner/v6 v6.4.1
+)
 
 require (
 	cel.dev/expr v0.25.3 // indirect
@@ -17,6 +20,7 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
+	github.com/evanphx/json-patch v5.9.11+incompatible // indirect
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
@@ -102,7 +106,7 @@ require (
 	k8s.io/client-go v0.37.0 // indirect
 	k8s.io/component-base v0.37.0 // indirect
 	k8s.io/component-helpers v0.36.1 // indirect
-	k8s.io/csi-translation-lib v0.36.1 // indirect
+	k8s.io/csi-translation-lib v0.37.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260821135717-be32def86098 // indirect
 	k8s.io/streaming v0.37.0 // indirect

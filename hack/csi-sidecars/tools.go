@@ -5,5 +5,6 @@
 package tools
 
 import (
+	_ "github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher"
 	_ "github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner"
 )

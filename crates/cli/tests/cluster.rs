@@ -23,6 +23,7 @@
 //!
 //! Needs root, Go and the package registries' caches; run by hack/test.
 
+mod common;
 #[path = "cluster/exposition.rs"]
 mod exposition;
 #[path = "cluster/image_locality.rs"]

@@ -1136,10 +1136,34 @@ spec:
     emptyDir: {sizeLimit: 1Mi}
 "#;
 
+/// The first Event of pod `name` (namespace default) with `reason`,
+/// waited for at most `within`.
+async fn event_of(
+    cp: &ControlPlane,
+    name: &str,
+    reason: &str,
+    within: Duration,
+) -> k8s_openapi::api::core::v1::Event {
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::namespaced(client(cp.kubeconfig()).await, "default");
+    wait_for(&format!("{name}'s {reason} Event"), within, || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.involved_object.name.as_deref() == Some(name)
+            })
+    })
+    .await
+}
+
 /// (l): the spill pods evicted with upstream's messages, the one within
 /// its limits still running.
 async fn local_storage_evictions(cp: &ControlPlane, pods: &Api<Pod>) {
-    use k8s_openapi::api::core::v1::Event;
     for (name, want) in [
         (
             "spill-dir",
@@ -1171,24 +1195,7 @@ async fn local_storage_evictions(cp: &ControlPlane, pods: &Api<Pod>) {
                 .any(|c| c.type_ == "DisruptionTarget"),
             "{name}: {s:?}"
         );
-        let events: Api<Event> = Api::namespaced(client(cp.kubeconfig()).await, "default");
-        let e = wait_for(
-            &format!("{name}'s Evicted Event"),
-            Duration::from_secs(30),
-            || async {
-                events
-                    .list(&ListParams::default())
-                    .await
-                    .ok()?
-                    .items
-                    .into_iter()
-                    .find(|e| {
-                        e.reason.as_deref() == Some("Evicted")
-                            && e.involved_object.name.as_deref() == Some(name)
-                    })
-            },
-        )
-        .await;
+        let e = event_of(cp, name, "Evicted", Duration::from_secs(30)).await;
         assert_eq!(e.type_.as_deref(), Some("Warning"));
         assert_eq!(e.message.as_deref(), Some(want));
     }

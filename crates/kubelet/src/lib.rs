@@ -223,8 +223,8 @@ struct Shared {
     dra: Option<Arc<dra::Manager>>,
     /// The startup timelines (its Events and stages go there).
     timeline: Arc<timeline::Tracker>,
-    /// The CSI drivers registered on the node.
-    csi: Arc<volumes::csi::driver::Drivers>,
+    /// CSI volumes of the drivers registered on the node.
+    csi: Arc<volumes::csi::publish::Csi>,
 }
 
 /// Makes the CRI runtime for the one node `desc`: connected at
@@ -281,15 +281,9 @@ async fn make_cri(
     let recorder = recorder.with_timeline(shared.timeline.clone());
     let events_client = self::client(opts, client_limiter(cfg, ClientKind::Events, 1)).await?;
     tasks.spawn(events::run(events_client, desc.name.clone(), queued));
-    let csi = Arc::new(volumes::csi::publish::Csi::new(
-        client.clone(),
-        shared.csi.clone(),
-        opts.root_dir.clone(),
-        desc.name.clone(),
-    ));
     let volumes = Arc::new(
         volumes::manager::VolumeManager::new(client.clone(), dirs.clone(), desc.name.clone())
-            .with_csi(csi),
+            .with_csi(shared.csi.clone()),
     );
     let parts = runtime::cri::CriParts {
         dirs,
@@ -659,6 +653,18 @@ pub async fn run_with_metrics(
         _ => None,
     };
     let csi_drivers = Arc::new(volumes::csi::driver::Drivers::default());
+    let csi = match (&cri_client, descs.as_slice()) {
+        (Some(_), [desc]) => Some(Arc::new(volumes::csi::publish::Csi::new(
+            client.clone(),
+            csi_drivers.clone(),
+            opts.root_dir.clone(),
+            desc.name.clone(),
+        ))),
+        _ => None,
+    };
+    if let Some(c) = &csi {
+        tasks.spawn(c.clone().refresh_in_use());
+    }
     let cri = match (cri_client, descs.as_slice()) {
         (Some(c), [desc]) => Some(
             make_cri(
@@ -671,7 +677,7 @@ pub async fn run_with_metrics(
                     devices: device_manager.clone(),
                     dra: dra_manager.clone(),
                     timeline: metrics.startup.clone(),
-                    csi: csi_drivers.clone(),
+                    csi: csi.clone().context("the CSI volumes of the CRI node")?,
                 },
                 &mut tasks,
             )
@@ -1036,6 +1042,7 @@ pub async fn run_with_metrics(
             images,
             concurrency: opts.api_concurrency,
             devices: device_manager.clone(),
+            volumes_in_use: csi.clone(),
         }
         .run(states),
     );

@@ -6,7 +6,8 @@
 //
 // Controller: CreateVolume makes the directory on the node the topology
 // asks for (WaitForFirstConsumer: the node the scheduler chose) and
-// DeleteVolume removes it. Node: NodeStageVolume bind-mounts the directory
+// DeleteVolume removes it; ControllerPublishVolume "attaches" a volume
+// only to the node it is on (its publish context names the node). Node: NodeStageVolume bind-mounts the directory
 // on the staging path, NodePublishVolume bind-mounts the staging path on
 // the target (read-only when asked), the Unstage/Unpublish calls undo them,
 // NodeGetVolumeStats reads statfs. It also serves the kubelet's plugin
@@ -230,9 +231,31 @@ func (d *driver) ValidateVolumeCapabilities(_ context.Context, req *csi.Validate
 }
 
 func (d *driver) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{{
-		Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}},
-	}}}, nil
+	var out []*csi.ControllerServiceCapability
+	for _, t := range []csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME} {
+		out = append(out, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}})
+	}
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: out}, nil
+}
+
+// ControllerPublishVolume "attaches" a volume to a node: it must be on
+// that node; the publish context names it, so the node can check it was
+// passed on.
+func (d *driver) ControllerPublishVolume(_ context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+	if err := safeName(req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	if err := safeName(req.GetNodeId()); err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(filepath.Join(d.stateDir, req.GetNodeId(), req.GetVolumeId())); err != nil || !st.IsDir() {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not on node %s", req.GetVolumeId(), req.GetNodeId())
+	}
+	return &csi.ControllerPublishVolumeResponse{PublishContext: map[string]string{"attachedTo": req.GetNodeId()}}, nil
+}
+
+func (d *driver) ControllerUnpublishVolume(context.Context, *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+	return &csi.ControllerUnpublishVolumeResponse{}, nil
 }
 
 // ---- node -----------------------------------------------------------------
@@ -338,6 +361,9 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 	}
 	if !mounted(req.GetStagingTargetPath()) {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s", req.GetVolumeId(), req.GetStagingTargetPath())
+	}
+	if to, ok := req.GetPublishContext()["attachedTo"]; ok && to != d.node {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is attached to %s, not %s", req.GetVolumeId(), to, d.node)
 	}
 	if err := bind(req.GetStagingTargetPath(), req.GetTargetPath(), req.GetReadonly()); err != nil {
 		return nil, err

@@ -1,14 +1,18 @@
 //! StatefulSets with real volumes on the two rkube nodes, placed by rkube
 //! scheduler:
 //!
-//! * dynamically provisioned CSI volumes: `hack/csi`'s host-path driver on
-//!   each node (registered with that node's kubelet) and as the controller,
-//!   upstream's external-provisioner v6 built from the Go module proxy
-//!   (`hack/csi-sidecars`) with `--strict-topology`, a WaitForFirstConsumer
-//!   StorageClass; each claim is provisioned on the node its pod was placed
-//!   on, each pod writes to its volume, a deleted pod's replacement finds
-//!   what it wrote, a kubelet restarted under running pods keeps their
-//!   containers and mounts, and deleting the claims deletes the volumes;
+//! * dynamically provisioned CSI volumes that must be attached:
+//!   `hack/csi`'s host-path driver on each node (registered with that
+//!   node's kubelet) and as the controller, upstream's external-provisioner
+//!   v6 (`--strict-topology`) and external-attacher v4 built from the Go
+//!   module proxy (`hack/csi-sidecars`), a WaitForFirstConsumer
+//!   StorageClass, a CSIDriver with `attachRequired: true`; each claim is
+//!   provisioned on the node its pod was placed on and attached there (the
+//!   controller-manager's VolumeAttachment, marked attached by the
+//!   attacher; the node reports it in `volumesInUse`), each pod writes to
+//!   its volume, a deleted pod's replacement finds what it wrote, a kubelet
+//!   restarted under running pods keeps their containers and mounts, and
+//!   deleting the claims detaches and deletes the volumes;
 //! * local PersistentVolumes (no provisioner, WaitForFirstConsumer): every
 //!   pod Running on the node of its volume, its data kept across a pod's
 //!   deletion.
@@ -17,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::common::mount_points_under;
 use super::{hack, text, Cluster};
 
 const DRIVER: &str = "hostpath.csi.rkube.dev";
@@ -62,7 +67,7 @@ const CSI_OBJECTS: &str = r#"
 apiVersion: storage.k8s.io/v1
 kind: CSIDriver
 metadata: {name: hostpath.csi.rkube.dev}
-spec: {attachRequired: false, podInfoOnMount: true, fsGroupPolicy: File}
+spec: {attachRequired: true, podInfoOnMount: true, fsGroupPolicy: File}
 ---
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
@@ -71,31 +76,39 @@ provisioner: hostpath.csi.rkube.dev
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Delete
 ---
-apiVersion: apps/v1
+"#;
+
+/// A StatefulSet of `replicas` busybox pods, each appending its name to
+/// `/data/lives` on its claim of class `class`.
+fn statefulset(name: &str, replicas: u32, class: &str, security: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
 kind: StatefulSet
-metadata: {name: web, namespace: default}
+metadata: {{name: {name}, namespace: default}}
 spec:
-  serviceName: web
-  replicas: 3
-  selector: {matchLabels: {app: web}}
+  serviceName: {name}
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
   template:
-    metadata: {labels: {app: web}}
+    metadata: {{labels: {{app: {name}}}}}
     spec:
       terminationGracePeriodSeconds: 1
-      securityContext: {runAsUser: 1000, fsGroup: 2000}
+      {security}
       containers:
       - name: app
         image: rkube.local/busybox:1
         imagePullPolicy: Never
         command: ["sh", "-c", "echo $(hostname) >> /data/lives && sleep 3600"]
-        volumeMounts: [{name: data, mountPath: /data}]
+        volumeMounts: [{{name: data, mountPath: /data}}]
   volumeClaimTemplates:
-  - metadata: {name: data}
+  - metadata: {{name: data}}
     spec:
-      storageClassName: hostpath-csi
+      storageClassName: {class}
       accessModes: [ReadWriteOnce]
-      resources: {requests: {storage: 1Gi}}
-"#;
+      resources: {{requests: {{storage: 1Gi}}}}
+"#
+    )
+}
 
 fn local_objects(dir: &Path) -> String {
     let mut y = String::from(
@@ -124,30 +137,7 @@ spec:
             path.display()
         );
     }
-    y + r#"apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: db, namespace: default}
-spec:
-  serviceName: db
-  replicas: 2
-  selector: {matchLabels: {app: db}}
-  template:
-    metadata: {labels: {app: db}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: app
-        image: rkube.local/busybox:1
-        imagePullPolicy: Never
-        command: ["sh", "-c", "echo $(hostname) >> /data/lives && sleep 3600"]
-        volumeMounts: [{name: data, mountPath: /data}]
-  volumeClaimTemplates:
-  - metadata: {name: data}
-    spec:
-      storageClassName: local-wffc
-      accessModes: [ReadWriteOnce]
-      resources: {requests: {storage: 1Gi}}
-"#
+    y + &statefulset("db", 2, "local-wffc", "")
 }
 
 fn jsonpath(c: &Cluster, args: &[&str], path: &str) -> String {
@@ -155,17 +145,6 @@ fn jsonpath(c: &Cluster, args: &[&str], path: &str) -> String {
     let p = format!("jsonpath={path}");
     a.extend(["-o", &p]);
     c.ok(&a)
-}
-
-fn mounts_under(dir: &Path) -> Vec<String> {
-    let d = dir.display().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| m.starts_with(&d))
-        .map(str::to_string)
-        .collect()
 }
 
 /// (pod, its node, its container id) of the StatefulSet's pods.
@@ -211,11 +190,17 @@ pub fn check(c: &Cluster, dir: &Path) {
     std::fs::create_dir_all(&bin).unwrap();
     let driver = bin.join("rkube-csi-hostpath");
     let provisioner = bin.join("csi-provisioner");
+    let attacher = bin.join("csi-attacher");
     go_build("csi", "./hostpath", &driver);
     go_build(
         "csi-sidecars",
         "github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner",
         &provisioner,
+    );
+    go_build(
+        "csi-sidecars",
+        "github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher",
+        &attacher,
     );
     let state = dir.join("csi-state");
     let sock = |name: &str| dir.join("csi").join(name).display().to_string();
@@ -276,7 +261,26 @@ pub fn check(c: &Cluster, dir: &Path) {
         ]),
         &dir.join("csi-provisioner.log"),
     ));
-    c.apply(CSI_OBJECTS);
+    procs.push(spawn(
+        &attacher,
+        &s(&[
+            "--csi-address",
+            &sock("controller.sock"),
+            "--kubeconfig",
+            &c.kubeconfig,
+            "--v=2",
+        ]),
+        &dir.join("csi-attacher.log"),
+    ));
+    c.apply(&format!(
+        "{CSI_OBJECTS}{}",
+        statefulset(
+            "web",
+            3,
+            "hostpath-csi",
+            "securityContext: {runAsUser: 1000, fsGroup: 2000}"
+        )
+    ));
     all_running(c, "web", 3);
     let first = pods_of(c, "web");
     for (pod, node, _) in &first {
@@ -292,6 +296,21 @@ pub fn check(c: &Cluster, dir: &Path) {
         );
         assert_eq!(&pinned, node, "{pod}'s volume {pv} provisioned on its node");
         let handle = jsonpath(c, &["get", "pv", &pv], "{.spec.csi.volumeHandle}");
+        // Attached to its node, and in use there.
+        let attached = jsonpath(
+            c,
+            &["get", "volumeattachments"],
+            "{range .items[*]}{.spec.source.persistentVolumeName} {.spec.nodeName} {.status.attached}{\"\\n\"}{end}",
+        );
+        assert!(
+            attached.lines().any(|l| l == format!("{pv} {node} true")),
+            "{pod}'s volume attached to {node}: {attached}"
+        );
+        let in_use = jsonpath(c, &["get", "node", node], "{.status.volumesInUse}");
+        assert!(
+            in_use.contains(&format!("kubernetes.io/csi/{DRIVER}^{handle}")),
+            "{node} reports {handle} in use: {in_use}"
+        );
         let on_disk = state.join(node).join(&handle).join("lives");
         c.until(
             &format!("{pod} wrote to its volume"),
@@ -316,7 +335,7 @@ pub fn check(c: &Cluster, dir: &Path) {
     let before = pods_of(c, "web");
     let on_node_1: Vec<&(String, String, String)> =
         before.iter().filter(|(_, n, _)| n == "node-1").collect();
-    let mounts = mounts_under(&dir.join("n1/kubelet/pods"));
+    let mounts = mount_points_under(&dir.join("n1/kubelet/pods"));
     c.cluster(&["kubelet", "stop", "node-1"]);
     std::thread::sleep(Duration::from_secs(2));
     c.cluster(&["kubelet", "start", "node-1"]);
@@ -330,9 +349,21 @@ pub fn check(c: &Cluster, dir: &Path) {
         );
     }
     assert_eq!(
-        mounts_under(&dir.join("n1/kubelet/pods")),
+        mount_points_under(&dir.join("n1/kubelet/pods")),
         mounts,
         "nothing unmounted"
+    );
+    // Reported in use again at once (from the volumes' files), so nothing
+    // was detached meanwhile.
+    let attached = jsonpath(
+        c,
+        &["get", "volumeattachments"],
+        "{.items[*].status.attached}",
+    );
+    assert_eq!(
+        attached.split(' ').filter(|a| *a == "true").count(),
+        3,
+        "{attached}"
     );
     // The StatefulSet and its claims deleted: the volumes unpublished,
     // unstaged and deleted by the provisioner.
@@ -362,7 +393,8 @@ pub fn check(c: &Cluster, dir: &Path) {
         },
     );
     for n in 1..=2 {
-        let staged = mounts_under(&dir.join(format!("n{n}/kubelet/plugins/kubernetes.io/csi")));
+        let staged =
+            mount_points_under(&dir.join(format!("n{n}/kubelet/plugins/kubernetes.io/csi")));
         assert!(staged.is_empty(), "node-{n} unstaged: {staged:?}");
     }
 
@@ -391,7 +423,7 @@ pub fn check(c: &Cluster, dir: &Path) {
         pods_of(c, "db").is_empty().then_some(())
     });
     for n in 1..=2 {
-        let left = mounts_under(&dir.join(format!("n{n}/kubelet/pods")))
+        let left = mount_points_under(&dir.join(format!("n{n}/kubelet/pods")))
             .into_iter()
             .filter(|m| m.contains("local-volume") || m.contains("kubernetes.io~csi"))
             .collect::<Vec<_>>();

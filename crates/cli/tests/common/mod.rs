@@ -140,3 +140,16 @@ pub fn is_root() -> bool {
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
+
+/// The mount points of this mount namespace whose path starts with `dir`
+/// (as `/proc/self/mountinfo` writes them).
+pub fn mount_points_under(dir: &std::path::Path) -> Vec<String> {
+    let d = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&d))
+        .map(str::to_string)
+        .collect()
+}

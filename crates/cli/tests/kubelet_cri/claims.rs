@@ -9,10 +9,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{DeleteParams, ListParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
-use rkube_testcp::support::{client, wait_for};
+use rkube_testcp::support::wait_for;
 use rkube_testcp::ControlPlane;
 
 use super::{apply, container_ids, kubectl, phase};
@@ -231,24 +231,7 @@ pub async fn check_running(cp: &ControlPlane, pods: &Api<Pod>, d: &Disks) -> Vec
     assert!(mounted("/volumes/kubernetes.io~local-volume/claims-local"));
     assert!(mounted("/volumes/kubernetes.io~local-volume/claims-eph"));
     // A claim never bound: the pod waits with upstream's FailedMount.
-    let events: Api<Event> = Api::namespaced(client(cp.kubeconfig()).await, "default");
-    let e = wait_for(
-        "claims-waiting's FailedMount Event",
-        Duration::from_secs(60),
-        || async {
-            events
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|e| {
-                    e.reason.as_deref() == Some("FailedMount")
-                        && e.involved_object.name.as_deref() == Some("claims-waiting")
-                })
-        },
-    )
-    .await;
+    let e = super::event_of(cp, "claims-waiting", "FailedMount", Duration::from_secs(60)).await;
     assert_eq!(e.type_.as_deref(), Some("Warning"));
     assert_eq!(
         e.message.as_deref(),

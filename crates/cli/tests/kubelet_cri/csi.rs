@@ -16,7 +16,7 @@ use kube::{Api, ResourceExt};
 use rkube_testcp::support::{client, wait_for};
 use rkube_testcp::ControlPlane;
 
-use super::common::Process;
+use super::common::{mount_points_under, Process};
 use super::{apply, container_ids, phase};
 
 const DRIVER: &str = "hostpath.csi.rkube.dev";
@@ -125,17 +125,6 @@ pub fn start(cp: &ControlPlane, work: &Path, node: &str, root: &Path) -> Driver 
     }
 }
 
-fn mounted_under(dir: &Path) -> Vec<String> {
-    let d = dir.display().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| m.starts_with(&d))
-        .map(str::to_string)
-        .collect()
-}
-
 /// The driver registered, the pod Running on its volume; its containers.
 pub async fn check_running(
     cp: &ControlPlane,
@@ -195,10 +184,10 @@ pub async fn check_running(
         "fsGroup applied (File policy)"
     );
     let uid = p.uid().unwrap();
-    let staged = mounted_under(&d.root.join("plugins/kubernetes.io/csi").join(DRIVER));
+    let staged = mount_points_under(&d.root.join("plugins/kubernetes.io/csi").join(DRIVER));
     assert_eq!(staged.len(), 1, "staged once: {staged:?}");
     assert!(staged[0].ends_with("/globalmount"), "{staged:?}");
-    let published = mounted_under(
+    let published = mount_points_under(
         &d.root
             .join("pods")
             .join(&uid)
@@ -230,9 +219,9 @@ pub async fn check_after_restart(pods: &Api<Pod>, d: &Driver, before: &[String])
         pods.get_opt("csi-user").await.ok()?.is_none().then_some(())
     })
     .await;
-    let left = mounted_under(&d.root.join("plugins/kubernetes.io/csi"));
+    let left = mount_points_under(&d.root.join("plugins/kubernetes.io/csi"));
     assert!(left.is_empty(), "unstaged: {left:?}");
-    assert!(mounted_under(&d.root.join("pods"))
+    assert!(mount_points_under(&d.root.join("pods"))
         .iter()
         .all(|m| !m.contains("kubernetes.io~csi")));
     assert_eq!(

@@ -147,6 +147,9 @@ pub struct Heartbeat {
     pub concurrency: usize,
     /// The device plugins' resources (none on simulated nodes).
     pub devices: Option<Arc<crate::devices::Manager>>,
+    /// The attachable volumes the node's pods use (`status.volumesInUse`;
+    /// none on simulated nodes).
+    pub volumes_in_use: Option<Arc<crate::volumes::csi::publish::Csi>>,
 }
 
 impl Heartbeat {
@@ -267,6 +270,10 @@ impl Heartbeat {
                             Some(conditions(&n.conditions, &health, Timestamp::now()));
                         if let Some(images) = &self.images {
                             status.images = images.get();
+                        }
+                        if let Some(v) = &self.volumes_in_use {
+                            let in_use = v.in_use();
+                            status.volumes_in_use = (!in_use.is_empty()).then_some(in_use);
                         }
                         if let Some(d) = &self.devices {
                             // Upstream's MachineInfo setter: the plugins'

@@ -103,6 +103,15 @@ impl NodeDesc {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 labels: Some(self.labels.clone()),
+                // Attach and detach are the controller's (upstream's
+                // enableControllerAttachDetach, the only value accepted).
+                annotations: Some(
+                    [(
+                        crate::volumes::csi::attach::CONTROLLER_MANAGED.to_string(),
+                        "true".to_string(),
+                    )]
+                    .into(),
+                ),
                 ..Default::default()
             },
             spec: Some(NodeSpec {
@@ -142,7 +151,10 @@ pub async fn register(client: &Client, desc: &NodeDesc) -> Result<Registered, ku
     match api.create(&PostParams::default(), &desc.to_node()).await {
         Ok(n) => Ok(registered(n)),
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            let patch = serde_json::json!({"metadata": {"labels": desc.labels}});
+            let patch = serde_json::json!({"metadata": {
+                "labels": desc.labels,
+                "annotations": {crate::volumes::csi::attach::CONTROLLER_MANAGED: "true"},
+            }});
             let n = api
                 .patch(
                     &desc.name,
@@ -181,6 +193,11 @@ mod tests {
         let n = desc.to_node();
         let labels = n.metadata.labels.as_ref().unwrap();
         assert_eq!(labels["kubernetes.io/hostname"], "n1");
+        assert_eq!(
+            n.metadata.annotations.as_ref().unwrap()
+                ["volumes.kubernetes.io/controller-managed-attach-detach"],
+            "true"
+        );
         assert_eq!(labels["beta.kubernetes.io/arch"], "amd64");
         let spec = n.spec.unwrap();
         assert_eq!(spec.taints.unwrap()[0].key, "k");

@@ -641,6 +641,9 @@ impl VolumeManager {
     pub fn forget(&self, uid: &str) {
         lock(&self.tokens).retain(|(u, _, _), _| u != uid);
         lock(&self.claims).remove(uid);
+        if let Some(c) = &self.csi {
+            c.forget(uid);
+        }
         self.config_maps.release(uid);
         self.secrets.release(uid);
         self.pod_certificates.forget(uid);

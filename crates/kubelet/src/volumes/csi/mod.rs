@@ -3,8 +3,11 @@
 //! `plugins_registry`, its `NodeGetInfo` written to the Node and its
 //! CSINode by [`node_info`]); PersistentVolumes of a registered driver are
 //! staged and published for their pods and unpublished and unstaged after
-//! them ([`publish`]), at upstream's paths ([`paths`]).
+//! them ([`publish`]), at upstream's paths ([`paths`]); a volume that must
+//! be attached is waited for until its VolumeAttachment is, and reported in
+//! use meanwhile ([`attach`]).
 
+pub mod attach;
 pub mod driver;
 pub mod node_info;
 pub mod paths;

@@ -2,21 +2,23 @@
 //! and unstaged once the pod is gone, as upstream's CSI attacher
 //! (`MountDevice`, `UnmountDevice`) and mounter (`SetUpAt`, `TearDownAt`).
 //!
-//! The driver's `CSIDriver` object is read for its options: `podInfoOnMount`
-//! (the pod's name, namespace, uid and ServiceAccount in the volume
-//! context), `fsGroupPolicy` (`ReadWriteOnceWithFSType` when absent, `File`,
-//! `None`) and `volumeLifecycleModes`. What rkube cannot do yet is refused,
-//! never skipped: a driver that needs attaching (`attachRequired`, true
-//! without a CSIDriver), `tokenRequests`, `requiresRepublish`.
+//! The driver's `CSIDriver` object is read for its options:
+//! `attachRequired` (true without a CSIDriver: the volume is waited for
+//! until attached, [`super::attach`]), `podInfoOnMount` (the pod's name,
+//! namespace, uid and ServiceAccount in the volume context),
+//! `fsGroupPolicy` (`ReadWriteOnceWithFSType` when absent, `File`, `None`)
+//! and `volumeLifecycleModes`. What rkube cannot do yet is refused, never
+//! skipped: `tokenRequests`, `requiresRepublish`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use k8s_openapi::api::storage::v1::CSIDriver;
+use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kube::{Api, Client, ResourceExt};
 
+use super::attach;
 use super::driver::{call, Drivers};
 use super::paths::{self, VolData};
 use super::v1::volume_capability::access_mode::Mode;
@@ -31,11 +33,24 @@ pub struct Csi {
     drivers: Arc<Drivers>,
     root: PathBuf,
     node_name: String,
+    /// Volumes that must be attached, wanted by pods not yet published
+    /// (their unique names, by pod uid).
+    wanted: Mutex<HashMap<String, BTreeSet<String>>>,
+    /// Whether each driver's volumes must be attached, as last read.
+    attach_required: Mutex<HashMap<String, bool>>,
+    /// [`Csi::volumes_in_use`] as last computed (the Node's status reads it).
+    in_use: Mutex<Vec<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The CSIDriver options that matter on the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriverOptions {
+    /// `attachRequired`.
+    pub attach: bool,
     /// `podInfoOnMount`.
     pub pod_info: bool,
     /// `fsGroupPolicy`.
@@ -46,16 +61,13 @@ pub struct DriverOptions {
 /// use the driver.
 pub fn driver_options(name: &str, d: Option<&CSIDriver>) -> Result<DriverOptions, String> {
     let Some(d) = d else {
-        return Err(format!(
-            "CSI driver {name} has no CSIDriver object, so its volumes must be attached, which rkube does not do yet"
-        ));
+        return Ok(DriverOptions {
+            attach: true,
+            pod_info: false,
+            fs_group_policy: "ReadWriteOnceWithFSType".into(),
+        });
     };
     let s = &d.spec;
-    if s.attach_required.unwrap_or(true) {
-        return Err(format!(
-            "CSIDriver {name} has attachRequired: true; attaching volumes is not supported by rkube yet"
-        ));
-    }
     if s.token_requests.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(format!(
             "CSIDriver {name}: tokenRequests are not supported by rkube"
@@ -73,6 +85,7 @@ pub fn driver_options(name: &str, d: Option<&CSIDriver>) -> Result<DriverOptions
         ));
     }
     Ok(DriverOptions {
+        attach: s.attach_required.unwrap_or(true),
         pod_info: s.pod_info_on_mount.unwrap_or(false),
         fs_group_policy: s
             .fs_group_policy
@@ -178,6 +191,9 @@ impl Csi {
             drivers,
             root,
             node_name,
+            wanted: Mutex::new(HashMap::new()),
+            attach_required: Mutex::new(HashMap::new()),
+            in_use: Mutex::new(Vec::new()),
         }
     }
 
@@ -228,6 +244,34 @@ impl Csi {
             }
         };
         let options = driver_options(&src.driver, csidriver.as_ref()).map_err(setup_failed)?;
+        lock(&self.attach_required).insert(src.driver.clone(), options.attach);
+        let mut publish_context = HashMap::new();
+        if options.attach {
+            // Wanted from now on: reported in use before it is attached.
+            lock(&self.wanted)
+                .entry(uid.clone())
+                .or_default()
+                .insert(attach::unique_name(&src.driver, &src.volume_handle));
+            let name = paths::attachment_name(&src.volume_handle, &src.driver, &self.node_name);
+            let va = Api::<VolumeAttachment>::all(self.client.clone())
+                .get_opt(&name)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "MountVolume.WaitForAttach failed for volume {:?} : volume {} has GET error for volume attachment {name}: {}",
+                        p.pv,
+                        src.volume_handle,
+                        kube_message(&e)
+                    )
+                })?;
+            publish_context =
+                attach::attached(va.as_ref(), &src.volume_handle, &name).map_err(|e| {
+                    format!(
+                        "MountVolume.WaitForAttach failed for volume {:?} : {e}",
+                        p.pv
+                    )
+                })?;
+        }
         let channel = self.drivers.channel(&src.driver).map_err(|e| {
             format!(
                 "MountVolume.MountDevice failed for volume {:?} : kubernetes.io/csi: attacher.MountDevice failed to create newCsiDriverClient: {e}",
@@ -272,7 +316,7 @@ impl Csi {
                 .map_err(device_failed)?;
             call(node.node_stage_volume(v1::NodeStageVolumeRequest {
                 volume_id: src.volume_handle.clone(),
-                publish_context: HashMap::new(),
+                publish_context: publish_context.clone(),
                 staging_target_path: path.display().to_string(),
                 volume_capability: Some(capability(group)),
                 secrets,
@@ -322,7 +366,7 @@ impl Csi {
             .map_err(setup_failed)?;
         call(node.node_publish_volume(v1::NodePublishVolumeRequest {
             volume_id: src.volume_handle.clone(),
-            publish_context: HashMap::new(),
+            publish_context,
             staging_target_path: staging,
             target_path: target.display().to_string(),
             volume_capability: Some(capability(group)),
@@ -348,6 +392,71 @@ impl Csi {
             }
         }
         Ok(target)
+    }
+
+    /// The pod no longer wants its volumes (it is gone).
+    pub fn forget(&self, uid: &str) {
+        lock(&self.wanted).remove(uid);
+    }
+
+    /// The volumes that must be attached which the node's pods want or
+    /// have published (upstream's `GetVolumesInUse`: the desired and the
+    /// actual state), by unique name, sorted: what the Node reports in
+    /// `status.volumesInUse`. Published volumes are read from their
+    /// `vol_data.json`, so a restarted kubelet reports them at once; a
+    /// driver whose CSIDriver cannot be read counts as needing attachment.
+    pub async fn volumes_in_use(&self) -> Vec<String> {
+        let mut out: BTreeSet<String> = lock(&self.wanted).values().flatten().cloned().collect();
+        for d in self.published() {
+            let known = lock(&self.attach_required).get(&d.driver_name).copied();
+            let attach = match known {
+                Some(a) => a,
+                None => match Api::<CSIDriver>::all(self.client.clone())
+                    .get_opt(&d.driver_name)
+                    .await
+                {
+                    Ok(c) => {
+                        let a =
+                            driver_options(&d.driver_name, c.as_ref()).map_or(true, |o| o.attach);
+                        lock(&self.attach_required).insert(d.driver_name.clone(), a);
+                        a
+                    }
+                    Err(_) => true,
+                },
+            };
+            if attach {
+                out.insert(attach::unique_name(&d.driver_name, &d.volume_handle));
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// The volumes in use as last computed.
+    pub fn in_use(&self) -> Vec<String> {
+        lock(&self.in_use).clone()
+    }
+
+    /// Computes the volumes in use once a second, for the Node's status.
+    pub async fn refresh_in_use(self: Arc<Self>) {
+        loop {
+            let v = self.volumes_in_use().await;
+            *lock(&self.in_use) = v;
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Every CSI volume published for a pod of the node.
+    fn published(&self) -> Vec<VolData> {
+        let Ok(pods) = std::fs::read_dir(self.root.join("pods")) else {
+            return Vec::new();
+        };
+        pods.flatten()
+            .filter_map(|p| {
+                std::fs::read_dir(p.path().join("volumes").join(paths::POD_PLUGIN_DIR)).ok()
+            })
+            .flat_map(|rd| rd.flatten())
+            .filter_map(|v| paths::load(&v.path()).ok())
+            .collect()
     }
 
     /// Unpublishes every CSI volume of the pod directory `pod_dir` (by
@@ -466,12 +575,13 @@ mod tests {
 
     #[test]
     fn driver_options_are_read_and_what_rkube_cannot_do_is_refused() {
-        assert!(driver_options("d", None)
-            .unwrap_err()
-            .contains("must be attached"));
-        assert!(driver_options("d", Some(&driver(json!({}))))
-            .unwrap_err()
-            .contains("attachRequired"));
+        // No CSIDriver, or attachRequired left out: attached first.
+        assert!(driver_options("d", None).unwrap().attach);
+        assert!(
+            driver_options("d", Some(&driver(json!({}))))
+                .unwrap()
+                .attach
+        );
         let ok = driver_options(
             "d",
             Some(&driver(
@@ -482,6 +592,7 @@ mod tests {
         assert_eq!(
             ok,
             DriverOptions {
+                attach: false,
                 pod_info: true,
                 fs_group_policy: "ReadWriteOnceWithFSType".into()
             }
