@@ -309,7 +309,7 @@ pub fn check(c: &Cluster, dir: &Path) {
         let in_use = jsonpath(c, &["get", "node", node], "{.status.volumesInUse}");
         assert!(
             in_use.contains(&format!("kubernetes.io/csi/{DRIVER}^{handle}")),
-            "{node} reports {handle} in use: {in_use}"
+            "{node} reports {handle} in use (before it mounted it): {in_use}"
         );
         let on_disk = state.join(node).join(&handle).join("lives");
         c.until(

@@ -411,6 +411,10 @@ impl Heartbeat {
                                         n.follow_capacity(&c, self.devices.as_deref());
                                     }
                                     n.conditions = status.conditions.clone().unwrap_or_default();
+                                    // Reported in use: such volumes may be mounted now.
+                                    if let Some(v) = &self.volumes_in_use {
+                                        v.mark_reported(status.volumes_in_use.as_deref().unwrap_or_default());
+                                    }
                                     // Dropped meanwhile: the next report is a full one.
                                     if epoch == n.report_epoch {
                                         n.last_reported = Some(*status);

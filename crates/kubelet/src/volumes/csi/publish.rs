@@ -40,6 +40,8 @@ pub struct Csi {
     attach_required: Mutex<HashMap<String, bool>>,
     /// [`Csi::volumes_in_use`] as last computed (the Node's status reads it).
     in_use: Mutex<Vec<String>>,
+    /// The volumes the Node's status last reported in use.
+    reported: Mutex<BTreeSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -194,6 +196,7 @@ impl Csi {
             wanted: Mutex::new(HashMap::new()),
             attach_required: Mutex::new(HashMap::new()),
             in_use: Mutex::new(Vec::new()),
+            reported: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -252,6 +255,15 @@ impl Csi {
                 .entry(uid.clone())
                 .or_default()
                 .insert(attach::unique_name(&src.driver, &src.volume_handle));
+            // As upstream: not before the Node reports it in use, so that
+            // the controller cannot detach it under the pod.
+            let unique = attach::unique_name(&src.driver, &src.volume_handle);
+            if !lock(&self.reported).contains(&unique) {
+                return Err(format!(
+                    "Volume has not been added to the list of VolumesInUse in the node's volume status for volume {:?} ",
+                    p.pv
+                ));
+            }
             let name = paths::attachment_name(&src.volume_handle, &src.driver, &self.node_name);
             let va = Api::<VolumeAttachment>::all(self.client.clone())
                 .get_opt(&name)
@@ -434,6 +446,11 @@ impl Csi {
     /// The volumes in use as last computed.
     pub fn in_use(&self) -> Vec<String> {
         lock(&self.in_use).clone()
+    }
+
+    /// The Node's status now reports `volumes` in use.
+    pub fn mark_reported(&self, volumes: &[String]) {
+        *lock(&self.reported) = volumes.iter().cloned().collect();
     }
 
     /// Computes the volumes in use once a second, for the Node's status.
