@@ -1,12 +1,13 @@
 //! StatefulSets with real volumes on the two rkube nodes, placed by rkube
 //! scheduler:
 //!
-//! * dynamically provisioned CSI volumes that must be attached:
-//!   `hack/csi`'s host-path driver on each node (registered with that
-//!   node's kubelet) and as the controller, upstream's external-provisioner
-//!   v6 (`--strict-topology`) and external-attacher v4 built from the Go
-//!   module proxy (`hack/csi-sidecars`), a WaitForFirstConsumer
-//!   StorageClass, a CSIDriver with `attachRequired: true`; each claim is
+//! * dynamically provisioned CSI volumes that must be attached, with
+//!   `hack/csi-stack`: `hack/csi`'s host-path driver on each node
+//!   (registered with that node's kubelet) and as the controller, upstream's
+//!   external-provisioner v6 (`--strict-topology`) and external-attacher v4
+//!   built from the Go module proxy (`hack/csi-sidecars`), a
+//!   WaitForFirstConsumer StorageClass, a CSIDriver with
+//!   `attachRequired: true`; each claim is
 //!   provisioned on the node its pod was placed on and attached there (the
 //!   controller-manager's VolumeAttachment, marked attached by the
 //!   attacher; the node reports it in `volumesInUse`), each pod writes to
@@ -25,58 +26,6 @@ use super::common::mount_points_under;
 use super::{hack, text, Cluster};
 
 const DRIVER: &str = "hostpath.csi.rkube.dev";
-
-/// A background process, killed when dropped.
-struct Bg(std::process::Child);
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(bin: &Path, args: &[String], log: &Path) -> Bg {
-    let f = std::fs::File::create(log).unwrap();
-    Bg(Command::new(bin)
-        .args(args)
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {}: {e}", bin.display())))
-}
-
-fn go_build(module: &str, package: &str, out: &Path) {
-    let o = Command::new("go")
-        .args(["build", "-trimpath", "-o"])
-        .arg(out)
-        .arg(package)
-        .current_dir(hack(module))
-        .env("CGO_ENABLED", "0")
-        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
-        .output()
-        .expect("run go build");
-    assert!(
-        o.status.success(),
-        "building {package} in hack/{module}: {}",
-        text(&o)
-    );
-}
-
-const CSI_OBJECTS: &str = r#"
-apiVersion: storage.k8s.io/v1
-kind: CSIDriver
-metadata: {name: hostpath.csi.rkube.dev}
-spec: {attachRequired: true, podInfoOnMount: true, fsGroupPolicy: File}
----
-apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata: {name: hostpath-csi}
-provisioner: hostpath.csi.rkube.dev
-volumeBindingMode: WaitForFirstConsumer
-reclaimPolicy: Delete
----
-"#;
 
 /// A StatefulSet of `replicas` busybox pods, each appending its name to
 /// `/data/lives` on its claim of class `class`.
@@ -185,101 +134,32 @@ fn lives(c: &Cluster, pod: &str) -> Vec<String> {
         .collect()
 }
 
-pub fn check(c: &Cluster, dir: &Path) {
-    let bin = dir.join("storage-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let driver = bin.join("rkube-csi-hostpath");
-    let provisioner = bin.join("csi-provisioner");
-    let attacher = bin.join("csi-attacher");
-    go_build("csi", "./hostpath", &driver);
-    go_build(
-        "csi-sidecars",
-        "github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner",
-        &provisioner,
-    );
-    go_build(
-        "csi-sidecars",
-        "github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher",
-        &attacher,
-    );
-    let state = dir.join("csi-state");
-    let sock = |name: &str| dir.join("csi").join(name).display().to_string();
-    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-    let mut procs = Vec::new();
-    for n in 1..=2 {
-        procs.push(spawn(
-            &driver,
-            &s(&[
-                "--endpoint",
-                &sock(&format!("node-{n}.sock")),
-                "--registration-dir",
-                &dir.join(format!("n{n}/kubelet/plugins_registry"))
-                    .display()
-                    .to_string(),
-                "--node-id",
-                &format!("node-{n}"),
-                "--state-dir",
-                &state.display().to_string(),
-            ]),
-            &dir.join(format!("csi-node-{n}.log")),
-        ));
+/// hack/csi-stack down when dropped.
+struct Stack<'a>(&'a Path);
+
+impl Drop for Stack<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new(hack("csi-stack"))
+            .args(["down", "--dir"])
+            .arg(self.0)
+            .status();
     }
-    procs.push(spawn(
-        &driver,
-        &s(&[
-            "--controller",
-            "--endpoint",
-            &sock("controller.sock"),
-            "--state-dir",
-            &state.display().to_string(),
-        ]),
-        &dir.join("csi-controller.log"),
-    ));
-    // Once both nodes list the driver in their CSINode (the provisioner
-    // reads the topology keys there).
-    c.until(
-        "both CSINodes list the driver",
-        Duration::from_secs(60),
-        || {
-            let out = jsonpath(
-                c,
-                &["get", "csinodes"],
-                "{range .items[*]}{.spec.drivers[*].name}{\"\\n\"}{end}",
-            );
-            (out.lines().filter(|l| l.contains(DRIVER)).count() == 2).then_some(())
-        },
-    );
-    procs.push(spawn(
-        &provisioner,
-        &s(&[
-            "--csi-address",
-            &sock("controller.sock"),
-            "--kubeconfig",
-            &c.kubeconfig,
-            "--strict-topology",
-            "--v=2",
-        ]),
-        &dir.join("csi-provisioner.log"),
-    ));
-    procs.push(spawn(
-        &attacher,
-        &s(&[
-            "--csi-address",
-            &sock("controller.sock"),
-            "--kubeconfig",
-            &c.kubeconfig,
-            "--v=2",
-        ]),
-        &dir.join("csi-attacher.log"),
-    ));
-    c.apply(&format!(
-        "{CSI_OBJECTS}{}",
-        statefulset(
-            "web",
-            3,
-            "hostpath-csi",
-            "securityContext: {runAsUser: 1000, fsGroup: 2000}"
-        )
+}
+
+pub fn check(c: &Cluster, dir: &Path) {
+    let o = Command::new(hack("csi-stack"))
+        .args(["up", "--dir"])
+        .arg(dir)
+        .output()
+        .expect("run hack/csi-stack");
+    assert!(o.status.success(), "hack/csi-stack up: {}", text(&o));
+    let stack = Stack(dir);
+    let state = dir.join("csi/state");
+    c.apply(&statefulset(
+        "web",
+        3,
+        "hostpath-csi",
+        "securityContext: {runAsUser: 1000, fsGroup: 2000}",
     ));
     all_running(c, "web", 3);
     let first = pods_of(c, "web");
@@ -429,5 +309,5 @@ pub fn check(c: &Cluster, dir: &Path) {
             .collect::<Vec<_>>();
         assert!(left.is_empty(), "node-{n}: {left:?}");
     }
-    drop(procs);
+    drop(stack);
 }
