@@ -16,7 +16,8 @@
 //!   deleting the claims detaches and deletes the volumes;
 //! * local PersistentVolumes (no provisioner, WaitForFirstConsumer): every
 //!   pod Running on the node of its volume, its data kept across a pod's
-//!   deletion.
+//!   deletion and both kubelets' restarts (the same containers, nothing
+//!   unmounted).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -298,6 +299,32 @@ pub fn check(c: &Cluster, dir: &Path) {
     c.until("db-0 made again", Duration::from_secs(60), || {
         (lives(c, "db-0") == ["db-0", "db-0"]).then_some(())
     });
+    // Both kubelets restarted under the db pods: the same containers, their
+    // local volumes still mounted, their data there.
+    let before = pods_of(c, "db");
+    let mounts: Vec<Vec<String>> = (1..=2)
+        .map(|n| mount_points_under(&dir.join(format!("n{n}/kubelet/pods"))))
+        .collect();
+    for n in ["node-1", "node-2"] {
+        c.cluster(&["kubelet", "stop", n]);
+        c.cluster(&["kubelet", "start", n]);
+    }
+    std::thread::sleep(Duration::from_secs(15));
+    all_running(c, "db", 2);
+    assert_eq!(
+        pods_of(c, "db"),
+        before,
+        "the db containers kept across the restarts"
+    );
+    for n in 1..=2 {
+        assert_eq!(
+            mount_points_under(&dir.join(format!("n{n}/kubelet/pods"))),
+            mounts[n - 1],
+            "node-{n}: nothing unmounted"
+        );
+    }
+    assert_eq!(lives(c, "db-0"), ["db-0", "db-0"]);
+    assert_eq!(lives(c, "db-1"), ["db-1"]);
     c.ok(&["delete", "statefulset", "db", "--wait=true"]);
     c.until("db's pods gone", Duration::from_secs(90), || {
         pods_of(c, "db").is_empty().then_some(())
