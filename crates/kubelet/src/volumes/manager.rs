@@ -478,7 +478,7 @@ impl VolumeManager {
             let host_path = match &r.source {
                 Source::HostPath { path, type_ } => {
                     let p = PathBuf::from(path);
-                    crate::runtime::cri::spec::check_host_path_type(&p, type_)
+                    super::host_path::check_host_path_type(&p, type_)
                         .map_err(|e| setup_failed(&r.pv, &e))?;
                     p
                 }

@@ -8,6 +8,7 @@
 //! * [`subpath`]: `subPath` resolved beneath the volume root without
 //!   following symlinks, bind-mounted for the runtime;
 //! * [`empty_dir`]: tmpfs for `medium: Memory`;
+//! * [`host_path`]: `hostPath` types checked (and made) as upstream;
 //! * [`persistent`]: PersistentVolumeClaim (and generic ephemeral) volumes
 //!   resolved to the PersistentVolume they are bound to (pure);
 //! * [`local`]: local PersistentVolumes bind-mounted under the pod;
@@ -21,6 +22,7 @@
 pub mod atomic_writer;
 pub mod csi;
 pub mod empty_dir;
+pub mod host_path;
 pub mod local;
 pub mod manager;
 pub mod ownership;
