@@ -250,14 +250,14 @@ impl Csi {
         lock(&self.attach_required).insert(src.driver.clone(), options.attach);
         let mut publish_context = HashMap::new();
         if options.attach {
-            // Wanted from now on: reported in use before it is attached.
+            // Wanted from now on: reported in use before it is attached,
+            // and, as upstream, not set up before the Node reports it in
+            // use, so that the controller cannot detach it under the pod.
+            let unique = attach::unique_name(&src.driver, &src.volume_handle);
             lock(&self.wanted)
                 .entry(uid.clone())
                 .or_default()
-                .insert(attach::unique_name(&src.driver, &src.volume_handle));
-            // As upstream: not before the Node reports it in use, so that
-            // the controller cannot detach it under the pod.
-            let unique = attach::unique_name(&src.driver, &src.volume_handle);
+                .insert(unique.clone());
             if !lock(&self.reported).contains(&unique) {
                 return Err(format!(
                     "Volume has not been added to the list of VolumesInUse in the node's volume status for volume {:?} ",
