@@ -163,6 +163,14 @@ pub fn check(c: &Cluster, dir: &Path) {
         "securityContext: {runAsUser: 1000, fsGroup: 2000}",
     ));
     all_running(c, "web", 3);
+    // Waiting for the node's status to report a volume in use is only
+    // logged, as upstream does: no FailedMount Event says it.
+    let failed = jsonpath(
+        c,
+        &["get", "events", "--field-selector", "reason=FailedMount"],
+        "{.items[*].message}",
+    );
+    assert!(!failed.contains("VolumesInUse"), "{failed}");
     let first = pods_of(c, "web");
     for (pod, node, _) in &first {
         let pv = jsonpath(

@@ -183,8 +183,12 @@ impl CriRuntime {
             false => "ContainerCreating",
         };
         if let Err(m) = self.prepare_volumes(pod).await {
-            // Upstream's FailedMount (the recorder folds repeats into one).
-            self.event(pod, None, true, "FailedMount", m.clone());
+            // Upstream's FailedMount (the recorder folds repeats into one);
+            // waiting for the node's status to report a volume in use is
+            // only logged, as upstream does.
+            if !m.starts_with(crate::volumes::csi::attach::NOT_REPORTED_IN_USE) {
+                self.event(pod, None, true, "FailedMount", m.clone());
+            }
             return Some((reason, m));
         }
         if let Some(r) = &self.events {

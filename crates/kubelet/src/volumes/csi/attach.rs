@@ -18,6 +18,11 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 /// default).
 pub const CONTROLLER_MANAGED: &str = "volumes.kubernetes.io/controller-managed-attach-detach";
 
+/// Why an attachable volume waits before it is set up (upstream's words;
+/// upstream logs it and records no Event).
+pub const NOT_REPORTED_IN_USE: &str =
+    "Volume has not been added to the list of VolumesInUse in the node's volume status";
+
 /// A CSI volume's unique name, as `volumesInUse` and `volumesAttached`
 /// name it.
 pub fn unique_name(driver: &str, handle: &str) -> String {

@@ -260,7 +260,8 @@ impl Csi {
                 .insert(unique.clone());
             if !lock(&self.reported).contains(&unique) {
                 return Err(format!(
-                    "Volume has not been added to the list of VolumesInUse in the node's volume status for volume {:?} ",
+                    "{} for volume {:?} ",
+                    attach::NOT_REPORTED_IN_USE,
                     p.pv
                 ));
             }
