@@ -34,8 +34,9 @@
 //!   checkpointed in upstream's files.
 //! * [`shutdown`]: graceful node shutdown through logind's inhibitor lock.
 //!
-//! Not yet: CSI volumes and PersistentVolumes other than `local` and
-//! `hostPath` (refused, not skipped).
+//! Not yet: CSI inline ephemeral volumes, volume expansion, block volumes
+//! and PersistentVolumes other than `local`, `hostPath` and `csi` (refused,
+//! not skipped).
 
 // A daemon reports errors; it does not panic on them (tests may unwrap).
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
