@@ -38,6 +38,48 @@ mod client;
 pub mod logs;
 pub mod observe;
 
+/// A gRPC error as Go's status prints it (`rpc error: code = NotFound
+/// desc = …`), which upstream's messages carry: Go's code names
+/// (`Canceled`, `OK`), not tonic's.
+pub fn go_status(s: &tonic::Status) -> String {
+    use tonic::Code;
+    let code = match s.code() {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    };
+    format!("rpc error: code = {code} desc = {}", s.message())
+}
+
+#[cfg(test)]
+mod go_status_tests {
+    #[test]
+    fn grpc_errors_read_as_go_prints_them() {
+        assert_eq!(
+            super::go_status(&tonic::Status::not_found("no volume v1")),
+            "rpc error: code = NotFound desc = no volume v1"
+        );
+        assert_eq!(
+            super::go_status(&tonic::Status::cancelled("x")),
+            "rpc error: code = Canceled desc = x"
+        );
+    }
+}
+
 pub use client::{
     condition, image_spec, pod_ip, socket_path, unix_channel, unix_channel_lazy, ConnectOptions,
     ContainerSpec, CriClient, CriError, ExecOutput, Result, RuntimeVersion, SandboxSpec,

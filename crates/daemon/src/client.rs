@@ -63,6 +63,16 @@ pub enum ClientError {
     Build(kube::Error),
 }
 
+/// client-go's text of an API error: the API server's own message of an
+/// error response (`persistentvolumeclaims "x" not found`), else the
+/// error's.
+pub fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// The configuration of `kubeconfig`, or in-cluster / `$KUBECONFIG` /
 /// `~/.kube/config` without one.
 pub async fn kube_config(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {

@@ -761,11 +761,7 @@ async fn call_allocate(
     };
     match tokio::time::timeout(CALL_TIMEOUT, client.allocate(req)).await {
         Ok(Ok(r)) => Ok(r.into_inner()),
-        Ok(Err(s)) => Err(format!(
-            "rpc error: code = {:?} desc = {}",
-            s.code(),
-            s.message()
-        )),
+        Ok(Err(s)) => Err(rkube_cri::go_status(&s)),
         Err(_) => Err(format!(
             "device plugin Allocate took longer than {CALL_TIMEOUT:?}"
         )),
@@ -795,9 +791,8 @@ async fn call_preferred(
             .map(|c| c.device_i_ds.into_iter().collect())
             .unwrap_or_default()),
         Ok(Err(s)) => Err(format!(
-            "device plugin GetPreferredAllocation rpc failed with err: rpc error: code = {:?} desc = {}",
-            s.code(),
-            s.message()
+            "device plugin GetPreferredAllocation rpc failed with err: {}",
+            rkube_cri::go_status(&s)
         )),
         Err(_) => Err(format!(
             "device plugin GetPreferredAllocation took longer than {CALL_TIMEOUT:?}"
@@ -810,11 +805,7 @@ async fn call_pre_start(ep: &Endpoint, ids: Vec<String>) -> Result<(), String> {
     let req = PreStartContainerRequest { devices_ids: ids };
     match tokio::time::timeout(PRE_START_TIMEOUT, client.pre_start_container(req)).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(s)) => Err(format!(
-            "rpc error: code = {:?} desc = {}",
-            s.code(),
-            s.message()
-        )),
+        Ok(Err(s)) => Err(rkube_cri::go_status(&s)),
         Err(_) => Err("context deadline exceeded".into()),
     }
 }

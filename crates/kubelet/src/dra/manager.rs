@@ -44,19 +44,7 @@ pub struct Manager {
     path: Option<PathBuf>,
 }
 
-/// client-go's text of an API error: the status message
-/// (`resourceclaims.resource.k8s.io "x" not found`).
-fn api_error(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        e => e.to_string(),
-    }
-}
-
-/// Go's text of a gRPC error.
-fn rpc_error(s: &tonic::Status) -> String {
-    format!("rpc error: code = {:?} desc = {}", s.code(), s.message())
-}
+use rkube_cri::go_status as rpc_error;
 
 /// The claim of `batch` a driver's answer for `uid` is about, or
 /// upstream's error when the answer names a claim not asked for or
@@ -299,9 +287,12 @@ impl Manager {
         };
         let api: Api<ResourceClaim> =
             Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
-        api.get(name)
-            .await
-            .map_err(|e| format!("fetch ResourceClaim {name}: {}", api_error(&e)))
+        api.get(name).await.map_err(|e| {
+            format!(
+                "fetch ResourceClaim {name}: {}",
+                rkube_daemon::client::api_message(&e)
+            )
+        })
     }
 
     /// Unprepares the claims of `pod` no other pod uses (upstream's

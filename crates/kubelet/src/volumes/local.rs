@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::ownership;
 use super::persistent::LOCAL_PLUGIN_DIR;
-use super::subpath::{bind_mount, cpath, is_mount_point, unmount_all};
+use super::subpath::{bind_mount, cpath, is_mount_point, mounts_under, unmount_all};
 
 /// One local volume to set up for a pod.
 pub struct SetUp<'a> {
@@ -88,14 +88,31 @@ fn kept_flags(source: &Path) -> libc::c_ulong {
 }
 
 /// The other pods' mounts of volume `pv` under `pods_dir` (upstream counts
-/// the mount references inside the pods directory).
+/// the mount references inside the pods directory); one read of the mount
+/// table.
 pub fn other_pod_mounts(pods_dir: &Path, pv: &str, own: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(pods_dir) else {
+    let Ok(pods) = std::fs::canonicalize(pods_dir) else {
         return Vec::new();
     };
-    rd.flatten()
-        .map(|e| e.path().join("volumes").join(LOCAL_PLUGIN_DIR).join(pv))
-        .filter(|p| p != own && is_mount_point(p).unwrap_or(false))
+    let own_uid = own
+        .strip_prefix(pods_dir)
+        .ok()
+        .and_then(|r| r.components().next())
+        .map(|c| c.as_os_str().to_owned());
+    mounts_under(&pods)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| {
+            let Ok(rel) = m.strip_prefix(&pods) else {
+                return false;
+            };
+            let parts: Vec<&std::ffi::OsStr> = rel.components().map(|c| c.as_os_str()).collect();
+            parts.len() == 4
+                && parts[1] == "volumes"
+                && parts[2] == LOCAL_PLUGIN_DIR
+                && parts[3] == pv
+                && Some(parts[0].to_os_string()) != own_uid
+        })
         .collect()
 }
 

@@ -292,7 +292,10 @@ impl VolumeManager {
                     tracing::warn!(namespace = %ns, serviceaccount = %sa, error = %e, "refreshing the service account token failed; keeping the current one");
                     Ok(c.token)
                 }
-                _ => Err(format!("failed to fetch token: {}", kube_error_message(&e))),
+                _ => Err(format!(
+                    "failed to fetch token: {}",
+                    rkube_daemon::client::api_message(&e)
+                )),
             },
         }
     }
@@ -549,7 +552,7 @@ impl VolumeManager {
             .map_err(|e| {
                 processing(format!(
                     "failed to fetch PVC from API server: {}",
-                    kube_error_message(&e)
+                    rkube_daemon::client::api_message(&e)
                 ))
             })?;
         if claim.ephemeral {
@@ -562,7 +565,7 @@ impl VolumeManager {
             .map_err(|e| {
                 processing(format!(
                     "failed to fetch PV {pv_name} from API server: {}",
-                    kube_error_message(&e)
+                    rkube_daemon::client::api_message(&e)
                 ))
             })?;
         persistent::check_claim_ref(&pv, &pvc.uid().unwrap_or_default()).map_err(processing)?;
@@ -574,7 +577,7 @@ impl VolumeManager {
                     Failure::Mount(format!(
                         "MountVolume.NodeAffinity check failed for volume {pv_name:?} : reading node {}: {}",
                         self.node_name,
-                        kube_error_message(&e)
+                        rkube_daemon::client::api_message(&e)
                     ))
                 })?;
             *node_labels = Some(node.labels().clone().into_iter().collect());
@@ -663,14 +666,6 @@ fn restrict(dir: &std::path::Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
         .map_err(|e| format!("restricting {} to 0750: {e}", dir.display()))
-}
-
-/// The API server's own message of an error response.
-fn kube_error_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -50,39 +50,13 @@ impl Drivers {
     }
 }
 
-/// A gRPC error as Go's status prints it (`rpc error: code = … desc = …`),
-/// which upstream's messages carry.
-pub fn rpc_error(s: &tonic::Status) -> String {
-    use tonic::Code;
-    let code = match s.code() {
-        Code::Ok => "OK",
-        Code::Cancelled => "Canceled",
-        Code::Unknown => "Unknown",
-        Code::InvalidArgument => "InvalidArgument",
-        Code::DeadlineExceeded => "DeadlineExceeded",
-        Code::NotFound => "NotFound",
-        Code::AlreadyExists => "AlreadyExists",
-        Code::PermissionDenied => "PermissionDenied",
-        Code::ResourceExhausted => "ResourceExhausted",
-        Code::FailedPrecondition => "FailedPrecondition",
-        Code::Aborted => "Aborted",
-        Code::OutOfRange => "OutOfRange",
-        Code::Unimplemented => "Unimplemented",
-        Code::Internal => "Internal",
-        Code::Unavailable => "Unavailable",
-        Code::DataLoss => "DataLoss",
-        Code::Unauthenticated => "Unauthenticated",
-    };
-    format!("rpc error: code = {code} desc = {}", s.message())
-}
-
 /// Runs a CSI call under [`CALL_TIMEOUT`], its error in upstream's words.
 pub async fn call<T>(
     f: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T, String> {
     match tokio::time::timeout(CALL_TIMEOUT, f).await {
         Ok(Ok(r)) => Ok(r.into_inner()),
-        Ok(Err(s)) => Err(rpc_error(&s)),
+        Ok(Err(s)) => Err(rkube_cri::go_status(&s)),
         Err(_) => Err("rpc error: code = DeadlineExceeded desc = context deadline exceeded".into()),
     }
 }
@@ -200,18 +174,6 @@ mod tests {
             .contains("None of the versions specified"));
         assert!(check_versions("d", &[]).unwrap_err().contains("empty list"));
         assert!(check_versions("d", &["1.x".into()]).is_err());
-    }
-
-    #[test]
-    fn grpc_errors_read_as_go_prints_them() {
-        assert_eq!(
-            rpc_error(&tonic::Status::not_found("no volume v1")),
-            "rpc error: code = NotFound desc = no volume v1"
-        );
-        assert_eq!(
-            rpc_error(&tonic::Status::cancelled("x")),
-            "rpc error: code = Canceled desc = x"
-        );
     }
 
     #[test]

@@ -110,13 +110,6 @@ pub fn with_driver(
     Some(out)
 }
 
-fn kube_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
@@ -137,7 +130,7 @@ pub async fn install(
     let node = nodes.get(node_name).await.map_err(|e| {
         format!(
             "error updating Node object with CSI driver node info: {}",
-            kube_message(&e)
+            rkube_daemon::client::api_message(&e)
         )
     })?;
     let annotation = node_ids(
@@ -174,7 +167,7 @@ pub async fn install(
             .map_err(|e| {
                 format!(
                     "error updating Node object with CSI driver node info: {}",
-                    kube_message(&e)
+                    rkube_daemon::client::api_message(&e)
                 )
             })?;
     }
@@ -189,7 +182,7 @@ pub async fn install(
             .map_err(|e| {
                 format!(
                     "error updating CSINode object with CSI driver node info: {}",
-                    kube_message(&e)
+                    rkube_daemon::client::api_message(&e)
                 )
             })?;
     }
@@ -233,13 +226,16 @@ pub async fn ensure_csinode(client: &Client, node: &Node) -> Result<CSINode, Str
                 spec: CSINodeSpec { drivers: vec![] },
                 ..Default::default()
             };
-            api.create(&PostParams::default(), &c)
-                .await
-                .map_err(|e| format!("error creating CSINode {name}: {}", kube_message(&e)))
+            api.create(&PostParams::default(), &c).await.map_err(|e| {
+                format!(
+                    "error creating CSINode {name}: {}",
+                    rkube_daemon::client::api_message(&e)
+                )
+            })
         }
         Err(e) => Err(format!(
             "error getting CSINode {name}: {}",
-            kube_message(&e)
+            rkube_daemon::client::api_message(&e)
         )),
     }
 }
@@ -255,16 +251,19 @@ pub async fn uninstall(client: &Client, node_name: &str, driver: &str) -> Result
                 .map_err(|e| {
                     format!(
                         "error uninstalling CSI driver from CSINode object {}",
-                        kube_message(&e)
+                        rkube_daemon::client::api_message(&e)
                     )
                 })?;
         }
         Ok(_) => {}
         Err(e) if not_found(&e) => {}
-        Err(e) => return Err(kube_message(&e)),
+        Err(e) => return Err(rkube_daemon::client::api_message(&e)),
     }
     let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes.get(node_name).await.map_err(|e| kube_message(&e))?;
+    let node = nodes
+        .get(node_name)
+        .await
+        .map_err(|e| rkube_daemon::client::api_message(&e))?;
     if let Some(a) = node_ids(
         node.annotations()
             .get(NODE_ID_ANNOTATION)
@@ -289,7 +288,7 @@ pub async fn uninstall(client: &Client, node_name: &str, driver: &str) -> Result
             .map_err(|e| {
                 format!(
                     "error removing CSI driver node info from Node object {}",
-                    kube_message(&e)
+                    rkube_daemon::client::api_message(&e)
                 )
             })?;
     }

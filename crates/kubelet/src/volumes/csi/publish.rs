@@ -42,6 +42,11 @@ pub struct Csi {
     in_use: Mutex<Vec<String>>,
     /// The volumes the Node's status last reported in use.
     reported: Mutex<BTreeSet<String>>,
+    /// The volumes published on disk as last read (`None`: to be read
+    /// again; a set-up or tear-down makes it so, and so does a restart),
+    /// with a generation that each of those raises, so that a read which
+    /// raced one is not kept.
+    on_disk: Mutex<(u64, Option<Vec<VolData>>)>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -169,13 +174,6 @@ async fn node_caps(
     Ok(caps)
 }
 
-fn kube_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn mkdir_0750(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
@@ -196,6 +194,7 @@ impl Csi {
             wanted: Mutex::new(HashMap::new()),
             attach_required: Mutex::new(HashMap::new()),
             in_use: Mutex::new(Vec::new()),
+            on_disk: Mutex::new((0, None)),
             reported: Mutex::new(BTreeSet::new()),
         }
     }
@@ -210,7 +209,12 @@ impl Csi {
         let s = Api::<Secret>::namespaced(self.client.clone(), ns)
             .get(name)
             .await
-            .map_err(|e| format!("fetching secret {ns}/{name} failed: {}", kube_message(&e)))?;
+            .map_err(|e| {
+                format!(
+                    "fetching secret {ns}/{name} failed: {}",
+                    rkube_daemon::client::api_message(&e)
+                )
+            })?;
         Ok(s.data
             .unwrap_or_default()
             .into_iter()
@@ -223,6 +227,12 @@ impl Csi {
     /// restarted kubelet) is left as it is. `Err` is in upstream's event
     /// words (`MountVolume.MountDevice failed …`, `MountVolume.SetUp failed …`).
     pub async fn set_up(&self, p: &Publish<'_>) -> Result<PathBuf, String> {
+        let r = self.set_up_volume(p).await;
+        self.disk_changed();
+        r
+    }
+
+    async fn set_up_volume(&self, p: &Publish<'_>) -> Result<PathBuf, String> {
         let uid = p.pod.uid().unwrap_or_default();
         let vol_dir = paths::pod_volume_dir(&self.root, &uid, p.pv);
         let target = vol_dir.join("mount");
@@ -242,7 +252,7 @@ impl Csi {
                 return Err(setup_failed(format!(
                     "reading CSIDriver {}: {}",
                     src.driver,
-                    kube_message(&e)
+                    rkube_daemon::client::api_message(&e)
                 )))
             }
         };
@@ -274,7 +284,7 @@ impl Csi {
                         "MountVolume.WaitForAttach failed for volume {:?} : volume {} has GET error for volume attachment {name}: {}",
                         p.pv,
                         src.volume_handle,
-                        kube_message(&e)
+                        rkube_daemon::client::api_message(&e)
                     )
                 })?;
             publish_context =
@@ -420,7 +430,19 @@ impl Csi {
     /// driver whose CSIDriver cannot be read counts as needing attachment.
     pub async fn volumes_in_use(&self) -> Vec<String> {
         let mut out: BTreeSet<String> = lock(&self.wanted).values().flatten().cloned().collect();
-        for d in self.published() {
+        let (generation, cached) = lock(&self.on_disk).clone();
+        let on_disk = match cached {
+            Some(v) => v,
+            None => {
+                let v = self.published(None);
+                let mut c = lock(&self.on_disk);
+                if c.0 == generation {
+                    c.1 = Some(v.clone());
+                }
+                v
+            }
+        };
+        for d in on_disk {
             let known = lock(&self.attach_required).get(&d.driver_name).copied();
             let attach = match known {
                 Some(a) => a,
@@ -444,6 +466,13 @@ impl Csi {
         out.into_iter().collect()
     }
 
+    /// What is published on disk changed (or may have): read it again.
+    fn disk_changed(&self) {
+        let mut c = lock(&self.on_disk);
+        c.0 += 1;
+        c.1 = None;
+    }
+
     /// The volumes in use as last computed.
     pub fn in_use(&self) -> Vec<String> {
         lock(&self.in_use).clone()
@@ -454,7 +483,8 @@ impl Csi {
         *lock(&self.reported) = volumes.iter().cloned().collect();
     }
 
-    /// Computes the volumes in use once a second, for the Node's status.
+    /// Computes the volumes in use once a second, for the Node's status
+    /// (the disk is read again only after a set-up or a tear-down).
     pub async fn refresh_in_use(self: Arc<Self>) {
         loop {
             let v = self.volumes_in_use().await;
@@ -463,12 +493,14 @@ impl Csi {
         }
     }
 
-    /// Every CSI volume published for a pod of the node.
-    fn published(&self) -> Vec<VolData> {
+    /// Every CSI volume published for a pod of the node (but the pod of
+    /// directory `except`).
+    fn published(&self, except: Option<&Path>) -> Vec<VolData> {
         let Ok(pods) = std::fs::read_dir(self.root.join("pods")) else {
             return Vec::new();
         };
         pods.flatten()
+            .filter(|p| except != Some(p.path().as_path()))
             .filter_map(|p| {
                 std::fs::read_dir(p.path().join("volumes").join(paths::POD_PLUGIN_DIR)).ok()
             })
@@ -481,6 +513,12 @@ impl Csi {
     /// their `vol_data.json`, so a restarted kubelet finds them too) and
     /// unstages a volume no other pod of the node still has published.
     pub async fn tear_down(&self, pod_dir: &Path) -> Result<(), String> {
+        let r = self.tear_down_volumes(pod_dir).await;
+        self.disk_changed();
+        r
+    }
+
+    async fn tear_down_volumes(&self, pod_dir: &Path) -> Result<(), String> {
         let Ok(rd) = std::fs::read_dir(pod_dir.join("volumes").join(paths::POD_PLUGIN_DIR)) else {
             return Ok(());
         };
@@ -530,16 +568,8 @@ impl Csi {
 
     /// Whether another pod of the node has the volume published.
     fn published_elsewhere(&self, data: &VolData, pod_dir: &Path) -> bool {
-        let Ok(pods) = std::fs::read_dir(self.root.join("pods")) else {
-            return false;
-        };
-        pods.flatten()
-            .filter(|p| p.path() != pod_dir)
-            .filter_map(|p| {
-                std::fs::read_dir(p.path().join("volumes").join(paths::POD_PLUGIN_DIR)).ok()
-            })
-            .flat_map(|rd| rd.flatten())
-            .filter_map(|v| paths::load(&v.path()).ok())
+        self.published(Some(pod_dir))
+            .iter()
             .any(|d| d.driver_name == data.driver_name && d.volume_handle == data.volume_handle)
     }
 
