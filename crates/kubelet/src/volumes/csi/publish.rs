@@ -450,13 +450,18 @@ impl Csi {
                     .get_opt(&d.driver_name)
                     .await
                 {
+                    // Unreadable: in use until a set-up reads it (never a
+                    // request a second).
                     Ok(c) => {
                         let a =
                             driver_options(&d.driver_name, c.as_ref()).map_or(true, |o| o.attach);
                         lock(&self.attach_required).insert(d.driver_name.clone(), a);
                         a
                     }
-                    Err(_) => true,
+                    Err(_) => {
+                        lock(&self.attach_required).insert(d.driver_name.clone(), true);
+                        true
+                    }
                 },
             };
             if attach {
